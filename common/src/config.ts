@@ -1,0 +1,34 @@
+import { z } from "zod";
+
+/**
+ * Parses the environment once against a schema and freezes the result. Nothing else in pies reads
+ * `process.env`: configuration is injected.
+ */
+export function loadConfig<S extends z.ZodTypeAny>(
+  schema: S,
+  env: Record<string, string | undefined> = process.env,
+): Readonly<z.infer<S>> {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
+    throw new Error(`invalid configuration: ${problems}`);
+  }
+  return Object.freeze(parsed.data);
+}
+
+/** Reusable field schemas for environment variables. */
+export const env = {
+  port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
+  int: (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback),
+  url: () => z.string().url(),
+  host: (fallback = "0.0.0.0") => z.string().min(1).default(fallback),
+  logLevel: () =>
+    z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+};
+
+export const natsConfigSchema = {
+  NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
+  PIES_NATS_STREAM: z.string().regex(/^[A-Za-z0-9_-]+$/).default("PIES_RUNS"),
+  PIES_NATS_SUBJECT_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/).default("pies"),
+  PIES_STREAM_MAX_AGE_SECONDS: env.int(3600, 1),
+};

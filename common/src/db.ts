@@ -1,0 +1,62 @@
+// kysely 0.28 (the line that supports Node 20) exports the Migrator from its main entry.
+import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from "kysely";
+import pg from "pg";
+import type { PGlite } from "@electric-sql/pglite";
+import { PGliteDialect } from "./pglite-dialect.js";
+
+// int8 (counts, sums) as numbers: pies never counts past 2^53.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export type DatabaseOptions =
+  | { url: string; poolMax?: number; applicationName?: string }
+  | { pglite: PGlite };
+
+/** A Kysely instance over a pg pool (one per process, never per request) or an embedded PGlite. */
+export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
+  if ("pglite" in options) {
+    return new Kysely<DB>({ dialect: new PGliteDialect(options.pglite) });
+  }
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolMax ?? 10,
+    application_name: options.applicationName ?? "pies",
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client that loses its server emits here; without a listener the process would crash.
+  pool.on("error", () => {});
+  return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** True when the database answers a trivial query within the timeout. */
+export async function pingDatabase(db: Kysely<any>, timeoutMs = 2000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      sql`select 1`.execute(db).then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+    ]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Runs a service's migrations (its own schema, its own migration table) to the latest. The
+ * migrator takes a lock, so every replica may call this at start.
+ */
+export async function migrateToLatest(
+  db: Kysely<any>,
+  schema: string,
+  migrations: Record<string, Migration>,
+): Promise<void> {
+  const provider: MigrationProvider = { getMigrations: async () => migrations };
+  await sql`create schema if not exists ${sql.id(schema)}`.execute(db);
+  const migrator = new Migrator({ db, provider, migrationTableSchema: schema });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === "Error")?.migrationName;
+    throw new Error(`migration ${failed ?? "(unknown)"} of schema ${schema} failed`, { cause: error });
+  }
+}

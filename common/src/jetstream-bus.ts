@@ -1,0 +1,127 @@
+import { connect, nanos, type NatsConnection } from "@nats-io/transport-node";
+import {
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  StorageType,
+  type JetStreamClient,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
+import type { RunEvent, RunEventBus, SubscribeOptions } from "./bus.js";
+
+export interface JetStreamBusOptions {
+  url: string;
+  stream: string;
+  subjectPrefix: string;
+  maxAgeSeconds: number;
+  /** Connection name shown by the NATS server (monitoring). */
+  name: string;
+}
+
+/**
+ * The run event bus on NATS JetStream. One connection per process, reconnecting forever; the
+ * stream is created (or its limits updated) at connect, so any component may start first.
+ */
+export class JetStreamRunEventBus implements RunEventBus {
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly options: JetStreamBusOptions,
+  ) {}
+
+  static async connect(options: JetStreamBusOptions): Promise<JetStreamRunEventBus> {
+    const nc = await connect({
+      servers: options.url,
+      name: options.name,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 500,
+    });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const bus = new JetStreamRunEventBus(nc, jetstream(nc), jsm, options);
+      await bus.ensureStream();
+      return bus;
+    } catch (err) {
+      await nc.close();
+      throw err;
+    }
+  }
+
+  private subject(runId: string, kind: RunEvent["kind"] | ">") {
+    return `${this.options.subjectPrefix}.run.${runId}.${kind}`;
+  }
+
+  private async ensureStream() {
+    const config = {
+      name: this.options.stream,
+      subjects: [`${this.options.subjectPrefix}.run.>`],
+      max_age: nanos(this.options.maxAgeSeconds * 1000),
+      storage: StorageType.File,
+      duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
+    };
+    try {
+      await this.jsm.streams.info(config.name);
+      await this.jsm.streams.update(config.name, config);
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
+        throw err;
+      }
+      await this.jsm.streams.add(config);
+    }
+  }
+
+  async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string) {
+    await this.js.publish(this.subject(runId, kind), data, { msgID: dedupId });
+  }
+
+  async *subscribe(runId: string, { afterSeq, signal }: SubscribeOptions) {
+    const consumer = await this.js.consumers.get(this.options.stream, {
+      filter_subjects: this.subject(runId, ">"),
+      ...(afterSeq
+        ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: afterSeq + 1 }
+        : { deliver_policy: DeliverPolicy.All }),
+    });
+    const messages = await consumer.consume({ max_messages: 256 });
+    const stop = () => void messages.stop();
+    signal.addEventListener("abort", stop, { once: true });
+    try {
+      if (signal.aborted) return;
+      for await (const m of messages) {
+        const kind = m.subject.endsWith(".end") ? "end" : "chunk";
+        yield { seq: m.seq, kind, data: m.data } satisfies RunEvent;
+      }
+    } finally {
+      signal.removeEventListener("abort", stop);
+      stop();
+    }
+  }
+
+  async hasEnd(runId: string) {
+    const msg = await this.jsm.streams.getMessage(this.options.stream, {
+      last_by_subj: this.subject(runId, "end"),
+    });
+    return msg !== null;
+  }
+
+  async ready() {
+    if (this.nc.isClosed()) return false;
+    try {
+      await this.nc.flush();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async close() {
+    if (!this.nc.isClosed()) await this.nc.drain();
+  }
+
+  /** Deletes the stream (tests use a stream of their own and remove it afterwards). */
+  async deleteStream() {
+    await this.jsm.streams.delete(this.options.stream);
+  }
+}

@@ -1,0 +1,89 @@
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { Code, ConnectError, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { Health } from "@pies/proto/health";
+import type { Logger } from "./logger.js";
+import { createHealthService } from "./health.js";
+
+export interface ServeOptions {
+  name: string;
+  host: string;
+  port: number;
+  logger: Logger;
+  routes: (router: ConnectRouter) => void;
+  /** Service names registered by `routes`, answered by the health service. */
+  serviceNames: string[];
+  isReady: () => Promise<boolean>;
+}
+
+export interface RunningServer {
+  port: number;
+  url: string;
+  /** Stops accepting, lets in-flight calls finish (up to `graceMs`), then closes. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Keeps unexpected errors out of responses: a handler's ConnectError passes through; anything else
+ * is logged with its stack and answered as INTERNAL with no detail.
+ */
+export function errorInterceptor(logger: Logger): Interceptor {
+  return (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (err) {
+      if (err instanceof ConnectError) {
+        if (err.code === Code.Internal || err.code === Code.Unknown) {
+          logger.error({ err, procedure: req.url }, "internal error");
+        }
+        throw err;
+      }
+      logger.error({ err, procedure: req.url }, "unhandled error");
+      throw new ConnectError("internal error", Code.Internal);
+    }
+  };
+}
+
+/** Serves Connect, gRPC and gRPC-Web on one cleartext HTTP/2 port, with grpc.health.v1. */
+export async function serveConnect(options: ServeOptions): Promise<RunningServer> {
+  let shuttingDown = false;
+  const handler = connectNodeAdapter({
+    interceptors: [errorInterceptor(options.logger)],
+    routes(router) {
+      options.routes(router);
+      router.service(
+        Health,
+        createHealthService(options.isReady, options.serviceNames, () => shuttingDown),
+      );
+    },
+  });
+  const server = http2.createServer(handler);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.on("close", () => sessions.delete(session));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = options.host === "0.0.0.0" || options.host === "::" ? "127.0.0.1" : options.host;
+  options.logger.info({ port }, `${options.name} listening`);
+  return {
+    port,
+    url: `http://${host}:${port}`,
+    async close(graceMs = 10_000) {
+      shuttingDown = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // GOAWAY: clients open no new streams here, the streams in flight complete.
+      for (const session of sessions) session.close();
+      const timer = setTimeout(() => {
+        for (const session of sessions) session.destroy();
+      }, graceMs);
+      await closed;
+      clearTimeout(timer);
+    },
+  };
+}

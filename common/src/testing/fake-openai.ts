@@ -1,0 +1,974 @@
+/**
+ * A fake OpenAI-compatible HTTP server for loopback tests and benchmarks.
+ *
+ * It speaks the real chat-completions wire protocol (JSON responses, SSE
+ * streaming with `data: [DONE]`, OpenAI error bodies, `Retry-After` headers),
+ * so production code can talk to it through the official `openai` SDK with
+ * `baseURL` set to {@link FakeOpenAI.url}. Only node built-ins are used so it
+ * can be imported from any workspace without extra dependencies.
+ *
+ * Endpoints:
+ * - `POST /v1/chat/completions` (also `/chat/completions`): blocking or
+ *   streaming (`stream: true`) chat completion.
+ * - `GET /v1/models` (also `/models`): a one-model list.
+ * - anything else: 404 with an OpenAI-style error body.
+ *
+ * Response content is deterministic:
+ * - `options.respond(body)` when given, otherwise
+ * - `response_format.type === "json_schema"`: JSON of a value generated from
+ *   `response_format.json_schema.schema` (first enum/const, minimal lengths,
+ *   all properties present, local `$ref`s resolved);
+ * - `response_format.type === "json_object"`: `{"echo": <last user message>}`;
+ * - otherwise `"echo: " + <last user message>`.
+ *
+ * Usage is `prompt_tokens = ceil(chars of all message contents / 4)` and
+ * `completion_tokens = ceil(content length / 4)`.
+ *
+ * Fault injection is chosen by the request's `model` name:
+ * - `fail-500`: always 500 with a `server_error` body.
+ * - `fail-400`: always 400 with an `invalid_request_error` body.
+ * - `rate-limit-once`: the first request for this model (per server, until
+ *   {@link FakeOpenAI.reset}) gets 429 with `Retry-After: 0`,
+ *   `retry-after-ms: 10` and a `rate_limit_exceeded` body; later ones succeed.
+ * - `drop-mid-stream`: streaming sends the role chunk and the first content
+ *   chunk, then destroys the socket; non-streaming destroys the socket
+ *   without answering.
+ * - `slow-<ms>` (e.g. `slow-200`): waits that many ms before answering.
+ * - `invalid-json`: with a `json_schema` response format, returns valid JSON
+ *   that violates the schema (missing required properties or wrong types);
+ *   otherwise behaves normally.
+ * - any other name: normal behaviour.
+ *
+ * `options.latencyMs` is added before every answer (errors included) and
+ * `options.chunkDelayMs` between streamed chunks.
+ *
+ * @example
+ * ```ts
+ * const fake = await startFakeOpenAI({ apiKey: "sk-test" });
+ * const client = new OpenAI({ apiKey: "sk-test", baseURL: fake.url });
+ * await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] });
+ * await fake.close();
+ * ```
+ *
+ * @module
+ */
+import { randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import type {
+  IncomingHttpHeaders,
+  IncomingMessage,
+  ServerResponse,
+} from "node:http";
+import type { AddressInfo } from "node:net";
+
+/** Options for {@link startFakeOpenAI}. */
+export interface FakeOpenAIOptions {
+  /** Port to listen on (127.0.0.1). Default 0: an ephemeral port. */
+  port?: number;
+  /**
+   * When set, every request must carry `Authorization: Bearer <apiKey>`;
+   * others get 401 `invalid_api_key`. When unset, any (or no) key is accepted.
+   */
+  apiKey?: string;
+  /** Delay in ms added before every answer. Default 0. */
+  latencyMs?: number;
+  /** Delay in ms between streamed chunks. Default 0 (all chunks in one write). */
+  chunkDelayMs?: number;
+  /** Characters of content per streamed delta. Default 8. */
+  streamChunkChars?: number;
+  /**
+   * Overrides the generated content of successful chat completions (fault
+   * models still apply). Throwing makes the server answer 500.
+   */
+  respond?: (body: ChatCompletionRequestBody) => string | Promise<string>;
+  /**
+   * At most this many requests are kept in {@link FakeOpenAI.requests}; later
+   * ones are not recorded so long benchmarks do not grow memory without
+   * bound. 0 disables recording. Default 10 000.
+   */
+  maxRecordedRequests?: number;
+  /** Request bodies larger than this get 413. Default 16 MiB. */
+  maxBodyBytes?: number;
+}
+
+/** One request as received by the fake server. */
+export interface RecordedRequest {
+  /** HTTP method, e.g. `"POST"`. */
+  method: string;
+  /** Request path without the query string, e.g. `"/v1/chat/completions"`. */
+  path: string;
+  /** Request headers as parsed by node (lower-case names). */
+  headers: IncomingHttpHeaders;
+  /** Parsed JSON body; `undefined` when the body was empty or not valid JSON. */
+  body: unknown;
+}
+
+/** The subset of a chat-completions request body the fake looks at. */
+export interface ChatCompletionRequestBody {
+  model: string;
+  messages: ChatMessage[];
+  stream?: boolean | null;
+  stream_options?: { include_usage?: boolean | null } | null;
+  response_format?:
+    | { type: "text" }
+    | { type: "json_object" }
+    | {
+        type: "json_schema";
+        json_schema: {
+          name?: string;
+          schema?: unknown;
+          strict?: boolean | null;
+        };
+      }
+    | null;
+  [key: string]: unknown;
+}
+
+/** A chat message; `content` is a string, an array of content parts, or null. */
+export interface ChatMessage {
+  role: string;
+  content?: string | Array<{ type: string; text?: string }> | null;
+  [key: string]: unknown;
+}
+
+/** A running fake server; see {@link startFakeOpenAI}. */
+export interface FakeOpenAI {
+  /** Base URL to give the SDK, e.g. `http://127.0.0.1:12345/v1`. */
+  readonly url: string;
+  /** The port the server listens on. */
+  readonly port: number;
+  /** Requests received so far (oldest first); the same array across {@link reset}. */
+  readonly requests: RecordedRequest[];
+  /** Closes the server and destroys all open (including keep-alive) sockets. */
+  close(): Promise<void>;
+  /** Clears {@link requests} and the per-model counters (re-arms `rate-limit-once`). */
+  reset(): void;
+}
+
+/** OpenAI's error body shape: `{"error": {message, type, param, code}}`. */
+interface OpenAIErrorBody {
+  error: {
+    message: string;
+    type: string;
+    param: string | null;
+    code: string | null;
+  };
+}
+
+interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+const DEFAULT_MAX_RECORDED = 10_000;
+const MODELS_CREATED = 1_700_000_000;
+
+/**
+ * Starts a fake OpenAI-compatible server on 127.0.0.1.
+ *
+ * @param options - see {@link FakeOpenAIOptions}; all optional.
+ * @returns the running server once it is listening.
+ */
+export async function startFakeOpenAI(
+  options: FakeOpenAIOptions = {},
+): Promise<FakeOpenAI> {
+  const config = {
+    apiKey: options.apiKey,
+    latencyMs: options.latencyMs ?? 0,
+    chunkDelayMs: options.chunkDelayMs ?? 0,
+    streamChunkChars: Math.max(1, options.streamChunkChars ?? 8),
+    respond: options.respond,
+    maxRecorded: options.maxRecordedRequests ?? DEFAULT_MAX_RECORDED,
+    maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+  };
+  const requests: RecordedRequest[] = [];
+  const modelCounts = new Map<string, number>();
+  // Aborted by close() so pending latency/chunk timers end immediately
+  // instead of keeping the process (and close()) waiting.
+  const shutdown = new AbortController();
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      // Last resort: a bug in the handler must not leave the client hanging.
+      if (!res.headersSent && !res.destroyed) {
+        sendError(
+          res,
+          500,
+          errorBody(
+            `fake-openai internal error: ${String(err)}`,
+            "server_error",
+          ),
+        );
+      } else {
+        res.destroy();
+      }
+    });
+  });
+  // Longer than typical client idle timeouts (undici: 4 s, honouring our
+  // `Keep-Alive: timeout=` hint) so the server is not the side that closes an
+  // idle socket while a client is reusing it under load.
+  server.keepAliveTimeout = 10_000;
+  // Bound how long a client may take to send a request, so slow or stalled
+  // uploads cannot pin memory or sockets forever.
+  server.requestTimeout = 60_000;
+
+  async function handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
+    const method = req.method ?? "GET";
+    const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+
+    const raw = await readBody(req, config.maxBodyBytes);
+    if (raw === undefined) {
+      // Too large: answer and close the connection rather than read on.
+      res.setHeader("connection", "close");
+      sendError(
+        res,
+        413,
+        errorBody("Request body too large.", "invalid_request_error"),
+      );
+      return;
+    }
+    let body: unknown;
+    let badJson = false;
+    if (raw.length > 0) {
+      try {
+        body = JSON.parse(raw.toString("utf8"));
+      } catch {
+        badJson = true;
+      }
+    }
+    if (requests.length < config.maxRecorded) {
+      requests.push({ method, path, headers: req.headers, body });
+    }
+
+    if (
+      config.latencyMs > 0 &&
+      !(await sleep(config.latencyMs, shutdown.signal))
+    )
+      return;
+    if (res.destroyed) return;
+
+    if (
+      config.apiKey !== undefined &&
+      req.headers.authorization !== `Bearer ${config.apiKey}`
+    ) {
+      sendError(
+        res,
+        401,
+        errorBody(
+          "Incorrect API key provided",
+          "invalid_request_error",
+          null,
+          "invalid_api_key",
+        ),
+      );
+      return;
+    }
+
+    const isChat =
+      path === "/v1/chat/completions" || path === "/chat/completions";
+    const isModels = path === "/v1/models" || path === "/models";
+    if (method === "GET" && isModels) {
+      sendJson(res, 200, {
+        object: "list",
+        data: [
+          {
+            id: "gpt-4o-mini",
+            object: "model",
+            created: MODELS_CREATED,
+            owned_by: "pies-fake",
+          },
+        ],
+      });
+      return;
+    }
+    if (method !== "POST" || !isChat) {
+      sendError(
+        res,
+        404,
+        errorBody(`Invalid URL (${method} ${path})`, "invalid_request_error"),
+      );
+      return;
+    }
+    if (badJson) {
+      sendError(
+        res,
+        400,
+        errorBody(
+          "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly.)",
+          "invalid_request_error",
+        ),
+      );
+      return;
+    }
+    const invalid = validateChatBody(body);
+    if (invalid !== undefined) {
+      sendError(res, 400, invalid);
+      return;
+    }
+    await handleChat(body as ChatCompletionRequestBody, res);
+  }
+
+  async function handleChat(
+    body: ChatCompletionRequestBody,
+    res: ServerResponse,
+  ): Promise<void> {
+    const model = body.model;
+    const count = (modelCounts.get(model) ?? 0) + 1;
+    modelCounts.set(model, count);
+    const streaming = body.stream === true;
+
+    const slow = /^slow-(\d+)$/.exec(model);
+    if (
+      slow?.[1] !== undefined &&
+      !(await sleep(Number(slow[1]), shutdown.signal))
+    )
+      return;
+    if (res.destroyed) return;
+
+    switch (model) {
+      case "fail-500":
+        sendError(
+          res,
+          500,
+          errorBody(
+            "The server had an error while processing your request. Sorry about that!",
+            "server_error",
+          ),
+        );
+        return;
+      case "fail-400":
+        sendError(
+          res,
+          400,
+          errorBody(
+            "Invalid request (simulated by model fail-400).",
+            "invalid_request_error",
+          ),
+        );
+        return;
+      case "rate-limit-once":
+        if (count === 1) {
+          // The SDK prefers retry-after-ms; Retry-After: 0 is the standard fallback.
+          res.setHeader("retry-after", "0");
+          res.setHeader("retry-after-ms", "10");
+          sendError(
+            res,
+            429,
+            errorBody(
+              "Rate limit reached for rate-limit-once (simulated). Please try again later.",
+              "rate_limit_exceeded",
+              null,
+              "rate_limit_exceeded",
+            ),
+          );
+          return;
+        }
+        break;
+      case "drop-mid-stream":
+        if (!streaming) {
+          res.socket?.destroy();
+          return;
+        }
+        break;
+      default:
+        break;
+    }
+
+    let content: string;
+    try {
+      content = config.respond
+        ? await config.respond(body)
+        : generateContent(body);
+    } catch (err) {
+      sendError(
+        res,
+        500,
+        errorBody(`respond() threw: ${String(err)}`, "server_error"),
+      );
+      return;
+    }
+    if (res.destroyed) return;
+
+    const usage = computeUsage(body.messages, content);
+    const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
+    const created = Math.floor(Date.now() / 1000);
+
+    if (!streaming) {
+      sendJson(res, 200, {
+        id,
+        object: "chat.completion",
+        created,
+        model,
+        choices: [
+          {
+            index: 0,
+            message: { role: "assistant", content, refusal: null },
+            logprobs: null,
+            finish_reason: "stop",
+          },
+        ],
+        usage,
+        system_fingerprint: "fp_pies_fake",
+      });
+      return;
+    }
+
+    await streamChat(res, {
+      id,
+      created,
+      model,
+      content,
+      usage,
+      includeUsage: body.stream_options?.include_usage === true,
+      dropAfterFirstContent: model === "drop-mid-stream",
+    });
+  }
+
+  async function streamChat(
+    res: ServerResponse,
+    s: {
+      id: string;
+      created: number;
+      model: string;
+      content: string;
+      usage: Usage;
+      includeUsage: boolean;
+      dropAfterFirstContent: boolean;
+    },
+  ): Promise<void> {
+    // Real OpenAI puts `usage: null` on every chunk when usage was requested.
+    const chunk = (
+      delta: Record<string, unknown>,
+      finish: string | null,
+    ): string =>
+      sse({
+        id: s.id,
+        object: "chat.completion.chunk",
+        created: s.created,
+        model: s.model,
+        system_fingerprint: "fp_pies_fake",
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+        ...(s.includeUsage ? { usage: null } : {}),
+      });
+
+    const events: string[] = [
+      chunk({ role: "assistant", content: "", refusal: null }, null),
+    ];
+    const pieces = splitContent(s.content, config.streamChunkChars);
+    for (const piece of pieces) events.push(chunk({ content: piece }, null));
+    events.push(chunk({}, "stop"));
+    if (s.includeUsage) {
+      events.push(
+        sse({
+          id: s.id,
+          object: "chat.completion.chunk",
+          created: s.created,
+          model: s.model,
+          system_fingerprint: "fp_pies_fake",
+          choices: [],
+          usage: s.usage,
+        }),
+      );
+    }
+    events.push("data: [DONE]\n\n");
+
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      "x-request-id": requestId(),
+    });
+
+    if (s.dropAfterFirstContent) {
+      // Role chunk plus the first content chunk (if any), flushed, then a hard
+      // close without the chunked terminator: the client sees a truncated body.
+      // Wait for each write to reach the socket: destroy() discards anything
+      // still buffered, and the client must really receive the first chunk.
+      const upTo = pieces.length > 0 ? 2 : 1;
+      for (let i = 0; i < upTo; i++) {
+        if (
+          i > 0 &&
+          config.chunkDelayMs > 0 &&
+          !(await sleep(config.chunkDelayMs, shutdown.signal))
+        )
+          return;
+        if (!(await writeFlushed(res, events[i] ?? ""))) return;
+      }
+      res.socket?.destroy();
+      return;
+    }
+
+    if (config.chunkDelayMs <= 0) {
+      // No pacing wanted: one write keeps benchmarks cheap; the client still
+      // sees separate SSE events.
+      res.end(events.join(""));
+      return;
+    }
+    for (let i = 0; i < events.length; i++) {
+      if (i > 0 && !(await sleep(config.chunkDelayMs, shutdown.signal))) return;
+      if (!(await write(res, events[i] ?? ""))) return;
+    }
+    res.end();
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    port,
+    requests,
+    close() {
+      closing ??= new Promise<void>((resolve, reject) => {
+        shutdown.abort();
+        server.close((err) => (err ? reject(err) : resolve()));
+        // server.close() alone waits for keep-alive sockets to go idle and
+        // time out; destroy them so close() ends promptly.
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+    reset() {
+      requests.length = 0;
+      modelCounts.clear();
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// HTTP helpers
+
+/**
+ * Reads the whole request body, or returns undefined (and stops buffering)
+ * once it exceeds `limit` bytes.
+ */
+function readBody(
+  req: IncomingMessage,
+  limit: number,
+): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    req.on("data", (c: Buffer) => {
+      if (tooLarge) return;
+      size += c.length;
+      if (size > limit) {
+        tooLarge = true;
+        chunks.length = 0;
+        resolve(undefined);
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on("end", () => {
+      if (!tooLarge) resolve(Buffer.concat(chunks));
+    });
+    req.on("error", reject);
+  });
+}
+
+/** Writes a chunk, waiting for 'drain' so a slow reader cannot make us buffer without bound. */
+function write(res: ServerResponse, data: string): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false);
+  if (res.write(data)) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => {
+      res.off("drain", onDrain);
+      res.off("close", onClose);
+      resolve(ok);
+    };
+    const onDrain = () => done(true);
+    const onClose = () => done(false);
+    res.on("drain", onDrain);
+    res.on("close", onClose);
+  });
+}
+
+/** Writes a chunk and resolves once it has been handed to the socket (false if the response closed first). */
+function writeFlushed(res: ServerResponse, data: string): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    res.write(data, (err) => resolve(!err && !res.destroyed));
+  });
+}
+
+function sendJson(res: ServerResponse, status: number, payload: unknown): void {
+  if (res.destroyed || res.headersSent) return;
+  const text = JSON.stringify(payload);
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    "x-request-id": requestId(),
+  });
+  res.end(text);
+}
+
+function sendError(
+  res: ServerResponse,
+  status: number,
+  payload: OpenAIErrorBody,
+): void {
+  sendJson(res, status, payload);
+}
+
+function errorBody(
+  message: string,
+  type: string,
+  param: string | null = null,
+  code: string | null = null,
+): OpenAIErrorBody {
+  return { error: { message, type, param, code } };
+}
+
+function sse(payload: unknown): string {
+  return `data: ${JSON.stringify(payload)}\n\n`;
+}
+
+function requestId(): string {
+  return `req_${randomUUID().replaceAll("-", "")}`;
+}
+
+/** Resolves true after `ms`, or false as soon as `signal` aborts (server closing). */
+function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve(true);
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Returns an OpenAI 400 error body when the request is not a usable chat request. */
+function validateChatBody(body: unknown): OpenAIErrorBody | undefined {
+  if (!isRecord(body)) {
+    return errorBody(
+      "The request body must be a JSON object.",
+      "invalid_request_error",
+    );
+  }
+  if (typeof body.model !== "string" || body.model === "") {
+    return errorBody(
+      "you must provide a model parameter",
+      "invalid_request_error",
+      "model",
+    );
+  }
+  if (!Array.isArray(body.messages) || !body.messages.every(isRecord)) {
+    return errorBody(
+      "'messages' must be an array of message objects.",
+      "invalid_request_error",
+      "messages",
+    );
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------
+// Content generation
+
+function generateContent(body: ChatCompletionRequestBody): string {
+  const format = body.response_format;
+  if (format?.type === "json_schema") {
+    const schema = format.json_schema?.schema ?? {};
+    const value =
+      body.model === "invalid-json"
+        ? violateSchema(schema, schema)
+        : generateFromSchema(schema, schema, 0);
+    return JSON.stringify(value);
+  }
+  const lastUser = lastUserContent(body.messages);
+  if (format?.type === "json_object") return JSON.stringify({ echo: lastUser });
+  return `echo: ${lastUser}`;
+}
+
+function messageText(message: ChatMessage): string {
+  const c = message.content;
+  if (typeof c === "string") return c;
+  if (Array.isArray(c)) {
+    return c
+      .map((part) =>
+        isRecord(part) && typeof part.text === "string" ? part.text : "",
+      )
+      .join("");
+  }
+  return "";
+}
+
+function lastUserContent(messages: ChatMessage[]): string {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m?.role === "user") return messageText(m);
+  }
+  return "";
+}
+
+function computeUsage(messages: ChatMessage[], content: string): Usage {
+  const promptChars = messages.reduce((n, m) => n + messageText(m).length, 0);
+  const prompt_tokens = Math.ceil(promptChars / 4);
+  const completion_tokens = Math.ceil(content.length / 4);
+  return {
+    prompt_tokens,
+    completion_tokens,
+    total_tokens: prompt_tokens + completion_tokens,
+  };
+}
+
+/** Splits into pieces of about `size` UTF-16 units without cutting a surrogate pair. */
+function splitContent(content: string, size: number): string[] {
+  const pieces: string[] = [];
+  let start = 0;
+  while (start < content.length) {
+    let end = Math.min(start + size, content.length);
+    const last = content.charCodeAt(end - 1);
+    if (end < content.length && last >= 0xd800 && last <= 0xdbff) end++;
+    pieces.push(content.slice(start, end));
+    start = end;
+  }
+  return pieces;
+}
+
+// ---------------------------------------------------------------------------
+// JSON Schema value generator (deliberately small: the subset structured
+// outputs use, plus a few common keywords)
+
+type Schema = Record<string, unknown>;
+
+/** Schemas nested deeper than this (recursive $refs) generate null rather than loop forever. */
+const MAX_SCHEMA_DEPTH = 16;
+
+/** Below this depth arrays get only their `minItems`. */
+const ARRAY_ITEM_DEPTH = 6;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Follows local `$ref`s (`#/$defs/X`, `#/definitions/X`, any JSON pointer into the root). */
+function resolveRef(schema: unknown, root: unknown): Schema {
+  let current = schema;
+  for (
+    let hops = 0;
+    hops < MAX_SCHEMA_DEPTH &&
+    isRecord(current) &&
+    typeof current.$ref === "string";
+    hops++
+  ) {
+    const ref = current.$ref;
+    if (!ref.startsWith("#")) return {};
+    let target: unknown = root;
+    for (const raw of ref
+      .slice(1)
+      .split("/")
+      .filter((p) => p !== "")) {
+      const key = decodeURIComponent(raw)
+        .replaceAll("~1", "/")
+        .replaceAll("~0", "~");
+      target = isRecord(target)
+        ? target[key]
+        : Array.isArray(target)
+          ? target[Number(key)]
+          : undefined;
+    }
+    current = target;
+  }
+  return isRecord(current) ? current : {};
+}
+
+/** The schema's primary type: the first non-"null" entry of `type`, else inferred from keywords. */
+function schemaType(s: Schema): string | undefined {
+  const t = s.type;
+  if (typeof t === "string") return t;
+  if (Array.isArray(t)) {
+    const nonNull = t.find((x) => typeof x === "string" && x !== "null");
+    return typeof nonNull === "string"
+      ? nonNull
+      : typeof t[0] === "string"
+        ? t[0]
+        : undefined;
+  }
+  if (isRecord(s.properties)) return "object";
+  if (s.items !== undefined || Array.isArray(s.prefixItems)) return "array";
+  return undefined;
+}
+
+function num(v: unknown): number | undefined {
+  return typeof v === "number" && Number.isFinite(v) ? v : undefined;
+}
+
+function generateFromSchema(
+  schemaIn: unknown,
+  root: unknown,
+  depth: number,
+): unknown {
+  if (depth > MAX_SCHEMA_DEPTH) return null;
+  const s = resolveRef(schemaIn, root);
+  if ("const" in s) return s.const;
+  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0];
+  for (const key of ["anyOf", "oneOf"] as const) {
+    const options = s[key];
+    if (Array.isArray(options) && options.length > 0) {
+      // Prefer a non-null branch so optional-but-nullable fields still carry data.
+      const pick =
+        options.find((o) => schemaType(resolveRef(o, root)) !== "null") ??
+        options[0];
+      return generateFromSchema(pick, root, depth + 1);
+    }
+  }
+  if (Array.isArray(s.allOf) && s.allOf.length > 0) {
+    const parts = s.allOf.map((p) => generateFromSchema(p, root, depth + 1));
+    if (parts.every(isRecord)) return Object.assign({}, ...parts);
+    return parts[0];
+  }
+
+  switch (schemaType(s)) {
+    case "object": {
+      const out: Record<string, unknown> = {};
+      const props = isRecord(s.properties) ? s.properties : {};
+      // Every property, not only required ones: strict structured outputs
+      // require all of them, and extra optional ones are always allowed.
+      for (const [name, propSchema] of Object.entries(props)) {
+        out[name] = generateFromSchema(propSchema, root, depth + 1);
+      }
+      // Required names without a property schema still need a value.
+      if (Array.isArray(s.required)) {
+        for (const name of s.required) {
+          if (typeof name === "string" && !(name in out)) out[name] = "value";
+        }
+      }
+      return out;
+    }
+    case "array": {
+      const prefix = Array.isArray(s.prefixItems) ? s.prefixItems : [];
+      const min = num(s.minItems) ?? 0;
+      const max = num(s.maxItems) ?? Number.POSITIVE_INFINITY;
+      // One item by default so callers see a populated array, but only near
+      // the top: recursive schemas (a tree of `kids`) then end in [] instead
+      // of bottoming out in an invalid null.
+      const preferred = depth < ARRAY_ITEM_DEPTH ? 1 : 0;
+      const count = Math.min(Math.max(min, prefix.length, preferred), max);
+      const items: unknown[] = [];
+      for (let i = 0; i < count; i++) {
+        const itemSchema = i < prefix.length ? prefix[i] : s.items;
+        items.push(
+          isRecord(itemSchema)
+            ? generateFromSchema(itemSchema, root, depth + 1)
+            : "item",
+        );
+      }
+      return items;
+    }
+    case "string":
+      return generateString(s);
+    case "integer":
+      return generateNumber(s, true);
+    case "number":
+      return generateNumber(s, false);
+    case "boolean":
+      return true;
+    case "null":
+      return null;
+    default:
+      return null;
+  }
+}
+
+function generateString(s: Schema): string {
+  switch (s.format) {
+    case "date-time":
+      return "2024-01-01T00:00:00Z";
+    case "date":
+      return "2024-01-01";
+    case "time":
+      return "00:00:00Z";
+    case "email":
+      return "user@example.com";
+    case "uri":
+    case "url":
+      return "https://example.com/";
+    case "uuid":
+      return "00000000-0000-4000-8000-000000000000";
+    default:
+      break;
+  }
+  const min = num(s.minLength) ?? 0;
+  const max = num(s.maxLength) ?? Number.POSITIVE_INFINITY;
+  let text = "example";
+  while (text.length < min) text += "x";
+  return text.slice(0, max);
+}
+
+function generateNumber(s: Schema, integer: boolean): number {
+  const step = integer ? 1 : 0.5;
+  let value = 0;
+  const min = num(s.minimum);
+  const exMin = num(s.exclusiveMinimum);
+  const max = num(s.maximum);
+  const exMax = num(s.exclusiveMaximum);
+  if (min !== undefined) value = Math.max(value, min);
+  if (exMin !== undefined && value <= exMin) value = exMin + step;
+  if (max !== undefined) value = Math.min(value, max);
+  if (exMax !== undefined && value >= exMax) value = exMax - step;
+  if (integer) value = Math.ceil(value);
+  const multipleOf = num(s.multipleOf);
+  if (multipleOf !== undefined && multipleOf > 0)
+    value = Math.ceil(value / multipleOf) * multipleOf;
+  return value;
+}
+
+/** A valid-JSON value that does not satisfy `schemaIn` (for the `invalid-json` model). */
+function violateSchema(schemaIn: unknown, root: unknown): unknown {
+  const s = resolveRef(schemaIn, root);
+  const type = schemaType(s);
+  if (type === "object") {
+    const required = Array.isArray(s.required)
+      ? s.required.filter((r) => typeof r === "string")
+      : [];
+    // Dropping required properties is the most common real-world failure.
+    if (required.length > 0) return {};
+    const props = isRecord(s.properties) ? Object.entries(s.properties) : [];
+    const first = props[0];
+    if (first) return { [first[0]]: wrongTypeFor(resolveRef(first[1], root)) };
+    return "not an object";
+  }
+  return wrongTypeFor(s);
+}
+
+/** A value of a different JSON type than the one `s` asks for. */
+function wrongTypeFor(s: Schema): unknown {
+  switch (schemaType(s)) {
+    case "string":
+      return 12345;
+    case "number":
+    case "integer":
+      return "not a number";
+    case "boolean":
+      return "not a boolean";
+    case "array":
+      return "not an array";
+    case "object":
+      return "not an object";
+    case "null":
+      return "not null";
+    default:
+      // An enum/const-only schema: a value outside it.
+      return { unexpected: true };
+  }
+}

@@ -1,0 +1,1 @@
+export * from "../gen/pies/executor/v1/executor_service_pb.js";

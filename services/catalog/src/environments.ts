@@ -1,0 +1,69 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import { newId } from "@pies/common";
+import type { CatalogService } from "@pies/proto/catalog";
+import type { CatalogDeps } from "./context.js";
+import { invalid, notFound, requireProject } from "./errors.js";
+import { environmentToProto } from "./mappers.js";
+import { secretHint } from "./secrets.js";
+
+export const PROVIDERS = ["openai", "openai_compatible", "test"];
+
+export function environmentHandlers({
+  db,
+  secrets,
+}: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
+  return {
+    async createEnvironment(req) {
+      const projectId = requireProject(req.projectId);
+      const input = req.environment;
+      if (!input?.provider || !PROVIDERS.includes(input.provider)) {
+        throw invalid(`provider must be one of ${PROVIDERS.join(", ")}`);
+      }
+      if (input.provider === "openai_compatible" && !input.endpointUrl) {
+        throw invalid("endpoint_url is required for provider openai_compatible");
+      }
+      if (input.endpointUrl && !URL.canParse(input.endpointUrl)) {
+        throw invalid("endpoint_url is not a URL");
+      }
+      const row = await db
+        .insertInto("catalog.environments")
+        .values({
+          id: newId(),
+          project_id: projectId,
+          name: input.name || input.provider,
+          provider: input.provider,
+          endpoint_url: input.endpointUrl ?? "",
+          api_key_enc: input.apiKey ? secrets.seal(input.apiKey) : null,
+          api_key_hint: input.apiKey ? secretHint(input.apiKey) : "",
+          default_model: input.defaultModel ?? "",
+          enabled_models: JSON.stringify(input.enabledModels),
+          config: JSON.stringify(input.config ?? {}),
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return { environment: environmentToProto(row) };
+    },
+
+    async getEnvironment(req) {
+      const row = await db
+        .selectFrom("catalog.environments")
+        .selectAll()
+        .where("project_id", "=", requireProject(req.projectId))
+        .where("id", "=", req.id)
+        .executeTakeFirst();
+      if (!row) throw notFound("environment", req.id);
+      return { environment: environmentToProto(row) };
+    },
+
+    async listEnvironments(req) {
+      const rows = await db
+        .selectFrom("catalog.environments")
+        .selectAll()
+        .where("project_id", "=", requireProject(req.projectId))
+        .orderBy("updated_at", "desc")
+        .limit(1000)
+        .execute();
+      return { environments: rows.map(environmentToProto) };
+    },
+  };
+}

@@ -1,0 +1,162 @@
+import type { Selectable } from "kysely";
+import { create } from "@bufbuild/protobuf";
+import { toTimestamp, type JsonObject } from "@pies/common";
+import {
+  AccountSchema,
+  ApiKeySchema,
+  EnvironmentSchema,
+  InteractionSchema,
+  InteractionStatus,
+  ProjectSchema,
+  PromptTemplateSchema,
+  Visibility,
+  type CachePolicy,
+  type Interaction,
+  type PromptTemplate,
+} from "@pies/proto/catalog";
+import type {
+  AccountsTable,
+  ApiKeysTable,
+  EnvironmentRow,
+  InteractionRow,
+  ProjectsTable,
+  PromptRow,
+} from "./tables.js";
+
+const statusByName: Record<string, InteractionStatus> = {
+  draft: InteractionStatus.DRAFT,
+  published: InteractionStatus.PUBLISHED,
+  archived: InteractionStatus.ARCHIVED,
+};
+
+export function statusFromName(name: string): InteractionStatus {
+  return statusByName[name] ?? InteractionStatus.DRAFT;
+}
+
+export function statusName(status: InteractionStatus): string {
+  return Object.keys(statusByName).find((k) => statusByName[k] === status) ?? "draft";
+}
+
+export function promptToProto(row: PromptRow): PromptTemplate {
+  return create(PromptTemplateSchema, {
+    id: row.id,
+    projectId: row.project_id,
+    name: row.name,
+    role: row.role,
+    contentType: row.content_type,
+    content: row.content,
+    testData: row.test_data ?? undefined,
+    inputSchema: row.input_schema ?? undefined,
+    status: statusFromName(row.status),
+    version: row.version,
+    latest: row.latest,
+    createdAt: toTimestamp(row.created_at),
+    updatedAt: toTimestamp(row.updated_at),
+  });
+}
+
+function cachePolicyToProto(json: JsonObject | null): CachePolicy | undefined {
+  if (!json) return undefined;
+  return {
+    $typeName: "pies.catalog.v1.CachePolicy",
+    type: typeof json.type === "string" ? json.type : "",
+    ttl: typeof json.ttl === "number" ? json.ttl : undefined,
+    variesOn: Array.isArray(json.varies_on) ? json.varies_on.map(String) : [],
+    refreshProbability:
+      typeof json.refresh_probability === "number" ? json.refresh_probability : undefined,
+  };
+}
+
+export function cachePolicyToJson(policy: CachePolicy | undefined): JsonObject | null {
+  if (!policy) return null;
+  const json: JsonObject = { type: policy.type, varies_on: policy.variesOn };
+  if (policy.ttl !== undefined) json.ttl = policy.ttl;
+  if (policy.refreshProbability !== undefined) json.refresh_probability = policy.refreshProbability;
+  return json;
+}
+
+/**
+ * An interaction row as a message. `templates` (by id) expands each segment's template; a
+ * published snapshot carries its own templates and ignores it.
+ */
+export function interactionToProto(
+  row: InteractionRow,
+  templates?: Map<string, PromptRow>,
+): Interaction {
+  return create(InteractionSchema, {
+    id: row.id,
+    projectId: row.project_id,
+    name: row.name,
+    description: row.description,
+    status: statusFromName(row.status),
+    testData: row.test_data ?? undefined,
+    resultSchema: row.result_schema ?? undefined,
+    cachePolicy: cachePolicyToProto(row.cache_policy),
+    model: row.model,
+    temperature: row.temperature ?? undefined,
+    maxTokens: row.max_tokens ?? undefined,
+    environmentId: row.environment_id ?? "",
+    prompts: row.prompts.map((segment) => {
+      const template = segment.template ?? templates?.get(segment.template_id);
+      return {
+        id: segment.id,
+        type: segment.type,
+        templateId: segment.template_id,
+        chatPath: segment.chat_path ?? "",
+        template: template ? promptToProto(template) : undefined,
+      };
+    }),
+    version: row.version,
+    latest: row.latest,
+    visibility: row.visibility === "public" ? Visibility.PUBLIC : Visibility.PRIVATE,
+    tags: row.tags,
+    parentId: row.parent_id ?? "",
+    formatter: row.formatter,
+    createdAt: toTimestamp(row.created_at),
+    updatedAt: toTimestamp(row.updated_at),
+  });
+}
+
+export function environmentToProto(row: EnvironmentRow) {
+  return create(EnvironmentSchema, {
+    id: row.id,
+    projectId: row.project_id,
+    name: row.name,
+    provider: row.provider,
+    endpointUrl: row.endpoint_url,
+    apiKeyHint: row.api_key_hint,
+    defaultModel: row.default_model,
+    enabledModels: row.enabled_models,
+    config: row.config,
+    createdAt: toTimestamp(row.created_at),
+    updatedAt: toTimestamp(row.updated_at),
+  });
+}
+
+export function accountToProto(row: Selectable<AccountsTable>) {
+  return create(AccountSchema, {
+    id: row.id,
+    name: row.name,
+    createdAt: toTimestamp(row.created_at),
+  });
+}
+
+export function projectToProto(row: Selectable<ProjectsTable>) {
+  return create(ProjectSchema, {
+    id: row.id,
+    accountId: row.account_id,
+    name: row.name,
+    createdAt: toTimestamp(row.created_at),
+  });
+}
+
+export function apiKeyToProto(row: Selectable<ApiKeysTable>) {
+  return create(ApiKeySchema, {
+    id: row.id,
+    projectId: row.project_id,
+    accountId: row.account_id,
+    name: row.name,
+    keyHint: row.key_hint,
+    createdAt: toTimestamp(row.created_at),
+  });
+}

@@ -1,0 +1,143 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { newId } from "@pies/common";
+import type { CatalogService } from "@pies/proto/catalog";
+import type { CatalogDeps } from "./context.js";
+import { invalid, notFound, requireProject } from "./errors.js";
+import { accountToProto, apiKeyToProto, projectToProto } from "./mappers.js";
+import { hashApiKey, newApiKeySecret } from "./secrets.js";
+
+export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
+  return {
+    async createAccount(req) {
+      if (!req.name) throw invalid("name is required");
+      return db.transaction().execute(async (tx) => {
+        const account = await tx
+          .insertInto("catalog.accounts")
+          .values({ id: newId(), name: req.name })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        const project = await tx
+          .insertInto("catalog.projects")
+          .values({ id: newId(), account_id: account.id, name: req.projectName || "default" })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        return { account: accountToProto(account), project: projectToProto(project) };
+      });
+    },
+
+    async getAccount(req) {
+      const row = await db
+        .selectFrom("catalog.accounts")
+        .selectAll()
+        .where("id", "=", req.accountId)
+        .executeTakeFirst();
+      if (!row) throw notFound("account", req.accountId);
+      return { account: accountToProto(row) };
+    },
+
+    async createProject(req) {
+      if (!req.name) throw invalid("name is required");
+      const account = await db
+        .selectFrom("catalog.accounts")
+        .select("id")
+        .where("id", "=", req.accountId)
+        .executeTakeFirst();
+      if (!account) throw notFound("account", req.accountId);
+      const row = await db
+        .insertInto("catalog.projects")
+        .values({ id: newId(), account_id: account.id, name: req.name })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return { project: projectToProto(row) };
+    },
+
+    async listProjects(req) {
+      const rows = await db
+        .selectFrom("catalog.projects")
+        .selectAll()
+        .where("account_id", "=", req.accountId)
+        .orderBy("created_at")
+        .execute();
+      return { projects: rows.map(projectToProto) };
+    },
+
+    async createApiKey(req) {
+      const project = await db
+        .selectFrom("catalog.projects")
+        .selectAll()
+        .where("id", "=", requireProject(req.projectId))
+        .executeTakeFirst();
+      if (!project) throw notFound("project", req.projectId);
+      const secret = newApiKeySecret();
+      const row = await db
+        .insertInto("catalog.api_keys")
+        .values({
+          id: newId(),
+          project_id: project.id,
+          account_id: project.account_id,
+          name: req.name || "default",
+          key_hash: hashApiKey(secret),
+          key_hint: secret.slice(0, 7),
+          revoked_at: null,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return { apiKey: apiKeyToProto(row), secret };
+    },
+
+    async listApiKeys(req) {
+      const rows = await db
+        .selectFrom("catalog.api_keys")
+        .selectAll()
+        .where("project_id", "=", requireProject(req.projectId))
+        .where("revoked_at", "is", null)
+        .orderBy("created_at")
+        .execute();
+      return { apiKeys: rows.map(apiKeyToProto) };
+    },
+
+    async deleteApiKey(req) {
+      const result = await db
+        .updateTable("catalog.api_keys")
+        .set({ revoked_at: new Date() })
+        .where("project_id", "=", requireProject(req.projectId))
+        .where("id", "=", req.id)
+        .where("revoked_at", "is", null)
+        .executeTakeFirst();
+      if (result.numUpdatedRows === 0n) throw notFound("api key", req.id);
+      return {};
+    },
+
+    async verifyApiKey(req) {
+      const unauthenticated = new ConnectError("invalid API key", Code.Unauthenticated);
+      if (!req.secret.startsWith("sk-")) throw unauthenticated;
+      const row = await db
+        .selectFrom("catalog.api_keys as k")
+        .innerJoin("catalog.projects as p", "p.id", "k.project_id")
+        .innerJoin("catalog.accounts as a", "a.id", "k.account_id")
+        .select([
+          "k.id",
+          "k.name",
+          "k.project_id",
+          "k.account_id",
+          "p.name as project_name",
+          "a.name as account_name",
+        ])
+        .where("k.key_hash", "=", hashApiKey(req.secret))
+        .where("k.revoked_at", "is", null)
+        .executeTakeFirst();
+      if (!row) throw unauthenticated;
+      return {
+        principal: {
+          accountId: row.account_id,
+          projectId: row.project_id,
+          apiKeyId: row.id,
+          apiKeyName: row.name,
+          accountName: row.account_name,
+          projectName: row.project_name,
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,64 @@
+import type { RunEventBus } from "@pies/common";
+
+const encoder = new TextEncoder();
+
+/**
+ * Publishes a run's chunks in order without holding up the provider stream: while one publish
+ * awaits its acknowledgement, the chunks that arrive are joined and go out as the next message.
+ * A publish is retried (idempotently: each message has a dedup id) before the run fails.
+ */
+export class ChunkPublisher {
+  private pending = "";
+  private inflight: Promise<void> | undefined;
+  private sent = 0;
+  private failure: Error | undefined;
+
+  constructor(
+    private readonly bus: RunEventBus,
+    private readonly runId: string,
+    private readonly attempts = 3,
+  ) {}
+
+  push(text: string): void {
+    if (this.failure) return;
+    this.pending += text;
+    this.inflight ??= this.pump();
+  }
+
+  private async pump(): Promise<void> {
+    try {
+      while (this.pending && !this.failure) {
+        const data = encoder.encode(this.pending);
+        this.pending = "";
+        await this.publish("chunk", data, `${this.runId}-${++this.sent}`);
+      }
+    } catch (err) {
+      this.failure = err as Error;
+    } finally {
+      this.inflight = undefined;
+    }
+  }
+
+  private async publish(kind: "chunk" | "end", data: Uint8Array, dedupId: string) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.bus.publish(this.runId, kind, data, dedupId);
+      } catch (err) {
+        if (attempt >= this.attempts) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+      }
+    }
+  }
+
+  /** Waits until every chunk is stored; throws if one could not be. */
+  async flush(): Promise<void> {
+    while (this.inflight) await this.inflight;
+    if (this.failure) throw this.failure;
+  }
+
+  /** Publishes the end event (after the chunks). */
+  async end(data: Uint8Array): Promise<void> {
+    await this.flush().catch(() => {});
+    await this.publish("end", data, `${this.runId}-end`);
+  }
+}

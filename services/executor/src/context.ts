@@ -1,0 +1,20 @@
+import type { Client } from "@connectrpc/connect";
+import type { Logger, RunEventBus } from "@pies/common";
+import type { CatalogService } from "@pies/proto/catalog";
+import type { RunsService } from "@pies/proto/runs";
+import type { ProviderRegistry } from "./providers/registry.js";
+import type { SchemaValidator } from "./schemas.js";
+import type { PromptRenderer } from "./templates/render.js";
+
+/** What the executor is built over: peers, the bus, providers, templates. */
+export interface ExecutorDeps {
+  catalog: Client<typeof CatalogService>;
+  runs: Client<typeof RunsService>;
+  bus: RunEventBus;
+  providers: ProviderRegistry;
+  renderer: PromptRenderer;
+  schemas: SchemaValidator;
+  logger: Logger;
+  /** Seconds a streamed run may wait in status created. */
+  runTtlSeconds: number;
+}

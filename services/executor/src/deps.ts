@@ -1,0 +1,47 @@
+import type { Transport } from "@connectrpc/connect";
+import { grpcClient, type Logger, type RunEventBus } from "@pies/common";
+import { CatalogService } from "@pies/proto/catalog";
+import { RunsService } from "@pies/proto/runs";
+import type { ExecutorConfig } from "./config.js";
+import type { ExecutorDeps } from "./context.js";
+import { ProviderRegistry } from "./providers/registry.js";
+import { SchemaValidator } from "./schemas.js";
+import { JstSandbox } from "./templates/jst.js";
+import { PromptRenderer } from "./templates/render.js";
+
+type ExecutorSettings = Pick<
+  ExecutorConfig,
+  | "PIES_RUN_TTL_SECONDS"
+  | "PIES_PROVIDER_TIMEOUT_MS"
+  | "PIES_PROVIDER_MAX_RETRIES"
+  | "PIES_TEMPLATE_TIMEOUT_MS"
+  | "PIES_TEMPLATE_MEMORY_BYTES"
+>;
+
+/** Builds the executor's dependencies over transports to its peers (gRPC, or in-memory). */
+export async function createExecutorDeps(options: {
+  catalog: Transport;
+  runs: Transport;
+  bus: RunEventBus;
+  logger: Logger;
+  config: ExecutorSettings;
+}): Promise<ExecutorDeps> {
+  const { config } = options;
+  const sandbox = await JstSandbox.create({
+    timeoutMs: config.PIES_TEMPLATE_TIMEOUT_MS,
+    memoryBytes: config.PIES_TEMPLATE_MEMORY_BYTES,
+  });
+  return {
+    catalog: grpcClient(CatalogService, options.catalog),
+    runs: grpcClient(RunsService, options.runs),
+    bus: options.bus,
+    providers: new ProviderRegistry({
+      timeoutMs: config.PIES_PROVIDER_TIMEOUT_MS,
+      maxRetries: config.PIES_PROVIDER_MAX_RETRIES,
+    }),
+    renderer: new PromptRenderer(sandbox),
+    schemas: new SchemaValidator(),
+    logger: options.logger,
+    runTtlSeconds: config.PIES_RUN_TTL_SECONDS,
+  };
+}

@@ -1,0 +1,132 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { newId, toValue, type JsonObject } from "@pies/common";
+import type { Environment, Interaction } from "@pies/proto/catalog";
+import type { ExecuteRequest } from "@pies/proto/executor";
+import { RunSchema, RunStatus, type Run } from "@pies/proto/runs";
+import type { ExecutorDeps } from "./context.js";
+import type { CompletionRequest } from "./providers/types.js";
+import { mergedInputSchema, SchemaError } from "./schemas.js";
+import { TemplateError } from "./templates/render.js";
+
+export const DEFAULT_TEMPERATURE = 0.7;
+
+/** An execution ready to go: the run to record and the provider call to make. */
+export interface PreparedExecution {
+  run: Run;
+  environment: Environment;
+  apiKey: string;
+  request: CompletionRequest;
+}
+
+const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+
+/**
+ * Steps 1–4 of an execution (DESIGN.md §4): resolve the interaction, merge the configuration
+ * (request > interaction > environment), validate the input data and render the prompt. Every
+ * problem with the request is INVALID_ARGUMENT (or NOT_FOUND from the catalog) before any run is
+ * recorded.
+ */
+export async function prepareExecution(
+  deps: ExecutorDeps,
+  req: ExecuteRequest,
+): Promise<PreparedExecution> {
+  const caller = req.caller;
+  if (!caller?.projectId) throw invalid("caller project is required");
+  if (!req.interaction.case || !req.interaction.value) throw invalid("interaction is required");
+  const { interaction, environment, apiKey } = await deps.catalog.resolveExecution({
+    projectId: caller.projectId,
+    interaction: req.interaction,
+    environmentId: req.config?.environmentId ?? "",
+  });
+  if (!interaction || !environment) throw new ConnectError("catalog answered no interaction", Code.Internal);
+
+  const data = req.data ?? {};
+  checkInput(deps, interaction, data);
+  const resultSchema = nonEmpty(interaction.resultSchema);
+  if (resultSchema) compileOutputSchema(deps, resultSchema);
+  const messages = render(deps, interaction, data);
+
+  const model = req.config?.model || interaction.model || environment.defaultModel;
+  if (!model) throw invalid(`no model: neither the request, interaction ${interaction.id} nor environment ${environment.id} names one`);
+  if (environment.enabledModels.length > 0 && !environment.enabledModels.includes(model)) {
+    throw invalid(`model ${model} is not enabled in environment ${environment.id}`);
+  }
+  const temperature = req.config?.temperature ?? interaction.temperature ?? DEFAULT_TEMPERATURE;
+  const maxTokens = req.config?.maxTokens ?? interaction.maxTokens;
+  if (temperature < 0 || temperature > 2) throw invalid("temperature must be between 0 and 2");
+  if (maxTokens !== undefined && maxTokens < 1) throw invalid("max_tokens must be at least 1");
+
+  const run = create(RunSchema, {
+    id: newId(),
+    projectId: caller.projectId,
+    accountId: caller.accountId,
+    interactionId: interaction.id,
+    interactionName: interaction.name,
+    environmentId: environment.id,
+    environmentName: environment.name,
+    provider: environment.provider,
+    modelId: model,
+    status: RunStatus.CREATED,
+    stream: req.stream,
+    parameters: data,
+    prompt: toValue(messages),
+    tags: req.tags,
+    config: {
+      environmentId: environment.id,
+      model,
+      formatter: req.config?.formatter ?? interaction.formatter,
+      temperature,
+      maxTokens,
+    },
+    source: caller.source,
+    ttl: req.stream ? req.ttl || deps.runTtlSeconds : 0,
+    parentId: req.parentRunId,
+    resultSchema,
+  });
+  return {
+    run,
+    environment,
+    apiKey,
+    request: { model, messages, temperature, maxTokens, schema: resultSchema },
+  };
+}
+
+function nonEmpty(schema: JsonObject | undefined): JsonObject | undefined {
+  return schema && Object.keys(schema).length > 0 ? schema : undefined;
+}
+
+function checkInput(deps: ExecutorDeps, interaction: Interaction, data: JsonObject) {
+  const schema = mergedInputSchema(interaction);
+  if (!schema) return;
+  let errors: string[];
+  try {
+    errors = deps.schemas.errors(schema, data);
+  } catch (err) {
+    if (err instanceof SchemaError) throw invalid(`the input schema of interaction ${interaction.id} is ${err.message}`);
+    throw err;
+  }
+  if (errors.length > 0) {
+    throw invalid(`data does not match the input schema: ${errors.join("; ")}`);
+  }
+}
+
+function compileOutputSchema(deps: ExecutorDeps, schema: JsonObject) {
+  try {
+    deps.schemas.errors(schema, null);
+  } catch (err) {
+    if (err instanceof SchemaError) throw invalid(`the result schema is an ${err.message}`);
+    throw err;
+  }
+}
+
+function render(deps: ExecutorDeps, interaction: Interaction, data: JsonObject) {
+  try {
+    return deps.renderer.render(interaction, data);
+  } catch (err) {
+    if (err instanceof TemplateError) {
+      throw invalid(`template error: ${err.message}`);
+    }
+    throw err;
+  }
+}

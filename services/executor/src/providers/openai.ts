@@ -1,0 +1,127 @@
+import OpenAI from "openai";
+import type { Environment } from "@pies/proto/catalog";
+import type { ChatMessage } from "../templates/render.js";
+import {
+  ProviderError,
+  type CompletionOptions,
+  type CompletionRequest,
+  type CompletionResult,
+  type LlmClient,
+} from "./types.js";
+
+export interface OpenAIProviderOptions {
+  timeoutMs: number;
+  /** Retries of 429, 5xx, timeouts and dropped connections, before any chunk was received. */
+  maxRetries: number;
+}
+
+/**
+ * OpenAI and every OpenAI-compatible endpoint, through the official SDK. The SDK's own retry
+ * (exponential backoff honouring Retry-After) applies to the request only, that is before the first
+ * chunk; a stream that breaks after it fails the run.
+ */
+export class OpenAIClient implements LlmClient {
+  private readonly client: OpenAI;
+
+  constructor(
+    private readonly environment: Environment,
+    apiKey: string,
+    options: OpenAIProviderOptions,
+  ) {
+    this.client = new OpenAI({
+      // The SDK insists on a key; local OpenAI-compatible servers often take none.
+      apiKey: apiKey || "none",
+      baseURL: environment.endpointUrl || undefined,
+      timeout: options.timeoutMs,
+      maxRetries: options.maxRetries,
+    });
+  }
+
+  async complete(request: CompletionRequest, options: CompletionOptions): Promise<CompletionResult> {
+    const params = this.params(request);
+    try {
+      if (!options.onChunk) {
+        const completion = await this.client.chat.completions.create(
+          { ...params, stream: false },
+          { signal: options.signal },
+        );
+        return {
+          content: completion.choices[0]?.message?.content ?? "",
+          usage: usageOf(completion.usage),
+        };
+      }
+      const stream = await this.client.chat.completions.create(
+        { ...params, stream: true, stream_options: { include_usage: true } },
+        { signal: options.signal },
+      );
+      let content = "";
+      let usage: CompletionResult["usage"];
+      for await (const chunk of stream) {
+        const delta = chunk.choices[0]?.delta?.content;
+        if (delta) {
+          content += delta;
+          options.onChunk(delta);
+        }
+        if (chunk.usage) usage = usageOf(chunk.usage);
+      }
+      return { content, usage };
+    } catch (err) {
+      throw toProviderError(err);
+    }
+  }
+
+  private params(request: CompletionRequest) {
+    const structured = request.schema && this.environment.config?.structured_output !== false;
+    const messages: ChatMessage[] =
+      request.schema && !structured
+        ? [
+            ...request.messages,
+            {
+              role: "system",
+              content:
+                "Answer with JSON only, that validates against this JSON Schema:\n" +
+                JSON.stringify(request.schema),
+            },
+          ]
+        : request.messages;
+    return {
+      model: request.model,
+      messages,
+      ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+      ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
+      ...(structured
+        ? {
+            response_format: {
+              type: "json_schema" as const,
+              json_schema: { name: "result", schema: request.schema! },
+            },
+          }
+        : {}),
+    };
+  }
+}
+
+function usageOf(usage: OpenAI.CompletionUsage | null | undefined) {
+  if (!usage) return undefined;
+  return {
+    prompt: usage.prompt_tokens,
+    result: usage.completion_tokens,
+    total: usage.total_tokens,
+  };
+}
+
+function toProviderError(err: unknown): ProviderError {
+  if (err instanceof OpenAI.APIConnectionTimeoutError) {
+    return new ProviderError("the provider did not answer in time", "timeout");
+  }
+  if (err instanceof OpenAI.APIError) {
+    const status = err.status;
+    const reason = err.message || "provider request failed";
+    return new ProviderError(
+      status ? `provider answered ${status}: ${reason}` : `provider request failed: ${reason}`,
+      "provider_error",
+      status,
+    );
+  }
+  return new ProviderError(`provider request failed: ${(err as Error)?.message ?? String(err)}`);
+}

@@ -1,0 +1,35 @@
+import { createHash } from "node:crypto";
+import type { Environment } from "@pies/proto/catalog";
+import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
+import { TestClient } from "./test-provider.js";
+import { ProviderError, type LlmClient } from "./types.js";
+
+/**
+ * Hands out one client per environment version and key, reused across calls so that connections
+ * to a provider are kept alive rather than set up per request.
+ */
+export class ProviderRegistry {
+  private readonly clients = new Map<string, LlmClient>();
+  private readonly test = new TestClient();
+
+  constructor(private readonly options: OpenAIProviderOptions) {}
+
+  client(environment: Environment, apiKey: string): LlmClient {
+    if (environment.provider === "test") return this.test;
+    if (environment.provider !== "openai" && environment.provider !== "openai_compatible") {
+      throw new ProviderError(`provider ${environment.provider} is not supported`);
+    }
+    const key = createHash("sha256")
+      .update(
+        `${environment.id}|${environment.updatedAt?.seconds}|${environment.updatedAt?.nanos}|${environment.endpointUrl}|${apiKey}`,
+      )
+      .digest("base64");
+    let client = this.clients.get(key);
+    if (!client) {
+      client = new OpenAIClient(environment, apiKey, this.options);
+      if (this.clients.size >= 200) this.clients.delete(this.clients.keys().next().value!);
+      this.clients.set(key, client);
+    }
+    return client;
+  }
+}

@@ -1,0 +1,82 @@
+import { createHash } from "node:crypto";
+import type { JsonObject } from "@pies/common";
+import { sampleJson, seededRandom } from "./sample-json.js";
+import {
+  ProviderError,
+  type CompletionOptions,
+  type CompletionRequest,
+  type CompletionResult,
+  type LlmClient,
+} from "./types.js";
+
+/**
+ * The built-in `test` provider: deterministic output seeded by the prompt, generated locally, with
+ * no network. With an output schema it answers JSON that validates against it; otherwise text.
+ * The model name picks the behaviour, so every path can be exercised:
+ * - `test-fail`: the call fails (a provider error);
+ * - `test-invalid`: with a schema, JSON that does not validate against it;
+ * - `test-slow`: 50 ms between chunks; `test-latency-<ms>`: that long before the first chunk;
+ * - anything else: a normal answer.
+ */
+export class TestClient implements LlmClient {
+  async complete(request: CompletionRequest, options: CompletionOptions): Promise<CompletionResult> {
+    const model = request.model;
+    const latency = /^test-latency-(\d+)$/.exec(model);
+    if (latency) await sleep(Number(latency[1]), options.signal);
+    if (model === "test-fail") throw new ProviderError("test provider: model test-fail always fails");
+    const seed = createHash("sha256").update(JSON.stringify(request.messages)).digest().readUInt32LE(0);
+    const content = answer(request, seededRandom(seed), model === "test-invalid");
+    if (options.onChunk) {
+      for (const piece of chunks(content)) {
+        if (model === "test-slow") await sleep(50, options.signal);
+        options.onChunk(piece);
+      }
+    }
+    const prompt = estimateTokens(request.messages.map((m) => m.content).join("\n"));
+    const result = estimateTokens(content);
+    return { content, usage: { prompt, result, total: prompt + result } };
+  }
+}
+
+function answer(request: CompletionRequest, random: () => number, invalid: boolean): string {
+  if (request.schema) {
+    if (invalid) return JSON.stringify(violating(request.schema));
+    return JSON.stringify(sampleJson(request.schema, random));
+  }
+  const last = [...request.messages].reverse().find((m) => m.role === "user")?.content ?? "";
+  const words = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit"];
+  const tail = Array.from({ length: 12 }, () => words[Math.floor(random() * words.length)]).join(" ");
+  return `Test answer to "${last.slice(0, 200)}": ${tail}.`;
+}
+
+/** A value that an object schema rejects: its first property with a value of the wrong type. */
+function violating(schema: JsonObject): unknown {
+  const properties = Object.entries((schema.properties ?? {}) as Record<string, JsonObject>);
+  const required = (schema.required as string[] | undefined) ?? [];
+  if (required.length > 0) return {};
+  const first = properties[0];
+  if (!first) return schema.type === "object" ? [] : {};
+  return { [first[0]]: first[1].type === "string" ? 42 : "not the right type" };
+}
+
+/** About four characters a token, as the OpenAI tokenizers average on English text. */
+export function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+/** Pieces of about three words, as a model would stream them. */
+function chunks(content: string): string[] {
+  const parts = content.match(/(\S+\s*){1,3}|\s+/g) ?? [content];
+  return parts.length > 0 ? parts : [content];
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new ProviderError("aborted"));
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(new ProviderError("aborted"));
+    });
+  });
+}

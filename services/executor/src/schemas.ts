@@ -1,0 +1,63 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
+import addFormatsModule from "ajv-formats";
+import type { JsonObject } from "@pies/common";
+import type { Interaction } from "@pies/proto/catalog";
+
+// ajv-formats is CommonJS: under ESM its plugin is the `default` property of what is imported.
+const addFormats = (addFormatsModule as unknown as { default: (ajv: Ajv) => Ajv }).default;
+
+export class SchemaError extends Error {}
+
+/** Compiles JSON Schemas once (by their text) and validates against them. */
+export class SchemaValidator {
+  private readonly ajv = new Ajv({ allErrors: true, strict: false });
+  private readonly cache = new Map<string, ValidateFunction>();
+
+  constructor() {
+    addFormats(this.ajv);
+  }
+
+  private compile(schema: JsonObject): ValidateFunction {
+    const key = JSON.stringify(schema);
+    let validate = this.cache.get(key);
+    if (!validate) {
+      try {
+        validate = this.ajv.compile(schema);
+      } catch (err) {
+        throw new SchemaError(`invalid JSON Schema: ${(err as Error).message}`);
+      }
+      if (this.cache.size >= 1000) this.cache.delete(this.cache.keys().next().value!);
+      this.cache.set(key, validate);
+    }
+    return validate;
+  }
+
+  /** The validation errors of `value` (empty when it is valid). */
+  errors(schema: JsonObject, value: unknown): string[] {
+    const validate = this.compile(schema);
+    return validate(value) ? [] : (validate.errors ?? []).map(formatError);
+  }
+}
+
+function formatError(e: ErrorObject): string {
+  return `${e.instancePath || "/"} ${e.message ?? "is invalid"}`;
+}
+
+/**
+ * The input schema of an interaction: the union of its templates' input schemas (properties and
+ * required), or undefined when no template declares one.
+ */
+export function mergedInputSchema(interaction: Interaction): JsonObject | undefined {
+  const schemas = interaction.prompts
+    .map((p) => p.template?.inputSchema)
+    .filter((s): s is JsonObject => !!s && Object.keys(s).length > 0);
+  if (schemas.length === 0) return undefined;
+  if (schemas.length === 1) return schemas[0];
+  const properties: JsonObject = {};
+  const required = new Set<string>();
+  for (const s of schemas) {
+    Object.assign(properties, (s.properties as JsonObject | undefined) ?? {});
+    for (const r of (s.required as string[] | undefined) ?? []) required.add(r);
+  }
+  return { type: "object", properties, required: [...required] };
+}

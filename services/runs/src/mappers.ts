@@ -1,0 +1,151 @@
+import { create } from "@bufbuild/protobuf";
+import { fromValue, toTimestamp, toValue, type JsonObject } from "@pies/common";
+import { RunSchema, RunStatus, type Run, type RunUpdate } from "@pies/proto/runs";
+import type { RunRow } from "./tables.js";
+
+const statusNames: Record<RunStatus, string> = {
+  [RunStatus.UNSPECIFIED]: "",
+  [RunStatus.CREATED]: "created",
+  [RunStatus.PROCESSING]: "processing",
+  [RunStatus.COMPLETED]: "completed",
+  [RunStatus.FAILED]: "failed",
+};
+
+export const statusName = (status: RunStatus) => statusNames[status];
+
+export function statusFromName(name: string): RunStatus {
+  const found = Object.entries(statusNames).find(([, n]) => n === name);
+  return found ? (Number(found[0]) as RunStatus) : RunStatus.UNSPECIFIED;
+}
+
+const str = (json: JsonObject, key: string) => (typeof json[key] === "string" ? json[key] : "");
+const num = (json: JsonObject, key: string) =>
+  typeof json[key] === "number" ? (json[key] as number) : undefined;
+
+export function runToProto(row: RunRow): Run {
+  const config = row.config ?? {};
+  const source = row.source ?? {};
+  const error = row.error;
+  return create(RunSchema, {
+    id: row.id,
+    projectId: row.project_id,
+    accountId: row.account_id,
+    interactionId: row.interaction_id,
+    interactionName: row.interaction_name,
+    environmentId: row.environment_id,
+    environmentName: row.environment_name,
+    provider: row.provider,
+    modelId: row.model_id,
+    status: statusFromName(row.status),
+    stream: row.stream,
+    parameters: row.parameters,
+    result: row.result === null ? undefined : toValue(row.result),
+    prompt: row.prompt === null || row.prompt === undefined ? undefined : toValue(row.prompt),
+    tags: row.tags,
+    config: {
+      environmentId: str(config, "environment"),
+      model: str(config, "model"),
+      formatter: str(config, "formatter"),
+      temperature: num(config, "temperature"),
+      maxTokens: num(config, "max_tokens"),
+    },
+    source: {
+      type: str(source, "type"),
+      label: str(source, "label"),
+      principalType: str(source, "principal_type"),
+      principalId: str(source, "principal_id"),
+      clientIp: str(source, "client_ip"),
+    },
+    tokenUse:
+      row.total_tokens === null
+        ? undefined
+        : {
+            prompt: row.prompt_tokens ?? 0,
+            result: row.result_tokens ?? 0,
+            total: row.total_tokens,
+          },
+    executionTime: row.execution_time === null ? undefined : BigInt(row.execution_time),
+    error: error
+      ? { code: str(error, "code"), message: str(error, "message"), data: toValue(error.data) }
+      : undefined,
+    ttl: row.ttl,
+    parentId: row.parent_id ?? "",
+    cachePolicy: row.cache_policy ?? undefined,
+    resultSchema: row.result_schema ?? undefined,
+    cached: row.cached,
+    createdAt: toTimestamp(row.created_at),
+    updatedAt: toTimestamp(row.updated_at),
+  });
+}
+
+const json = (v: unknown) => JSON.stringify(v ?? null);
+
+/** Column values of a new run. */
+export function runToRow(run: Run) {
+  return {
+    id: run.id,
+    project_id: run.projectId,
+    account_id: run.accountId,
+    interaction_id: run.interactionId,
+    interaction_name: run.interactionName,
+    environment_id: run.environmentId,
+    environment_name: run.environmentName,
+    provider: run.provider,
+    model_id: run.modelId,
+    status: statusName(run.status),
+    stream: run.stream,
+    parameters: json(run.parameters ?? {}),
+    result: json(fromValue(run.result)),
+    prompt: json(fromValue(run.prompt)),
+    tags: run.tags,
+    config: json({
+      environment: run.config?.environmentId ?? run.environmentId,
+      model: run.config?.model ?? run.modelId,
+      formatter: run.config?.formatter ?? "",
+      ...(run.config?.temperature !== undefined ? { temperature: run.config.temperature } : {}),
+      ...(run.config?.maxTokens !== undefined ? { max_tokens: run.config.maxTokens } : {}),
+    }),
+    source: json({
+      type: run.source?.type ?? "",
+      label: run.source?.label ?? "",
+      principal_type: run.source?.principalType ?? "",
+      principal_id: run.source?.principalId ?? "",
+      client_ip: run.source?.clientIp ?? "",
+    }),
+    ...tokenColumns(run.tokenUse),
+    execution_time: run.executionTime === undefined ? null : Number(run.executionTime),
+    error: json(run.error ? errorJson(run.error) : null),
+    ttl: run.ttl,
+    parent_id: run.parentId || null,
+    cache_policy: json(run.cachePolicy ?? null),
+    result_schema: json(run.resultSchema ?? null),
+    cached: run.cached,
+  };
+}
+
+function tokenColumns(usage: Run["tokenUse"]) {
+  return {
+    prompt_tokens: usage ? usage.prompt : null,
+    result_tokens: usage ? usage.result : null,
+    total_tokens: usage ? usage.total : null,
+  };
+}
+
+function errorJson(error: NonNullable<Run["error"]>) {
+  return { code: error.code, message: error.message, data: fromValue(error.data) ?? null };
+}
+
+/** Column values an update sets (only the fields it carries). */
+export function updateToColumns(update: RunUpdate) {
+  return {
+    ...(update.status !== RunStatus.UNSPECIFIED ? { status: statusName(update.status) } : {}),
+    ...(update.result !== undefined ? { result: json(fromValue(update.result)) } : {}),
+    ...(update.prompt !== undefined ? { prompt: json(fromValue(update.prompt)) } : {}),
+    ...(update.tokenUse !== undefined ? tokenColumns(update.tokenUse) : {}),
+    ...(update.executionTime !== undefined
+      ? { execution_time: Number(update.executionTime) }
+      : {}),
+    ...(update.error !== undefined ? { error: json(errorJson(update.error)) } : {}),
+    updated_at: new Date(),
+  };
+}

@@ -1,0 +1,106 @@
+import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
+import type { Kysely } from "kysely";
+import { RunsService, RunStatus } from "@pies/proto/runs";
+import { applyFilters } from "./filters.js";
+import { runToProto, runToRow, statusName, updateToColumns } from "./mappers.js";
+import type { RunsDatabase } from "./tables.js";
+
+export interface RunsDeps {
+  db: Kysely<RunsDatabase>;
+}
+
+const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+const notFound = (id: string) => new ConnectError(`run ${id} not found`, Code.NotFound);
+
+function requireProject(projectId: string) {
+  if (!projectId) throw invalid("project_id is required");
+  return projectId;
+}
+
+/** Columns of a run reference (list results): all but the prompt and the output schema. */
+const listColumns = [
+  "id", "project_id", "account_id", "interaction_id", "interaction_name", "environment_id",
+  "environment_name", "provider", "model_id", "status", "stream", "parameters", "result", "tags",
+  "config", "source", "prompt_tokens", "result_tokens", "total_tokens", "execution_time", "error",
+  "ttl", "parent_id", "cache_policy", "cached", "created_at", "updated_at",
+] as const;
+
+/**
+ * The runs store's handlers. SearchRuns (Lucene queries, facets) is not built yet and answers
+ * UNIMPLEMENTED naming the method.
+ */
+export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof RunsService>> {
+  return {
+    async createRun({ run }) {
+      if (!run) throw invalid("run is required");
+      if (!run.id || !run.projectId || !run.interactionId) {
+        throw invalid("run id, project_id and interaction_id are required");
+      }
+      if (run.status === RunStatus.UNSPECIFIED) throw invalid("run status is required");
+      const row = await db
+        .insertInto("runs.runs")
+        .values(runToRow(run))
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return { run: runToProto(row) };
+    },
+
+    async updateRun(req) {
+      const projectId = requireProject(req.projectId);
+      if (!req.update) throw invalid("update is required");
+      let query = db
+        .updateTable("runs.runs")
+        .set(updateToColumns(req.update))
+        .where("project_id", "=", projectId)
+        .where("id", "=", req.id);
+      if (req.expectedStatus !== RunStatus.UNSPECIFIED) {
+        query = query.where("status", "=", statusName(req.expectedStatus));
+      }
+      const row = await query.returningAll().executeTakeFirst();
+      if (row) return { run: runToProto(row) };
+      const current = await db
+        .selectFrom("runs.runs")
+        .select("status")
+        .where("project_id", "=", projectId)
+        .where("id", "=", req.id)
+        .executeTakeFirst();
+      if (!current) throw notFound(req.id);
+      throw new ConnectError(
+        `run ${req.id} is ${current.status}, not ${statusName(req.expectedStatus)}`,
+        Code.FailedPrecondition,
+      );
+    },
+
+    async getRun(req) {
+      const row = await db
+        .selectFrom("runs.runs")
+        .selectAll()
+        .where("project_id", "=", requireProject(req.projectId))
+        .where("id", "=", req.id)
+        .executeTakeFirst();
+      if (!row) throw notFound(req.id);
+      return { run: runToProto(row) };
+    },
+
+    async listRuns(req) {
+      const limit = req.limit <= 0 ? 100 : Math.min(req.limit, 1000);
+      const query = db
+        .selectFrom("runs.runs")
+        .select(listColumns)
+        .where("project_id", "=", requireProject(req.projectId));
+      const rows = await applyFilters(query, req.filters)
+        .orderBy("updated_at", "desc")
+        .orderBy("id", "desc")
+        .limit(limit)
+        .offset(Math.max(0, req.offset))
+        .execute();
+      return {
+        runs: rows.map((row) => runToProto({ ...row, prompt: null, result_schema: null })),
+      };
+    },
+  };
+}
+
+export function runsRoutes(deps: RunsDeps) {
+  return (router: ConnectRouter) => router.service(RunsService, createRunsService(deps));
+}

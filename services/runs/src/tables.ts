@@ -1,0 +1,42 @@
+import type { ColumnType, Selectable } from "kysely";
+import type { JsonObject, JsonValue } from "@pies/common";
+
+type Json<T = JsonValue> = ColumnType<T, string | undefined, string>;
+
+export interface RunsTable {
+  id: string;
+  project_id: string;
+  account_id: string;
+  interaction_id: string;
+  interaction_name: string;
+  environment_id: string;
+  environment_name: string;
+  provider: string;
+  model_id: string;
+  status: string;
+  stream: boolean;
+  parameters: Json<JsonObject>;
+  result: Json<JsonValue | null>;
+  prompt: Json<JsonValue | null>;
+  tags: string[];
+  config: Json<JsonObject>;
+  source: Json<JsonObject>;
+  prompt_tokens: number | null;
+  result_tokens: number | null;
+  total_tokens: number | null;
+  execution_time: number | null;
+  error: Json<JsonObject | null>;
+  ttl: number;
+  parent_id: string | null;
+  cache_policy: Json<JsonObject | null>;
+  result_schema: Json<JsonObject | null>;
+  cached: boolean;
+  created_at: ColumnType<Date, Date | undefined, never>;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+export interface RunsDatabase {
+  "runs.runs": RunsTable;
+}
+
+export type RunRow = Selectable<RunsTable>;
