@@ -64,10 +64,9 @@ export function estimateTokens(text: string): number {
   return Math.ceil(text.length / 4);
 }
 
-/** Pieces of about three words, as a model would stream them. */
-function chunks(content: string): string[] {
-  const parts = content.match(/(\S+\s*){1,3}|\s+/g) ?? [content];
-  return parts.length > 0 ? parts : [content];
+/** Pieces of at most 12 characters, cut after a space where there is one, as a model streams. */
+export function chunks(content: string): string[] {
+  return content.match(/.{1,11}(\s|$)|.{1,12}/gs) ?? [content];
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

@@ -1,0 +1,54 @@
+import Fastify, { type FastifyInstance } from "fastify";
+import { Authenticator } from "./auth.js";
+import type { GatewayDeps } from "./deps.js";
+import { HttpError, sendError, toHttpError } from "./errors.js";
+import { catalogRoutes } from "./routes/catalog.js";
+import { runRoutes } from "./routes/runs.js";
+import { streamRoutes } from "./routes/stream.js";
+
+/** The public HTTP surface: REST and SSE under /api/v1, probes at the root. No business logic. */
+export function createGateway(deps: GatewayDeps): FastifyInstance {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: deps.options.maxBodyBytes,
+    trustProxy: deps.options.trustProxy,
+    // Streams stay open as long as a run executes; the server must not cut them.
+    requestTimeout: 0,
+    return503OnClosing: true,
+  });
+  const ctx = { deps, auth: new Authenticator(deps) };
+
+  app.setErrorHandler((err, _request, reply) => {
+    const error = toHttpError(err);
+    if (error.status >= 500 && !(err instanceof HttpError)) {
+      deps.logger.error({ err }, "request failed");
+    }
+    return sendError(reply, error);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, new HttpError(404, "not_found", `no route ${request.method} ${request.url.split("?")[0]}`)),
+  );
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/readyz", async (_request, reply) => {
+    const ready = await deps.isReady();
+    return reply.status(ready ? 200 : 503).send({ status: ready ? "ready" : "not ready" });
+  });
+
+  app.register(
+    async (api) => {
+      catalogRoutes(api, ctx);
+      runRoutes(api, ctx);
+      streamRoutes(api, ctx);
+    },
+    { prefix: "/api/v1" },
+  );
+  return app;
+}
+
+/** Stops accepting, lets open requests and streams finish for up to `graceMs`, then cuts them. */
+export async function closeGracefully(app: FastifyInstance, graceMs: number): Promise<void> {
+  const timer = setTimeout(() => app.server.closeAllConnections(), graceMs);
+  await app.close();
+  clearTimeout(timer);
+}

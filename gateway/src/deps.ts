@@ -1,0 +1,27 @@
+import type { Client } from "@connectrpc/connect";
+import type { Logger, RunEventBus } from "@pies/common";
+import type { CatalogService } from "@pies/proto/catalog";
+import type { ExecutorService } from "@pies/proto/executor";
+import type { RunsService } from "@pies/proto/runs";
+
+/** What the gateway translates to: the three services and the run event bus. */
+export interface GatewayDeps {
+  catalog: Client<typeof CatalogService>;
+  runs: Client<typeof RunsService>;
+  executor: Client<typeof ExecutorService>;
+  bus: RunEventBus;
+  logger: Logger;
+  /** Whether every dependency is reachable (GET /readyz). */
+  isReady: () => Promise<boolean>;
+  options: GatewayOptions;
+}
+
+export interface GatewayOptions {
+  maxBodyBytes: number;
+  /** How long a verified API key is trusted without asking the catalog again. */
+  authCacheSeconds: number;
+  /** Seconds between SSE keep-alive comments (and checks that a run has not ended unseen). */
+  sseHeartbeatSeconds: number;
+  /** Trust X-Forwarded-For for the client address recorded on runs. */
+  trustProxy: boolean;
+}

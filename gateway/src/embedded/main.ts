@@ -1,0 +1,24 @@
+import { createLogger, exitOnStartupError, onShutdown } from "@pies/common";
+import { loadEmbeddedConfig } from "./config.js";
+import { startEmbedded } from "./start.js";
+
+const logger = createLogger("pies");
+try {
+  const pies = await startEmbedded(loadEmbeddedConfig());
+  const base = `${pies.url}/api/v1`;
+  // The key goes to the terminal of whoever started pies, never to the log.
+  process.stdout.write(
+    [
+      "",
+      `pies is running at ${base}`,
+      `API key: ${pies.apiKey}`,
+      "",
+      "Try it:",
+      `  curl -s -H "Authorization: Bearer ${pies.apiKey}" ${base}/environments`,
+      "",
+    ].join("\n") + "\n",
+  );
+  onShutdown(logger, () => pies.stop());
+} catch (err) {
+  exitOnStartupError(logger)(err);
+}

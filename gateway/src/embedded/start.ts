@@ -1,0 +1,141 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import { createRouterTransport } from "@connectrpc/connect";
+import {
+  createDatabase,
+  createLogger,
+  grpcClient,
+  JetStreamRunEventBus,
+  MemoryRunEventBus,
+  migrateToLatest,
+  pingDatabase,
+  type RunEventBus,
+} from "@pies/common";
+import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
+import { createExecutorDeps, executorRoutes, InFlight } from "@pies/executor";
+import { runsMigrations, runsRoutes } from "@pies/runs";
+import { CatalogService } from "@pies/proto/catalog";
+import { ExecutorService } from "@pies/proto/executor";
+import { RunsService } from "@pies/proto/runs";
+import type { Kysely } from "kysely";
+import { closeGracefully, createGateway } from "../app.js";
+import type { EmbeddedConfig } from "./config.js";
+
+export interface EmbeddedPies {
+  url: string;
+  apiKey: string;
+  stop(): Promise<void>;
+}
+
+interface Credentials {
+  apiKey: string;
+}
+
+/**
+ * pies in one process (DESIGN.md §11): gateway, catalog, runs and executor wired with in-memory
+ * Connect transports (full serialization, no ports), on an embedded PostgreSQL (PGlite) and an
+ * in-process event bus, unless DATABASE_URL / NATS_URL point at real ones. The first start seeds an
+ * account, a `default` project with a `test` environment, and an API key.
+ */
+export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPies> {
+  const logger = createLogger("pies", config.LOG_LEVEL);
+  const dataDir = path.resolve(config.PIES_DATA_DIR);
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+
+  const pglite = config.DATABASE_URL ? undefined : await PGlite.create(path.join(dataDir, "pg"));
+  const db: Kysely<any> = pglite
+    ? createDatabase({ pglite })
+    : createDatabase({ url: config.DATABASE_URL!, applicationName: "pies-embedded" });
+  await migrateToLatest(db, "catalog", catalogMigrations);
+  await migrateToLatest(db, "runs", runsMigrations);
+
+  const bus: RunEventBus = config.NATS_URL
+    ? await JetStreamRunEventBus.connect({
+        url: config.NATS_URL,
+        stream: config.PIES_NATS_STREAM,
+        subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
+        maxAgeSeconds: config.PIES_STREAM_MAX_AGE_SECONDS,
+        name: "pies-embedded",
+      })
+    : new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
+
+  const secretKey = config.PIES_SECRET_KEY ?? (await localSecret(dataDir, "secret.key", () => randomBytes(32).toString("base64")));
+  const catalogTransport = createRouterTransport(
+    catalogRoutes({ db, secrets: new SecretBox(secretKey), logger }),
+  );
+  const runsTransport = createRouterTransport(runsRoutes({ db }));
+  const executorDeps = await createExecutorDeps({
+    catalog: catalogTransport,
+    runs: runsTransport,
+    bus,
+    logger,
+    config,
+  });
+  const inFlight = new InFlight();
+  const executorTransport = createRouterTransport(executorRoutes(executorDeps, inFlight));
+  const catalog = grpcClient(CatalogService, catalogTransport);
+  const apiKey = await seed(catalog, dataDir);
+
+  const app = createGateway({
+    catalog,
+    runs: grpcClient(RunsService, runsTransport),
+    executor: grpcClient(ExecutorService, executorTransport),
+    bus,
+    logger,
+    options: {
+      maxBodyBytes: config.PIES_MAX_BODY_BYTES,
+      authCacheSeconds: config.PIES_AUTH_CACHE_SECONDS,
+      sseHeartbeatSeconds: config.PIES_SSE_HEARTBEAT_SECONDS,
+      trustProxy: false,
+    },
+    isReady: async () => (await pingDatabase(db)) && (await bus.ready()),
+  });
+  const address = await app.listen({ host: config.HOST, port: config.PORT });
+  return {
+    url: address,
+    apiKey,
+    async stop() {
+      await closeGracefully(app, 10_000);
+      await inFlight.settle(10_000);
+      await bus.close();
+      await db.destroy();
+    },
+  };
+}
+
+/**
+ * On first start: an account `local` with project `default`, a `test` environment and an API key,
+ * kept in `<data dir>/credentials.json` (mode 0600) so that later starts can print it again.
+ */
+async function seed(
+  catalog: ReturnType<typeof grpcClient<typeof CatalogService>>,
+  dataDir: string,
+): Promise<string> {
+  const file = path.join(dataDir, "credentials.json");
+  const existing = await readFile(file, "utf8").then(
+    (text) => JSON.parse(text) as Credentials,
+    () => undefined,
+  );
+  if (existing?.apiKey) return existing.apiKey;
+  const { project } = await catalog.createAccount({ name: "local", projectName: "default" });
+  await catalog.createEnvironment({
+    projectId: project!.id,
+    environment: { name: "test", provider: "test", defaultModel: "test" },
+  });
+  const { secret } = await catalog.createApiKey({ projectId: project!.id, name: "local" });
+  await writeFile(file, JSON.stringify({ apiKey: secret } satisfies Credentials, null, 2), { mode: 0o600 });
+  return secret;
+}
+
+async function localSecret(dataDir: string, name: string, make: () => string): Promise<string> {
+  const file = path.join(dataDir, name);
+  try {
+    return (await readFile(file, "utf8")).trim();
+  } catch {
+    const value = make();
+    await writeFile(file, value, { mode: 0o600 });
+    return value;
+  }
+}

@@ -1,0 +1,79 @@
+import { STATUS_CODES } from "node:http";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { FastifyError, FastifyReply } from "fastify";
+import { ZodError } from "zod";
+
+/** An error answered as JSON `{error, status, code, message, details}` (DESIGN.md §10). */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+export const badRequest = (message: string, details?: unknown) =>
+  new HttpError(400, "invalid_request", message, details);
+export const notFound = (message: string) => new HttpError(404, "not_found", message);
+export const conflict = (message: string) => new HttpError(409, "conflict", message);
+export const unauthorized = (message = "a valid API key is required") =>
+  new HttpError(401, "unauthorized", message);
+
+/** Connect codes as HTTP: a precise status for each, never a 403 that confirms a resource exists. */
+const byConnectCode: Partial<Record<Code, [number, string]>> = {
+  [Code.InvalidArgument]: [400, "invalid_request"],
+  [Code.OutOfRange]: [400, "invalid_request"],
+  [Code.Unauthenticated]: [401, "unauthorized"],
+  [Code.PermissionDenied]: [404, "not_found"],
+  [Code.NotFound]: [404, "not_found"],
+  [Code.AlreadyExists]: [409, "conflict"],
+  [Code.FailedPrecondition]: [409, "conflict"],
+  [Code.Aborted]: [409, "conflict"],
+  [Code.ResourceExhausted]: [429, "rate_limited"],
+  [Code.Unimplemented]: [501, "not_implemented"],
+  [Code.Unavailable]: [503, "unavailable"],
+  [Code.DeadlineExceeded]: [504, "timeout"],
+};
+
+/** Translates whatever a handler threw into an HttpError; unknown errors become a bare 500. */
+export function toHttpError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  if (err instanceof ZodError) {
+    const issues = err.issues.map((i) => ({ path: i.path.join("."), message: i.message }));
+    const first = issues[0];
+    return badRequest(
+      first ? `${first.path || "body"}: ${first.message}` : "invalid request body",
+      { issues },
+    );
+  }
+  if (err instanceof ConnectError) {
+    const [status, code] = byConnectCode[err.code] ?? [500, "internal"];
+    return new HttpError(status, code, status === 500 ? "internal error" : err.rawMessage);
+  }
+  const fastifyError = err as FastifyError;
+  if (fastifyError?.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+    return new HttpError(413, "payload_too_large", "the request body is too large");
+  }
+  if (typeof fastifyError?.statusCode === "number" && fastifyError.statusCode < 500) {
+    const status = fastifyError.statusCode;
+    const message =
+      fastifyError.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError
+        ? "the request body is not valid JSON"
+        : fastifyError.message;
+    return new HttpError(status, status === 415 ? "unsupported_media_type" : "invalid_request", message);
+  }
+  return new HttpError(500, "internal", "internal error");
+}
+
+export function sendError(reply: FastifyReply, error: HttpError) {
+  return reply.status(error.status).send({
+    error: STATUS_CODES[error.status] ?? "Error",
+    status: error.status,
+    code: error.code,
+    message: error.message,
+    ...(error.details !== undefined ? { details: error.details } : {}),
+  });
+}

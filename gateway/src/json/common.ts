@@ -1,0 +1,19 @@
+import { z } from "zod";
+import { fromTimestamp } from "@pies/common";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+
+/** ISO 8601 of a timestamp, or undefined. */
+export const iso = (ts: Timestamp | undefined) => fromTimestamp(ts)?.toISOString();
+
+export const jsonObject = z.record(z.string(), z.unknown());
+
+/** Drops undefined members so that they are absent from the JSON rather than null. */
+export function compact<T extends Record<string, unknown>>(obj: T): T {
+  for (const key of Object.keys(obj)) if (obj[key] === undefined) delete obj[key];
+  return obj;
+}
+
+/** A string or an array of strings (comma-separated in a string) as a list. */
+export const stringList = z
+  .union([z.string(), z.array(z.string())])
+  .transform((v) => (typeof v === "string" ? v.split(",").map((s) => s.trim()).filter(Boolean) : v));

@@ -1,0 +1,49 @@
+import { z } from "zod";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { Environment, EnvironmentInput, EnvironmentInputSchema } from "@pies/proto/catalog";
+import { compact, iso, jsonObject } from "./common.js";
+
+export const environmentBody = z
+  .object({
+    name: z.string().optional(),
+    provider: z.string().optional(),
+    endpoint_url: z.string().optional(),
+    apiKey: z.string().optional(),
+    api_key: z.string().optional(),
+    default_model: z.string().optional(),
+    enabled_models: z.array(z.string()).optional(),
+    config: jsonObject.optional(),
+  })
+  .passthrough();
+
+export function environmentInput(
+  body: z.infer<typeof environmentBody>,
+): MessageInitShape<typeof EnvironmentInputSchema> {
+  return compact({
+    name: body.name,
+    provider: body.provider,
+    endpointUrl: body.endpoint_url,
+    apiKey: body.apiKey ?? body.api_key,
+    defaultModel: body.default_model,
+    enabledModels: body.enabled_models ?? [],
+    setEnabledModels: body.enabled_models !== undefined,
+    config: body.config as EnvironmentInput["config"],
+  });
+}
+
+/** An environment as JSON. The API key is never returned: only a hint of it. */
+export function environmentJson(e: Environment) {
+  return compact({
+    id: e.id,
+    name: e.name,
+    provider: e.provider,
+    endpoint_url: e.endpointUrl,
+    api_key_hint: e.apiKeyHint || undefined,
+    default_model: e.defaultModel,
+    enabled_models: e.enabledModels,
+    config: e.config ?? {},
+    project: e.projectId,
+    created_at: iso(e.createdAt),
+    updated_at: iso(e.updatedAt),
+  });
+}

@@ -1,0 +1,157 @@
+import { z } from "zod";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  InteractionStatus,
+  Visibility,
+  type Interaction,
+  type InteractionInput,
+  type InteractionInputSchema,
+} from "@pies/proto/catalog";
+import { compact, iso, jsonObject, stringList } from "./common.js";
+import { promptJson } from "./prompts.js";
+
+const statuses = ["draft", "published", "archived"] as const;
+export const statusByName: Record<string, InteractionStatus> = {
+  draft: InteractionStatus.DRAFT,
+  published: InteractionStatus.PUBLISHED,
+  archived: InteractionStatus.ARCHIVED,
+};
+export const statusNameOf = (s: InteractionStatus) => statuses[s - 1] ?? "draft";
+
+const segment = z.union([
+  z.string().transform((template) => ({ type: "template", template, id: undefined, chat_path: undefined })),
+  z
+    .object({
+      id: z.string().optional(),
+      type: z.string().optional(),
+      // The template's id, or an expanded template object carrying one.
+      template: z.union([z.string(), z.object({ id: z.string() }).passthrough()]).optional(),
+      chat_path: z.string().optional(),
+    })
+    .passthrough(),
+]);
+
+const modelOptions = z
+  .object({ temperature: z.number().optional(), max_tokens: z.number().int().optional() })
+  .passthrough();
+
+export const interactionBody = z
+  .object({
+    name: z.string().min(1).optional(),
+    description: z.string().optional(),
+    status: z.enum(statuses).optional(),
+    test_data: jsonObject.nullish(),
+    result_schema: jsonObject.nullish(),
+    resultSchema: jsonObject.nullish(),
+    schema: jsonObject.nullish(),
+    cache_policy: z
+      .object({
+        type: z.enum(["cache", "no_cache", "cache_and_refresh"]),
+        ttl: z.number().int().optional(),
+        varies_on: z.array(z.string()).optional(),
+        refresh_probability: z.number().min(0).max(1).optional(),
+      })
+      .nullish(),
+    model: z.string().optional(),
+    temperature: z.number().optional(),
+    max_tokens: z.number().int().optional(),
+    model_options: modelOptions.optional(),
+    environment: z.union([z.string(), z.object({ id: z.string() }).passthrough()]).optional(),
+    prompts: z.array(segment).optional(),
+    tags: stringList.optional(),
+    formatter: z.string().optional(),
+  })
+  .passthrough();
+
+export function interactionInput(
+  body: z.infer<typeof interactionBody>,
+): MessageInitShape<typeof InteractionInputSchema> {
+  const environment = typeof body.environment === "string" ? body.environment : body.environment?.id;
+  const schema = body.result_schema ?? body.resultSchema ?? body.schema ?? undefined;
+  return compact({
+    name: body.name,
+    description: body.description,
+    status: body.status ? statusByName[body.status] : undefined,
+    testData: (body.test_data ?? undefined) as InteractionInput["testData"],
+    resultSchema: schema as InteractionInput["resultSchema"],
+    cachePolicy: body.cache_policy
+      ? {
+          type: body.cache_policy.type,
+          ttl: body.cache_policy.ttl,
+          variesOn: body.cache_policy.varies_on ?? [],
+          refreshProbability: body.cache_policy.refresh_probability,
+        }
+      : undefined,
+    model: body.model,
+    temperature: body.temperature ?? body.model_options?.temperature,
+    maxTokens: body.max_tokens ?? body.model_options?.max_tokens,
+    environmentId: environment,
+    prompts: (body.prompts ?? []).map((p) => ({
+      id: p.id ?? "",
+      type: p.type ?? "template",
+      templateId: typeof p.template === "string" ? p.template : (p.template?.id ?? ""),
+      chatPath: p.chat_path ?? "",
+    })),
+    setPrompts: body.prompts !== undefined,
+    tags: body.tags ?? [],
+    setTags: body.tags !== undefined,
+    formatter: body.formatter,
+  });
+}
+
+function segmentsJson(i: Interaction) {
+  return i.prompts.map((p) =>
+    compact({
+      id: p.id,
+      type: p.type,
+      template: p.type === "chat" ? undefined : p.template ? promptJson(p.template) : p.templateId,
+      chat_path: p.chatPath || undefined,
+    }),
+  );
+}
+
+/** The full interaction (GET /interactions/:id, create): templates expanded when loaded so. */
+export function interactionJson(i: Interaction) {
+  return compact({
+    id: i.id,
+    name: i.name,
+    description: i.description,
+    status: statusNameOf(i.status),
+    test_data: i.testData,
+    resultSchema: i.resultSchema,
+    cache_policy: i.cachePolicy
+      ? compact({
+          type: i.cachePolicy.type,
+          ttl: i.cachePolicy.ttl,
+          varies_on: i.cachePolicy.variesOn,
+          refresh_probability: i.cachePolicy.refreshProbability,
+        })
+      : undefined,
+    model: i.model || undefined,
+    temperature: i.temperature,
+    max_tokens: i.maxTokens,
+    prompts: segmentsJson(i),
+    environment: i.environmentId || undefined,
+    project: i.projectId,
+    version: i.version,
+    latest: i.latest,
+    visibility: i.visibility === Visibility.PUBLIC ? "public" : "private",
+    tags: i.tags,
+    parent: i.parentId || undefined,
+    formatter: i.formatter || undefined,
+    created_at: iso(i.createdAt),
+    updated_at: iso(i.updatedAt),
+  });
+}
+
+/** An interaction reference (list results). */
+export function interactionRefJson(i: Interaction) {
+  return {
+    id: i.id,
+    name: i.name,
+    description: i.description,
+    status: statusNameOf(i.status),
+    prompts: segmentsJson(i),
+    updated_at: iso(i.updatedAt),
+  };
+}

@@ -1,0 +1,47 @@
+import { z } from "zod";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { PromptTemplate, PromptTemplateInput, PromptTemplateInputSchema } from "@pies/proto/catalog";
+import { compact, iso, jsonObject } from "./common.js";
+
+export const promptBody = z
+  .object({
+    name: z.string().optional(),
+    role: z.string().optional(),
+    content_type: z.string().optional(),
+    content: z.string().optional(),
+    test_data: jsonObject.nullish(),
+    inputSchema: jsonObject.nullish(),
+    input_schema: jsonObject.nullish(),
+  })
+  .passthrough();
+
+export function promptInput(
+  body: z.infer<typeof promptBody>,
+): MessageInitShape<typeof PromptTemplateInputSchema> {
+  return compact({
+    name: body.name,
+    role: body.role,
+    contentType: body.content_type,
+    content: body.content,
+    testData: (body.test_data ?? undefined) as PromptTemplateInput["testData"],
+    inputSchema: (body.inputSchema ?? body.input_schema ?? undefined) as PromptTemplateInput["inputSchema"],
+  });
+}
+
+export function promptJson(p: PromptTemplate) {
+  return compact({
+    id: p.id,
+    name: p.name,
+    role: p.role,
+    content_type: p.contentType,
+    content: p.content,
+    status: ["", "draft", "published", "archived"][p.status] || "draft",
+    latest: p.latest,
+    version: p.version,
+    test_data: p.testData,
+    inputSchema: p.inputSchema,
+    project: p.projectId,
+    created_at: iso(p.createdAt),
+    updated_at: iso(p.updatedAt),
+  });
+}

@@ -1,0 +1,138 @@
+import { z } from "zod";
+import { fromValue, toTimestamp } from "@pies/common";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { AnchorDirection, RunStatus, type Run, type RunFiltersSchema } from "@pies/proto/runs";
+import type { CallerSchema, ExecuteRequest, ExecuteRequestSchema } from "@pies/proto/executor";
+import { compact, iso, jsonObject, stringList } from "./common.js";
+
+const runStatuses = ["created", "processing", "completed", "failed"] as const;
+export const runStatusName = (s: RunStatus) => runStatuses[s - 1] ?? "created";
+
+/** A run as JSON, with SPEC.md's field names. */
+export function runJson(run: Run) {
+  return compact({
+    id: run.id,
+    status: runStatusName(run.status),
+    interaction: { id: run.interactionId, name: run.interactionName },
+    environment: { id: run.environmentId, name: run.environmentName },
+    modelId: run.modelId,
+    parameters: run.parameters ?? {},
+    result: fromValue(run.result),
+    prompt: fromValue(run.prompt),
+    tags: run.tags,
+    config: compact({
+      environment: run.config?.environmentId,
+      model: run.config?.model,
+      formatter: run.config?.formatter || undefined,
+      temperature: run.config?.temperature,
+      max_tokens: run.config?.maxTokens,
+    }),
+    temperature: run.config?.temperature,
+    max_tokens: run.config?.maxTokens,
+    token_use: run.tokenUse
+      ? { prompt: run.tokenUse.prompt, result: run.tokenUse.result, total: run.tokenUse.total }
+      : undefined,
+    execution_time: run.executionTime === undefined ? undefined : Number(run.executionTime),
+    error: run.error
+      ? compact({ code: run.error.code, message: run.error.message, data: fromValue(run.error.data) ?? undefined })
+      : undefined,
+    source: run.source
+      ? {
+          type: run.source.type,
+          label: run.source.label,
+          principal_type: run.source.principalType,
+          principal_id: run.source.principalId,
+          client_ip: run.source.clientIp,
+        }
+      : undefined,
+    ttl: run.ttl || undefined,
+    stream: run.stream,
+    parent: run.parentId || undefined,
+    account: run.accountId,
+    project: run.projectId,
+    cached: run.cached || undefined,
+    created_at: iso(run.createdAt),
+    updated_at: iso(run.updatedAt),
+  });
+}
+
+export const executeBody = z
+  .object({
+    interaction: z.string().min(1).optional(),
+    interactionId: z.string().min(1).optional(),
+    stream: z.boolean().optional(),
+    data: jsonObject.nullish(),
+    tags: stringList.optional(),
+    parent: z.string().optional(),
+    config: z
+      .object({
+        environment: z.string().optional(),
+        model: z.string().optional(),
+        temperature: z.number().min(0).max(2).optional(),
+        max_tokens: z.number().int().positive().optional(),
+        formatter: z.union([z.string(), z.number()]).optional(),
+      })
+      .passthrough()
+      .optional(),
+  })
+  .passthrough();
+
+export type ExecuteBody = z.infer<typeof executeBody>;
+
+/** An execute body as an ExecuteRequest for a caller and an interaction. */
+export function executeRequest(
+  body: ExecuteBody,
+  interaction: ExecuteRequest["interaction"],
+  caller: MessageInitShape<typeof CallerSchema>,
+): MessageInitShape<typeof ExecuteRequestSchema> {
+  return {
+    interaction,
+    caller,
+    stream: body.stream ?? false,
+    data: (body.data ?? {}) as ExecuteRequest["data"],
+    tags: body.tags ?? [],
+    parentRunId: body.parent ?? "",
+    config: {
+      environmentId: body.config?.environment ?? "",
+      model: body.config?.model ?? "",
+      temperature: body.config?.temperature,
+      maxTokens: body.config?.max_tokens,
+      formatter: body.config?.formatter === undefined ? "" : String(body.config.formatter),
+    },
+  };
+}
+
+const commaList = z
+  .string()
+  .optional()
+  .transform((v) => (v ? v.split(",").map((s) => s.trim()).filter(Boolean) : []));
+
+export const listRunsQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(1000).default(100),
+    offset: z.coerce.number().int().min(0).default(0),
+    interaction: commaList,
+    model: commaList,
+    environment: commaList,
+    status: z.enum(runStatuses).optional(),
+    tag: commaList,
+    anchorDate: z.string().datetime({ offset: true }).optional(),
+    anchorDateDirection: z.enum(["before", "after"]).default("after"),
+    parent: z.string().optional(),
+  })
+  .passthrough();
+
+export function runFilters(q: z.infer<typeof listRunsQuery>): MessageInitShape<typeof RunFiltersSchema> {
+  return {
+    interactionIds: q.interaction,
+    models: q.model,
+    environmentIds: q.environment,
+    status: q.status ? ((runStatuses.indexOf(q.status) + 1) as RunStatus) : RunStatus.UNSPECIFIED,
+    tags: q.tag,
+    topLevelOnly: q.parent === "false",
+    parentId: q.parent && q.parent !== "false" ? q.parent : "",
+    anchorDate: toTimestamp(q.anchorDate),
+    anchorDirection:
+      q.anchorDateDirection === "before" ? AnchorDirection.BEFORE : AnchorDirection.AFTER,
+  };
+}

@@ -1,0 +1,91 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
+import type { ExecuteRequest } from "@pies/proto/executor";
+import { RunStatus, type Run } from "@pies/proto/runs";
+import type { Principal } from "@pies/proto/catalog";
+import { badRequest, HttpError } from "../errors.js";
+import { executeBody, executeRequest, listRunsQuery, runFilters, runJson, type ExecuteBody } from "../json/runs.js";
+import { authed, params, type RouteContext } from "./context.js";
+
+/** Executions (blocking or streamed), and reading runs back. */
+export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
+  const { executor, runs } = ctx.deps;
+
+  const execute = async (
+    request: FastifyRequest,
+    principal: Principal,
+    body: ExecuteBody,
+    interaction: ExecuteRequest["interaction"],
+    reply: FastifyReply,
+  ) => {
+    const { run } = await executor.execute(
+      executeRequest(body, interaction, {
+        accountId: principal.accountId,
+        projectId: principal.projectId,
+        source: {
+          type: "api",
+          label: principal.apiKeyName,
+          principalType: "apikey",
+          principalId: principal.apiKeyId,
+          clientIp: request.ip,
+        },
+      }),
+    );
+    return failedAsError(run!, reply);
+  };
+
+  app.post("/interactions/:id/execute", authed(ctx, async (request, principal, reply) => {
+    const body = executeBody.parse(request.body ?? {});
+    return execute(request, principal, body, { case: "interactionId", value: params(request).id! }, reply);
+  }));
+
+  app.post("/runs", authed(ctx, async (request, principal, reply) => {
+    const body = executeBody.parse(request.body ?? {});
+    const id = body.interaction ?? body.interactionId;
+    if (!id) throw badRequest("interaction: the id of the interaction to execute is required");
+    return execute(request, principal, body, { case: "interactionId", value: id }, reply);
+  }));
+
+  app.post("/execute", authed(ctx, async (request, principal, reply) => {
+    const body = executeBody.parse(request.body ?? {});
+    const name = body.interaction ?? body.interactionId;
+    if (!name) throw badRequest("interaction: `Name`, `Name@3`, `Name@latest` or `Name@draft` is required");
+    return execute(request, principal, body, { case: "interactionName", value: name }, reply);
+  }));
+
+  app.get("/runs", authed(ctx, async (request, principal) => {
+    const q = listRunsQuery.parse(request.query ?? {});
+    const result = await runs.listRuns({
+      projectId: principal.projectId,
+      limit: q.limit,
+      offset: q.offset,
+      filters: runFilters(q),
+    });
+    return result.runs.map(runJson);
+  }));
+
+  app.get("/runs/:id", authed(ctx, async (request, principal) => {
+    const { run } = await runs.getRun({ projectId: principal.projectId, id: params(request).id! });
+    return runJson(run!);
+  }));
+
+  app.post("/runs/search", authed(ctx, async (_request, principal) => {
+    const result = await runs.searchRuns({ projectId: principal.projectId });
+    return { results: result.runs.map(runJson) };
+  }));
+}
+
+/**
+ * A blocking execution that failed is still recorded; it answers 502 (504 when the provider timed
+ * out) with the run's id and the run itself in `details`.
+ */
+function failedAsError(run: Run, reply: FastifyReply) {
+  if (run.status !== RunStatus.FAILED) return reply.send(runJson(run));
+  const timeout = run.error?.code === "timeout";
+  throw new HttpError(
+    timeout ? 504 : 502,
+    run.error?.code || "provider_error",
+    run.error?.message || "the execution failed",
+    { run_id: run.id, run: runJson(run) },
+  );
+}
