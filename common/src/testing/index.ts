@@ -1,0 +1,5 @@
+export * from "./fake-openai.js";
+export * from "./postgres.js";
+export * from "./nats.js";
+export * from "./processes.js";
+export * from "./sse.js";

@@ -1,0 +1,163 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { execFile } from "node:child_process";
+import { createServer } from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+/** The repository root (this file is common/dist/testing/processes.js once built). */
+export const repoRoot = path.resolve(fileURLToPath(import.meta.url), "../../../..");
+
+/** A port that was free a moment ago (the OS picks it). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ManagedProcess {
+  name: string;
+  child: ChildProcess;
+  /** The last lines the process wrote (for a failing test's message). */
+  output(): string;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code. */
+  stop(graceMs?: number): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+/** Starts `node <script>` from the repository root with the given environment. */
+export function startProcess(name: string, script: string, env: Record<string, string>): ManagedProcess {
+  const child = spawn(process.execPath, [script], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const lines: string[] = [];
+  const keep = (chunk: Buffer) => {
+    lines.push(...chunk.toString().split("\n").filter(Boolean));
+    if (lines.length > 200) lines.splice(0, lines.length - 200);
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return {
+    name,
+    child,
+    exited,
+    output: () => lines.map((l) => `[${name}] ${l}`).join("\n"),
+    async stop(graceMs = 10_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+export interface StackOptions {
+  databaseUrl: string;
+  /** NATS_URL, PIES_NATS_STREAM, PIES_NATS_SUBJECT_PREFIX. */
+  natsEnv: Record<string, string>;
+  env?: Record<string, string>;
+}
+
+export interface Stack {
+  gatewayUrl: string;
+  catalogUrl: string;
+  runsUrl: string;
+  executorUrl: string;
+  processes: ManagedProcess[];
+  /** Project, test environment and API key made with the CLI. */
+  bootstrap: { account: string; project: string; environment: string; key: string };
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * pies as Kubernetes runs it: catalog, runs, executor and gateway as four OS processes talking
+ * gRPC, with real PostgreSQL and NATS. Resolves when the gateway reports ready.
+ */
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const [catalogPort, runsPort, executorPort, gatewayPort] = await Promise.all(
+    [0, 1, 2, 3].map(() => freePort()),
+  );
+  const secretKey = Buffer.alloc(32, 7).toString("base64");
+  const catalogUrl = `http://127.0.0.1:${catalogPort}`;
+  const runsUrl = `http://127.0.0.1:${runsPort}`;
+  const executorUrl = `http://127.0.0.1:${executorPort}`;
+  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  const common = { HOST: "127.0.0.1", ...options.env };
+  const processes = [
+    startProcess("catalog", "services/catalog/dist/main.js", {
+      ...common,
+      PORT: String(catalogPort),
+      DATABASE_URL: options.databaseUrl,
+      PIES_SECRET_KEY: secretKey,
+    }),
+    startProcess("runs", "services/runs/dist/main.js", {
+      ...common,
+      PORT: String(runsPort),
+      DATABASE_URL: options.databaseUrl,
+    }),
+    startProcess("executor", "services/executor/dist/main.js", {
+      ...common,
+      ...options.natsEnv,
+      PORT: String(executorPort),
+      CATALOG_URL: catalogUrl,
+      RUNS_URL: runsUrl,
+    }),
+    startProcess("gateway", "gateway/dist/main.js", {
+      ...common,
+      ...options.natsEnv,
+      PORT: String(gatewayPort),
+      CATALOG_URL: catalogUrl,
+      RUNS_URL: runsUrl,
+      EXECUTOR_URL: executorUrl,
+    }),
+  ];
+  const output = () => processes.map((p) => p.output()).join("\n");
+  const stop = async () => {
+    // Front to back, as a rollout would drain them.
+    for (const p of [...processes].reverse()) await p.stop();
+  };
+  try {
+    await waitUntilReady(`${gatewayUrl}/readyz`, processes, 30_000);
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["services/catalog/dist/cli.js", "bootstrap", "--name", "e2e"],
+      { cwd: repoRoot, env: { PATH: process.env.PATH ?? "", DATABASE_URL: options.databaseUrl } },
+    );
+    return {
+      gatewayUrl,
+      catalogUrl,
+      runsUrl,
+      executorUrl,
+      processes,
+      bootstrap: JSON.parse(stdout),
+      output,
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw new Error(`the stack did not start: ${(err as Error).message}\n${output()}`);
+  }
+}
+
+async function waitUntilReady(url: string, processes: ManagedProcess[], timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const dead = processes.find((p) => p.child.exitCode !== null);
+    if (dead) throw new Error(`${dead.name} exited with code ${dead.child.exitCode}`);
+    const ready = await fetch(url).then((r) => r.ok, () => false);
+    if (ready) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} not ready within ${timeoutMs} ms`);
+}

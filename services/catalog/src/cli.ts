@@ -1,0 +1,118 @@
+#!/usr/bin/env node
+import { parseArgs } from "node:util";
+import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { createDatabase, createLogger, migrateToLatest } from "@pies/common";
+import { CatalogService } from "@pies/proto/catalog";
+import { migrations } from "./migrations/index.js";
+import { SecretBox } from "./secrets.js";
+import { catalogRoutes } from "./service.js";
+import type { CatalogDatabase } from "./tables.js";
+
+const usage = `pies: administer a pies catalog database (DATABASE_URL)
+
+  pies migrate                                        apply the catalog's migrations
+  pies create-account --name NAME [--project NAME]    an account with a first project
+  pies create-project --account ID --name NAME        another project of an account
+  pies create-key --project ID [--name NAME]          an API key (printed once)
+  pies bootstrap [--name NAME]                        account, project, test environment and key
+
+Every command prints JSON. Environments need PIES_SECRET_KEY (base64 of 32 bytes) to encrypt
+provider keys; the other commands do not.`;
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      name: { type: "string" },
+      project: { type: "string" },
+      account: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  const command = positionals[0];
+  if (values.help || !command) {
+    process.stdout.write(usage + "\n");
+    return command || values.help ? 0 : 2;
+  }
+  const url = process.env.DATABASE_URL;
+  if (!url) {
+    process.stderr.write("DATABASE_URL is required\n");
+    return 2;
+  }
+  const db = createDatabase<CatalogDatabase>({ url, poolMax: 2, applicationName: "pies-cli" });
+  try {
+    await migrateToLatest(db, "catalog", migrations);
+    // The same handlers as the service, called in memory: the CLI cannot drift from the API.
+    const secrets = new SecretBox(process.env.PIES_SECRET_KEY ?? Buffer.alloc(32).toString("base64"));
+    const logger = createLogger("pies-cli", "warn");
+    const catalog = createClient(
+      CatalogService,
+      createRouterTransport(catalogRoutes({ db, secrets, logger })),
+    );
+    const print = (value: unknown) =>
+      process.stdout.write(JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? String(v) : v), 2) + "\n");
+    switch (command) {
+      case "migrate":
+        print({ migrated: true });
+        return 0;
+      case "create-account": {
+        const { account, project } = await catalog.createAccount({
+          name: required(values.name, "--name"),
+          projectName: values.project ?? "",
+        });
+        print({ account: { id: account!.id, name: account!.name }, project: { id: project!.id, name: project!.name } });
+        return 0;
+      }
+      case "create-project": {
+        const { project } = await catalog.createProject({
+          accountId: required(values.account, "--account"),
+          name: required(values.name, "--name"),
+        });
+        print({ project: { id: project!.id, name: project!.name, account: project!.accountId } });
+        return 0;
+      }
+      case "create-key": {
+        const { apiKey, secret } = await catalog.createApiKey({
+          projectId: required(values.project, "--project"),
+          name: values.name ?? "",
+        });
+        print({ id: apiKey!.id, name: apiKey!.name, project: apiKey!.projectId, key: secret });
+        return 0;
+      }
+      case "bootstrap": {
+        const { account, project } = await catalog.createAccount({
+          name: values.name ?? "pies",
+          projectName: values.project ?? "",
+        });
+        const { environment } = await catalog.createEnvironment({
+          projectId: project!.id,
+          environment: { name: "test", provider: "test", defaultModel: "test" },
+        });
+        const { secret } = await catalog.createApiKey({ projectId: project!.id, name: "bootstrap" });
+        print({
+          account: account!.id,
+          project: project!.id,
+          environment: environment!.id,
+          key: secret,
+        });
+        return 0;
+      }
+      default:
+        process.stderr.write(`unknown command ${command}\n\n${usage}\n`);
+        return 2;
+    }
+  } catch (err) {
+    process.stderr.write(`pies ${command}: ${(err as Error).message}\n`);
+    return 1;
+  } finally {
+    await db.destroy();
+  }
+}
+
+function required(value: string | undefined, flag: string): string {
+  if (!value) throw new Error(`${flag} is required`);
+  return value;
+}
+
+process.exitCode = await main(process.argv.slice(2));

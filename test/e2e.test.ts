@@ -1,0 +1,195 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  createTestDatabase,
+  createTestStream,
+  readSse,
+  startFakeOpenAI,
+  startStack,
+  type FakeOpenAI,
+  type Stack,
+  type TestDatabase,
+  type TestStream,
+} from "@pies/common/testing";
+
+// The four processes as Kubernetes runs them, real PostgreSQL and NATS, over HTTP as a client would.
+let db: TestDatabase;
+let stream: TestStream;
+let stack: Stack;
+let upstream: FakeOpenAI;
+let api: (path: string, init?: { method?: string; body?: unknown; token?: string }) => Promise<Response>;
+
+beforeAll(async () => {
+  db = await createTestDatabase("e2e");
+  stream = createTestStream();
+  upstream = await startFakeOpenAI({ apiKey: "sk-upstream-secret" });
+  stack = await startStack({ databaseUrl: db.url, natsEnv: stream.env });
+  api = (path, init = {}) =>
+    fetch(`${stack.gatewayUrl}/api/v1${path}`, {
+      method: init.method ?? (init.body === undefined ? "GET" : "POST"),
+      headers: {
+        authorization: `Bearer ${init.token ?? stack.bootstrap.key}`,
+        ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    });
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await upstream?.close();
+  await stream?.remove();
+  await db?.drop();
+});
+
+async function json<T = any>(response: Response, status = 200): Promise<T> {
+  const body = await response.text();
+  expect(response.status, `${response.url}: ${body}\n${stack.output()}`).toBe(status);
+  return JSON.parse(body) as T;
+}
+
+async function createInteraction(environment: string, extra: Record<string, unknown> = {}) {
+  const prompt = await json(
+    await api("/prompts", {
+      body: {
+        name: "greet",
+        role: "user",
+        content_type: "jst",
+        content: "return `Write a greeting for ${name}`",
+        inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
+      },
+    }),
+    201,
+  );
+  return json(
+    await api("/interactions", {
+      body: { name: "Greeting", environment, prompts: [{ type: "template", template: prompt.id }], ...extra },
+    }),
+    201,
+  );
+}
+
+const resultSchema = {
+  type: "object",
+  properties: { greeting: { type: "string" }, words: { type: "integer", minimum: 1 } },
+  required: ["greeting", "words"],
+};
+
+describe("four processes over HTTP", () => {
+  it("creates, executes blocking and streamed with the test provider, and reads runs back", async () => {
+    const environment = await json(
+      await api("/environments", { body: { name: "local", provider: "test", default_model: "test" } }),
+      201,
+    );
+    const interaction = await createInteraction(environment.id, { result_schema: resultSchema });
+    const fetched = await json(await api(`/interactions/${interaction.id}`));
+    expect(fetched.prompts[0].template).toMatchObject({ name: "greet", content_type: "jst" });
+    expect(fetched.resultSchema).toEqual(resultSchema);
+
+    const blocking = await json(
+      await api(`/interactions/${interaction.id}/execute`, { body: { data: { name: "Ada" }, tags: "a,b" } }),
+    );
+    expect(blocking).toMatchObject({
+      status: "completed",
+      modelId: "test",
+      parameters: { name: "Ada" },
+      tags: ["a", "b"],
+      prompt: [{ role: "user", content: "Write a greeting for Ada" }],
+      source: { type: "api", principal_type: "apikey" },
+    });
+    expect(typeof blocking.result.greeting).toBe("string");
+    expect(blocking.result.words).toBeGreaterThanOrEqual(1);
+    expect(blocking.token_use.total).toBe(blocking.token_use.prompt + blocking.token_use.result);
+
+    const created = await json(
+      await api("/runs", { body: { interaction: interaction.id, stream: true, data: { name: "Grace" } } }),
+    );
+    expect(created.status).toBe("created");
+    const sse = await fetch(`${stack.gatewayUrl}/api/v1/runs/${created.id}/stream`, {
+      headers: { authorization: `Bearer ${stack.bootstrap.key}` },
+    });
+    expect(sse.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const events = await readSse(sse);
+    const messages = events.filter((e) => e.event === "message");
+    const close = events.at(-1)!;
+    expect(messages.length).toBeGreaterThan(1);
+    expect(close.event).toBe("close");
+    const final = JSON.parse(close.data);
+    expect(final.status).toBe("completed");
+    // The chunks, joined, are the answer the run recorded.
+    expect(JSON.parse(messages.map((m) => JSON.parse(m.data) as string).join(""))).toEqual(final.result);
+
+    const readBack = await json(await api(`/runs/${created.id}`));
+    expect(readBack).toMatchObject({ id: created.id, status: "completed", result: final.result });
+    const listed = await json<any[]>(await api(`/runs?interaction=${interaction.id}`));
+    expect(listed.map((r) => r.id).sort()).toEqual([blocking.id, created.id].sort());
+
+    // A second reader after the end gets the same events replayed, then close.
+    const replay = await readSse(
+      await fetch(`${stack.gatewayUrl}/api/v1/runs/${created.id}/stream?access_token=${stack.bootstrap.key}`),
+    );
+    expect(replay.map((e) => e.event)).toEqual(events.map((e) => e.event));
+  });
+
+  it("executes through the openai_compatible provider against a loopback OpenAI server", async () => {
+    const environment = await json(
+      await api("/environments", {
+        body: {
+          name: "upstream",
+          provider: "openai_compatible",
+          endpoint_url: upstream.url,
+          apiKey: "sk-upstream-secret",
+          default_model: "gpt-4o-mini",
+        },
+      }),
+      201,
+    );
+    expect(JSON.stringify(environment)).not.toContain("sk-upstream-secret");
+    const interaction = await createInteraction(environment.id, { result_schema: resultSchema });
+
+    const blocking = await json(
+      await api(`/interactions/${interaction.id}/execute`, { body: { data: { name: "Linus" } } }),
+    );
+    expect(blocking.status).toBe("completed");
+    expect(blocking.result).toMatchObject({ greeting: expect.any(String), words: expect.any(Number) });
+    expect(blocking.token_use.prompt).toBeGreaterThan(0);
+    const sent = upstream.requests.at(-1)!.body as any;
+    expect(sent.model).toBe("gpt-4o-mini");
+    expect(sent.response_format.type).toBe("json_schema");
+    expect(sent.messages).toEqual([{ role: "user", content: "Write a greeting for Linus" }]);
+
+    const created = await json(
+      await api("/runs", { body: { interaction: interaction.id, stream: true, data: { name: "Margaret" } } }),
+    );
+    const events = await readSse(
+      await fetch(`${stack.gatewayUrl}/api/v1/runs/${created.id}/stream`, {
+        headers: { authorization: `Bearer ${stack.bootstrap.key}` },
+      }),
+    );
+    const messages = events.filter((e) => e.event === "message").map((e) => JSON.parse(e.data) as string);
+    expect(messages.length).toBeGreaterThan(0);
+    const final = JSON.parse(events.at(-1)!.data);
+    expect(events.at(-1)!.event).toBe("close");
+    expect(final.status).toBe("completed");
+    expect(JSON.parse(messages.join(""))).toEqual(final.result);
+    expect(final.token_use.total).toBeGreaterThan(0);
+    const streamed = upstream.requests.at(-1)!.body as any;
+    expect(streamed.stream).toBe(true);
+    expect(streamed.stream_options).toEqual({ include_usage: true });
+
+    // A provider failure in blocking mode: 502, the failed run recorded and named.
+    const failing = await createInteraction(environment.id, { model: "fail-500" });
+    const failed = await api(`/interactions/${failing.id}/execute`, { body: { data: { name: "x" } } });
+    const error = await json(failed, 502);
+    expect(error).toMatchObject({ status: 502, code: "provider_error" });
+    const run = await json(await api(`/runs/${error.details.run_id}`));
+    expect(run).toMatchObject({ status: "failed", error: { code: "provider_error" } });
+  });
+
+  it("answers errors as JSON with the right status", async () => {
+    expect(await json(await api("/runs", { token: "sk-not-a-key" }), 401)).toMatchObject({ code: "unauthorized" });
+    expect(await json(await api("/runs/000000000000000000000000"), 404)).toMatchObject({ code: "not_found" });
+    expect(await json(await api("/runs", { body: { stream: "yes" } }), 400)).toMatchObject({ code: "invalid_request" });
+    const blocking = (await json<any[]>(await api("/runs?status=completed"))).find((r) => !r.stream);
+    expect(await json(await api(`/runs/${blocking.id}/stream`), 409)).toMatchObject({ code: "conflict" });
+  });
+});
