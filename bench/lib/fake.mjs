@@ -1,0 +1,30 @@
+import { Worker } from "node:worker_threads";
+
+/**
+ * startFakeOpenAI in a worker thread. Resolves to { url, port, close() }; close() closes the server
+ * (destroying keep-alive sockets) and ends the worker, terminating it if it does not answer.
+ */
+export async function startFakeInWorker(options) {
+  const worker = new Worker(new URL("./fake-worker.mjs", import.meta.url), { workerData: options });
+  const started = await new Promise((resolve, reject) => {
+    worker.once("message", resolve);
+    worker.once("error", reject);
+    worker.once("exit", (code) => reject(new Error(`fake upstream worker exited with code ${code}`)));
+  });
+  let closing;
+  return {
+    url: started.url,
+    port: started.port,
+    close() {
+      closing ??= new Promise((resolve) => {
+        const timer = setTimeout(() => worker.terminate().then(() => resolve()), 5_000);
+        worker.once("exit", () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        worker.postMessage("close");
+      });
+      return closing;
+    },
+  };
+}

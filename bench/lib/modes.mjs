@@ -1,0 +1,182 @@
+import { performance } from "node:perf_hooks";
+import { readSseIncrementally } from "./sse.mjs";
+
+/**
+ * The four request kinds. Each takes (ctx, signal) and resolves to a sample
+ * { ok, latencyMs, ttfcMs?, error? } — it never throws, so every failure is counted and described.
+ * ctx: { fakeUrl, fakeKey, model, gatewayUrl, apiKey, interactionId, text }.
+ */
+
+const snippet = (text) => text.replace(/\s+/g, " ").slice(0, 300);
+
+function failure(started, error) {
+  return { ok: false, latencyMs: performance.now() - started, error };
+}
+
+function describe(err, signal) {
+  if (signal?.aborted) return `aborted: ${signal.reason?.message ?? signal.reason ?? "deadline"}`;
+  const cause = err?.cause ? ` (${err.cause.code ?? ""} ${err.cause.message ?? err.cause})` : "";
+  return `${err?.name ?? "Error"}: ${err?.message ?? String(err)}${cause}`;
+}
+
+async function httpError(what, response) {
+  const body = await response.text().catch((e) => `<body unreadable: ${e.message}>`);
+  return `${what} HTTP ${response.status}: ${snippet(body)}`;
+}
+
+function chatBody(ctx, stream) {
+  return {
+    model: ctx.model,
+    messages: [{ role: "user", content: `Summarise ${ctx.text}` }],
+    ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+  };
+}
+
+function fakeHeaders(ctx) {
+  return { "content-type": "application/json", authorization: `Bearer ${ctx.fakeKey}` };
+}
+
+function piesHeaders(ctx, json = true) {
+  return {
+    authorization: `Bearer ${ctx.apiKey}`,
+    ...(json ? { "content-type": "application/json" } : {}),
+  };
+}
+
+export async function directBlocking(ctx, signal) {
+  const started = performance.now();
+  try {
+    const response = await fetch(`${ctx.fakeUrl}/chat/completions`, {
+      method: "POST",
+      headers: fakeHeaders(ctx),
+      body: JSON.stringify(chatBody(ctx, false)),
+      signal,
+    });
+    if (!response.ok) return failure(started, await httpError("chat/completions", response));
+    const body = await response.json();
+    const latencyMs = performance.now() - started;
+    if (typeof body?.choices?.[0]?.message?.content !== "string") {
+      return failure(started, `chat/completions 200 without content: ${snippet(JSON.stringify(body))}`);
+    }
+    return { ok: true, latencyMs };
+  } catch (err) {
+    return failure(started, describe(err, signal));
+  }
+}
+
+export async function piesBlocking(ctx, signal) {
+  const started = performance.now();
+  try {
+    const response = await fetch(`${ctx.gatewayUrl}/api/v1/interactions/${ctx.interactionId}/execute`, {
+      method: "POST",
+      headers: piesHeaders(ctx),
+      body: JSON.stringify({ data: { text: ctx.text } }),
+      signal,
+    });
+    if (!response.ok) return failure(started, await httpError("execute", response));
+    const run = await response.json();
+    const latencyMs = performance.now() - started;
+    if (run?.status !== "completed" || typeof run.result !== "string") {
+      return failure(started, `execute 200 but run ${run?.status}: ${snippet(JSON.stringify(run))}`);
+    }
+    return { ok: true, latencyMs };
+  } catch (err) {
+    return failure(started, describe(err, signal));
+  }
+}
+
+export async function directStreamed(ctx, signal) {
+  const started = performance.now();
+  try {
+    const response = await fetch(`${ctx.fakeUrl}/chat/completions`, {
+      method: "POST",
+      headers: fakeHeaders(ctx),
+      body: JSON.stringify(chatBody(ctx, true)),
+      signal,
+    });
+    if (!response.ok) return failure(started, await httpError("chat/completions (stream)", response));
+    let ttfcMs;
+    let done;
+    let parseError;
+    await readSseIncrementally(response.body, (event) => {
+      if (event.data === "[DONE]") {
+        done ??= performance.now() - started;
+        return;
+      }
+      if (ttfcMs !== undefined || parseError) return;
+      try {
+        const chunk = JSON.parse(event.data);
+        if (chunk?.choices?.[0]?.delta?.content) ttfcMs = performance.now() - started;
+      } catch (err) {
+        parseError = `bad chunk JSON: ${err.message}: ${snippet(event.data)}`;
+      }
+    });
+    if (parseError) return failure(started, parseError);
+    if (done === undefined) return failure(started, "stream ended without data: [DONE]");
+    if (ttfcMs === undefined) return failure(started, "stream had no content chunk");
+    return { ok: true, latencyMs: done, ttfcMs };
+  } catch (err) {
+    return failure(started, describe(err, signal));
+  }
+}
+
+export async function piesStreamed(ctx, signal) {
+  const started = performance.now();
+  try {
+    const created = await fetch(`${ctx.gatewayUrl}/api/v1/runs`, {
+      method: "POST",
+      headers: piesHeaders(ctx),
+      body: JSON.stringify({ interaction: ctx.interactionId, stream: true, data: { text: ctx.text } }),
+      signal,
+    });
+    if (!created.ok) return failure(started, await httpError("POST /runs", created));
+    const run = await created.json();
+    if (typeof run?.id !== "string") {
+      return failure(started, `POST /runs 2xx without id: ${snippet(JSON.stringify(run))}`);
+    }
+    const response = await fetch(`${ctx.gatewayUrl}/api/v1/runs/${run.id}/stream`, {
+      headers: piesHeaders(ctx, false),
+      signal,
+    });
+    if (!response.ok) return failure(started, await httpError("GET /runs/:id/stream", response));
+    let ttfcMs;
+    let closedAt;
+    let final;
+    let streamError;
+    let messages = 0;
+    await readSseIncrementally(response.body, (event) => {
+      if (event.event === "message") {
+        messages++;
+        ttfcMs ??= performance.now() - started;
+      } else if (event.event === "close") {
+        closedAt ??= performance.now() - started;
+        try {
+          final = JSON.parse(event.data);
+        } catch {
+          final = { status: `unparseable close data: ${snippet(event.data)}` };
+        }
+      } else if (event.event === "error") {
+        streamError ??= `SSE error event: ${snippet(event.data)}`;
+      }
+    });
+    if (streamError) return failure(started, streamError);
+    if (closedAt === undefined) {
+      return failure(started, `stream ended without event: close (after ${messages} messages)`);
+    }
+    if (final?.status !== "completed") {
+      const error = final?.error ? ` ${snippet(JSON.stringify(final.error))}` : "";
+      return failure(started, `close with run status ${final?.status}${error}`);
+    }
+    if (ttfcMs === undefined) return failure(started, "close without any event: message");
+    return { ok: true, latencyMs: closedAt, ttfcMs };
+  } catch (err) {
+    return failure(started, describe(err, signal));
+  }
+}
+
+export const modes = {
+  "direct blocking": directBlocking,
+  "pies blocking": piesBlocking,
+  "direct streamed": directStreamed,
+  "pies streamed": piesStreamed,
+};

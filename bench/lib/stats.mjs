@@ -1,0 +1,90 @@
+/** Nearest-rank percentile of an ascending array (undefined when empty). */
+export function percentile(sorted, p) {
+  if (sorted.length === 0) return undefined;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
+}
+
+export function mean(values) {
+  return values.length === 0 ? undefined : values.reduce((a, b) => a + b, 0) / values.length;
+}
+
+const round = (v, digits = 2) => (v === undefined ? null : Number(v.toFixed(digits)));
+
+/** Summarises one cell's samples ({ok, latencyMs, ttfcMs?, error?}) measured over wallMs. */
+export function summarise(samples, wallMs) {
+  const ok = samples.filter((s) => s.ok);
+  const latencies = ok.map((s) => s.latencyMs).sort((a, b) => a - b);
+  const ttfcs = ok
+    .map((s) => s.ttfcMs)
+    .filter((v) => v !== undefined)
+    .sort((a, b) => a - b);
+  const errors = samples.filter((s) => !s.ok);
+  const byKind = new Map();
+  for (const e of errors) byKind.set(e.error, (byKind.get(e.error) ?? 0) + 1);
+  return {
+    requests: samples.length,
+    ok: ok.length,
+    errors: errors.length,
+    errorKinds: [...byKind.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .map(([error, count]) => ({ error, count })),
+    wallMs: round(wallMs, 1),
+    p50Ms: round(percentile(latencies, 50)),
+    p90Ms: round(percentile(latencies, 90)),
+    p99Ms: round(percentile(latencies, 99)),
+    maxMs: round(latencies.at(-1)),
+    meanMs: round(mean(latencies)),
+    reqPerSec: wallMs > 0 ? round((ok.length * 1000) / wallMs, 1) : null,
+    ttfcP50Ms: round(percentile(ttfcs, 50)),
+    ttfcP99Ms: round(percentile(ttfcs, 99)),
+    ttfcMeanMs: round(mean(ttfcs)),
+  };
+}
+
+/** Adds p50/throughput/ttfc ratios of each pies row against direct at the same concurrency. */
+export function addRatios(rows) {
+  for (const row of rows) {
+    const kind = row.mode.split(" ")[1]; // "blocking" | "streamed"
+    const base = rows.find((r) => r.mode === `direct ${kind}` && r.concurrency === row.concurrency);
+    const ratio = (a, b) => (a == null || b == null || b === 0 ? null : round(a / b, 2));
+    row.baseline = base ? base.mode : null;
+    row.p50Ratio = base ? ratio(row.p50Ms, base.p50Ms) : null;
+    row.throughputRatio = base ? ratio(row.reqPerSec, base.reqPerSec) : null;
+    row.ttfcP50Ratio = base ? ratio(row.ttfcP50Ms, base.ttfcP50Ms) : null;
+  }
+  return rows;
+}
+
+/** A fixed-width text table. */
+export function formatTable(rows) {
+  const columns = [
+    ["mode", (r) => r.mode, "l"],
+    ["conc", (r) => r.concurrency],
+    ["requests", (r) => r.requests],
+    ["errors", (r) => r.errors],
+    ["p50 ms", (r) => fmt(r.p50Ms)],
+    ["p99 ms", (r) => fmt(r.p99Ms)],
+    ["req/s", (r) => fmt(r.reqPerSec, 1)],
+    ["ttfc p50 ms", (r) => fmt(r.ttfcP50Ms)],
+    ["ttfc mean ms", (r) => fmt(r.ttfcMeanMs)],
+    ["p50 ratio", (r) => fmt(r.p50Ratio)],
+    ["thr ratio", (r) => fmt(r.throughputRatio)],
+    ["ttfc ratio", (r) => fmt(r.ttfcP50Ratio)],
+  ];
+  const cells = rows.map((r) => columns.map(([, get]) => String(get(r))));
+  const widths = columns.map(([name], i) => Math.max(name.length, ...cells.map((c) => c[i].length)));
+  const line = (values) =>
+    values
+      .map((v, i) => (columns[i][2] === "l" ? v.padEnd(widths[i]) : v.padStart(widths[i])))
+      .join("  ");
+  return [
+    line(columns.map(([name]) => name)),
+    widths.map((w) => "-".repeat(w)).join("  "),
+    ...cells.map(line),
+  ].join("\n");
+}
+
+function fmt(v, digits = 2) {
+  return v === null || v === undefined ? "-" : v.toFixed(digits);
+}
