@@ -2,26 +2,17 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
-import { createRouterTransport } from "@connectrpc/connect";
 import {
   createDatabase,
   createLogger,
-  grpcClient,
   JetStreamRunEventBus,
   MemoryRunEventBus,
-  migrateToLatest,
-  pingDatabase,
   type RunEventBus,
 } from "@pies/common";
-import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
-import { createExecutorDeps, executorRoutes, InFlight } from "@pies/executor";
-import { runsMigrations, runsRoutes } from "@pies/runs";
-import { CatalogService } from "@pies/proto/catalog";
-import { ExecutorService } from "@pies/proto/executor";
-import { RunsService } from "@pies/proto/runs";
 import type { Kysely } from "kysely";
-import { closeGracefully, createGateway } from "../app.js";
+import { closeGracefully } from "../app.js";
 import type { EmbeddedConfig } from "./config.js";
+import { createInMemoryPies, type InMemoryPies } from "./wiring.js";
 
 export interface EmbeddedPies {
   url: string;
@@ -48,8 +39,6 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
   const db: Kysely<any> = pglite
     ? createDatabase({ pglite })
     : createDatabase({ url: config.DATABASE_URL!, applicationName: "pies-embedded" });
-  await migrateToLatest(db, "catalog", catalogMigrations);
-  await migrateToLatest(db, "runs", runsMigrations);
 
   const bus: RunEventBus = config.NATS_URL
     ? await JetStreamRunEventBus.connect({
@@ -61,37 +50,23 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
       })
     : new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
 
-  const secretKey = config.PIES_SECRET_KEY ?? (await localSecret(dataDir, "secret.key", () => randomBytes(32).toString("base64")));
-  const catalogTransport = createRouterTransport(
-    catalogRoutes({ db, secrets: new SecretBox(secretKey), logger }),
-  );
-  const runsTransport = createRouterTransport(runsRoutes({ db }));
-  const executorDeps = await createExecutorDeps({
-    catalog: catalogTransport,
-    runs: runsTransport,
+  const secretKey =
+    config.PIES_SECRET_KEY ??
+    (await localSecret(dataDir, "secret.key", () => randomBytes(32).toString("base64")));
+  const { app, catalog, inFlight } = await createInMemoryPies({
+    db,
     bus,
+    secretKey,
     logger,
-    config,
-  });
-  const inFlight = new InFlight();
-  const executorTransport = createRouterTransport(executorRoutes(executorDeps, inFlight));
-  const catalog = grpcClient(CatalogService, catalogTransport);
-  const apiKey = await seed(catalog, dataDir);
-
-  const app = createGateway({
-    catalog,
-    runs: grpcClient(RunsService, runsTransport),
-    executor: grpcClient(ExecutorService, executorTransport),
-    bus,
-    logger,
-    options: {
+    executor: config,
+    gateway: {
       maxBodyBytes: config.PIES_MAX_BODY_BYTES,
       authCacheSeconds: config.PIES_AUTH_CACHE_SECONDS,
       sseHeartbeatSeconds: config.PIES_SSE_HEARTBEAT_SECONDS,
       trustProxy: false,
     },
-    isReady: async () => (await pingDatabase(db)) && (await bus.ready()),
   });
+  const apiKey = await seed(catalog, dataDir);
   const address = await app.listen({ host: config.HOST, port: config.PORT });
   return {
     url: address,
@@ -109,10 +84,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
  * On first start: an account `local` with project `default`, a `test` environment and an API key,
  * kept in `<data dir>/credentials.json` (mode 0600) so that later starts can print it again.
  */
-async function seed(
-  catalog: ReturnType<typeof grpcClient<typeof CatalogService>>,
-  dataDir: string,
-): Promise<string> {
+async function seed(catalog: InMemoryPies["catalog"], dataDir: string): Promise<string> {
   const file = path.join(dataDir, "credentials.json");
   const existing = await readFile(file, "utf8").then(
     (text) => JSON.parse(text) as Credentials,

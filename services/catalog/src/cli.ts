@@ -31,7 +31,7 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   const command = positionals[0];
-  if (values.help || !command) {
+  if (values.help || !command || command === "help") {
     process.stdout.write(usage + "\n");
     return command || values.help ? 0 : 2;
   }

@@ -1,6 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Kysely } from "kysely";
+import { sql, type Kysely } from "kysely";
 import { newId } from "@pies/common";
 import {
   InteractionStatus,
@@ -170,7 +170,8 @@ export function interactionHandlers({
       }
       if (req.name) query = query.where("name", "=", req.name);
       if (req.version !== undefined) query = query.where("version", "=", req.version);
-      if (req.tags.length > 0) query = query.where("tags", "&&", req.tags);
+      // One array parameter: kysely would expand an array operand into a list of scalars.
+      if (req.tags.length > 0) query = query.where(sql<boolean>`tags && ${sql.val(req.tags)}::text[]`);
       // Without a name filter, list drafts only: versions are reached by name or via /versions.
       if (!req.name && req.version === undefined) query = query.where("parent_id", "is", null);
       const rows = await query

@@ -1,4 +1,4 @@
-import type { SelectQueryBuilder } from "kysely";
+import { sql, type SelectQueryBuilder } from "kysely";
 import { fromTimestamp } from "@pies/common";
 import { AnchorDirection, RunStatus, type RunFilters } from "@pies/proto/runs";
 import { statusName } from "./mappers.js";
@@ -19,7 +19,8 @@ export function applyFilters<O>(query: RunsQuery<O>, filters: RunFilters | undef
   if (filters.status !== RunStatus.UNSPECIFIED) {
     query = query.where("status", "=", statusName(filters.status));
   }
-  if (filters.tags.length > 0) query = query.where("tags", "&&", filters.tags);
+  // One array parameter: kysely would expand an array operand into a list of scalars.
+  if (filters.tags.length > 0) query = query.where(sql<boolean>`tags && ${sql.val(filters.tags)}::text[]`);
   if (filters.topLevelOnly) query = query.where("parent_id", "is", null);
   if (filters.parentId) query = query.where("parent_id", "=", filters.parentId);
   const anchor = fromTimestamp(filters.anchorDate);

@@ -1,0 +1,68 @@
+import { createRouterTransport, type ConnectRouter } from "@connectrpc/connect";
+import type { Kysely } from "kysely";
+import { errorInterceptor, grpcClient, migrateToLatest, pingDatabase, type Logger, type RunEventBus } from "@pies/common";
+import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
+import { createExecutorDeps, executorRoutes, InFlight, type ExecutorConfig } from "@pies/executor";
+import { runsMigrations, runsRoutes } from "@pies/runs";
+import { CatalogService } from "@pies/proto/catalog";
+import { ExecutorService } from "@pies/proto/executor";
+import { RunsService } from "@pies/proto/runs";
+import type { FastifyInstance } from "fastify";
+import { createGateway } from "../app.js";
+import type { GatewayOptions } from "../deps.js";
+
+export interface InMemoryPies {
+  app: FastifyInstance;
+  catalog: ReturnType<typeof grpcClient<typeof CatalogService>>;
+  inFlight: InFlight;
+}
+
+export type ExecutorSettings = Pick<
+  ExecutorConfig,
+  | "PIES_RUN_TTL_SECONDS"
+  | "PIES_PROVIDER_TIMEOUT_MS"
+  | "PIES_PROVIDER_MAX_RETRIES"
+  | "PIES_TEMPLATE_TIMEOUT_MS"
+  | "PIES_TEMPLATE_MEMORY_BYTES"
+>;
+
+/**
+ * The gateway over the three services in this process, joined by in-memory Connect transports
+ * (full serialization, no ports), on one database (two schemas) and the given bus. Migrates first.
+ */
+export async function createInMemoryPies(options: {
+  db: Kysely<any>;
+  bus: RunEventBus;
+  secretKey: string;
+  logger: Logger;
+  executor: ExecutorSettings;
+  gateway: GatewayOptions;
+}): Promise<InMemoryPies> {
+  const { db, bus, logger } = options;
+  // As in a service process: unexpected errors are logged with their cause, answered as INTERNAL.
+  const local = (routes: (router: ConnectRouter) => void) =>
+    createRouterTransport(routes, { router: { interceptors: [errorInterceptor(logger)] } });
+  await migrateToLatest(db, "catalog", catalogMigrations);
+  await migrateToLatest(db, "runs", runsMigrations);
+  const catalogTransport = local(catalogRoutes({ db, secrets: new SecretBox(options.secretKey), logger }));
+  const runsTransport = local(runsRoutes({ db }));
+  const executorDeps = await createExecutorDeps({
+    catalog: catalogTransport,
+    runs: runsTransport,
+    bus,
+    logger,
+    config: options.executor,
+  });
+  const inFlight = new InFlight();
+  const catalog = grpcClient(CatalogService, catalogTransport);
+  const app = createGateway({
+    catalog,
+    runs: grpcClient(RunsService, runsTransport),
+    executor: grpcClient(ExecutorService, local(executorRoutes(executorDeps, inFlight))),
+    bus,
+    logger,
+    options: options.gateway,
+    isReady: async () => (await pingDatabase(db)) && (await bus.ready()),
+  });
+  return { app, catalog, inFlight };
+}
