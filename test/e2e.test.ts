@@ -16,6 +16,7 @@ let db: TestDatabase;
 let stream: TestStream;
 let stack: Stack;
 let upstream: FakeOpenAI;
+let stopped = false;
 let api: (path: string, init?: { method?: string; body?: unknown; token?: string }) => Promise<Response>;
 
 beforeAll(async () => {
@@ -35,7 +36,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await stack?.stop();
+  if (stack && !stopped) await stack.stop();
   await upstream?.close();
   await stream?.remove();
   await db?.drop();
@@ -191,5 +192,10 @@ describe("four processes over HTTP", () => {
     expect(await json(await api("/runs", { body: { stream: "yes" } }), 400)).toMatchObject({ code: "invalid_request" });
     const blocking = (await json<any[]>(await api("/runs?status=completed"))).find((r) => !r.stream);
     expect(await json(await api(`/runs/${blocking.id}/stream`), 409)).toMatchObject({ code: "conflict" });
+  });
+
+  it("shuts every process down cleanly on SIGTERM", async () => {
+    stopped = true;
+    expect(await stack.stop()).toEqual({ gateway: 0, executor: 0, runs: 0, catalog: 0 });
   });
 });

@@ -1,5 +1,8 @@
 import { z } from "zod";
 
+/** A configuration problem: reported as one line, without a stack. */
+export class ConfigError extends Error {}
+
 /**
  * Parses the environment once against a schema and freezes the result. Nothing else in pies reads
  * `process.env`: configuration is injected.
@@ -11,7 +14,7 @@ export function loadConfig<S extends z.ZodTypeAny>(
   const parsed = schema.safeParse(env);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
-    throw new Error(`invalid configuration: ${problems}`);
+    throw new ConfigError(`invalid configuration: ${problems}`);
   }
   return Object.freeze(parsed.data);
 }

@@ -1,3 +1,4 @@
+import { ConfigError } from "./config.js";
 import type { Logger } from "./logger.js";
 
 /**
@@ -24,7 +25,8 @@ export function onShutdown(logger: Logger, shutdown: () => Promise<void>): void 
 /** Logs a fatal start-up error without a stack for configuration errors, and exits 1. */
 export function exitOnStartupError(logger: Logger) {
   return (err: unknown) => {
-    logger.fatal({ err }, "failed to start");
+    if (err instanceof ConfigError) logger.fatal(err.message);
+    else logger.fatal({ err }, "failed to start");
     process.exit(1);
   };
 }

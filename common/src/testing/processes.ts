@@ -77,7 +77,8 @@ export interface Stack {
   /** Project, test environment and API key made with the CLI. */
   bootstrap: { account: string; project: string; environment: string; key: string };
   output(): string;
-  stop(): Promise<void>;
+  /** SIGTERM to each process, front to back; resolves with their exit codes by name. */
+  stop(): Promise<Record<string, number | null>>;
 }
 
 /**
@@ -124,8 +125,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   ];
   const output = () => processes.map((p) => p.output()).join("\n");
   const stop = async () => {
+    const codes: Record<string, number | null> = {};
     // Front to back, as a rollout would drain them.
-    for (const p of [...processes].reverse()) await p.stop();
+    for (const p of [...processes].reverse()) codes[p.name] = await p.stop();
+    return codes;
   };
   try {
     await waitUntilReady(`${gatewayUrl}/readyz`, processes, 30_000);
