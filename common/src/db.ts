@@ -52,7 +52,8 @@ export async function migrateToLatest(
   migrations: Record<string, Migration>,
 ): Promise<void> {
   const provider: MigrationProvider = { getMigrations: async () => migrations };
-  await sql`create schema if not exists ${sql.id(schema)}`.execute(db);
+  // The migrator creates the schema itself, tolerating a replica that does so at the same moment
+  // (a plain `create schema if not exists` is not safe under concurrency).
   const migrator = new Migrator({ db, provider, migrationTableSchema: schema });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {

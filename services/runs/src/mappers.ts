@@ -66,7 +66,11 @@ export function runToProto(row: RunRow): Run {
           },
     executionTime: row.execution_time === null ? undefined : BigInt(row.execution_time),
     error: error
-      ? { code: str(error, "code"), message: str(error, "message"), data: toValue(error.data) }
+      ? {
+          code: str(error, "code"),
+          message: str(error, "message"),
+          data: error.data === null ? undefined : toValue(error.data),
+        }
       : undefined,
     ttl: row.ttl,
     parentId: row.parent_id ?? "",

@@ -17,6 +17,15 @@ function requireProject(projectId: string) {
   return projectId;
 }
 
+/** Column values from a message; a JSON field that is not JSON (a Value of no kind) is the caller's error. */
+function checked<T>(columns: () => T): T {
+  try {
+    return columns();
+  } catch (err) {
+    throw invalid(`run has a field that is not JSON: ${(err as Error).message}`);
+  }
+}
+
 /** Columns of a run reference (list results): all but the prompt and the output schema. */
 const listColumns = [
   "id", "project_id", "account_id", "interaction_id", "interaction_name", "environment_id",
@@ -39,7 +48,7 @@ export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof 
       if (run.status === RunStatus.UNSPECIFIED) throw invalid("run status is required");
       const row = await db
         .insertInto("runs.runs")
-        .values(runToRow(run))
+        .values(checked(() => runToRow(run)))
         .returningAll()
         .executeTakeFirstOrThrow();
       return { run: runToProto(row) };
@@ -50,7 +59,7 @@ export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof 
       if (!req.update) throw invalid("update is required");
       let query = db
         .updateTable("runs.runs")
-        .set(updateToColumns(req.update))
+        .set(checked(() => updateToColumns(req.update!)))
         .where("project_id", "=", projectId)
         .where("id", "=", req.id);
       if (req.expectedStatus !== RunStatus.UNSPECIFIED) {

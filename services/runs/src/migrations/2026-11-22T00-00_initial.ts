@@ -26,7 +26,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn("prompt_tokens", "integer")
     .addColumn("result_tokens", "integer")
     .addColumn("total_tokens", "integer")
-    .addColumn("execution_time", "integer")
+    .addColumn("execution_time", "bigint")
     .addColumn("error", "jsonb")
     .addColumn("ttl", "integer", (c) => c.notNull().defaultTo(0))
     .addColumn("parent_id", "text")

@@ -1,0 +1,810 @@
+import { createHash, randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+  type Client,
+} from "@connectrpc/connect";
+import { PGlite } from "@electric-sql/pglite";
+import type { Kysely } from "kysely";
+import { createDatabase, createLogger, migrateToLatest } from "@pies/common";
+import { CatalogService, InteractionStatus } from "@pies/proto/catalog";
+import { migrations } from "./migrations/index.js";
+import { SecretBox } from "./secrets.js";
+import { catalogRoutes } from "./service.js";
+import type { CatalogDatabase } from "./tables.js";
+
+// The catalog in memory: its handlers behind a router transport, over PGlite (a real PostgreSQL
+// engine in-process). One database per file; every test makes its own account, so tests never
+// depend on each other's rows.
+let pglite: PGlite;
+let db: Kysely<CatalogDatabase>;
+let secrets: SecretBox;
+let catalog: Client<typeof CatalogService>;
+
+beforeAll(async () => {
+  pglite = await PGlite.create();
+  db = createDatabase<CatalogDatabase>({ pglite });
+  await migrateToLatest(db, "catalog", migrations);
+  secrets = new SecretBox(randomBytes(32).toString("base64"));
+  const transport = createRouterTransport(
+    catalogRoutes({ db, secrets, logger: createLogger("catalog", "silent") }),
+  );
+  catalog = createClient(CatalogService, transport);
+});
+
+afterAll(async () => {
+  await db?.destroy();
+});
+
+/** Awaits a call that must fail with `code` (and a message matching `message`, when given). */
+async function expectCode(
+  call: Promise<unknown>,
+  code: Code,
+  message?: RegExp,
+): Promise<ConnectError> {
+  const err = await call.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err, `expected ${Code[code]}, the call succeeded`).toBeInstanceOf(ConnectError);
+  const connectError = err as ConnectError;
+  expect(Code[connectError.code], connectError.message).toBe(Code[code]);
+  if (message) expect(connectError.rawMessage).toMatch(message);
+  return connectError;
+}
+
+let accounts = 0;
+async function newProject() {
+  const { account, project } = await catalog.createAccount({ name: `acme-${++accounts}` });
+  return { accountId: account!.id, projectId: project!.id };
+}
+
+/** JSON of a message (timestamps hold bigints). */
+const text = (value: unknown) =>
+  JSON.stringify(value, (_, v: unknown) => (typeof v === "bigint" ? v.toString() : v));
+
+/** Every row of a catalog table as text (what a dump of the column values would show). */
+async function tableText(table: string): Promise<string> {
+  const result = await pglite.query<{ row: string }>(
+    `select t::text as row from catalog.${table} t`,
+  );
+  return result.rows.map((r) => r.row).join("\n");
+}
+
+async function newPrompt(projectId: string, content = "return `Hello ${name}`") {
+  const { prompt } = await catalog.createPrompt({
+    projectId,
+    prompt: { name: "greet", role: "user", contentType: "jst", content },
+  });
+  return prompt!;
+}
+
+async function newEnvironment(projectId: string, apiKey?: string) {
+  const { environment } = await catalog.createEnvironment({
+    projectId,
+    environment: { name: "local", provider: "test", defaultModel: "test-model", apiKey },
+  });
+  return environment!;
+}
+
+describe("accounts and projects", () => {
+  it("creates an account with a default project", async () => {
+    const { account, project } = await catalog.createAccount({ name: "Acme" });
+    expect(account!.id).toMatch(/^[0-9a-f]{24}$/);
+    expect(account!.name).toBe("Acme");
+    expect(account!.createdAt).toBeDefined();
+    expect(project!.name).toBe("default");
+    expect(project!.accountId).toBe(account!.id);
+
+    const got = await catalog.getAccount({ accountId: account!.id });
+    expect(got.account!.name).toBe("Acme");
+    const { projects } = await catalog.listProjects({ accountId: account!.id });
+    expect(projects.map((p) => p.id)).toEqual([project!.id]);
+  });
+
+  it("names the first project when asked and creates more projects", async () => {
+    const { account, project } = await catalog.createAccount({
+      name: "Named",
+      projectName: "prod",
+    });
+    expect(project!.name).toBe("prod");
+    const { project: second } = await catalog.createProject({
+      accountId: account!.id,
+      name: "staging",
+    });
+    expect(second!.accountId).toBe(account!.id);
+    const { projects } = await catalog.listProjects({ accountId: account!.id });
+    expect(projects.map((p) => p.name).sort()).toEqual(["prod", "staging"]);
+  });
+
+  it("rejects missing names and unknown accounts", async () => {
+    await expectCode(catalog.createAccount({ name: "" }), Code.InvalidArgument);
+    await expectCode(catalog.getAccount({ accountId: "000000000000000000000000" }), Code.NotFound);
+    await expectCode(
+      catalog.createProject({ accountId: "000000000000000000000000", name: "x" }),
+      Code.NotFound,
+    );
+    const { accountId } = await newProject();
+    await expectCode(catalog.createProject({ accountId, name: "" }), Code.InvalidArgument);
+  });
+});
+
+describe("API keys", () => {
+  it("creates an sk- key whose secret is shown once and stored only as its hash", async () => {
+    const { accountId, projectId } = await newProject();
+    const { apiKey, secret } = await catalog.createApiKey({ projectId, name: "ci" });
+    expect(secret).toMatch(/^sk-[0-9A-Za-z]{43}$/);
+    expect(apiKey!.projectId).toBe(projectId);
+    expect(apiKey!.accountId).toBe(accountId);
+    expect(apiKey!.name).toBe("ci");
+    expect(apiKey!.keyHint).toBe(secret.slice(0, 7));
+
+    const rows = await pglite.query<{ key_hash: string }>(
+      "select key_hash from catalog.api_keys where id = $1",
+      [apiKey!.id],
+    );
+    expect(rows.rows).toHaveLength(1);
+    expect(rows.rows[0]!.key_hash).toBe(createHash("sha256").update(secret).digest("hex"));
+    const stored = await tableText("api_keys");
+    expect(stored).toContain(apiKey!.id);
+    expect(stored).not.toContain(secret);
+    expect(stored).not.toContain(secret.slice(3));
+
+    const { apiKeys } = await catalog.listApiKeys({ projectId });
+    expect(apiKeys.map((k) => k.id)).toEqual([apiKey!.id]);
+    expect(text(apiKeys)).not.toContain(secret.slice(3));
+  });
+
+  it("gives each key a distinct secret", async () => {
+    const { projectId } = await newProject();
+    const a = await catalog.createApiKey({ projectId, name: "a" });
+    const b = await catalog.createApiKey({ projectId, name: "" });
+    expect(a.secret).not.toBe(b.secret);
+    expect(b.apiKey!.name).toBe("default");
+  });
+
+  it("verifies a key and answers UNAUTHENTICATED for a wrong one", async () => {
+    const { accountId, projectId } = await newProject();
+    const { apiKey, secret } = await catalog.createApiKey({ projectId, name: "ci" });
+    const { principal } = await catalog.verifyApiKey({ secret });
+    expect(principal).toMatchObject({
+      accountId,
+      projectId,
+      apiKeyId: apiKey!.id,
+      apiKeyName: "ci",
+      projectName: "default",
+    });
+    expect(principal!.accountName).toMatch(/^acme-/);
+
+    const lastChar = secret.at(-1) === "a" ? "b" : "a";
+    await expectCode(
+      catalog.verifyApiKey({ secret: secret.slice(0, -1) + lastChar }),
+      Code.Unauthenticated,
+    );
+    await expectCode(catalog.verifyApiKey({ secret: secret.slice(3) }), Code.Unauthenticated);
+    await expectCode(catalog.verifyApiKey({ secret: "" }), Code.Unauthenticated);
+    await expectCode(
+      catalog.verifyApiKey({ secret: `sk-${"A".repeat(43)}` }),
+      Code.Unauthenticated,
+    );
+  });
+
+  it("revokes a key: DeleteApiKey, then UNAUTHENTICATED and no longer listed", async () => {
+    const { projectId } = await newProject();
+    const kept = await catalog.createApiKey({ projectId, name: "kept" });
+    const { apiKey, secret } = await catalog.createApiKey({ projectId, name: "revoked" });
+    await catalog.verifyApiKey({ secret });
+    await catalog.deleteApiKey({ projectId, id: apiKey!.id });
+    await expectCode(catalog.verifyApiKey({ secret }), Code.Unauthenticated);
+    await catalog.verifyApiKey({ secret: kept.secret });
+    const { apiKeys } = await catalog.listApiKeys({ projectId });
+    expect(apiKeys.map((k) => k.id)).toEqual([kept.apiKey!.id]);
+    // Revoking twice, or an unknown key, is NOT_FOUND.
+    await expectCode(catalog.deleteApiKey({ projectId, id: apiKey!.id }), Code.NotFound);
+    await expectCode(catalog.deleteApiKey({ projectId, id: "nope" }), Code.NotFound);
+  });
+
+  it("needs an existing project", async () => {
+    await expectCode(catalog.createApiKey({ projectId: "", name: "x" }), Code.InvalidArgument);
+    await expectCode(
+      catalog.createApiKey({ projectId: "000000000000000000000000" }),
+      Code.NotFound,
+    );
+  });
+});
+
+describe("environments", () => {
+  it("stores the API key encrypted and returns only a hint", async () => {
+    const { projectId } = await newProject();
+    const apiKey = "sk-provider-0123456789abcdefWXYZ";
+    const { environment } = await catalog.createEnvironment({
+      projectId,
+      environment: {
+        name: "openai",
+        provider: "openai",
+        apiKey,
+        defaultModel: "gpt-4o-mini",
+        enabledModels: ["gpt-4o-mini", "gpt-4o"],
+        config: { region: "eu", retries: 2 },
+      },
+    });
+    expect(environment).toMatchObject({
+      projectId,
+      name: "openai",
+      provider: "openai",
+      endpointUrl: "",
+      apiKeyHint: "…WXYZ",
+      defaultModel: "gpt-4o-mini",
+      enabledModels: ["gpt-4o-mini", "gpt-4o"],
+      config: { region: "eu", retries: 2 },
+    });
+    expect(text(environment)).not.toContain("0123456789abcdef");
+
+    const stored = await tableText("environments");
+    expect(stored).toContain(environment!.id);
+    expect(stored).not.toContain(apiKey);
+    expect(stored).not.toContain("0123456789abcdef");
+    const row = await db
+      .selectFrom("catalog.environments")
+      .select(["api_key_enc", "api_key_hint"])
+      .where("id", "=", environment!.id)
+      .executeTakeFirstOrThrow();
+    expect(row.api_key_enc).toBeTruthy();
+    expect(row.api_key_enc).not.toContain(apiKey);
+    expect(secrets.open(row.api_key_enc!)).toBe(apiKey);
+
+    const got = await catalog.getEnvironment({ projectId, id: environment!.id });
+    expect(got.environment).toEqual(environment);
+    const { environments } = await catalog.listEnvironments({ projectId });
+    expect(environments.map((e) => e.id)).toEqual([environment!.id]);
+    expect(text(environments)).not.toContain("0123456789abcdef");
+  });
+
+  it("encrypts the same key differently each time and hints short keys without characters", async () => {
+    const { projectId } = await newProject();
+    const a = await newEnvironment(projectId, "sk-same-key-123456");
+    const b = await newEnvironment(projectId, "sk-same-key-123456");
+    const rows = await db
+      .selectFrom("catalog.environments")
+      .select("api_key_enc")
+      .where("id", "in", [a.id, b.id])
+      .execute();
+    expect(rows[0]!.api_key_enc).not.toBe(rows[1]!.api_key_enc);
+    const short = await newEnvironment(projectId, "short");
+    expect(short.apiKeyHint).toBe("…");
+    const none = await newEnvironment(projectId);
+    expect(none.apiKeyHint).toBe("");
+    const row = await db
+      .selectFrom("catalog.environments")
+      .select("api_key_enc")
+      .where("id", "=", none.id)
+      .executeTakeFirstOrThrow();
+    expect(row.api_key_enc).toBeNull();
+  });
+
+  it("validates the provider and the endpoint", async () => {
+    const { projectId } = await newProject();
+    await expectCode(
+      catalog.createEnvironment({ projectId, environment: { name: "x", provider: "anthropic" } }),
+      Code.InvalidArgument,
+      /provider must be one of/,
+    );
+    await expectCode(
+      catalog.createEnvironment({ projectId, environment: { name: "x" } }),
+      Code.InvalidArgument,
+    );
+    await expectCode(
+      catalog.createEnvironment({
+        projectId,
+        environment: { name: "x", provider: "openai_compatible" },
+      }),
+      Code.InvalidArgument,
+      /endpoint_url/,
+    );
+    await expectCode(
+      catalog.createEnvironment({
+        projectId,
+        environment: { name: "x", provider: "openai_compatible", endpointUrl: "not a url" },
+      }),
+      Code.InvalidArgument,
+      /endpoint_url/,
+    );
+    await expectCode(
+      catalog.createEnvironment({ projectId: "", environment: { provider: "test" } }),
+      Code.InvalidArgument,
+    );
+    const { environment } = await catalog.createEnvironment({
+      projectId,
+      environment: { provider: "openai_compatible", endpointUrl: "http://127.0.0.1:9999/v1" },
+    });
+    expect(environment!.endpointUrl).toBe("http://127.0.0.1:9999/v1");
+    expect(environment!.name).toBe("openai_compatible");
+    const { environments } = await catalog.listEnvironments({ projectId });
+    expect(environments).toHaveLength(1);
+  });
+});
+
+describe("prompts", () => {
+  it("creates a prompt with defaults and reads it back", async () => {
+    const { projectId } = await newProject();
+    const { prompt } = await catalog.createPrompt({
+      projectId,
+      prompt: {
+        name: "sys",
+        role: "system",
+        contentType: "handlebars",
+        content: "You are {{persona}}",
+        testData: { persona: "a pirate" },
+        inputSchema: { type: "object", properties: { persona: { type: "string" } } },
+      },
+    });
+    expect(prompt).toMatchObject({
+      projectId,
+      name: "sys",
+      role: "system",
+      contentType: "handlebars",
+      content: "You are {{persona}}",
+      testData: { persona: "a pirate" },
+      inputSchema: { type: "object", properties: { persona: { type: "string" } } },
+      status: InteractionStatus.DRAFT,
+    });
+    const got = await catalog.getPrompt({ projectId, id: prompt!.id });
+    expect(got.prompt).toEqual(prompt);
+
+    const { prompt: plain } = await catalog.createPrompt({ projectId, prompt: { content: "hi" } });
+    expect(plain).toMatchObject({
+      name: "untitled",
+      role: "user",
+      contentType: "jst",
+      content: "hi",
+    });
+    expect(plain!.testData).toBeUndefined();
+
+    const { prompts } = await catalog.listPrompts({ projectId });
+    expect(prompts.map((p) => p.id).sort()).toEqual([prompt!.id, plain!.id].sort());
+    const page = await catalog.listPrompts({ projectId, limit: 1 });
+    expect(page.prompts).toHaveLength(1);
+    const next = await catalog.listPrompts({ projectId, limit: 1, offset: 1 });
+    expect(next.prompts).toHaveLength(1);
+    expect(next.prompts[0]!.id).not.toBe(page.prompts[0]!.id);
+  });
+
+  it("validates content, content_type and role", async () => {
+    const { projectId } = await newProject();
+    await expectCode(
+      catalog.createPrompt({ projectId, prompt: { content: "x", contentType: "markdown" } }),
+      Code.InvalidArgument,
+      /content_type/,
+    );
+    await expectCode(
+      catalog.createPrompt({ projectId, prompt: { content: "x", role: "tool" } }),
+      Code.InvalidArgument,
+      /role/,
+    );
+    await expectCode(
+      catalog.createPrompt({ projectId, prompt: { name: "empty" } }),
+      Code.InvalidArgument,
+    );
+    await expectCode(catalog.createPrompt({ projectId }), Code.InvalidArgument);
+    for (const contentType of ["jst", "handlebars", "text"]) {
+      for (const role of ["system", "user", "assistant"]) {
+        const { prompt } = await catalog.createPrompt({
+          projectId,
+          prompt: { content: "x", contentType, role },
+        });
+        expect(prompt).toMatchObject({ contentType, role });
+      }
+    }
+    await expectCode(catalog.getPrompt({ projectId, id: "nope" }), Code.NotFound);
+  });
+});
+
+describe("interactions", () => {
+  it("creates an interaction with a template segment and expands it on read", async () => {
+    const { projectId } = await newProject();
+    const prompt = await newPrompt(projectId);
+    const environment = await newEnvironment(projectId);
+    const { interaction } = await catalog.createInteraction({
+      projectId,
+      interaction: {
+        name: "Greeting",
+        description: "says hello",
+        model: "test-model",
+        temperature: 0.5,
+        maxTokens: 64,
+        environmentId: environment.id,
+        prompts: [{ type: "template", templateId: prompt.id }],
+        tags: ["a", "b"],
+        testData: { name: "Ada" },
+        resultSchema: { type: "object" },
+        cachePolicy: { type: "cache", ttl: 60, variesOn: ["name"] },
+        formatter: "json",
+      },
+    });
+    expect(interaction).toMatchObject({
+      projectId,
+      name: "Greeting",
+      description: "says hello",
+      status: InteractionStatus.DRAFT,
+      model: "test-model",
+      temperature: 0.5,
+      maxTokens: 64,
+      environmentId: environment.id,
+      tags: ["a", "b"],
+      testData: { name: "Ada" },
+      resultSchema: { type: "object" },
+      cachePolicy: { type: "cache", ttl: 60, variesOn: ["name"] },
+      formatter: "json",
+      parentId: "",
+      version: 0,
+    });
+    expect(interaction!.prompts).toHaveLength(1);
+    const segment = interaction!.prompts[0]!;
+    expect(segment.id).toBeTruthy();
+    expect(segment.type).toBe("template");
+    expect(segment.templateId).toBe(prompt.id);
+    expect(segment.template).toBeUndefined();
+
+    const plain = await catalog.getInteraction({ projectId, id: interaction!.id });
+    expect(plain.interaction!.prompts[0]!.template).toBeUndefined();
+    const expanded = await catalog.getInteraction({
+      projectId,
+      id: interaction!.id,
+      expandTemplates: true,
+    });
+    expect(expanded.interaction!.prompts[0]!.template).toEqual(prompt);
+  });
+
+  it("accepts chat segments and checks segments", async () => {
+    const { projectId } = await newProject();
+    const { interaction } = await catalog.createInteraction({
+      projectId,
+      interaction: { name: "Chat", prompts: [{ type: "chat", chatPath: "messages" }] },
+    });
+    expect(interaction!.prompts[0]).toMatchObject({
+      type: "chat",
+      chatPath: "messages",
+      templateId: "",
+    });
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: { name: "x", prompts: [{ type: "chat" }] },
+      }),
+      Code.InvalidArgument,
+    );
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: { name: "x", prompts: [{ type: "template" }] },
+      }),
+      Code.InvalidArgument,
+    );
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: { name: "x", prompts: [{ type: "image", templateId: "t" }] },
+      }),
+      Code.InvalidArgument,
+    );
+    await expectCode(
+      catalog.createInteraction({ projectId, interaction: {} }),
+      Code.InvalidArgument,
+    );
+    await expectCode(
+      catalog.createInteraction({ projectId, interaction: { name: "x", temperature: 3 } }),
+      Code.InvalidArgument,
+    );
+    await expectCode(
+      catalog.createInteraction({ projectId, interaction: { name: "x", maxTokens: 0 } }),
+      Code.InvalidArgument,
+    );
+  });
+
+  it("rejects an unknown template or environment with INVALID_ARGUMENT", async () => {
+    const { projectId } = await newProject();
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: { name: "x", prompts: [{ type: "template", templateId: "missing-template" }] },
+      }),
+      Code.InvalidArgument,
+      /missing-template/,
+    );
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: { name: "x", environmentId: "missing-env" },
+      }),
+      Code.InvalidArgument,
+      /missing-env/,
+    );
+    const { interactions } = await catalog.listInteractions({ projectId });
+    expect(interactions).toEqual([]);
+  });
+
+  it("lists by status and by name", async () => {
+    const { projectId } = await newProject();
+    const create = async (name: string, status?: InteractionStatus, tags: string[] = []) =>
+      (await catalog.createInteraction({ projectId, interaction: { name, status, tags } }))
+        .interaction!;
+    const draft = await create("Alpha", undefined, ["x"]);
+    const published = await create("Beta", InteractionStatus.PUBLISHED, ["y"]);
+    const archived = await create("Alpha", InteractionStatus.ARCHIVED, ["x", "y"]);
+
+    const all = await catalog.listInteractions({ projectId });
+    // Newest first.
+    expect(all.interactions.map((i) => i.id)).toEqual([archived.id, published.id, draft.id]);
+    const drafts = await catalog.listInteractions({ projectId, status: InteractionStatus.DRAFT });
+    expect(drafts.interactions.map((i) => i.id)).toEqual([draft.id]);
+    const pub = await catalog.listInteractions({ projectId, status: InteractionStatus.PUBLISHED });
+    expect(pub.interactions.map((i) => i.id)).toEqual([published.id]);
+    expect(pub.interactions[0]!.status).toBe(InteractionStatus.PUBLISHED);
+    const arch = await catalog.listInteractions({ projectId, status: InteractionStatus.ARCHIVED });
+    expect(arch.interactions.map((i) => i.id)).toEqual([archived.id]);
+    const alpha = await catalog.listInteractions({ projectId, name: "Alpha" });
+    expect(alpha.interactions.map((i) => i.id)).toEqual([archived.id, draft.id]);
+    const alphaDraft = await catalog.listInteractions({
+      projectId,
+      name: "Alpha",
+      status: InteractionStatus.DRAFT,
+    });
+    expect(alphaDraft.interactions.map((i) => i.id)).toEqual([draft.id]);
+    expect((await catalog.listInteractions({ projectId, name: "Gamma" })).interactions).toEqual([]);
+    const page = await catalog.listInteractions({ projectId, limit: 2, offset: 1 });
+    expect(page.interactions.map((i) => i.id)).toEqual([published.id, draft.id]);
+  });
+
+  it("lists by tags (any tag in common)", async () => {
+    const { projectId } = await newProject();
+    const create = async (name: string, tags: string[]) =>
+      (await catalog.createInteraction({ projectId, interaction: { name, tags } })).interaction!;
+    const x = await create("X", ["x"]);
+    const y = await create("Y", ["y"]);
+    const xy = await create("XY", ["x", "y"]);
+    await create("None", []);
+    const one = await catalog.listInteractions({ projectId, tags: ["y"] });
+    expect(one.interactions.map((i) => i.id)).toEqual([xy.id, y.id]);
+    const two = await catalog.listInteractions({ projectId, tags: ["x", "z"] });
+    expect(two.interactions.map((i) => i.id)).toEqual([xy.id, x.id]);
+  });
+});
+
+describe("tenant isolation", () => {
+  it("answers NOT_FOUND for another project's resources and never lists them", async () => {
+    const a = await newProject();
+    const b = await newProject();
+    const prompt = await newPrompt(a.projectId);
+    const environment = await newEnvironment(a.projectId, "sk-tenant-a-secret-key");
+    const { interaction } = await catalog.createInteraction({
+      projectId: a.projectId,
+      interaction: {
+        name: "Private",
+        environmentId: environment.id,
+        prompts: [{ type: "template", templateId: prompt.id }],
+      },
+    });
+    const { apiKey } = await catalog.createApiKey({ projectId: a.projectId, name: "a" });
+
+    // The owner sees them.
+    await catalog.getPrompt({ projectId: a.projectId, id: prompt.id });
+    await catalog.getEnvironment({ projectId: a.projectId, id: environment.id });
+    await catalog.getInteraction({ projectId: a.projectId, id: interaction!.id });
+
+    // Another project gets NOT_FOUND (never PERMISSION_DENIED).
+    const other = b.projectId;
+    await expectCode(catalog.getPrompt({ projectId: other, id: prompt.id }), Code.NotFound);
+    await expectCode(
+      catalog.getEnvironment({ projectId: other, id: environment.id }),
+      Code.NotFound,
+    );
+    await expectCode(
+      catalog.getInteraction({ projectId: other, id: interaction!.id }),
+      Code.NotFound,
+    );
+    await expectCode(
+      catalog.getInteraction({ projectId: other, id: interaction!.id, expandTemplates: true }),
+      Code.NotFound,
+    );
+    await expectCode(
+      catalog.resolveExecution({
+        projectId: other,
+        interaction: { case: "interactionId", value: interaction!.id },
+      }),
+      Code.NotFound,
+    );
+    await expectCode(
+      catalog.resolveExecution({
+        projectId: other,
+        interaction: { case: "interactionName", value: "Private" },
+      }),
+      Code.NotFound,
+    );
+    await expectCode(catalog.deleteApiKey({ projectId: other, id: apiKey!.id }), Code.NotFound);
+
+    // Lists of the other project show none of them.
+    expect((await catalog.listPrompts({ projectId: other })).prompts).toEqual([]);
+    expect((await catalog.listEnvironments({ projectId: other })).environments).toEqual([]);
+    expect((await catalog.listInteractions({ projectId: other })).interactions).toEqual([]);
+    expect(
+      (await catalog.listInteractions({ projectId: other, name: "Private" })).interactions,
+    ).toEqual([]);
+    expect((await catalog.listApiKeys({ projectId: other })).apiKeys).toEqual([]);
+    expect(
+      (await catalog.listProjects({ accountId: b.accountId })).projects.map((p) => p.id),
+    ).toEqual([b.projectId]);
+
+    // Nor can the other project refer to them.
+    await expectCode(
+      catalog.createInteraction({
+        projectId: other,
+        interaction: { name: "Steal", prompts: [{ type: "template", templateId: prompt.id }] },
+      }),
+      Code.InvalidArgument,
+    );
+    await expectCode(
+      catalog.createInteraction({
+        projectId: other,
+        interaction: { name: "Steal", environmentId: environment.id },
+      }),
+      Code.InvalidArgument,
+    );
+    const own = await catalog.createInteraction({ projectId: other, interaction: { name: "Own" } });
+    await expectCode(
+      catalog.resolveExecution({
+        projectId: other,
+        interaction: { case: "interactionId", value: own.interaction!.id },
+        environmentId: environment.id,
+      }),
+      Code.NotFound,
+    );
+
+    // The revoke attempt changed nothing: the key still lists in its project.
+    expect(
+      (await catalog.listApiKeys({ projectId: a.projectId })).apiKeys.map((k) => k.id),
+    ).toEqual([apiKey!.id]);
+  });
+});
+
+describe("ResolveExecution", () => {
+  async function setup() {
+    const { projectId } = await newProject();
+    const prompt = await newPrompt(projectId);
+    const environment = await newEnvironment(projectId, "sk-upstream-provider-key-42");
+    const { interaction } = await catalog.createInteraction({
+      projectId,
+      interaction: {
+        name: "Summarize",
+        model: "test-model",
+        environmentId: environment.id,
+        prompts: [{ type: "template", templateId: prompt.id }],
+      },
+    });
+    return { projectId, prompt, environment, interaction: interaction! };
+  }
+
+  it("resolves by id with the templates expanded and the decrypted API key", async () => {
+    const { projectId, prompt, environment, interaction } = await setup();
+    const resolved = await catalog.resolveExecution({
+      projectId,
+      interaction: { case: "interactionId", value: interaction.id },
+    });
+    expect(resolved.interaction!.id).toBe(interaction.id);
+    expect(resolved.interaction!.prompts[0]!.template).toEqual(prompt);
+    expect(resolved.environment).toEqual(environment);
+    expect(resolved.apiKey).toBe("sk-upstream-provider-key-42");
+  });
+
+  it("resolves by name, bare and with @draft", async () => {
+    const { projectId, environment, interaction } = await setup();
+    for (const value of ["Summarize", "Summarize@draft"]) {
+      const resolved = await catalog.resolveExecution({
+        projectId,
+        interaction: { case: "interactionName", value },
+      });
+      expect(resolved.interaction!.id, value).toBe(interaction.id);
+      expect(resolved.environment!.id).toBe(environment.id);
+      expect(resolved.apiKey).toBe("sk-upstream-provider-key-42");
+    }
+    await expectCode(
+      catalog.resolveExecution({
+        projectId,
+        interaction: { case: "interactionName", value: "Summarize@latest" },
+      }),
+      Code.NotFound,
+    );
+    await expectCode(
+      catalog.resolveExecution({
+        projectId,
+        interaction: { case: "interactionName", value: "Summarize@2" },
+      }),
+      Code.NotFound,
+    );
+    await expectCode(
+      catalog.resolveExecution({
+        projectId,
+        interaction: { case: "interactionName", value: "Summarize@x" },
+      }),
+      Code.InvalidArgument,
+    );
+    await expectCode(
+      catalog.resolveExecution({
+        projectId,
+        interaction: { case: "interactionName", value: "Other" },
+      }),
+      Code.NotFound,
+    );
+    await expectCode(catalog.resolveExecution({ projectId }), Code.InvalidArgument);
+  });
+
+  it("uses the environment of the request over the interaction's, with an empty key when none", async () => {
+    const { projectId, interaction } = await setup();
+    const keyless = await newEnvironment(projectId);
+    const resolved = await catalog.resolveExecution({
+      projectId,
+      interaction: { case: "interactionId", value: interaction.id },
+      environmentId: keyless.id,
+    });
+    expect(resolved.environment!.id).toBe(keyless.id);
+    expect(resolved.apiKey).toBe("");
+    await expectCode(
+      catalog.resolveExecution({
+        projectId,
+        interaction: { case: "interactionId", value: interaction.id },
+        environmentId: "missing-env",
+      }),
+      Code.NotFound,
+    );
+  });
+
+  it("answers INVALID_ARGUMENT for an interaction without environment", async () => {
+    const { projectId } = await newProject();
+    const { interaction } = await catalog.createInteraction({
+      projectId,
+      interaction: { name: "NoEnv", prompts: [{ type: "chat", chatPath: "messages" }] },
+    });
+    await expectCode(
+      catalog.resolveExecution({
+        projectId,
+        interaction: { case: "interactionId", value: interaction!.id },
+      }),
+      Code.InvalidArgument,
+      /no environment/,
+    );
+    await expectCode(
+      catalog.resolveExecution({
+        projectId,
+        interaction: { case: "interactionName", value: "NoEnv" },
+      }),
+      Code.InvalidArgument,
+    );
+  });
+});
+
+describe("unimplemented RPCs", () => {
+  it("answers UNIMPLEMENTED naming the method", async () => {
+    const { projectId } = await newProject();
+    const { interaction } = await catalog.createInteraction({
+      projectId,
+      interaction: { name: "P" },
+    });
+    await expectCode(
+      catalog.publishInteraction({ projectId, id: interaction!.id }),
+      Code.Unimplemented,
+      /PublishInteraction/,
+    );
+    await expectCode(
+      catalog.deleteInteraction({ projectId, id: interaction!.id }),
+      Code.Unimplemented,
+      /DeleteInteraction/,
+    );
+    await expectCode(
+      catalog.updatePrompt({ projectId, id: "x" }),
+      Code.Unimplemented,
+      /UpdatePrompt/,
+    );
+  });
+});

@@ -1,0 +1,396 @@
+import { randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { newId } from "@pies/common";
+import { createTestDatabase, type TestDatabase } from "@pies/common/testing";
+import { startRuns, type RunsProcess } from "@pies/runs";
+import { startCatalog, type CatalogProcess } from "../src/start.js";
+
+// The catalog and the runs store as processes serve them, called by a plain gRPC client
+// (@grpc/grpc-js with the .proto files loaded at run time, no generated code): the wire contract.
+const PROTO_ROOT = fileURLToPath(new URL("../../../proto", import.meta.url));
+
+// keepCase: fields keep their .proto names (snake_case); enums as names, int64 as strings.
+const definition = protoLoader.loadSync(
+  [
+    "pies/catalog/v1/catalog_service.proto",
+    "pies/runs/v1/runs_service.proto",
+    "grpc/health/v1/health.proto",
+  ],
+  {
+    includeDirs: [PROTO_ROOT],
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  },
+);
+const packages = grpc.loadPackageDefinition(definition) as any;
+
+type Json = any;
+
+let testDb: TestDatabase;
+let catalogProcess: CatalogProcess;
+let runsProcess: RunsProcess;
+let catalog: grpc.Client;
+let runs: grpc.Client;
+let catalogHealth: grpc.Client;
+let runsHealth: grpc.Client;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase("grpc");
+  const common = {
+    HOST: "127.0.0.1",
+    PORT: 0,
+    DATABASE_URL: testDb.url,
+    DATABASE_POOL_MAX: 5,
+    LOG_LEVEL: "silent" as const,
+  };
+  catalogProcess = await startCatalog({
+    ...common,
+    PIES_SECRET_KEY: randomBytes(32).toString("base64"),
+  });
+  runsProcess = await startRuns(common);
+  const credentials = grpc.credentials.createInsecure();
+  const catalogAddress = `127.0.0.1:${catalogProcess.server.port}`;
+  const runsAddress = `127.0.0.1:${runsProcess.server.port}`;
+  catalog = new packages.pies.catalog.v1.CatalogService(catalogAddress, credentials);
+  runs = new packages.pies.runs.v1.RunsService(runsAddress, credentials);
+  catalogHealth = new packages.grpc.health.v1.Health(catalogAddress, credentials);
+  runsHealth = new packages.grpc.health.v1.Health(runsAddress, credentials);
+});
+
+afterAll(async () => {
+  for (const client of [catalog, runs, catalogHealth, runsHealth]) client?.close();
+  await catalogProcess?.stop();
+  await runsProcess?.stop();
+  await testDb?.drop();
+});
+
+/** A unary call as a promise. */
+function call(client: grpc.Client, method: string, request: Json): Promise<Json> {
+  return new Promise((resolve, reject) => {
+    type Unary = (
+      req: Json,
+      options: grpc.CallOptions,
+      cb: (err: grpc.ServiceError | null, res: Json) => void,
+    ) => void;
+    const fn = (client as Json)[method] as Unary | undefined;
+    if (!fn) return reject(new Error(`no method ${method}`));
+    fn.call(
+      client,
+      request,
+      { deadline: Date.now() + 10_000 },
+      (err: grpc.ServiceError | null, res: Json) => (err ? reject(err) : resolve(res)),
+    );
+  });
+}
+
+async function callError(
+  client: grpc.Client,
+  method: string,
+  request: Json,
+): Promise<grpc.ServiceError> {
+  const err = await call(client, method, request).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err, `${method} should have failed`).toBeInstanceOf(Error);
+  return err as grpc.ServiceError;
+}
+
+// google.protobuf.Struct and Value as proto-loader represents them: protobufjs bundles the well-known
+// types with camelCase field names, whatever keepCase says; oneofs adds `kind`.
+function toValue(json: unknown): Json {
+  if (json === null) return { nullValue: "NULL_VALUE" };
+  if (typeof json === "number") return { numberValue: json };
+  if (typeof json === "string") return { stringValue: json };
+  if (typeof json === "boolean") return { boolValue: json };
+  if (Array.isArray(json)) return { listValue: { values: json.map(toValue) } };
+  return { structValue: toStruct(json as Record<string, unknown>) };
+}
+function toStruct(json: Record<string, unknown>): Json {
+  return { fields: Object.fromEntries(Object.entries(json).map(([k, v]) => [k, toValue(v)])) };
+}
+function fromValue(value: Json): unknown {
+  switch (value?.kind) {
+    case "nullValue":
+      return null;
+    case "numberValue":
+      return value.numberValue;
+    case "stringValue":
+      return value.stringValue;
+    case "boolValue":
+      return value.boolValue;
+    case "listValue":
+      return (value.listValue.values as Json[]).map(fromValue);
+    case "structValue":
+      return fromStruct(value.structValue);
+    default:
+      throw new Error(`not a Value: ${JSON.stringify(value)}`);
+  }
+}
+function fromStruct(struct: Json): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(struct.fields as Record<string, Json>).map(([k, v]) => [k, fromValue(v)]),
+  );
+}
+
+describe("CatalogService over gRPC", () => {
+  it("creates an account, an API key, verifies it, and creates and reads an environment", async () => {
+    const { account, project } = await call(catalog, "CreateAccount", { name: "Interop" });
+    expect(account.id).toMatch(/^[0-9a-f]{24}$/);
+    expect(account.name).toBe("Interop");
+    expect(Number(account.created_at.seconds)).toBeGreaterThan(Date.now() / 1000 - 120);
+    expect(project.name).toBe("default");
+    expect(project.account_id).toBe(account.id);
+
+    const created = await call(catalog, "CreateApiKey", { project_id: project.id, name: "grpc" });
+    expect(created.secret).toMatch(/^sk-[0-9A-Za-z]{43}$/);
+    expect(created.api_key.key_hint).toBe(created.secret.slice(0, 7));
+    const { principal } = await call(catalog, "VerifyApiKey", { secret: created.secret });
+    expect(principal).toMatchObject({
+      account_id: account.id,
+      project_id: project.id,
+      api_key_id: created.api_key.id,
+      api_key_name: "grpc",
+      account_name: "Interop",
+      project_name: "default",
+    });
+    const wrong = await callError(catalog, "VerifyApiKey", { secret: `sk-${"x".repeat(43)}` });
+    expect(wrong.code).toBe(grpc.status.UNAUTHENTICATED);
+
+    const config = { region: "eu", retries: 2, nested: { on: true, list: [1, "a", null] } };
+    const { environment } = await call(catalog, "CreateEnvironment", {
+      project_id: project.id,
+      environment: {
+        name: "compat",
+        provider: "openai_compatible",
+        endpoint_url: "http://127.0.0.1:9/v1",
+        api_key: "sk-provider-interop-key-ABCD",
+        default_model: "m-1",
+        enabled_models: ["m-1", "m-2"],
+        config: toStruct(config),
+      },
+    });
+    expect(environment).toMatchObject({
+      project_id: project.id,
+      name: "compat",
+      provider: "openai_compatible",
+      endpoint_url: "http://127.0.0.1:9/v1",
+      api_key_hint: "…ABCD",
+      default_model: "m-1",
+      enabled_models: ["m-1", "m-2"],
+    });
+    expect(fromStruct(environment.config)).toEqual(config);
+    expect(JSON.stringify(environment)).not.toContain("interop-key");
+
+    const got = await call(catalog, "GetEnvironment", {
+      project_id: project.id,
+      id: environment.id,
+    });
+    expect(got.environment).toEqual(environment);
+    expect(fromStruct(got.environment.config)).toEqual(config);
+
+    const invalid = await callError(catalog, "CreateEnvironment", {
+      project_id: project.id,
+      environment: { provider: "nope" },
+    });
+    expect(invalid.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const other = await call(catalog, "CreateAccount", { name: "Other" });
+    const hidden = await callError(catalog, "GetEnvironment", {
+      project_id: other.project.id,
+      id: environment.id,
+    });
+    expect(hidden.code).toBe(grpc.status.NOT_FOUND);
+  });
+
+  it("answers UNIMPLEMENTED for a method without handler", async () => {
+    const err = await callError(catalog, "PublishInteraction", { project_id: "p", id: "i" });
+    expect(err.code).toBe(grpc.status.UNIMPLEMENTED);
+    expect(err.details).toContain("PublishInteraction");
+  });
+});
+
+describe("RunsService over gRPC", () => {
+  const projectId = `project-${newId()}`;
+  const parameters = { name: "Ada", n: 3, flags: [true, false], nested: { x: null } };
+  const result = { greeting: "Hello Ada", words: 2, list: [1, "two", null] };
+  const prompt = [
+    { role: "system", content: "be brief" },
+    { role: "user", content: "Greet Ada" },
+  ];
+
+  function run(id: string) {
+    return {
+      id,
+      project_id: projectId,
+      account_id: "account-1",
+      interaction_id: "interaction-1",
+      interaction_name: "Greeting",
+      environment_id: "env-1",
+      environment_name: "local",
+      provider: "test",
+      model_id: "model-1",
+      status: "RUN_STATUS_COMPLETED",
+      stream: true,
+      parameters: toStruct(parameters),
+      result: toValue(result),
+      prompt: toValue(prompt),
+      tags: ["t1", "t2"],
+      config: {
+        environment_id: "env-1",
+        model: "model-1",
+        formatter: "json",
+        temperature: 0.5,
+        max_tokens: 77,
+      },
+      source: {
+        type: "api",
+        label: "grpc",
+        principal_type: "apikey",
+        principal_id: "k-1",
+        client_ip: "127.0.0.1",
+      },
+      token_use: { prompt: 5, result: 6, total: 11 },
+      execution_time: "4321",
+      error: { code: "validation_error", message: "bad", data: toValue({ at: "/words" }) },
+      ttl: 30,
+      parent_id: "",
+      cache_policy: toStruct({ type: "no_cache" }),
+      result_schema: toStruct({ type: "object" }),
+      cached: false,
+    };
+  }
+
+  function expectRun(got: Json, id: string) {
+    expect(got).toMatchObject({
+      id,
+      project_id: projectId,
+      account_id: "account-1",
+      interaction_id: "interaction-1",
+      interaction_name: "Greeting",
+      environment_id: "env-1",
+      environment_name: "local",
+      provider: "test",
+      model_id: "model-1",
+      status: "RUN_STATUS_COMPLETED",
+      stream: true,
+      tags: ["t1", "t2"],
+      config: {
+        environment_id: "env-1",
+        model: "model-1",
+        formatter: "json",
+        temperature: 0.5,
+        max_tokens: 77,
+      },
+      source: {
+        type: "api",
+        label: "grpc",
+        principal_type: "apikey",
+        principal_id: "k-1",
+        client_ip: "127.0.0.1",
+      },
+      token_use: { prompt: 5, result: 6, total: 11 },
+      execution_time: "4321",
+      ttl: 30,
+      parent_id: "",
+      cached: false,
+    });
+    expect(fromStruct(got.parameters)).toEqual(parameters);
+    expect(fromValue(got.result)).toEqual(result);
+    expect(got.error).toMatchObject({ code: "validation_error", message: "bad" });
+    expect(fromValue(got.error.data)).toEqual({ at: "/words" });
+    expect(fromStruct(got.cache_policy)).toEqual({ type: "no_cache" });
+    expect(Number(got.created_at.seconds)).toBeGreaterThan(Date.now() / 1000 - 120);
+    expect(Number(got.updated_at.seconds)).toBeGreaterThan(Date.now() / 1000 - 120);
+  }
+
+  it("creates a run and reads it back with GetRun and ListRuns", async () => {
+    const id = newId();
+    const created = await call(runs, "CreateRun", { run: run(id) });
+    expectRun(created.run, id);
+
+    const { run: got } = await call(runs, "GetRun", { project_id: projectId, id });
+    expectRun(got, id);
+    expect(fromValue(got.prompt)).toEqual(prompt);
+    expect(fromStruct(got.result_schema)).toEqual({ type: "object" });
+    expect(got.created_at).toEqual(created.run.created_at);
+    expect(got.updated_at).toEqual(created.run.updated_at);
+
+    const listed = await call(runs, "ListRuns", { project_id: projectId });
+    expect(listed.runs).toHaveLength(1);
+    expectRun(listed.runs[0], id);
+    expect(listed.runs[0].created_at).toEqual(created.run.created_at);
+
+    // A timestamp in the request: the anchor date.
+    const past = { seconds: String(Math.floor(Date.now() / 1000) - 3600), nanos: 0 };
+    const future = { seconds: String(Math.floor(Date.now() / 1000) + 3600), nanos: 0 };
+    const after = await call(runs, "ListRuns", {
+      project_id: projectId,
+      filters: { anchor_date: past, anchor_direction: "ANCHOR_DIRECTION_AFTER" },
+    });
+    expect(after.runs.map((r: Json) => r.id)).toEqual([id]);
+    const before = await call(runs, "ListRuns", {
+      project_id: projectId,
+      filters: { anchor_date: past, anchor_direction: "ANCHOR_DIRECTION_BEFORE" },
+    });
+    expect(before.runs).toEqual([]);
+    const beforeFuture = await call(runs, "ListRuns", {
+      project_id: projectId,
+      filters: {
+        anchor_date: future,
+        anchor_direction: "ANCHOR_DIRECTION_BEFORE",
+        status: "RUN_STATUS_COMPLETED",
+      },
+    });
+    expect(beforeFuture.runs.map((r: Json) => r.id)).toEqual([id]);
+  });
+
+  it("applies the conditional update and reports FAILED_PRECONDITION as status 9", async () => {
+    const id = newId();
+    await call(runs, "CreateRun", { run: { ...run(id), status: "RUN_STATUS_CREATED" } });
+    const request = {
+      project_id: projectId,
+      id,
+      expected_status: "RUN_STATUS_CREATED",
+      update: { status: "RUN_STATUS_PROCESSING" },
+    };
+    const { run: updated } = await call(runs, "UpdateRun", request);
+    expect(updated.status).toBe("RUN_STATUS_PROCESSING");
+    const err = await callError(runs, "UpdateRun", request);
+    expect(err.code).toBe(grpc.status.FAILED_PRECONDITION);
+  });
+
+  it("answers NOT_FOUND (grpc status 5) for an unknown run", async () => {
+    const err = await callError(runs, "GetRun", { project_id: projectId, id: "does-not-exist" });
+    expect(err.code).toBe(5);
+    expect(err.code).toBe(grpc.status.NOT_FOUND);
+    expect(err.details).toContain("does-not-exist");
+  });
+});
+
+describe("grpc.health.v1.Health", () => {
+  it.each([
+    ["catalog", () => catalogHealth, "pies.catalog.v1.CatalogService", "pies.runs.v1.RunsService"],
+    ["runs", () => runsHealth, "pies.runs.v1.RunsService", "pies.catalog.v1.CatalogService"],
+  ] as const)(
+    "%s answers liveness, readiness and unknown services",
+    async (_name, client, own, foreign) => {
+      expect(await call(client(), "Check", { service: "" })).toEqual({ status: "SERVING" });
+      expect(await call(client(), "Check", { service: "readiness" })).toEqual({
+        status: "SERVING",
+      });
+      expect(await call(client(), "Check", { service: own })).toEqual({ status: "SERVING" });
+      expect(await call(client(), "Check", { service: foreign })).toEqual({
+        status: "SERVICE_UNKNOWN",
+      });
+      expect(await call(client(), "Check", { service: "no.such.Service" })).toEqual({
+        status: "SERVICE_UNKNOWN",
+      });
+    },
+  );
+});

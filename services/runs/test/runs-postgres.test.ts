@@ -1,0 +1,210 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+  type Client,
+} from "@connectrpc/connect";
+import { CompiledQuery, Kysely, PostgresDialect, sql } from "kysely";
+import pg from "pg";
+import { createDatabase, migrateToLatest, newId } from "@pies/common";
+import { createTestDatabase, type TestDatabase } from "@pies/common/testing";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { RunsService, RunStatus, type RunFilters, type RunFiltersSchema } from "@pies/proto/runs";
+import { migrations } from "../src/migrations/index.js";
+import { runsRoutes } from "../src/service.js";
+import type { RunsDatabase } from "../src/tables.js";
+
+// The runs store on the real PostgreSQL server: migrations, the conditional update under
+// concurrency, and the indexes behind the list query.
+let testDb: TestDatabase;
+let db: Kysely<RunsDatabase>;
+let runs: Client<typeof RunsService>;
+let logged: Kysely<RunsDatabase>;
+/** SQL of every query the service runs, in order (to EXPLAIN exactly what it sends). */
+const queries: CompiledQuery[] = [];
+
+type FiltersInit = Exclude<MessageInitShape<typeof RunFiltersSchema>, RunFilters>;
+
+const INDEXES = [
+  "runs_environment_idx",
+  "runs_interaction_idx",
+  "runs_model_idx",
+  "runs_parent_idx",
+  "runs_pkey",
+  "runs_project_updated_idx",
+  "runs_status_idx",
+  "runs_tags_idx",
+];
+
+beforeAll(async () => {
+  testDb = await createTestDatabase("runs");
+  db = createDatabase<RunsDatabase>({ url: testDb.url, poolMax: 25 });
+  // The service over its own pool whose queries are recorded.
+  logged = new Kysely<RunsDatabase>({
+    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: testDb.url, max: 25 }) }),
+    log: (event) => {
+      if (event.level === "query") queries.push(event.query);
+    },
+  });
+  await migrateToLatest(db, "runs", migrations);
+  runs = createClient(RunsService, createRouterTransport(runsRoutes({ db: logged })));
+});
+
+afterAll(async () => {
+  await logged?.destroy();
+  await db?.destroy();
+  await testDb?.drop();
+});
+
+async function indexNames(kysely: Kysely<any>): Promise<string[]> {
+  const { rows } = await sql<{ indexname: string }>`
+    select indexname from pg_indexes where schemaname = 'runs' and tablename = 'runs' order by indexname
+  `.execute(kysely);
+  return rows.map((r) => r.indexname);
+}
+
+async function appliedMigrations(kysely: Kysely<any>): Promise<string[]> {
+  const { rows } = await sql<{
+    name: string;
+  }>`select name from runs.kysely_migration order by name`.execute(kysely);
+  return rows.map((r) => r.name);
+}
+
+describe("migrations", () => {
+  it("apply on a fresh database and are idempotent", async () => {
+    // beforeAll migrated the fresh database once.
+    expect(await indexNames(db)).toEqual(INDEXES);
+    expect(await appliedMigrations(db)).toEqual(Object.keys(migrations));
+    await migrateToLatest(db, "runs", migrations);
+    await migrateToLatest(db, "runs", migrations);
+    expect(await indexNames(db)).toEqual(INDEXES);
+    expect(await appliedMigrations(db)).toEqual(Object.keys(migrations));
+  });
+
+  it("succeed when two processes migrate the same fresh database at once", async () => {
+    const fresh = await createTestDatabase("runsmig");
+    // Two processes: two pools.
+    const a = createDatabase<RunsDatabase>({ url: fresh.url, poolMax: 2 });
+    const b = createDatabase<RunsDatabase>({ url: fresh.url, poolMax: 2 });
+    try {
+      // The race is on the first creation of the schema: repeat it from scratch a few times.
+      for (let round = 0; round < 8; round++) {
+        await sql`drop schema if exists runs cascade`.execute(a);
+        const results = await Promise.allSettled([
+          migrateToLatest(a, "runs", migrations),
+          migrateToLatest(b, "runs", migrations),
+        ]);
+        const failures = results.flatMap((r) =>
+          r.status === "rejected" ? [`round ${round}: ${(r.reason as Error).message}`] : [],
+        );
+        expect(failures).toEqual([]);
+        expect(await indexNames(a)).toEqual(INDEXES);
+        expect(await appliedMigrations(b)).toEqual(Object.keys(migrations));
+      }
+    } finally {
+      await a.destroy();
+      await b.destroy();
+      await fresh.drop();
+    }
+  });
+});
+
+describe("the conditional update under concurrency", () => {
+  it("lets exactly one of 20 concurrent created → processing updates succeed", async () => {
+    const projectId = `project-${newId()}`;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const { run } = await runs.createRun({
+        run: { id: newId(), projectId, interactionId: "i", status: RunStatus.CREATED },
+      });
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, () =>
+          runs.updateRun({
+            projectId,
+            id: run!.id,
+            expectedStatus: RunStatus.CREATED,
+            update: { status: RunStatus.PROCESSING },
+          }),
+        ),
+      );
+      const succeeded = results.filter((r) => r.status === "fulfilled");
+      const failed = results.flatMap((r) => (r.status === "rejected" ? [r.reason as unknown] : []));
+      expect(succeeded).toHaveLength(1);
+      expect(failed).toHaveLength(19);
+      for (const err of failed) {
+        expect(err).toBeInstanceOf(ConnectError);
+        expect(Code[(err as ConnectError).code]).toBe(Code[Code.FailedPrecondition]);
+      }
+      const { run: current } = await runs.getRun({ projectId, id: run!.id });
+      expect(current!.status).toBe(RunStatus.PROCESSING);
+    }
+  });
+});
+
+describe("the list query", () => {
+  const projectId = "project-explain";
+
+  beforeAll(async () => {
+    // 40,000 runs in 4 projects, 400 interactions, 4 statuses, 20 models and environments.
+    await sql`
+      insert into runs.runs
+        (id, project_id, account_id, interaction_id, model_id, environment_id, status, parent_id, tags, updated_at)
+      select lpad(to_hex(g), 24, '0'),
+             case when g % 4 = 0 then ${projectId} else 'project-other-' || (g % 4) end,
+             'account',
+             'interaction-' || (g % 400),
+             'model-' || (g % 20),
+             'env-' || (g % 23),
+             (array['created', 'processing', 'completed', 'failed'])[1 + (g / 4) % 4],
+             case when g % 10 = 0 then 'parent-' || (g % 1000) end,
+             array['tag-' || (g % 50)],
+             timestamptz '2026-01-01' + g * interval '1 second'
+      from generate_series(1, 40000) g
+    `.execute(db);
+    await sql`analyze runs.runs`.execute(db);
+  });
+
+  /** The plan of the query ListRuns sends for these filters. */
+  async function planOf(filters: FiltersInit): Promise<string> {
+    queries.length = 0;
+    const { runs: listed } = await runs.listRuns({ projectId, filters });
+    expect(listed.length).toBeGreaterThan(0);
+    const query = queries.find((q) => /^select .* from "runs"\."runs"/.test(q.sql));
+    expect(query, queries.map((q) => q.sql).join("\n")).toBeDefined();
+    const { rows } = await db.executeQuery<Record<string, string>>(
+      CompiledQuery.raw(`explain ${query!.sql}`, [...query!.parameters]),
+    );
+    return rows.map((r) => r["QUERY PLAN"]).join("\n");
+  }
+
+  it.each([
+    ["an interaction_ids filter", { interactionIds: ["interaction-8"] }, "runs_interaction_idx"],
+    ["a status filter", { status: RunStatus.FAILED }, "runs_status_idx"],
+    ["a models filter", { models: ["model-4"] }, "runs_model_idx"],
+    ["an environment_ids filter", { environmentIds: ["env-4"] }, "runs_environment_idx"],
+    ["a parent_id filter", { parentId: "parent-40" }, "runs_parent_idx"],
+    ["no filter", {}, "runs_project_updated_idx"],
+  ] as const)("uses an index with %s", async (_name, filters, index) => {
+    const plan = await planOf(filters as FiltersInit);
+    expect(plan).toContain(index);
+    expect(plan).not.toMatch(/Seq Scan/);
+  });
+
+  it("filters by tags on the real server too (any tag in common)", async () => {
+    // Project-explain holds the runs with g % 4 = 0; tag-8 is on g % 50 = 8, tag-12 on g % 50 = 12.
+    const { runs: one } = await runs.listRuns({
+      projectId,
+      limit: 1000,
+      filters: { tags: ["tag-8"] },
+    });
+    expect(one).toHaveLength(400);
+    expect(one.every((r) => r.tags.includes("tag-8"))).toBe(true);
+    const { runs: two } = await runs.listRuns({
+      projectId,
+      limit: 1000,
+      filters: { tags: ["tag-8", "tag-12", "tag-missing"] },
+    });
+    expect(two).toHaveLength(800);
+  });
+});
