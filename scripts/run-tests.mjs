@@ -9,14 +9,23 @@ const dir = mkdtempSync(path.join(tmpdir(), "pies-vitest-"));
 const report = path.join(dir, "report.json");
 const result = spawnSync(
   "npx",
-  ["vitest", "run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`, ...process.argv.slice(2)],
+  [
+    "vitest",
+    "run",
+    "--reporter=default",
+    "--reporter=json",
+    `--outputFile.json=${report}`,
+    ...process.argv.slice(2),
+  ],
   { stdio: "inherit" },
 );
 let code = result.status ?? 1;
 try {
   const r = JSON.parse(readFileSync(report, "utf8"));
   const skipped = r.numPendingTests + r.numTodoTests;
-  console.log(`\ntests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);
+  console.log(
+    `\ntests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`,
+  );
   if (r.numTotalTests === 0) {
     console.error("no test ran");
     code = 1;

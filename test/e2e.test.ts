@@ -17,7 +17,10 @@ let stream: TestStream;
 let stack: Stack;
 let upstream: FakeOpenAI;
 let stopped = false;
-let api: (path: string, init?: { method?: string; body?: unknown; token?: string }) => Promise<Response>;
+let api: (
+  path: string,
+  init?: { method?: string; body?: unknown; token?: string },
+) => Promise<Response>;
 
 beforeAll(async () => {
   db = await createTestDatabase("e2e");
@@ -56,14 +59,23 @@ async function createInteraction(environment: string, extra: Record<string, unkn
         role: "user",
         content_type: "jst",
         content: "return `Write a greeting for ${name}`",
-        inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
+        inputSchema: {
+          type: "object",
+          properties: { name: { type: "string" } },
+          required: ["name"],
+        },
       },
     }),
     201,
   );
   return json(
     await api("/interactions", {
-      body: { name: "Greeting", environment, prompts: [{ type: "template", template: prompt.id }], ...extra },
+      body: {
+        name: "Greeting",
+        environment,
+        prompts: [{ type: "template", template: prompt.id }],
+        ...extra,
+      },
     }),
     201,
   );
@@ -78,7 +90,9 @@ const resultSchema = {
 describe("four processes over HTTP", () => {
   it("creates, executes blocking and streamed with the test provider, and reads runs back", async () => {
     const environment = await json(
-      await api("/environments", { body: { name: "local", provider: "test", default_model: "test" } }),
+      await api("/environments", {
+        body: { name: "local", provider: "test", default_model: "test" },
+      }),
       201,
     );
     const interaction = await createInteraction(environment.id, { result_schema: resultSchema });
@@ -87,7 +101,9 @@ describe("four processes over HTTP", () => {
     expect(fetched.resultSchema).toEqual(resultSchema);
 
     const blocking = await json(
-      await api(`/interactions/${interaction.id}/execute`, { body: { data: { name: "Ada" }, tags: "a,b" } }),
+      await api(`/interactions/${interaction.id}/execute`, {
+        body: { data: { name: "Ada" }, tags: "a,b" },
+      }),
     );
     expect(blocking).toMatchObject({
       status: "completed",
@@ -102,7 +118,9 @@ describe("four processes over HTTP", () => {
     expect(blocking.token_use.total).toBe(blocking.token_use.prompt + blocking.token_use.result);
 
     const created = await json(
-      await api("/runs", { body: { interaction: interaction.id, stream: true, data: { name: "Grace" } } }),
+      await api("/runs", {
+        body: { interaction: interaction.id, stream: true, data: { name: "Grace" } },
+      }),
     );
     expect(created.status).toBe("created");
     const sse = await fetch(`${stack.gatewayUrl}/api/v1/runs/${created.id}/stream`, {
@@ -117,7 +135,9 @@ describe("four processes over HTTP", () => {
     const final = JSON.parse(close.data);
     expect(final.status).toBe("completed");
     // The chunks, joined, are the answer the run recorded.
-    expect(JSON.parse(messages.map((m) => JSON.parse(m.data) as string).join(""))).toEqual(final.result);
+    expect(JSON.parse(messages.map((m) => JSON.parse(m.data) as string).join(""))).toEqual(
+      final.result,
+    );
 
     const readBack = await json(await api(`/runs/${created.id}`));
     expect(readBack).toMatchObject({ id: created.id, status: "completed", result: final.result });
@@ -126,7 +146,9 @@ describe("four processes over HTTP", () => {
 
     // A second reader after the end gets the same events replayed, then close.
     const replay = await readSse(
-      await fetch(`${stack.gatewayUrl}/api/v1/runs/${created.id}/stream?access_token=${stack.bootstrap.key}`),
+      await fetch(
+        `${stack.gatewayUrl}/api/v1/runs/${created.id}/stream?access_token=${stack.bootstrap.key}`,
+      ),
     );
     expect(replay.map((e) => e.event)).toEqual(events.map((e) => e.event));
   });
@@ -151,7 +173,10 @@ describe("four processes over HTTP", () => {
       await api(`/interactions/${interaction.id}/execute`, { body: { data: { name: "Linus" } } }),
     );
     expect(blocking.status).toBe("completed");
-    expect(blocking.result).toMatchObject({ greeting: expect.any(String), words: expect.any(Number) });
+    expect(blocking.result).toMatchObject({
+      greeting: expect.any(String),
+      words: expect.any(Number),
+    });
     expect(blocking.token_use.prompt).toBeGreaterThan(0);
     const sent = upstream.requests.at(-1)!.body as any;
     expect(sent.model).toBe("gpt-4o-mini");
@@ -159,14 +184,18 @@ describe("four processes over HTTP", () => {
     expect(sent.messages).toEqual([{ role: "user", content: "Write a greeting for Linus" }]);
 
     const created = await json(
-      await api("/runs", { body: { interaction: interaction.id, stream: true, data: { name: "Margaret" } } }),
+      await api("/runs", {
+        body: { interaction: interaction.id, stream: true, data: { name: "Margaret" } },
+      }),
     );
     const events = await readSse(
       await fetch(`${stack.gatewayUrl}/api/v1/runs/${created.id}/stream`, {
         headers: { authorization: `Bearer ${stack.bootstrap.key}` },
       }),
     );
-    const messages = events.filter((e) => e.event === "message").map((e) => JSON.parse(e.data) as string);
+    const messages = events
+      .filter((e) => e.event === "message")
+      .map((e) => JSON.parse(e.data) as string);
     expect(messages.length).toBeGreaterThan(0);
     const final = JSON.parse(events.at(-1)!.data);
     expect(events.at(-1)!.event).toBe("close");
@@ -179,7 +208,9 @@ describe("four processes over HTTP", () => {
 
     // A provider failure in blocking mode: 502, the failed run recorded and named.
     const failing = await createInteraction(environment.id, { model: "fail-500" });
-    const failed = await api(`/interactions/${failing.id}/execute`, { body: { data: { name: "x" } } });
+    const failed = await api(`/interactions/${failing.id}/execute`, {
+      body: { data: { name: "x" } },
+    });
     const error = await json(failed, 502);
     expect(error).toMatchObject({ status: 502, code: "provider_error" });
     const run = await json(await api(`/runs/${error.details.run_id}`));
@@ -187,11 +218,21 @@ describe("four processes over HTTP", () => {
   });
 
   it("answers errors as JSON with the right status", async () => {
-    expect(await json(await api("/runs", { token: "sk-not-a-key" }), 401)).toMatchObject({ code: "unauthorized" });
-    expect(await json(await api("/runs/000000000000000000000000"), 404)).toMatchObject({ code: "not_found" });
-    expect(await json(await api("/runs", { body: { stream: "yes" } }), 400)).toMatchObject({ code: "invalid_request" });
-    const blocking = (await json<any[]>(await api("/runs?status=completed"))).find((r) => !r.stream);
-    expect(await json(await api(`/runs/${blocking.id}/stream`), 409)).toMatchObject({ code: "conflict" });
+    expect(await json(await api("/runs", { token: "sk-not-a-key" }), 401)).toMatchObject({
+      code: "unauthorized",
+    });
+    expect(await json(await api("/runs/000000000000000000000000"), 404)).toMatchObject({
+      code: "not_found",
+    });
+    expect(await json(await api("/runs", { body: { stream: "yes" } }), 400)).toMatchObject({
+      code: "invalid_request",
+    });
+    const blocking = (await json<any[]>(await api("/runs?status=completed"))).find(
+      (r) => !r.stream,
+    );
+    expect(await json(await api(`/runs/${blocking.id}/stream`), 409)).toMatchObject({
+      code: "conflict",
+    });
   });
 
   it("shuts every process down cleanly on SIGTERM", async () => {

@@ -15,11 +15,24 @@ interface Started {
 }
 
 function npmStart(dataDir: string): Promise<Started> {
-  const env: Record<string, string> = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", PORT: "0", PIES_DATA_DIR: dataDir };
-  const child = spawn("npm", ["start"], { cwd: repoRoot, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "",
+    HOME: process.env.HOME ?? "",
+    PORT: "0",
+    PIES_DATA_DIR: dataDir,
+  };
+  const child = spawn("npm", ["start"], {
+    cwd: repoRoot,
+    env,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let text = "";
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`npm start did not come up:\n${text}`)), 90_000);
+    const timer = setTimeout(
+      () => reject(new Error(`npm start did not come up:\n${text}`)),
+      90_000,
+    );
     const onData = (chunk: Buffer) => {
       text += chunk.toString();
       const url = /pies is running at (\S+)/.exec(text)?.[1];
@@ -66,13 +79,18 @@ describe("npm start (embedded mode)", () => {
           method: body === undefined ? "GET" : "POST",
           headers: { authorization: `Bearer ${first.key}`, "content-type": "application/json" },
           body: body === undefined ? undefined : JSON.stringify(body),
-        }).then(async (r) => ({ status: r.status, body: await r.json() }));
+        }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
 
       const envs = await api("/environments");
       expect(envs.status).toBe(200);
       const testEnv = envs.body.find((e: any) => e.provider === "test");
       expect(testEnv).toBeDefined();
-      const prompt = await api("/prompts", { name: "p", role: "user", content_type: "jst", content: "Hello ${who}" });
+      const prompt = await api("/prompts", {
+        name: "p",
+        role: "user",
+        content_type: "jst",
+        content: "Hello ${who}",
+      });
       expect(prompt.status).toBe(201);
       const interaction = await api("/interactions", {
         name: "Hello",
@@ -80,15 +98,26 @@ describe("npm start (embedded mode)", () => {
         prompts: [{ type: "template", template: prompt.body.id }],
       });
       expect(interaction.status).toBe(201);
-      const run = await api(`/interactions/${interaction.body.id}/execute`, { data: { who: "world" } });
+      const run = await api(`/interactions/${interaction.body.id}/execute`, {
+        data: { who: "world" },
+      });
       expect(run.status).toBe(200);
-      expect(run.body).toMatchObject({ status: "completed", prompt: [{ role: "user", content: "Hello world" }] });
+      expect(run.body).toMatchObject({
+        status: "completed",
+        prompt: [{ role: "user", content: "Hello world" }],
+      });
       expect(run.body.result).toContain("Hello world");
       runId = run.body.id;
 
-      const streamed = await api("/runs", { interaction: interaction.body.id, stream: true, data: { who: "stream" } });
+      const streamed = await api("/runs", {
+        interaction: interaction.body.id,
+        stream: true,
+        data: { who: "stream" },
+      });
       const events = await readSse(
-        await fetch(`${first.url}/runs/${streamed.body.id}/stream`, { headers: { authorization: `Bearer ${first.key}` } }),
+        await fetch(`${first.url}/runs/${streamed.body.id}/stream`, {
+          headers: { authorization: `Bearer ${first.key}` },
+        }),
       );
       expect(events.at(-1)?.event).toBe("close");
       expect(JSON.parse(events.at(-1)!.data).status).toBe("completed");
@@ -99,9 +128,11 @@ describe("npm start (embedded mode)", () => {
     const second = await npmStart(dataDir);
     try {
       expect(second.key).toBe(first.key);
-      const r = await fetch(`${second.url}/runs/${runId}`, { headers: { authorization: `Bearer ${second.key}` } });
+      const r = await fetch(`${second.url}/runs/${runId}`, {
+        headers: { authorization: `Bearer ${second.key}` },
+      });
       expect(r.status).toBe(200);
-      expect((await r.json()).status).toBe("completed");
+      expect(((await r.json()) as any).status).toBe("completed");
     } finally {
       await stop(second);
     }

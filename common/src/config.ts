@@ -31,7 +31,13 @@ export const env = {
 
 export const natsConfigSchema = {
   NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
-  PIES_NATS_STREAM: z.string().regex(/^[A-Za-z0-9_-]+$/).default("PIES_RUNS"),
-  PIES_NATS_SUBJECT_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/).default("pies"),
+  PIES_NATS_STREAM: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/)
+    .default("PIES_RUNS"),
+  PIES_NATS_SUBJECT_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/)
+    .default("pies"),
   PIES_STREAM_MAX_AGE_SECONDS: env.int(3600, 1),
 };

@@ -1,5 +1,12 @@
 // kysely 0.28 (the line that supports Node 20) exports the Migrator from its main entry.
-import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from "kysely";
+import {
+  Kysely,
+  Migrator,
+  PostgresDialect,
+  sql,
+  type Migration,
+  type MigrationProvider,
+} from "kysely";
 import pg from "pg";
 import type { PGlite } from "@electric-sql/pglite";
 import { PGliteDialect } from "./pglite-dialect.js";
@@ -8,8 +15,7 @@ import { PGliteDialect } from "./pglite-dialect.js";
 pg.types.setTypeParser(20, (v) => Number(v));
 
 export type DatabaseOptions =
-  | { url: string; poolMax?: number; applicationName?: string }
-  | { pglite: PGlite };
+  { url: string; poolMax?: number; applicationName?: string } | { pglite: PGlite };
 
 /** A Kysely instance over a pg pool (one per process, never per request) or an embedded PGlite. */
 export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
@@ -58,6 +64,8 @@ export async function migrateToLatest(
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === "Error")?.migrationName;
-    throw new Error(`migration ${failed ?? "(unknown)"} of schema ${schema} failed`, { cause: error });
+    throw new Error(`migration ${failed ?? "(unknown)"} of schema ${schema} failed`, {
+      cause: error,
+    });
   }
 }

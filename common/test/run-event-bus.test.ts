@@ -1,5 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JetStreamRunEventBus, MemoryRunEventBus, newId, type RunEvent, type RunEventBus } from "@pies/common";
+import {
+  JetStreamRunEventBus,
+  MemoryRunEventBus,
+  newId,
+  type RunEvent,
+  type RunEventBus,
+} from "@pies/common";
 import { createTestStream, type TestStream } from "@pies/common/testing";
 
 const text = (e: RunEvent) => new TextDecoder().decode(e.data);
@@ -20,8 +26,14 @@ async function collect(bus: RunEventBus, runId: string, afterSeq?: number, count
 }
 
 // One contract, two implementations: the embedded stand-in must behave as JetStream does.
-const implementations: [string, () => Promise<{ bus: RunEventBus; cleanup: () => Promise<void> }>][] = [
-  ["MemoryRunEventBus", async () => ({ bus: new MemoryRunEventBus(60_000), cleanup: async () => {} })],
+const implementations: [
+  string,
+  () => Promise<{ bus: RunEventBus; cleanup: () => Promise<void> }>,
+][] = [
+  [
+    "MemoryRunEventBus",
+    async () => ({ bus: new MemoryRunEventBus(60_000), cleanup: async () => {} }),
+  ],
   [
     "JetStreamRunEventBus (real NATS)",
     async () => {

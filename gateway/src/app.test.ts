@@ -28,7 +28,12 @@ beforeAll(async () => {
       PIES_TEMPLATE_TIMEOUT_MS: 100,
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
     },
-    gateway: { maxBodyBytes: 64 * 1024, authCacheSeconds: 0, sseHeartbeatSeconds: 15, trustProxy: false },
+    gateway: {
+      maxBodyBytes: 64 * 1024,
+      authCacheSeconds: 0,
+      sseHeartbeatSeconds: 15,
+      trustProxy: false,
+    },
   });
   app = pies.app;
   const { project } = await pies.catalog.createAccount({ name: "acme" });
@@ -48,7 +53,12 @@ afterAll(async () => {
   await db.destroy();
 });
 
-type Init = { method?: string; body?: unknown; token?: string | null; headers?: Record<string, string> };
+type Init = {
+  method?: string;
+  body?: unknown;
+  token?: string | null;
+  headers?: Record<string, string>;
+};
 async function call(url: string, init: Init = {}) {
   const token = init.token === undefined ? key : init.token;
   const response = await app.inject({
@@ -58,7 +68,13 @@ async function call(url: string, init: Init = {}) {
     ...(init.body === undefined
       ? {}
       : typeof init.body === "string"
-        ? { payload: init.body, headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), "content-type": "application/json" } }
+        ? {
+            payload: init.body,
+            headers: {
+              ...(token ? { authorization: `Bearer ${token}` } : {}),
+              "content-type": "application/json",
+            },
+          }
         : { payload: init.body as object }),
   });
   const text = response.body;
@@ -78,12 +94,21 @@ async function interaction(extra: Record<string, unknown> = {}) {
       role: "user",
       content_type: "jst",
       content: "return `Tell me about ${topic}`",
-      input_schema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] },
+      input_schema: {
+        type: "object",
+        properties: { topic: { type: "string" } },
+        required: ["topic"],
+      },
     },
   });
   expect(prompt.status).toBe(201);
   const created = await call("/interactions", {
-    body: { name: "About", environment: environmentId, prompts: [{ type: "template", template: prompt.json.id }], ...extra },
+    body: {
+      name: "About",
+      environment: environmentId,
+      prompts: [{ type: "template", template: prompt.json.id }],
+      ...extra,
+    },
   });
   expect(created.status, created.text).toBe(201);
   return created.json;
@@ -91,7 +116,11 @@ async function interaction(extra: Record<string, unknown> = {}) {
 
 describe("errors", () => {
   it("answers 401 as JSON without a key, with a malformed header and with an unknown key", async () => {
-    for (const init of [{ token: null }, { headers: { authorization: "Basic abc" }, token: null }, { token: "sk-nope" }]) {
+    for (const init of [
+      { token: null },
+      { headers: { authorization: "Basic abc" }, token: null },
+      { token: "sk-nope" },
+    ]) {
       const r = await call("/interactions", init);
       expect(r.status).toBe(401);
       expect(r.json).toMatchObject({ error: "Unauthorized", status: 401, code: "unauthorized" });
@@ -100,7 +129,10 @@ describe("errors", () => {
 
   it("answers bad JSON, wrong types and oversized bodies with 400 and 413", async () => {
     const bad = await call("/interactions", { body: "{not json" });
-    expect(bad).toMatchObject({ status: 400, json: { code: "invalid_request", message: "the request body is not valid JSON" } });
+    expect(bad).toMatchObject({
+      status: 400,
+      json: { code: "invalid_request", message: "the request body is not valid JSON" },
+    });
     const wrong = await call("/interactions", { body: { name: 42 } });
     expect(wrong.status).toBe(400);
     expect(wrong.json.message).toMatch(/^name:/);
@@ -124,10 +156,21 @@ describe("errors", () => {
     const i = await interaction();
     const run = await call(`/interactions/${i.id}/execute`, { body: { data: { topic: "x" } } });
     expect(run.status).toBe(200);
-    for (const path of [`/interactions/${i.id}`, `/runs/${run.json.id}`, `/environments/${environmentId}`]) {
+    for (const path of [
+      `/interactions/${i.id}`,
+      `/runs/${run.json.id}`,
+      `/environments/${environmentId}`,
+    ]) {
       expect((await call(path, { token: otherKey })).status).toBe(404);
     }
-    expect((await call(`/interactions/${i.id}/execute`, { token: otherKey, body: { data: { topic: "x" } } })).status).toBe(404);
+    expect(
+      (
+        await call(`/interactions/${i.id}/execute`, {
+          token: otherKey,
+          body: { data: { topic: "x" } },
+        })
+      ).status,
+    ).toBe(404);
     expect(await call("/runs", { token: otherKey })).toMatchObject({ status: 200, json: [] });
   });
 });
@@ -135,18 +178,45 @@ describe("errors", () => {
 describe("resources", () => {
   it("maps interaction fields and their aliases", async () => {
     const schema = { type: "object", properties: { a: { type: "string" } }, required: ["a"] };
-    const i = await interaction({ resultSchema: schema, model_options: { temperature: 0.2, max_tokens: 50 }, tags: "x, y" });
-    expect(i).toMatchObject({ name: "About", status: "draft", temperature: 0.2, max_tokens: 50, tags: ["x", "y"], resultSchema: schema, environment: environmentId });
+    const i = await interaction({
+      resultSchema: schema,
+      model_options: { temperature: 0.2, max_tokens: 50 },
+      tags: "x, y",
+    });
+    expect(i).toMatchObject({
+      name: "About",
+      status: "draft",
+      temperature: 0.2,
+      max_tokens: 50,
+      tags: ["x", "y"],
+      resultSchema: schema,
+      environment: environmentId,
+    });
     const got = await call(`/interactions/${i.id}`);
-    expect(got.json.prompts[0].template).toMatchObject({ content_type: "jst", inputSchema: { required: ["topic"] } });
+    expect(got.json.prompts[0].template).toMatchObject({
+      content_type: "jst",
+      inputSchema: { required: ["topic"] },
+    });
     const list = await call("/interactions?status=draft");
     const ref = list.json.find((x: any) => x.id === i.id);
-    expect(Object.keys(ref).sort()).toEqual(["description", "id", "name", "prompts", "status", "updated_at"]);
+    expect(Object.keys(ref).sort()).toEqual([
+      "description",
+      "id",
+      "name",
+      "prompts",
+      "status",
+      "updated_at",
+    ]);
   });
 
   it("never returns a provider key, and shows an API key once", async () => {
     const env = await call("/environments", {
-      body: { name: "oa", provider: "openai_compatible", endpoint_url: "http://127.0.0.1:9/v1", apiKey: "sk-provider-secret-1234" },
+      body: {
+        name: "oa",
+        provider: "openai_compatible",
+        endpoint_url: "http://127.0.0.1:9/v1",
+        apiKey: "sk-provider-secret-1234",
+      },
     });
     expect(env.status).toBe(201);
     expect(env.text).not.toContain("provider-secret");
@@ -166,7 +236,14 @@ describe("resources", () => {
 describe("execution", () => {
   it("executes blocking, records the source, and lists with filters", async () => {
     const i = await interaction();
-    const run = await call(`/runs`, { body: { interactionId: i.id, data: { topic: "cats" }, tags: ["t1"], config: { temperature: 0.1 } } });
+    const run = await call(`/runs`, {
+      body: {
+        interactionId: i.id,
+        data: { topic: "cats" },
+        tags: ["t1"],
+        config: { temperature: 0.1 },
+      },
+    });
     expect(run.status).toBe(200);
     expect(run.json).toMatchObject({
       status: "completed",
@@ -194,20 +271,27 @@ describe("execution", () => {
     const i = await interaction({ model: "test-fail" });
     const r = await call(`/interactions/${i.id}/execute`, { body: { data: { topic: "x" } } });
     expect(r.status).toBe(502);
-    expect(r.json).toMatchObject({ code: "provider_error", details: { run: { status: "failed" } } });
+    expect(r.json).toMatchObject({
+      code: "provider_error",
+      details: { run: { status: "failed" } },
+    });
     expect((await call(`/runs/${r.json.details.run_id}`)).json.status).toBe("failed");
   });
 
   it("executes by name", async () => {
     await interaction();
-    const r = await call("/execute", { body: { interaction: "About@draft", data: { topic: "names" } } });
+    const r = await call("/execute", {
+      body: { interaction: "About@draft", data: { topic: "names" } },
+    });
     expect(r.status).toBe(200);
     expect(r.json.interaction.name).toBe("About");
   });
 
   it("streams: message chunks then close; a reconnect resumes after Last-Event-ID", async () => {
     const i = await interaction();
-    const created = await call("/runs", { body: { interaction: i.id, stream: true, data: { topic: "streams" } } });
+    const created = await call("/runs", {
+      body: { interaction: i.id, stream: true, data: { topic: "streams" } },
+    });
     expect(created.json.status).toBe("created");
     const first = await call(`/runs/${created.json.id}/stream`);
     expect(first.headers["content-type"]).toMatch(/^text\/event-stream/);
@@ -218,16 +302,30 @@ describe("execution", () => {
     expect(close.event).toBe("close");
     const final = JSON.parse(close.data);
     expect(final.status).toBe("completed");
-    expect(events.slice(0, -1).map((e) => JSON.parse(e.data)).join("")).toBe(final.result);
+    expect(
+      events
+        .slice(0, -1)
+        .map((e) => JSON.parse(e.data))
+        .join(""),
+    ).toBe(final.result);
 
-    const resumed = parseSse((await call(`/runs/${created.json.id}/stream`, { headers: { "last-event-id": events[1]!.id! } })).text);
+    const resumed = parseSse(
+      (
+        await call(`/runs/${created.json.id}/stream`, {
+          headers: { "last-event-id": events[1]!.id! },
+        })
+      ).text,
+    );
     expect(resumed.map((e) => e.id)).toEqual(events.slice(2).map((e) => e.id));
   });
 
   it("refuses to stream a run that was not created with stream: true", async () => {
     const i = await interaction();
     const run = await call(`/interactions/${i.id}/execute`, { body: { data: { topic: "x" } } });
-    expect((await call(`/runs/${run.json.id}/stream`)).json).toMatchObject({ status: 409, code: "conflict" });
+    expect((await call(`/runs/${run.json.id}/stream`)).json).toMatchObject({
+      status: 409,
+      code: "conflict",
+    });
   });
 });
 

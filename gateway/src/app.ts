@@ -26,7 +26,10 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     return sendError(reply, error);
   });
   app.setNotFoundHandler((request, reply) =>
-    sendError(reply, new HttpError(404, "not_found", `no route ${request.method} ${request.url.split("?")[0]}`)),
+    sendError(
+      reply,
+      new HttpError(404, "not_found", `no route ${request.method} ${request.url.split("?")[0]}`),
+    ),
   );
 
   app.get("/healthz", async () => ({ status: "ok" }));

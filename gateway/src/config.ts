@@ -11,7 +11,10 @@ export const gatewayConfigSchema = z.object({
   PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024),
   PIES_AUTH_CACHE_SECONDS: env.int(30, 0),
   PIES_SSE_HEARTBEAT_SECONDS: env.int(15, 1),
-  PIES_TRUST_PROXY: z.enum(["true", "false"]).default("false").transform((v) => v === "true"),
+  PIES_TRUST_PROXY: z
+    .enum(["true", "false"])
+    .default("false")
+    .transform((v) => v === "true"),
   LOG_LEVEL: env.logLevel(),
 });
 

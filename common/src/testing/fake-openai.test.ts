@@ -1,13 +1,5 @@
 import OpenAI from "openai";
-import {
-  afterAll,
-  afterEach,
-  beforeAll,
-  beforeEach,
-  describe,
-  expect,
-  it,
-} from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startFakeOpenAI } from "./fake-openai.js";
 import type { FakeOpenAI } from "./fake-openai.js";
 
@@ -48,8 +40,7 @@ describe("fake OpenAI server through the real SDK", () => {
     expect(completion.usage).toEqual({
       prompt_tokens: Math.ceil(19 / 4),
       completion_tokens: Math.ceil("echo: hello world".length / 4),
-      total_tokens:
-        Math.ceil(19 / 4) + Math.ceil("echo: hello world".length / 4),
+      total_tokens: Math.ceil(19 / 4) + Math.ceil("echo: hello world".length / 4),
     });
   });
 
@@ -113,15 +104,14 @@ describe("fake OpenAI server through the real SDK", () => {
         json_schema: { name: "thing", schema, strict: true },
       },
     });
-    const parsed = JSON.parse(
-      completion.choices[0]?.message.content ?? "",
-    ) as Record<string, unknown>;
+    const parsed = JSON.parse(completion.choices[0]?.message.content ?? "") as Record<
+      string,
+      unknown
+    >;
     for (const key of schema.required) expect(parsed).toHaveProperty(key);
     expect(typeof parsed.title).toBe("string");
     expect(parsed.mood).toBe("happy");
-    expect(
-      Number.isInteger(parsed.score) && (parsed.score as number) >= 3,
-    ).toBe(true);
+    expect(Number.isInteger(parsed.score) && (parsed.score as number) >= 3).toBe(true);
     expect(typeof parsed.ratio).toBe("number");
     expect(typeof parsed.ok).toBe("boolean");
     expect(Array.isArray(parsed.tags) && parsed.tags.length >= 2).toBe(true);
@@ -135,9 +125,10 @@ describe("fake OpenAI server through the real SDK", () => {
         json_schema: { name: "thing", schema, strict: true },
       },
     });
-    const bad = JSON.parse(
-      invalid.choices[0]?.message.content ?? "null",
-    ) as Record<string, unknown>;
+    const bad = JSON.parse(invalid.choices[0]?.message.content ?? "null") as Record<
+      string,
+      unknown
+    >;
     expect(schema.required.every((key) => key in bad)).toBe(false);
   });
 
@@ -163,9 +154,7 @@ describe("fake OpenAI server through the real SDK", () => {
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.AuthenticationError);
     expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(401);
-    expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe(
-      "invalid_api_key",
-    );
+    expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe("invalid_api_key");
   });
 
   it("fails with 500 for model fail-500", async () => {
@@ -217,8 +206,7 @@ describe("fake OpenAI server through the real SDK", () => {
     });
     let received = "";
     const err = await (async () => {
-      for await (const chunk of stream)
-        received += chunk.choices[0]?.delta.content ?? "";
+      for await (const chunk of stream) received += chunk.choices[0]?.delta.content ?? "";
     })().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Error);
     expect(received).toBe("echo: a "); // exactly the first content chunk
@@ -340,14 +328,11 @@ describe("fake OpenAI server lifecycle", () => {
           stream: true,
         });
         let text = "";
-        for await (const chunk of stream)
-          text += chunk.choices[0]?.delta.content ?? "";
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
         return text;
       }),
     );
-    results.forEach((text, i) =>
-      expect(text).toBe(`echo: request number ${i}`),
-    );
+    results.forEach((text, i) => expect(text).toBe(`echo: request number ${i}`));
 
     // Keep-alive sockets are still open here; close() must not wait for them,
     // nor for a request stuck in a long delay.

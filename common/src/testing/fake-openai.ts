@@ -54,11 +54,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
-import type {
-  IncomingHttpHeaders,
-  IncomingMessage,
-  ServerResponse,
-} from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
 /** Options for {@link startFakeOpenAI}. */
@@ -171,9 +167,7 @@ const MODELS_CREATED = 1_700_000_000;
  * @param options - see {@link FakeOpenAIOptions}; all optional.
  * @returns the running server once it is listening.
  */
-export async function startFakeOpenAI(
-  options: FakeOpenAIOptions = {},
-): Promise<FakeOpenAI> {
+export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
   const config = {
     apiKey: options.apiKey,
     latencyMs: options.latencyMs ?? 0,
@@ -196,10 +190,7 @@ export async function startFakeOpenAI(
         sendError(
           res,
           500,
-          errorBody(
-            `fake-openai internal error: ${String(err)}`,
-            "server_error",
-          ),
+          errorBody(`fake-openai internal error: ${String(err)}`, "server_error"),
         );
       } else {
         res.destroy();
@@ -214,10 +205,7 @@ export async function startFakeOpenAI(
   // uploads cannot pin memory or sockets forever.
   server.requestTimeout = 60_000;
 
-  async function handle(
-    req: IncomingMessage,
-    res: ServerResponse,
-  ): Promise<void> {
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const method = req.method ?? "GET";
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
 
@@ -225,11 +213,7 @@ export async function startFakeOpenAI(
     if (raw === undefined) {
       // Too large: answer and close the connection rather than read on.
       res.setHeader("connection", "close");
-      sendError(
-        res,
-        413,
-        errorBody("Request body too large.", "invalid_request_error"),
-      );
+      sendError(res, 413, errorBody("Request body too large.", "invalid_request_error"));
       return;
     }
     let body: unknown;
@@ -245,32 +229,19 @@ export async function startFakeOpenAI(
       requests.push({ method, path, headers: req.headers, body });
     }
 
-    if (
-      config.latencyMs > 0 &&
-      !(await sleep(config.latencyMs, shutdown.signal))
-    )
-      return;
+    if (config.latencyMs > 0 && !(await sleep(config.latencyMs, shutdown.signal))) return;
     if (res.destroyed) return;
 
-    if (
-      config.apiKey !== undefined &&
-      req.headers.authorization !== `Bearer ${config.apiKey}`
-    ) {
+    if (config.apiKey !== undefined && req.headers.authorization !== `Bearer ${config.apiKey}`) {
       sendError(
         res,
         401,
-        errorBody(
-          "Incorrect API key provided",
-          "invalid_request_error",
-          null,
-          "invalid_api_key",
-        ),
+        errorBody("Incorrect API key provided", "invalid_request_error", null, "invalid_api_key"),
       );
       return;
     }
 
-    const isChat =
-      path === "/v1/chat/completions" || path === "/chat/completions";
+    const isChat = path === "/v1/chat/completions" || path === "/chat/completions";
     const isModels = path === "/v1/models" || path === "/models";
     if (method === "GET" && isModels) {
       sendJson(res, 200, {
@@ -287,11 +258,7 @@ export async function startFakeOpenAI(
       return;
     }
     if (method !== "POST" || !isChat) {
-      sendError(
-        res,
-        404,
-        errorBody(`Invalid URL (${method} ${path})`, "invalid_request_error"),
-      );
+      sendError(res, 404, errorBody(`Invalid URL (${method} ${path})`, "invalid_request_error"));
       return;
     }
     if (badJson) {
@@ -313,21 +280,14 @@ export async function startFakeOpenAI(
     await handleChat(body as ChatCompletionRequestBody, res);
   }
 
-  async function handleChat(
-    body: ChatCompletionRequestBody,
-    res: ServerResponse,
-  ): Promise<void> {
+  async function handleChat(body: ChatCompletionRequestBody, res: ServerResponse): Promise<void> {
     const model = body.model;
     const count = (modelCounts.get(model) ?? 0) + 1;
     modelCounts.set(model, count);
     const streaming = body.stream === true;
 
     const slow = /^slow-(\d+)$/.exec(model);
-    if (
-      slow?.[1] !== undefined &&
-      !(await sleep(Number(slow[1]), shutdown.signal))
-    )
-      return;
+    if (slow?.[1] !== undefined && !(await sleep(Number(slow[1]), shutdown.signal))) return;
     if (res.destroyed) return;
 
     switch (model) {
@@ -345,10 +305,7 @@ export async function startFakeOpenAI(
         sendError(
           res,
           400,
-          errorBody(
-            "Invalid request (simulated by model fail-400).",
-            "invalid_request_error",
-          ),
+          errorBody("Invalid request (simulated by model fail-400).", "invalid_request_error"),
         );
         return;
       case "rate-limit-once":
@@ -381,15 +338,9 @@ export async function startFakeOpenAI(
 
     let content: string;
     try {
-      content = config.respond
-        ? await config.respond(body)
-        : generateContent(body);
+      content = config.respond ? await config.respond(body) : generateContent(body);
     } catch (err) {
-      sendError(
-        res,
-        500,
-        errorBody(`respond() threw: ${String(err)}`, "server_error"),
-      );
+      sendError(res, 500, errorBody(`respond() threw: ${String(err)}`, "server_error"));
       return;
     }
     if (res.destroyed) return;
@@ -442,10 +393,7 @@ export async function startFakeOpenAI(
     },
   ): Promise<void> {
     // Real OpenAI puts `usage: null` on every chunk when usage was requested.
-    const chunk = (
-      delta: Record<string, unknown>,
-      finish: string | null,
-    ): string =>
+    const chunk = (delta: Record<string, unknown>, finish: string | null): string =>
       sse({
         id: s.id,
         object: "chat.completion.chunk",
@@ -456,9 +404,7 @@ export async function startFakeOpenAI(
         ...(s.includeUsage ? { usage: null } : {}),
       });
 
-    const events: string[] = [
-      chunk({ role: "assistant", content: "", refusal: null }, null),
-    ];
+    const events: string[] = [chunk({ role: "assistant", content: "", refusal: null }, null)];
     const pieces = splitContent(s.content, config.streamChunkChars);
     for (const piece of pieces) events.push(chunk({ content: piece }, null));
     events.push(chunk({}, "stop"));
@@ -553,10 +499,7 @@ export async function startFakeOpenAI(
  * Reads the whole request body, or returns undefined (and stops buffering)
  * once it exceeds `limit` bytes.
  */
-function readBody(
-  req: IncomingMessage,
-  limit: number,
-): Promise<Buffer | undefined> {
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -615,11 +558,7 @@ function sendJson(res: ServerResponse, status: number, payload: unknown): void {
   res.end(text);
 }
 
-function sendError(
-  res: ServerResponse,
-  status: number,
-  payload: OpenAIErrorBody,
-): void {
+function sendError(res: ServerResponse, status: number, payload: OpenAIErrorBody): void {
   sendJson(res, status, payload);
 }
 
@@ -659,17 +598,10 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
 /** Returns an OpenAI 400 error body when the request is not a usable chat request. */
 function validateChatBody(body: unknown): OpenAIErrorBody | undefined {
   if (!isRecord(body)) {
-    return errorBody(
-      "The request body must be a JSON object.",
-      "invalid_request_error",
-    );
+    return errorBody("The request body must be a JSON object.", "invalid_request_error");
   }
   if (typeof body.model !== "string" || body.model === "") {
-    return errorBody(
-      "you must provide a model parameter",
-      "invalid_request_error",
-      "model",
-    );
+    return errorBody("you must provide a model parameter", "invalid_request_error", "model");
   }
   if (!Array.isArray(body.messages) || !body.messages.every(isRecord)) {
     return errorBody(
@@ -704,9 +636,7 @@ function messageText(message: ChatMessage): string {
   if (typeof c === "string") return c;
   if (Array.isArray(c)) {
     return c
-      .map((part) =>
-        isRecord(part) && typeof part.text === "string" ? part.text : "",
-      )
+      .map((part) => (isRecord(part) && typeof part.text === "string" ? part.text : ""))
       .join("");
   }
   return "";
@@ -766,9 +696,7 @@ function resolveRef(schema: unknown, root: unknown): Schema {
   let current = schema;
   for (
     let hops = 0;
-    hops < MAX_SCHEMA_DEPTH &&
-    isRecord(current) &&
-    typeof current.$ref === "string";
+    hops < MAX_SCHEMA_DEPTH && isRecord(current) && typeof current.$ref === "string";
     hops++
   ) {
     const ref = current.$ref;
@@ -778,9 +706,7 @@ function resolveRef(schema: unknown, root: unknown): Schema {
       .slice(1)
       .split("/")
       .filter((p) => p !== "")) {
-      const key = decodeURIComponent(raw)
-        .replaceAll("~1", "/")
-        .replaceAll("~0", "~");
+      const key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~");
       target = isRecord(target)
         ? target[key]
         : Array.isArray(target)
@@ -798,11 +724,7 @@ function schemaType(s: Schema): string | undefined {
   if (typeof t === "string") return t;
   if (Array.isArray(t)) {
     const nonNull = t.find((x) => typeof x === "string" && x !== "null");
-    return typeof nonNull === "string"
-      ? nonNull
-      : typeof t[0] === "string"
-        ? t[0]
-        : undefined;
+    return typeof nonNull === "string" ? nonNull : typeof t[0] === "string" ? t[0] : undefined;
   }
   if (isRecord(s.properties)) return "object";
   if (s.items !== undefined || Array.isArray(s.prefixItems)) return "array";
@@ -813,11 +735,7 @@ function num(v: unknown): number | undefined {
   return typeof v === "number" && Number.isFinite(v) ? v : undefined;
 }
 
-function generateFromSchema(
-  schemaIn: unknown,
-  root: unknown,
-  depth: number,
-): unknown {
+function generateFromSchema(schemaIn: unknown, root: unknown, depth: number): unknown {
   if (depth > MAX_SCHEMA_DEPTH) return null;
   const s = resolveRef(schemaIn, root);
   if ("const" in s) return s.const;
@@ -826,9 +744,7 @@ function generateFromSchema(
     const options = s[key];
     if (Array.isArray(options) && options.length > 0) {
       // Prefer a non-null branch so optional-but-nullable fields still carry data.
-      const pick =
-        options.find((o) => schemaType(resolveRef(o, root)) !== "null") ??
-        options[0];
+      const pick = options.find((o) => schemaType(resolveRef(o, root)) !== "null") ?? options[0];
       return generateFromSchema(pick, root, depth + 1);
     }
   }
@@ -867,11 +783,7 @@ function generateFromSchema(
       const items: unknown[] = [];
       for (let i = 0; i < count; i++) {
         const itemSchema = i < prefix.length ? prefix[i] : s.items;
-        items.push(
-          isRecord(itemSchema)
-            ? generateFromSchema(itemSchema, root, depth + 1)
-            : "item",
-        );
+        items.push(isRecord(itemSchema) ? generateFromSchema(itemSchema, root, depth + 1) : "item");
       }
       return items;
     }

@@ -31,7 +31,11 @@ export interface ManagedProcess {
 }
 
 /** Starts `node <script>` from the repository root with the given environment. */
-export function startProcess(name: string, script: string, env: Record<string, string>): ManagedProcess {
+export function startProcess(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+): ManagedProcess {
   const child = spawn(process.execPath, [script], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
@@ -44,7 +48,9 @@ export function startProcess(name: string, script: string, env: Record<string, s
   };
   child.stdout!.on("data", keep);
   child.stderr!.on("data", keep);
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once("exit", (code) => resolve(code)),
+  );
   return {
     name,
     child,
@@ -158,7 +164,10 @@ async function waitUntilReady(url: string, processes: ManagedProcess[], timeoutM
   while (Date.now() < deadline) {
     const dead = processes.find((p) => p.child.exitCode !== null);
     if (dead) throw new Error(`${dead.name} exited with code ${dead.child.exitCode}`);
-    const ready = await fetch(url).then((r) => r.ok, () => false);
+    const ready = await fetch(url).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ready) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }

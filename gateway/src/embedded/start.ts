@@ -97,7 +97,9 @@ async function seed(catalog: InMemoryPies["catalog"], dataDir: string): Promise<
     environment: { name: "test", provider: "test", defaultModel: "test" },
   });
   const { secret } = await catalog.createApiKey({ projectId: project!.id, name: "local" });
-  await writeFile(file, JSON.stringify({ apiKey: secret } satisfies Credentials, null, 2), { mode: 0o600 });
+  await writeFile(file, JSON.stringify({ apiKey: secret } satisfies Credentials, null, 2), {
+    mode: 0o600,
+  });
   return secret;
 }
 

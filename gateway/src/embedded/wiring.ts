@@ -1,6 +1,13 @@
 import { createRouterTransport, type ConnectRouter } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
-import { errorInterceptor, grpcClient, migrateToLatest, pingDatabase, type Logger, type RunEventBus } from "@pies/common";
+import {
+  errorInterceptor,
+  grpcClient,
+  migrateToLatest,
+  pingDatabase,
+  type Logger,
+  type RunEventBus,
+} from "@pies/common";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createExecutorDeps, executorRoutes, InFlight, type ExecutorConfig } from "@pies/executor";
 import { runsMigrations, runsRoutes } from "@pies/runs";
@@ -44,7 +51,9 @@ export async function createInMemoryPies(options: {
     createRouterTransport(routes, { router: { interceptors: [errorInterceptor(logger)] } });
   await migrateToLatest(db, "catalog", catalogMigrations);
   await migrateToLatest(db, "runs", runsMigrations);
-  const catalogTransport = local(catalogRoutes({ db, secrets: new SecretBox(options.secretKey), logger }));
+  const catalogTransport = local(
+    catalogRoutes({ db, secrets: new SecretBox(options.secretKey), logger }),
+  );
   const runsTransport = local(runsRoutes({ db }));
   const executorDeps = await createExecutorDeps({
     catalog: catalogTransport,

@@ -14,6 +14,11 @@ export function compact<T extends Record<string, unknown>>(obj: T): T {
 }
 
 /** A string or an array of strings (comma-separated in a string) as a list. */
-export const stringList = z
-  .union([z.string(), z.array(z.string())])
-  .transform((v) => (typeof v === "string" ? v.split(",").map((s) => s.trim()).filter(Boolean) : v));
+export const stringList = z.union([z.string(), z.array(z.string())]).transform((v) =>
+  typeof v === "string"
+    ? v
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : v,
+);

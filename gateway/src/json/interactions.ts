@@ -19,7 +19,9 @@ export const statusByName: Record<string, InteractionStatus> = {
 export const statusNameOf = (s: InteractionStatus) => statuses[s - 1] ?? "draft";
 
 const segment = z.union([
-  z.string().transform((template) => ({ type: "template", template, id: undefined, chat_path: undefined })),
+  z
+    .string()
+    .transform((template) => ({ type: "template", template, id: undefined, chat_path: undefined })),
   z
     .object({
       id: z.string().optional(),
@@ -66,7 +68,8 @@ export const interactionBody = z
 export function interactionInput(
   body: z.infer<typeof interactionBody>,
 ): MessageInitShape<typeof InteractionInputSchema> {
-  const environment = typeof body.environment === "string" ? body.environment : body.environment?.id;
+  const environment =
+    typeof body.environment === "string" ? body.environment : body.environment?.id;
   const schema = body.result_schema ?? body.resultSchema ?? body.schema ?? undefined;
   return compact({
     name: body.name,

@@ -1,6 +1,10 @@
 import { z } from "zod";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { PromptTemplate, PromptTemplateInput, PromptTemplateInputSchema } from "@pies/proto/catalog";
+import type {
+  PromptTemplate,
+  PromptTemplateInput,
+  PromptTemplateInputSchema,
+} from "@pies/proto/catalog";
 import { compact, iso, jsonObject } from "./common.js";
 
 export const promptBody = z
@@ -24,7 +28,9 @@ export function promptInput(
     contentType: body.content_type,
     content: body.content,
     testData: (body.test_data ?? undefined) as PromptTemplateInput["testData"],
-    inputSchema: (body.inputSchema ?? body.input_schema ?? undefined) as PromptTemplateInput["inputSchema"],
+    inputSchema: (body.inputSchema ??
+      body.input_schema ??
+      undefined) as PromptTemplateInput["inputSchema"],
   });
 }
 

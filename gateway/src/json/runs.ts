@@ -34,7 +34,11 @@ export function runJson(run: Run) {
       : undefined,
     execution_time: run.executionTime === undefined ? undefined : Number(run.executionTime),
     error: run.error
-      ? compact({ code: run.error.code, message: run.error.message, data: fromValue(run.error.data) ?? undefined })
+      ? compact({
+          code: run.error.code,
+          message: run.error.message,
+          data: fromValue(run.error.data) ?? undefined,
+        })
       : undefined,
     source: run.source
       ? {
@@ -105,7 +109,14 @@ export function executeRequest(
 const commaList = z
   .string()
   .optional()
-  .transform((v) => (v ? v.split(",").map((s) => s.trim()).filter(Boolean) : []));
+  .transform((v) =>
+    v
+      ? v
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : [],
+  );
 
 export const listRunsQuery = z
   .object({
@@ -122,7 +133,9 @@ export const listRunsQuery = z
   })
   .passthrough();
 
-export function runFilters(q: z.infer<typeof listRunsQuery>): MessageInitShape<typeof RunFiltersSchema> {
+export function runFilters(
+  q: z.infer<typeof listRunsQuery>,
+): MessageInitShape<typeof RunFiltersSchema> {
   return {
     interactionIds: q.interaction,
     models: q.model,

@@ -1,7 +1,11 @@
 import type { Account, ApiKey, Project } from "@pies/proto/catalog";
 import { iso } from "./common.js";
 
-export const accountJson = (a: Account) => ({ id: a.id, name: a.name, created_at: iso(a.createdAt) });
+export const accountJson = (a: Account) => ({
+  id: a.id,
+  name: a.name,
+  created_at: iso(a.createdAt),
+});
 
 export const projectJson = (p: Project) => ({
   id: p.id,

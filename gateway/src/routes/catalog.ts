@@ -29,159 +29,234 @@ const listInteractionsQuery = listQuery.extend({
 });
 
 const publishBody = z
-  .object({ visibility: z.enum(["private", "public"]).optional(), tags: z.array(z.string()).optional() })
+  .object({
+    visibility: z.enum(["private", "public"]).optional(),
+    tags: z.array(z.string()).optional(),
+  })
   .passthrough();
 
 /** Interactions, prompt templates, environments, projects, the account and API keys. */
 export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
   const { catalog } = ctx.deps;
 
-  app.post("/interactions", authed(ctx, async (request, principal, reply) => {
-    const body = interactionBody.parse(request.body ?? {});
-    const { interaction } = await catalog.createInteraction({
-      projectId: principal.projectId,
-      interaction: interactionInput(body),
-    });
-    reply.status(201);
-    return interactionJson(interaction!);
-  }));
+  app.post(
+    "/interactions",
+    authed(ctx, async (request, principal, reply) => {
+      const body = interactionBody.parse(request.body ?? {});
+      const { interaction } = await catalog.createInteraction({
+        projectId: principal.projectId,
+        interaction: interactionInput(body),
+      });
+      reply.status(201);
+      return interactionJson(interaction!);
+    }),
+  );
 
-  app.get("/interactions", authed(ctx, async (request, principal) => {
-    const q = listInteractionsQuery.parse(request.query ?? {});
-    const { interactions } = await catalog.listInteractions({
-      projectId: principal.projectId,
-      status: q.status ? statusByName[q.status] : InteractionStatus.UNSPECIFIED,
-      name: q.name ?? "",
-      version: q.version,
-      tags: q.tags ?? [],
-      limit: q.limit,
-      offset: q.offset,
-    });
-    return interactions.map(interactionRefJson);
-  }));
+  app.get(
+    "/interactions",
+    authed(ctx, async (request, principal) => {
+      const q = listInteractionsQuery.parse(request.query ?? {});
+      const { interactions } = await catalog.listInteractions({
+        projectId: principal.projectId,
+        status: q.status ? statusByName[q.status] : InteractionStatus.UNSPECIFIED,
+        name: q.name ?? "",
+        version: q.version,
+        tags: q.tags ?? [],
+        limit: q.limit,
+        offset: q.offset,
+      });
+      return interactions.map(interactionRefJson);
+    }),
+  );
 
-  app.get("/interactions/:id", authed(ctx, async (request, principal) => {
-    const { interaction } = await catalog.getInteraction({
-      projectId: principal.projectId,
-      id: params(request).id!,
-      expandTemplates: true,
-    });
-    return interactionJson(interaction!);
-  }));
+  app.get(
+    "/interactions/:id",
+    authed(ctx, async (request, principal) => {
+      const { interaction } = await catalog.getInteraction({
+        projectId: principal.projectId,
+        id: params(request).id!,
+        expandTemplates: true,
+      });
+      return interactionJson(interaction!);
+    }),
+  );
 
-  app.put("/interactions/:id", authed(ctx, async (request, principal) => {
-    const body = interactionBody.parse(request.body ?? {});
-    const { interaction } = await catalog.updateInteraction({
-      projectId: principal.projectId,
-      id: params(request).id!,
-      interaction: interactionInput(body),
-    });
-    return interactionJson(interaction!);
-  }));
+  app.put(
+    "/interactions/:id",
+    authed(ctx, async (request, principal) => {
+      const body = interactionBody.parse(request.body ?? {});
+      const { interaction } = await catalog.updateInteraction({
+        projectId: principal.projectId,
+        id: params(request).id!,
+        interaction: interactionInput(body),
+      });
+      return interactionJson(interaction!);
+    }),
+  );
 
-  app.delete("/interactions/:id", authed(ctx, async (request, principal, reply) => {
-    await catalog.deleteInteraction({ projectId: principal.projectId, id: params(request).id! });
-    return reply.status(204).send();
-  }));
+  app.delete(
+    "/interactions/:id",
+    authed(ctx, async (request, principal, reply) => {
+      await catalog.deleteInteraction({ projectId: principal.projectId, id: params(request).id! });
+      return reply.status(204).send();
+    }),
+  );
 
-  app.post("/interactions/:id/publish", authed(ctx, async (request, principal) => {
-    const body = publishBody.parse(request.body ?? {});
-    const { version } = await catalog.publishInteraction({
-      projectId: principal.projectId,
-      id: params(request).id!,
-      visibility: body.visibility === "public" ? 2 : 1,
-      tags: body.tags ?? [],
-    });
-    return interactionJson(version!);
-  }));
+  app.post(
+    "/interactions/:id/publish",
+    authed(ctx, async (request, principal) => {
+      const body = publishBody.parse(request.body ?? {});
+      const { version } = await catalog.publishInteraction({
+        projectId: principal.projectId,
+        id: params(request).id!,
+        visibility: body.visibility === "public" ? 2 : 1,
+        tags: body.tags ?? [],
+      });
+      return interactionJson(version!);
+    }),
+  );
 
-  app.get("/interactions/:id/versions", authed(ctx, async (request, principal) => {
-    const { versions } = await catalog.listInteractionVersions({
-      projectId: principal.projectId,
-      id: params(request).id!,
-    });
-    return versions.map(interactionJson);
-  }));
+  app.get(
+    "/interactions/:id/versions",
+    authed(ctx, async (request, principal) => {
+      const { versions } = await catalog.listInteractionVersions({
+        projectId: principal.projectId,
+        id: params(request).id!,
+      });
+      return versions.map(interactionJson);
+    }),
+  );
 
-  app.post("/prompts", authed(ctx, async (request, principal, reply) => {
-    const body = promptBody.parse(request.body ?? {});
-    const { prompt } = await catalog.createPrompt({
-      projectId: principal.projectId,
-      prompt: promptInput(body),
-    });
-    reply.status(201);
-    return promptJson(prompt!);
-  }));
+  app.post(
+    "/prompts",
+    authed(ctx, async (request, principal, reply) => {
+      const body = promptBody.parse(request.body ?? {});
+      const { prompt } = await catalog.createPrompt({
+        projectId: principal.projectId,
+        prompt: promptInput(body),
+      });
+      reply.status(201);
+      return promptJson(prompt!);
+    }),
+  );
 
-  app.get("/prompts", authed(ctx, async (request, principal) => {
-    const q = listQuery.parse(request.query ?? {});
-    const { prompts } = await catalog.listPrompts({ projectId: principal.projectId, ...q });
-    return prompts.map(promptJson);
-  }));
+  app.get(
+    "/prompts",
+    authed(ctx, async (request, principal) => {
+      const q = listQuery.parse(request.query ?? {});
+      const { prompts } = await catalog.listPrompts({ projectId: principal.projectId, ...q });
+      return prompts.map(promptJson);
+    }),
+  );
 
-  app.get("/prompts/:id", authed(ctx, async (request, principal) => {
-    const { prompt } = await catalog.getPrompt({ projectId: principal.projectId, id: params(request).id! });
-    return promptJson(prompt!);
-  }));
+  app.get(
+    "/prompts/:id",
+    authed(ctx, async (request, principal) => {
+      const { prompt } = await catalog.getPrompt({
+        projectId: principal.projectId,
+        id: params(request).id!,
+      });
+      return promptJson(prompt!);
+    }),
+  );
 
-  app.post("/environments", authed(ctx, async (request, principal, reply) => {
-    const body = environmentBody.parse(request.body ?? {});
-    const { environment } = await catalog.createEnvironment({
-      projectId: principal.projectId,
-      environment: environmentInput(body),
-    });
-    reply.status(201);
-    return environmentJson(environment!);
-  }));
+  app.post(
+    "/environments",
+    authed(ctx, async (request, principal, reply) => {
+      const body = environmentBody.parse(request.body ?? {});
+      const { environment } = await catalog.createEnvironment({
+        projectId: principal.projectId,
+        environment: environmentInput(body),
+      });
+      reply.status(201);
+      return environmentJson(environment!);
+    }),
+  );
 
-  app.get("/environments", authed(ctx, async (_request, principal) => {
-    const { environments } = await catalog.listEnvironments({ projectId: principal.projectId });
-    return environments.map(environmentJson);
-  }));
+  app.get(
+    "/environments",
+    authed(ctx, async (_request, principal) => {
+      const { environments } = await catalog.listEnvironments({ projectId: principal.projectId });
+      return environments.map(environmentJson);
+    }),
+  );
 
-  app.get("/environments/:id", authed(ctx, async (request, principal) => {
-    const { environment } = await catalog.getEnvironment({
-      projectId: principal.projectId,
-      id: params(request).id!,
-    });
-    return environmentJson(environment!);
-  }));
+  app.get(
+    "/environments/:id",
+    authed(ctx, async (request, principal) => {
+      const { environment } = await catalog.getEnvironment({
+        projectId: principal.projectId,
+        id: params(request).id!,
+      });
+      return environmentJson(environment!);
+    }),
+  );
 
-  app.get("/account", authed(ctx, async (_request, principal) => {
-    const { account } = await catalog.getAccount({ accountId: principal.accountId });
-    return { ...accountJson(account!), project: { id: principal.projectId, name: principal.projectName } };
-  }));
+  app.get(
+    "/account",
+    authed(ctx, async (_request, principal) => {
+      const { account } = await catalog.getAccount({ accountId: principal.accountId });
+      return {
+        ...accountJson(account!),
+        project: { id: principal.projectId, name: principal.projectName },
+      };
+    }),
+  );
 
-  app.get("/projects", authed(ctx, async (_request, principal) => {
-    const { projects } = await catalog.listProjects({ accountId: principal.accountId });
-    return projects.map(projectJson);
-  }));
+  app.get(
+    "/projects",
+    authed(ctx, async (_request, principal) => {
+      const { projects } = await catalog.listProjects({ accountId: principal.accountId });
+      return projects.map(projectJson);
+    }),
+  );
 
-  app.post("/projects", authed(ctx, async (request, principal, reply) => {
-    const body = z.object({ name: z.string().min(1) }).passthrough().parse(request.body ?? {});
-    const { project } = await catalog.createProject({ accountId: principal.accountId, name: body.name });
-    reply.status(201);
-    return projectJson(project!);
-  }));
+  app.post(
+    "/projects",
+    authed(ctx, async (request, principal, reply) => {
+      const body = z
+        .object({ name: z.string().min(1) })
+        .passthrough()
+        .parse(request.body ?? {});
+      const { project } = await catalog.createProject({
+        accountId: principal.accountId,
+        name: body.name,
+      });
+      reply.status(201);
+      return projectJson(project!);
+    }),
+  );
 
-  app.get("/apikeys", authed(ctx, async (_request, principal) => {
-    const { apiKeys } = await catalog.listApiKeys({ projectId: principal.projectId });
-    return apiKeys.map(apiKeyJson);
-  }));
+  app.get(
+    "/apikeys",
+    authed(ctx, async (_request, principal) => {
+      const { apiKeys } = await catalog.listApiKeys({ projectId: principal.projectId });
+      return apiKeys.map(apiKeyJson);
+    }),
+  );
 
-  app.post("/apikeys", authed(ctx, async (request, principal, reply) => {
-    const body = z.object({ name: z.string().optional() }).passthrough().parse(request.body ?? {});
-    const { apiKey, secret } = await catalog.createApiKey({
-      projectId: principal.projectId,
-      name: body.name ?? "",
-    });
-    reply.status(201);
-    // The only response that ever carries the secret.
-    return { ...apiKeyJson(apiKey!), key: secret };
-  }));
+  app.post(
+    "/apikeys",
+    authed(ctx, async (request, principal, reply) => {
+      const body = z
+        .object({ name: z.string().optional() })
+        .passthrough()
+        .parse(request.body ?? {});
+      const { apiKey, secret } = await catalog.createApiKey({
+        projectId: principal.projectId,
+        name: body.name ?? "",
+      });
+      reply.status(201);
+      // The only response that ever carries the secret.
+      return { ...apiKeyJson(apiKey!), key: secret };
+    }),
+  );
 
-  app.delete("/apikeys/:id", authed(ctx, async (request, principal, reply) => {
-    await catalog.deleteApiKey({ projectId: principal.projectId, id: params(request).id! });
-    return reply.status(204).send();
-  }));
+  app.delete(
+    "/apikeys/:id",
+    authed(ctx, async (request, principal, reply) => {
+      await catalog.deleteApiKey({ projectId: principal.projectId, id: params(request).id! });
+      return reply.status(204).send();
+    }),
+  );
 }

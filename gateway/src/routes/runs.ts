@@ -4,7 +4,14 @@ import type { ExecuteRequest } from "@pies/proto/executor";
 import { RunStatus, type Run } from "@pies/proto/runs";
 import type { Principal } from "@pies/proto/catalog";
 import { badRequest, HttpError } from "../errors.js";
-import { executeBody, executeRequest, listRunsQuery, runFilters, runJson, type ExecuteBody } from "../json/runs.js";
+import {
+  executeBody,
+  executeRequest,
+  listRunsQuery,
+  runFilters,
+  runJson,
+  type ExecuteBody,
+} from "../json/runs.js";
 import { authed, params, type RouteContext } from "./context.js";
 
 /** Executions (blocking or streamed), and reading runs back. */
@@ -34,45 +41,75 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
     return failedAsError(run!, reply);
   };
 
-  app.post("/interactions/:id/execute", authed(ctx, async (request, principal, reply) => {
-    const body = executeBody.parse(request.body ?? {});
-    return execute(request, principal, body, { case: "interactionId", value: params(request).id! }, reply);
-  }));
+  app.post(
+    "/interactions/:id/execute",
+    authed(ctx, async (request, principal, reply) => {
+      const body = executeBody.parse(request.body ?? {});
+      return execute(
+        request,
+        principal,
+        body,
+        { case: "interactionId", value: params(request).id! },
+        reply,
+      );
+    }),
+  );
 
-  app.post("/runs", authed(ctx, async (request, principal, reply) => {
-    const body = executeBody.parse(request.body ?? {});
-    const id = body.interaction ?? body.interactionId;
-    if (!id) throw badRequest("interaction: the id of the interaction to execute is required");
-    return execute(request, principal, body, { case: "interactionId", value: id }, reply);
-  }));
+  app.post(
+    "/runs",
+    authed(ctx, async (request, principal, reply) => {
+      const body = executeBody.parse(request.body ?? {});
+      const id = body.interaction ?? body.interactionId;
+      if (!id) throw badRequest("interaction: the id of the interaction to execute is required");
+      return execute(request, principal, body, { case: "interactionId", value: id }, reply);
+    }),
+  );
 
-  app.post("/execute", authed(ctx, async (request, principal, reply) => {
-    const body = executeBody.parse(request.body ?? {});
-    const name = body.interaction ?? body.interactionId;
-    if (!name) throw badRequest("interaction: `Name`, `Name@3`, `Name@latest` or `Name@draft` is required");
-    return execute(request, principal, body, { case: "interactionName", value: name }, reply);
-  }));
+  app.post(
+    "/execute",
+    authed(ctx, async (request, principal, reply) => {
+      const body = executeBody.parse(request.body ?? {});
+      const name = body.interaction ?? body.interactionId;
+      if (!name)
+        throw badRequest(
+          "interaction: `Name`, `Name@3`, `Name@latest` or `Name@draft` is required",
+        );
+      return execute(request, principal, body, { case: "interactionName", value: name }, reply);
+    }),
+  );
 
-  app.get("/runs", authed(ctx, async (request, principal) => {
-    const q = listRunsQuery.parse(request.query ?? {});
-    const result = await runs.listRuns({
-      projectId: principal.projectId,
-      limit: q.limit,
-      offset: q.offset,
-      filters: runFilters(q),
-    });
-    return result.runs.map(runJson);
-  }));
+  app.get(
+    "/runs",
+    authed(ctx, async (request, principal) => {
+      const q = listRunsQuery.parse(request.query ?? {});
+      const result = await runs.listRuns({
+        projectId: principal.projectId,
+        limit: q.limit,
+        offset: q.offset,
+        filters: runFilters(q),
+      });
+      return result.runs.map(runJson);
+    }),
+  );
 
-  app.get("/runs/:id", authed(ctx, async (request, principal) => {
-    const { run } = await runs.getRun({ projectId: principal.projectId, id: params(request).id! });
-    return runJson(run!);
-  }));
+  app.get(
+    "/runs/:id",
+    authed(ctx, async (request, principal) => {
+      const { run } = await runs.getRun({
+        projectId: principal.projectId,
+        id: params(request).id!,
+      });
+      return runJson(run!);
+    }),
+  );
 
-  app.post("/runs/search", authed(ctx, async (_request, principal) => {
-    const result = await runs.searchRuns({ projectId: principal.projectId });
-    return { results: result.runs.map(runJson) };
-  }));
+  app.post(
+    "/runs/search",
+    authed(ctx, async (_request, principal) => {
+      const result = await runs.searchRuns({ projectId: principal.projectId });
+      return { results: result.runs.map(runJson) };
+    }),
+  );
 }
 
 /**

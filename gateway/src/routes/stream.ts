@@ -7,7 +7,8 @@ import { runJson } from "../json/runs.js";
 import { params, type RouteContext } from "./context.js";
 
 const decoder = new TextDecoder();
-const terminal = (run: Run) => run.status === RunStatus.COMPLETED || run.status === RunStatus.FAILED;
+const terminal = (run: Run) =>
+  run.status === RunStatus.COMPLETED || run.status === RunStatus.FAILED;
 
 /**
  * GET /runs/:id/stream: Server-Sent Events of a streamed run. The first request starts the run;
@@ -88,7 +89,8 @@ function writeEvent(res: ServerResponse, event: string, data: string, id?: numbe
 }
 
 function lastEventId(request: FastifyRequest): number | undefined {
-  const raw = request.headers["last-event-id"] ?? (request.query as Record<string, string>)?.lastEventId;
+  const raw =
+    request.headers["last-event-id"] ?? (request.query as Record<string, string>)?.lastEventId;
   const seq = Number(Array.isArray(raw) ? raw[0] : raw);
   return Number.isInteger(seq) && seq > 0 ? seq : undefined;
 }

@@ -44,14 +44,18 @@ async function main(argv: string[]): Promise<number> {
   try {
     await migrateToLatest(db, "catalog", migrations);
     // The same handlers as the service, called in memory: the CLI cannot drift from the API.
-    const secrets = new SecretBox(process.env.PIES_SECRET_KEY ?? Buffer.alloc(32).toString("base64"));
+    const secrets = new SecretBox(
+      process.env.PIES_SECRET_KEY ?? Buffer.alloc(32).toString("base64"),
+    );
     const logger = createLogger("pies-cli", "warn");
     const catalog = createClient(
       CatalogService,
       createRouterTransport(catalogRoutes({ db, secrets, logger })),
     );
     const print = (value: unknown) =>
-      process.stdout.write(JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? String(v) : v), 2) + "\n");
+      process.stdout.write(
+        JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? String(v) : v), 2) + "\n",
+      );
     switch (command) {
       case "migrate":
         print({ migrated: true });
@@ -61,7 +65,10 @@ async function main(argv: string[]): Promise<number> {
           name: required(values.name, "--name"),
           projectName: values.project ?? "",
         });
-        print({ account: { id: account!.id, name: account!.name }, project: { id: project!.id, name: project!.name } });
+        print({
+          account: { id: account!.id, name: account!.name },
+          project: { id: project!.id, name: project!.name },
+        });
         return 0;
       }
       case "create-project": {
@@ -89,7 +96,10 @@ async function main(argv: string[]): Promise<number> {
           projectId: project!.id,
           environment: { name: "test", provider: "test", defaultModel: "test" },
         });
-        const { secret } = await catalog.createApiKey({ projectId: project!.id, name: "bootstrap" });
+        const { secret } = await catalog.createApiKey({
+          projectId: project!.id,
+          name: "bootstrap",
+        });
         print({
           account: account!.id,
           project: project!.id,

@@ -2,11 +2,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { sql, type Kysely } from "kysely";
 import { newId } from "@pies/common";
-import {
-  InteractionStatus,
-  type CatalogService,
-  type InteractionInput,
-} from "@pies/proto/catalog";
+import { InteractionStatus, type CatalogService, type InteractionInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { invalid, notFound, pageSize, requireProject } from "./errors.js";
 import {
@@ -39,10 +35,15 @@ async function templatesOf(
 }
 
 /** Checks the segments and that every template and the environment exist in the project. */
-async function checkReferences(db: Kysely<CatalogDatabase>, projectId: string, input: InteractionInput) {
+async function checkReferences(
+  db: Kysely<CatalogDatabase>,
+  projectId: string,
+  input: InteractionInput,
+) {
   const segments: StoredSegment[] = input.prompts.map((p) => {
     const type = p.type || "template";
-    if (!SEGMENT_TYPES.includes(type)) throw invalid(`prompt segment type ${type} is not supported`);
+    if (!SEGMENT_TYPES.includes(type))
+      throw invalid(`prompt segment type ${type} is not supported`);
     if (type === "template" && !p.templateId) throw invalid("a template segment needs template");
     if (type === "chat" && !p.chatPath) throw invalid("a chat segment needs chat_path");
     return {
@@ -78,7 +79,9 @@ async function checkReferences(db: Kysely<CatalogDatabase>, projectId: string, i
 /** The version selector of `Name@3`, `Name@latest`, `Name@draft` or a bare `Name`. */
 function parseSelector(ref: string): { name: string; selector: string } {
   const at = ref.lastIndexOf("@");
-  return at > 0 ? { name: ref.slice(0, at), selector: ref.slice(at + 1) } : { name: ref, selector: "" };
+  return at > 0
+    ? { name: ref.slice(0, at), selector: ref.slice(at + 1) }
+    : { name: ref, selector: "" };
 }
 
 async function findByName(db: Kysely<CatalogDatabase>, projectId: string, ref: string) {
@@ -171,7 +174,8 @@ export function interactionHandlers({
       if (req.name) query = query.where("name", "=", req.name);
       if (req.version !== undefined) query = query.where("version", "=", req.version);
       // One array parameter: kysely would expand an array operand into a list of scalars.
-      if (req.tags.length > 0) query = query.where(sql<boolean>`tags && ${sql.val(req.tags)}::text[]`);
+      if (req.tags.length > 0)
+        query = query.where(sql<boolean>`tags && ${sql.val(req.tags)}::text[]`);
       // Without a name filter, list drafts only: versions are reached by name or via /versions.
       if (!req.name && req.version === undefined) query = query.where("parent_id", "is", null);
       const rows = await query

@@ -10,7 +10,9 @@ import { tenancyHandlers } from "./tenancy.js";
  * The catalog's handlers. RPCs without a handler yet (updates, deletes, publishing) answer
  * UNIMPLEMENTED naming the method, as Connect does for any method left out.
  */
-export function createCatalogService(deps: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
+export function createCatalogService(
+  deps: CatalogDeps,
+): Partial<ServiceImpl<typeof CatalogService>> {
   return {
     ...tenancyHandlers(deps),
     ...environmentHandlers(deps),

@@ -40,7 +40,13 @@ export async function callProvider(
   try {
     parsed = JSON.parse(content) as JsonValue;
   } catch {
-    return { ok: false, code: "validation_error", message: "the answer is not JSON", data: { content }, usage };
+    return {
+      ok: false,
+      code: "validation_error",
+      message: "the answer is not JSON",
+      data: { content },
+      usage,
+    };
   }
   const errors = deps.schemas.errors(request.schema, parsed);
   if (errors.length > 0) {

@@ -39,7 +39,8 @@ export async function prepareExecution(
     interaction: req.interaction,
     environmentId: req.config?.environmentId ?? "",
   });
-  if (!interaction || !environment) throw new ConnectError("catalog answered no interaction", Code.Internal);
+  if (!interaction || !environment)
+    throw new ConnectError("catalog answered no interaction", Code.Internal);
 
   const data = req.data ?? {};
   checkInput(deps, interaction, data);
@@ -48,7 +49,10 @@ export async function prepareExecution(
   const messages = render(deps, interaction, data);
 
   const model = req.config?.model || interaction.model || environment.defaultModel;
-  if (!model) throw invalid(`no model: neither the request, interaction ${interaction.id} nor environment ${environment.id} names one`);
+  if (!model)
+    throw invalid(
+      `no model: neither the request, interaction ${interaction.id} nor environment ${environment.id} names one`,
+    );
   if (environment.enabledModels.length > 0 && !environment.enabledModels.includes(model)) {
     throw invalid(`model ${model} is not enabled in environment ${environment.id}`);
   }
@@ -103,7 +107,8 @@ function checkInput(deps: ExecutorDeps, interaction: Interaction, data: JsonObje
   try {
     errors = deps.schemas.errors(schema, data);
   } catch (err) {
-    if (err instanceof SchemaError) throw invalid(`the input schema of interaction ${interaction.id} is ${err.message}`);
+    if (err instanceof SchemaError)
+      throw invalid(`the input schema of interaction ${interaction.id} is ${err.message}`);
     throw err;
   }
   if (errors.length > 0) {

@@ -51,7 +51,12 @@ export function createExecutorService(
         () => undefined,
         (err: unknown) => err,
       );
-      const outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
+      const outcome = await callProvider(
+        deps,
+        prepared.environment,
+        prepared.apiKey,
+        prepared.request,
+      );
       const createError = await created;
       if (createError) throw createError;
       const { run } = await deps.runs.updateRun({

@@ -7,7 +7,10 @@ import type { RunsDatabase } from "./tables.js";
 type RunsQuery<O> = SelectQueryBuilder<RunsDatabase, "runs.runs", O>;
 
 /** Applies list/search filters; every one is served by an index that starts with project_id. */
-export function applyFilters<O>(query: RunsQuery<O>, filters: RunFilters | undefined): RunsQuery<O> {
+export function applyFilters<O>(
+  query: RunsQuery<O>,
+  filters: RunFilters | undefined,
+): RunsQuery<O> {
   if (!filters) return query;
   if (filters.interactionIds.length > 0) {
     query = query.where("interaction_id", "in", filters.interactionIds);
@@ -20,7 +23,8 @@ export function applyFilters<O>(query: RunsQuery<O>, filters: RunFilters | undef
     query = query.where("status", "=", statusName(filters.status));
   }
   // One array parameter: kysely would expand an array operand into a list of scalars.
-  if (filters.tags.length > 0) query = query.where(sql<boolean>`tags && ${sql.val(filters.tags)}::text[]`);
+  if (filters.tags.length > 0)
+    query = query.where(sql<boolean>`tags && ${sql.val(filters.tags)}::text[]`);
   if (filters.topLevelOnly) query = query.where("parent_id", "is", null);
   if (filters.parentId) query = query.where("parent_id", "=", filters.parentId);
   const anchor = fromTimestamp(filters.anchorDate);

@@ -146,9 +146,7 @@ export function updateToColumns(update: RunUpdate) {
     ...(update.result !== undefined ? { result: json(fromValue(update.result)) } : {}),
     ...(update.prompt !== undefined ? { prompt: json(fromValue(update.prompt)) } : {}),
     ...(update.tokenUse !== undefined ? tokenColumns(update.tokenUse) : {}),
-    ...(update.executionTime !== undefined
-      ? { execution_time: Number(update.executionTime) }
-      : {}),
+    ...(update.executionTime !== undefined ? { execution_time: Number(update.executionTime) } : {}),
     ...(update.error !== undefined ? { error: json(errorJson(update.error)) } : {}),
     updated_at: new Date(),
   };

@@ -28,10 +28,33 @@ function checked<T>(columns: () => T): T {
 
 /** Columns of a run reference (list results): all but the prompt and the output schema. */
 const listColumns = [
-  "id", "project_id", "account_id", "interaction_id", "interaction_name", "environment_id",
-  "environment_name", "provider", "model_id", "status", "stream", "parameters", "result", "tags",
-  "config", "source", "prompt_tokens", "result_tokens", "total_tokens", "execution_time", "error",
-  "ttl", "parent_id", "cache_policy", "cached", "created_at", "updated_at",
+  "id",
+  "project_id",
+  "account_id",
+  "interaction_id",
+  "interaction_name",
+  "environment_id",
+  "environment_name",
+  "provider",
+  "model_id",
+  "status",
+  "stream",
+  "parameters",
+  "result",
+  "tags",
+  "config",
+  "source",
+  "prompt_tokens",
+  "result_tokens",
+  "total_tokens",
+  "execution_time",
+  "error",
+  "ttl",
+  "parent_id",
+  "cache_policy",
+  "cached",
+  "created_at",
+  "updated_at",
 ] as const;
 
 /**

@@ -114,7 +114,14 @@ export async function up(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  for (const table of ["interactions", "prompts", "environments", "api_keys", "projects", "accounts"]) {
+  for (const table of [
+    "interactions",
+    "prompts",
+    "environments",
+    "api_keys",
+    "projects",
+    "accounts",
+  ]) {
     await db.schema.withSchema("catalog").dropTable(table).execute();
   }
 }

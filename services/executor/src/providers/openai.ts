@@ -37,7 +37,10 @@ export class OpenAIClient implements LlmClient {
     });
   }
 
-  async complete(request: CompletionRequest, options: CompletionOptions): Promise<CompletionResult> {
+  async complete(
+    request: CompletionRequest,
+    options: CompletionOptions,
+  ): Promise<CompletionResult> {
     const params = this.params(request);
     try {
       if (!options.onChunk) {

@@ -12,7 +12,18 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-const WORDS = ["alpha", "bravo", "delta", "echo", "lima", "nova", "orbit", "prism", "quartz", "sierra"];
+const WORDS = [
+  "alpha",
+  "bravo",
+  "delta",
+  "echo",
+  "lima",
+  "nova",
+  "orbit",
+  "prism",
+  "quartz",
+  "sierra",
+];
 
 /**
  * A value that validates against `schema`, chosen by `random`: enums and consts, objects (every
@@ -20,13 +31,21 @@ const WORDS = ["alpha", "bravo", "delta", "echo", "lima", "nova", "orbit", "pris
  * integers within their bounds, booleans, nullable types, anyOf/oneOf (the first) and allOf
  * (merged), and local $refs.
  */
-export function sampleJson(schema: JsonObject, random: () => number, root = schema, depth = 0): JsonValue {
+export function sampleJson(
+  schema: JsonObject,
+  random: () => number,
+  root = schema,
+  depth = 0,
+): JsonValue {
   if (depth > 8) return null;
   if (typeof schema.$ref === "string" && schema.$ref.startsWith("#/")) {
     const target = schema.$ref
       .slice(2)
       .split("/")
-      .reduce<JsonValue | undefined>((s, k) => (s && typeof s === "object" && !Array.isArray(s) ? s[k] : undefined), root);
+      .reduce<JsonValue | undefined>(
+        (s, k) => (s && typeof s === "object" && !Array.isArray(s) ? s[k] : undefined),
+        root,
+      );
     return target && typeof target === "object" && !Array.isArray(target)
       ? sampleJson(target, random, root, depth + 1)
       : null;
@@ -44,14 +63,18 @@ export function sampleJson(schema: JsonObject, random: () => number, root = sche
     delete merged.allOf;
     return sampleJson(merged, random, root, depth + 1);
   }
-  const types = Array.isArray(schema.type) ? schema.type : [schema.type ?? (schema.properties ? "object" : "string")];
+  const types = Array.isArray(schema.type)
+    ? schema.type
+    : [schema.type ?? (schema.properties ? "object" : "string")];
   const type = String(types.find((t) => t !== "null") ?? "null");
-  const num = (key: string) => (typeof schema[key] === "number" ? (schema[key] as number) : undefined);
+  const num = (key: string) =>
+    typeof schema[key] === "number" ? (schema[key] as number) : undefined;
   switch (type) {
     case "object": {
       const properties = (schema.properties ?? {}) as Record<string, JsonObject>;
       const out: JsonObject = {};
-      for (const [key, sub] of Object.entries(properties)) out[key] = sampleJson(sub, random, root, depth + 1);
+      for (const [key, sub] of Object.entries(properties))
+        out[key] = sampleJson(sub, random, root, depth + 1);
       return out;
     }
     case "array": {
@@ -66,7 +89,9 @@ export function sampleJson(schema: JsonObject, random: () => number, root = sche
       const min = num("minimum") ?? (num("exclusiveMinimum") ?? -1) + 1;
       const max = Math.max(min, num("maximum") ?? (num("exclusiveMaximum") ?? min + 101) - 1);
       const value = min + random() * (max - min);
-      return type === "integer" ? Math.min(max, Math.max(min, Math.round(value))) : Math.round(value * 100) / 100;
+      return type === "integer"
+        ? Math.min(max, Math.max(min, Math.round(value)))
+        : Math.round(value * 100) / 100;
     }
     case "boolean":
       return random() < 0.5;

@@ -19,12 +19,19 @@ import {
  * - anything else: a normal answer.
  */
 export class TestClient implements LlmClient {
-  async complete(request: CompletionRequest, options: CompletionOptions): Promise<CompletionResult> {
+  async complete(
+    request: CompletionRequest,
+    options: CompletionOptions,
+  ): Promise<CompletionResult> {
     const model = request.model;
     const latency = /^test-latency-(\d+)$/.exec(model);
     if (latency) await sleep(Number(latency[1]), options.signal);
-    if (model === "test-fail") throw new ProviderError("test provider: model test-fail always fails");
-    const seed = createHash("sha256").update(JSON.stringify(request.messages)).digest().readUInt32LE(0);
+    if (model === "test-fail")
+      throw new ProviderError("test provider: model test-fail always fails");
+    const seed = createHash("sha256")
+      .update(JSON.stringify(request.messages))
+      .digest()
+      .readUInt32LE(0);
     const content = answer(request, seededRandom(seed), model === "test-invalid");
     if (options.onChunk) {
       for (const piece of chunks(content)) {
@@ -45,7 +52,9 @@ function answer(request: CompletionRequest, random: () => number, invalid: boole
   }
   const last = [...request.messages].reverse().find((m) => m.role === "user")?.content ?? "";
   const words = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit"];
-  const tail = Array.from({ length: 12 }, () => words[Math.floor(random() * words.length)]).join(" ");
+  const tail = Array.from({ length: 12 }, () => words[Math.floor(random() * words.length)]).join(
+    " ",
+  );
   return `Test answer to "${last.slice(0, 200)}": ${tail}.`;
 }
 

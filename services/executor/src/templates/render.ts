@@ -34,7 +34,10 @@ export class PromptRenderer {
       if (!template) throw new TemplateError(`prompt template ${segment.templateId} is missing`);
       const role = (ROLES.has(template.role) ? template.role : "user") as ChatMessage["role"];
       try {
-        messages.push({ role, content: this.renderOne(template.contentType, template.content, data) });
+        messages.push({
+          role,
+          content: this.renderOne(template.contentType, template.content, data),
+        });
       } catch (err) {
         const reason = err instanceof Error ? err.message : String(err);
         throw new TemplateError(`prompt template ${template.name || template.id}: ${reason}`);
@@ -69,10 +72,12 @@ export class PromptRenderer {
 }
 
 function chatMessages(data: JsonObject, path: string): ChatMessage[] {
-  const value = path.split(".").reduce<unknown>(
-    (v, key) => (v && typeof v === "object" ? (v as Record<string, unknown>)[key] : undefined),
-    data,
-  );
+  const value = path
+    .split(".")
+    .reduce<unknown>(
+      (v, key) => (v && typeof v === "object" ? (v as Record<string, unknown>)[key] : undefined),
+      data,
+    );
   if (!Array.isArray(value)) throw new TemplateError(`input ${path} must be an array of messages`);
   return value.map((m, i) => {
     const { role, content } = (m ?? {}) as { role?: unknown; content?: unknown };
