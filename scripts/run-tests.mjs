@@ -31,9 +31,9 @@ try {
     code = 1;
   }
 } catch {
-  console.log("\ntests: 0 passed, 1 failed");
+  process.stdout.write("\ntests: 0 passed, 1 failed\n");
   code = code || 1;
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
-process.exit(code);
+process.exitCode = code;

@@ -1,4 +1,4 @@
-import type { ServiceImpl } from "@connectrpc/connect";
+import { createClient, type ServiceImpl, type Transport } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "@pies/proto/health";
 
 /** Service name whose check covers the dependencies (PostgreSQL, NATS, peers). */
@@ -34,4 +34,23 @@ export function createHealthService(
       }
     },
   };
+}
+
+/** Whether every peer answers its health check for `service` with SERVING, within the timeout. */
+export async function peersServing(
+  peers: Transport[],
+  service: string,
+  timeoutMs = 2000,
+): Promise<boolean> {
+  const checks = await Promise.all(
+    peers.map((transport) =>
+      createClient(Health, transport)
+        .check({ service }, { timeoutMs })
+        .then(
+          (r) => r.status === Status.SERVING,
+          () => false,
+        ),
+    ),
+  );
+  return checks.every(Boolean);
 }

@@ -10,3 +10,4 @@ export * from "./health.js";
 export * from "./server.js";
 export * from "./client.js";
 export * from "./lifecycle.js";
+export * from "./db-service.js";

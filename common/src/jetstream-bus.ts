@@ -11,6 +11,13 @@ import {
 } from "@nats-io/jetstream";
 import type { RunEvent, RunEventBus, SubscribeOptions } from "./bus.js";
 
+export interface NatsSettings {
+  NATS_URL: string;
+  PIES_NATS_STREAM: string;
+  PIES_NATS_SUBJECT_PREFIX: string;
+  PIES_STREAM_MAX_AGE_SECONDS: number;
+}
+
 export interface JetStreamBusOptions {
   url: string;
   stream: string;
@@ -31,6 +38,17 @@ export class JetStreamRunEventBus implements RunEventBus {
     private readonly jsm: JetStreamManager,
     private readonly options: JetStreamBusOptions,
   ) {}
+
+  /** Connects with the NATS_URL / PIES_NATS_* settings of a component's configuration. */
+  static fromConfig(config: NatsSettings, name: string): Promise<JetStreamRunEventBus> {
+    return JetStreamRunEventBus.connect({
+      url: config.NATS_URL,
+      stream: config.PIES_NATS_STREAM,
+      subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
+      maxAgeSeconds: config.PIES_STREAM_MAX_AGE_SECONDS,
+      name,
+    });
+  }
 
   static async connect(options: JetStreamBusOptions): Promise<JetStreamRunEventBus> {
     const nc = await connect({

@@ -30,3 +30,19 @@ export function exitOnStartupError(logger: Logger) {
     process.exit(1);
   };
 }
+
+/**
+ * The body of every `main.ts`: start the component, stop it gracefully on SIGTERM/SIGINT, exit 1
+ * with the reason when it cannot start.
+ */
+export async function runProcess(
+  logger: Logger,
+  start: () => Promise<{ stop(): Promise<void> }>,
+): Promise<void> {
+  try {
+    const running = await start();
+    onShutdown(logger, () => running.stop());
+  } catch (err) {
+    exitOnStartupError(logger)(err);
+  }
+}

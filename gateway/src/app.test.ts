@@ -27,6 +27,7 @@ beforeAll(async () => {
       PIES_PROVIDER_MAX_RETRIES: 0,
       PIES_TEMPLATE_TIMEOUT_MS: 100,
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
+      PIES_TEMPLATE_WORKERS: 1,
     },
     gateway: {
       maxBodyBytes: 64 * 1024,

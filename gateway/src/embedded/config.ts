@@ -17,6 +17,7 @@ export const embeddedConfigSchema = z.object({
   PIES_PROVIDER_MAX_RETRIES: env.int(2, 0),
   PIES_TEMPLATE_TIMEOUT_MS: env.int(100, 1),
   PIES_TEMPLATE_MEMORY_BYTES: env.int(16 * 1024 * 1024, 1024 * 1024),
+  PIES_TEMPLATE_WORKERS: env.int(2, 1),
   PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024),
   PIES_AUTH_CACHE_SECONDS: env.int(30, 0),
   PIES_SSE_HEARTBEAT_SECONDS: env.int(15, 1),

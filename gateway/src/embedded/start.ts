@@ -41,13 +41,10 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
     : createDatabase({ url: config.DATABASE_URL!, applicationName: "pies-embedded" });
 
   const bus: RunEventBus = config.NATS_URL
-    ? await JetStreamRunEventBus.connect({
-        url: config.NATS_URL,
-        stream: config.PIES_NATS_STREAM,
-        subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
-        maxAgeSeconds: config.PIES_STREAM_MAX_AGE_SECONDS,
-        name: "pies-embedded",
-      })
+    ? await JetStreamRunEventBus.fromConfig(
+        { ...config, NATS_URL: config.NATS_URL },
+        "pies-embedded",
+      )
     : new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
 
   const secretKey =

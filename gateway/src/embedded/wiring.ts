@@ -9,7 +9,12 @@ import {
   type RunEventBus,
 } from "@pies/common";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
-import { createExecutorDeps, executorRoutes, InFlight, type ExecutorConfig } from "@pies/executor";
+import {
+  createExecutorDeps,
+  executorRoutes,
+  InFlight,
+  type ExecutorSettings,
+} from "@pies/executor";
 import { runsMigrations, runsRoutes } from "@pies/runs";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
@@ -23,15 +28,6 @@ export interface InMemoryPies {
   catalog: ReturnType<typeof grpcClient<typeof CatalogService>>;
   inFlight: InFlight;
 }
-
-export type ExecutorSettings = Pick<
-  ExecutorConfig,
-  | "PIES_RUN_TTL_SECONDS"
-  | "PIES_PROVIDER_TIMEOUT_MS"
-  | "PIES_PROVIDER_MAX_RETRIES"
-  | "PIES_TEMPLATE_TIMEOUT_MS"
-  | "PIES_TEMPLATE_MEMORY_BYTES"
->;
 
 /**
  * The gateway over the three services in this process, joined by in-memory Connect transports

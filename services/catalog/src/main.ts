@@ -1,11 +1,5 @@
-import { createLogger, exitOnStartupError, onShutdown } from "@pies/common";
+import { createLogger, runProcess } from "@pies/common";
 import { loadCatalogConfig } from "./config.js";
 import { startCatalog } from "./start.js";
 
-const logger = createLogger("catalog");
-try {
-  const catalog = await startCatalog(loadCatalogConfig());
-  onShutdown(logger, () => catalog.stop());
-} catch (err) {
-  exitOnStartupError(logger)(err);
-}
+await runProcess(createLogger("catalog"), () => startCatalog(loadCatalogConfig()));

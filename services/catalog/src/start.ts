@@ -1,11 +1,4 @@
-import {
-  createDatabase,
-  createLogger,
-  migrateToLatest,
-  pingDatabase,
-  serveConnect,
-  type RunningServer,
-} from "@pies/common";
+import { startDatabaseService, type ServiceProcess } from "@pies/common";
 import { CatalogService } from "@pies/proto/catalog";
 import type { CatalogConfig } from "./config.js";
 import { migrations } from "./migrations/index.js";
@@ -13,34 +6,17 @@ import { SecretBox } from "./secrets.js";
 import { catalogRoutes } from "./service.js";
 import type { CatalogDatabase } from "./tables.js";
 
-export interface CatalogProcess {
-  server: RunningServer;
-  stop(): Promise<void>;
-}
+export type CatalogProcess = ServiceProcess;
 
 /** Migrates, then serves the catalog on its own port (the process of `main.ts`). */
-export async function startCatalog(config: CatalogConfig): Promise<CatalogProcess> {
-  const logger = createLogger("catalog", config.LOG_LEVEL);
-  const db = createDatabase<CatalogDatabase>({
-    url: config.DATABASE_URL,
-    poolMax: config.DATABASE_POOL_MAX,
-    applicationName: "pies-catalog",
-  });
-  await migrateToLatest(db, "catalog", migrations);
-  const server = await serveConnect({
+export function startCatalog(config: CatalogConfig): Promise<CatalogProcess> {
+  const secrets = new SecretBox(config.PIES_SECRET_KEY);
+  return startDatabaseService<CatalogDatabase>({
     name: "catalog",
-    host: config.HOST,
-    port: config.PORT,
-    logger,
-    routes: catalogRoutes({ db, secrets: new SecretBox(config.PIES_SECRET_KEY), logger }),
-    serviceNames: [CatalogService.typeName],
-    isReady: () => pingDatabase(db),
+    schema: "catalog",
+    migrations,
+    serviceName: CatalogService.typeName,
+    config,
+    routes: (db, logger) => catalogRoutes({ db, secrets, logger }),
   });
-  return {
-    server,
-    async stop() {
-      await server.close();
-      await db.destroy();
-    },
-  };
 }

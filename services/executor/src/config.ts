@@ -12,6 +12,7 @@ export const executorConfigSchema = z.object({
   PIES_PROVIDER_MAX_RETRIES: env.int(2, 0),
   PIES_TEMPLATE_TIMEOUT_MS: env.int(100, 1),
   PIES_TEMPLATE_MEMORY_BYTES: env.int(16 * 1024 * 1024, 1024 * 1024),
+  PIES_TEMPLATE_WORKERS: env.int(2, 1),
   LOG_LEVEL: env.logLevel(),
 });
 

@@ -9,13 +9,15 @@ import { SchemaValidator } from "./schemas.js";
 import { JstSandbox } from "./templates/jst.js";
 import { PromptRenderer } from "./templates/render.js";
 
-type ExecutorSettings = Pick<
+/** The executor's settings that do not concern its own process (ports, peers, NATS). */
+export type ExecutorSettings = Pick<
   ExecutorConfig,
   | "PIES_RUN_TTL_SECONDS"
   | "PIES_PROVIDER_TIMEOUT_MS"
   | "PIES_PROVIDER_MAX_RETRIES"
   | "PIES_TEMPLATE_TIMEOUT_MS"
   | "PIES_TEMPLATE_MEMORY_BYTES"
+  | "PIES_TEMPLATE_WORKERS"
 >;
 
 /** Builds the executor's dependencies over transports to its peers (gRPC, or in-memory). */
@@ -27,10 +29,10 @@ export async function createExecutorDeps(options: {
   config: ExecutorSettings;
 }): Promise<ExecutorDeps> {
   const { config } = options;
-  const sandbox = await JstSandbox.create({
-    timeoutMs: config.PIES_TEMPLATE_TIMEOUT_MS,
-    memoryBytes: config.PIES_TEMPLATE_MEMORY_BYTES,
-  });
+  const sandbox = await JstSandbox.create(
+    { timeoutMs: config.PIES_TEMPLATE_TIMEOUT_MS, memoryBytes: config.PIES_TEMPLATE_MEMORY_BYTES },
+    config.PIES_TEMPLATE_WORKERS,
+  );
   return {
     catalog: grpcClient(CatalogService, options.catalog),
     runs: grpcClient(RunsService, options.runs),

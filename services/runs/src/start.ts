@@ -1,45 +1,20 @@
-import {
-  createDatabase,
-  createLogger,
-  migrateToLatest,
-  pingDatabase,
-  serveConnect,
-  type RunningServer,
-} from "@pies/common";
+import { startDatabaseService, type ServiceProcess } from "@pies/common";
 import { RunsService } from "@pies/proto/runs";
 import type { RunsConfig } from "./config.js";
 import { migrations } from "./migrations/index.js";
 import { runsRoutes } from "./service.js";
 import type { RunsDatabase } from "./tables.js";
 
-export interface RunsProcess {
-  server: RunningServer;
-  stop(): Promise<void>;
-}
+export type RunsProcess = ServiceProcess;
 
 /** Migrates, then serves the runs store on its own port (the process of `main.ts`). */
-export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
-  const logger = createLogger("runs", config.LOG_LEVEL);
-  const db = createDatabase<RunsDatabase>({
-    url: config.DATABASE_URL,
-    poolMax: config.DATABASE_POOL_MAX,
-    applicationName: "pies-runs",
-  });
-  await migrateToLatest(db, "runs", migrations);
-  const server = await serveConnect({
+export function startRuns(config: RunsConfig): Promise<RunsProcess> {
+  return startDatabaseService<RunsDatabase>({
     name: "runs",
-    host: config.HOST,
-    port: config.PORT,
-    logger,
-    routes: runsRoutes({ db }),
-    serviceNames: [RunsService.typeName],
-    isReady: () => pingDatabase(db),
+    schema: "runs",
+    migrations,
+    serviceName: RunsService.typeName,
+    config,
+    routes: (db) => runsRoutes({ db }),
   });
-  return {
-    server,
-    async stop() {
-      await server.close();
-      await db.destroy();
-    },
-  };
 }

@@ -78,21 +78,30 @@ export function sampleJson(
       return out;
     }
     case "array": {
-      const min = num("minItems") ?? 1;
-      const max = Math.max(min, num("maxItems") ?? Math.max(min, 3));
+      // Deep down, arrays get only the items they must have, so recursive schemas end.
+      const shallow = depth < 3;
+      const min = num("minItems") ?? (shallow ? 1 : 0);
+      const max = Math.max(min, shallow ? (num("maxItems") ?? Math.max(min, 3)) : min);
       const count = min + Math.floor(random() * (max - min + 1));
       const items = (schema.items ?? {}) as JsonObject;
       return Array.from({ length: count }, () => sampleJson(items, random, root, depth + 1));
     }
-    case "integer":
-    case "number": {
-      const min = num("minimum") ?? (num("exclusiveMinimum") ?? -1) + 1;
-      const max = Math.max(min, num("maximum") ?? (num("exclusiveMaximum") ?? min + 101) - 1);
-      const value = min + random() * (max - min);
-      return type === "integer"
-        ? Math.min(max, Math.max(min, Math.round(value)))
-        : Math.round(value * 100) / 100;
+    case "integer": {
+      const exclusiveMin = num("exclusiveMinimum");
+      const exclusiveMax = num("exclusiveMaximum");
+      const min = Math.ceil(
+        num("minimum") ?? (exclusiveMin !== undefined ? Math.floor(exclusiveMin) + 1 : 0),
+      );
+      const max = Math.max(
+        min,
+        Math.floor(
+          num("maximum") ?? (exclusiveMax !== undefined ? Math.ceil(exclusiveMax) - 1 : min + 100),
+        ),
+      );
+      return min + Math.floor(random() * (max - min + 1));
     }
+    case "number":
+      return sampleNumber(schema, random);
     case "boolean":
       return random() < 0.5;
     case "null":
@@ -100,6 +109,25 @@ export function sampleJson(
     default:
       return sampleString(schema, random);
   }
+}
+
+/** A number within the bounds (strictly inside exclusive ones), with two decimals when they fit. */
+function sampleNumber(schema: JsonObject, random: () => number): number {
+  const bound = (key: string) =>
+    typeof schema[key] === "number" ? (schema[key] as number) : undefined;
+  const exclusiveMin = bound("exclusiveMinimum");
+  const exclusiveMax = bound("exclusiveMaximum");
+  const min = bound("minimum") ?? exclusiveMin ?? 0;
+  const max = Math.max(min, bound("maximum") ?? exclusiveMax ?? min + 100);
+  const inside = (v: number) =>
+    v >= min &&
+    v <= max &&
+    (exclusiveMin === undefined || v > exclusiveMin) &&
+    (exclusiveMax === undefined || v < exclusiveMax);
+  // The middle 80% of the range never touches an exclusive bound.
+  const value = min + (0.1 + 0.8 * random()) * (max - min);
+  const rounded = Math.round(value * 100) / 100;
+  return inside(rounded) ? rounded : value;
 }
 
 function sampleString(schema: JsonObject, random: () => number): string {

@@ -23,7 +23,7 @@ export class PromptRenderer {
 
   constructor(private readonly jst: JstSandbox) {}
 
-  render(interaction: Interaction, data: JsonObject): ChatMessage[] {
+  async render(interaction: Interaction, data: JsonObject): Promise<ChatMessage[]> {
     const messages: ChatMessage[] = [];
     for (const segment of interaction.prompts) {
       if (segment.type === "chat") {
@@ -36,7 +36,7 @@ export class PromptRenderer {
       try {
         messages.push({
           role,
-          content: this.renderOne(template.contentType, template.content, data),
+          content: await this.renderOne(template.contentType, template.content, data),
         });
       } catch (err) {
         const reason = err instanceof Error ? err.message : String(err);
@@ -46,7 +46,7 @@ export class PromptRenderer {
     return messages;
   }
 
-  private renderOne(contentType: string, content: string, data: JsonObject): string {
+  private async renderOne(contentType: string, content: string, data: JsonObject): Promise<string> {
     switch (contentType) {
       case "text":
         return content;

@@ -1,0 +1,65 @@
+import type { ConnectRouter } from "@connectrpc/connect";
+import type { Kysely, Migration } from "kysely";
+import { createDatabase, migrateToLatest, pingDatabase } from "./db.js";
+import { createLogger } from "./logger.js";
+import { serveConnect, type RunningServer } from "./server.js";
+
+export interface DatabaseServiceSettings {
+  HOST: string;
+  PORT: number;
+  DATABASE_URL: string;
+  DATABASE_POOL_MAX: number;
+  LOG_LEVEL: string;
+}
+
+export interface ServiceProcess {
+  server: RunningServer;
+  stop(): Promise<void>;
+}
+
+/**
+ * A service that owns a PostgreSQL schema (catalog, runs): opens the pool, migrates its schema,
+ * serves its routes with health (ready while the database answers), and closes in that order's
+ * reverse.
+ */
+export async function startDatabaseService<DB>(options: {
+  name: string;
+  schema: string;
+  migrations: Record<string, Migration>;
+  serviceName: string;
+  config: DatabaseServiceSettings;
+  routes: (
+    db: Kysely<DB>,
+    logger: ReturnType<typeof createLogger>,
+  ) => (router: ConnectRouter) => void;
+}): Promise<ServiceProcess> {
+  const { config } = options;
+  const logger = createLogger(options.name, config.LOG_LEVEL);
+  const db = createDatabase<DB>({
+    url: config.DATABASE_URL,
+    poolMax: config.DATABASE_POOL_MAX,
+    applicationName: `pies-${options.name}`,
+  });
+  try {
+    await migrateToLatest(db, options.schema, options.migrations);
+    const server = await serveConnect({
+      name: options.name,
+      host: config.HOST,
+      port: config.PORT,
+      logger,
+      routes: options.routes(db, logger),
+      serviceNames: [options.serviceName],
+      isReady: () => pingDatabase(db),
+    });
+    return {
+      server,
+      async stop() {
+        await server.close();
+        await db.destroy();
+      },
+    };
+  } catch (err) {
+    await db.destroy();
+    throw err;
+  }
+}

@@ -1,0 +1,225 @@
+import type { RunEvent, RunEventBus } from "@pies/common";
+import { describe, expect, it } from "vitest";
+import { ChunkPublisher } from "./chunk-publisher.js";
+
+interface Call {
+  runId: string;
+  kind: RunEvent["kind"];
+  text: string;
+  dedupId: string;
+  resolve(): void;
+  reject(err: Error): void;
+}
+
+const decoder = new TextDecoder();
+
+/** A RunEventBus whose publishes resolve or fail only when the test says so. */
+class ManualBus implements RunEventBus {
+  readonly calls: Call[] = [];
+  private waiters: Array<() => void> = [];
+
+  publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.calls.push({ runId, kind, text: decoder.decode(data), dedupId, resolve, reject });
+      for (const wake of this.waiters.splice(0)) wake();
+    });
+  }
+
+  /** Resolves once at least `n` publishes were made. */
+  async untilCalls(n: number, timeoutMs = 2000): Promise<Call> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.calls.length < n) {
+      if (Date.now() > deadline)
+        throw new Error(`expected ${n} publishes, got ${this.calls.length}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 50);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    return this.calls[n - 1]!;
+  }
+
+  subscribe(): AsyncIterable<RunEvent> {
+    throw new Error("not used");
+  }
+  async hasEnd() {
+    return false;
+  }
+  async ready() {
+    return true;
+  }
+  async close() {}
+}
+
+/** A bus that stores what it acknowledges and fails the publishes the test chooses. */
+class FlakyBus implements RunEventBus {
+  readonly attempts: Array<{ kind: string; text: string; dedupId: string }> = [];
+  readonly stored: Array<{ kind: string; text: string; dedupId: string }> = [];
+  constructor(
+    private readonly fail: (
+      attempt: { kind: string; text: string; dedupId: string },
+      n: number,
+    ) => boolean,
+  ) {}
+
+  async publish(_runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string) {
+    const attempt = { kind, text: decoder.decode(data), dedupId };
+    this.attempts.push(attempt);
+    if (this.fail(attempt, this.attempts.length))
+      throw new Error(`publish ${this.attempts.length} failed`);
+    if (!this.stored.some((s) => s.dedupId === dedupId)) this.stored.push(attempt);
+  }
+  subscribe(): AsyncIterable<RunEvent> {
+    throw new Error("not used");
+  }
+  async hasEnd() {
+    return false;
+  }
+  async ready() {
+    return true;
+  }
+  async close() {}
+}
+
+const flushMicrotasks = () => new Promise<void>((resolve) => setImmediate(resolve));
+const encode = (s: string) => new TextEncoder().encode(s);
+
+describe("ChunkPublisher", () => {
+  it("publishes the first chunk at once and joins the chunks that arrive while it is in flight", async () => {
+    const bus = new ManualBus();
+    const publisher = new ChunkPublisher(bus, "run-1");
+    publisher.push("Hel");
+    const first = await bus.untilCalls(1);
+    expect(first).toMatchObject({ runId: "run-1", kind: "chunk", text: "Hel", dedupId: "run-1-1" });
+
+    publisher.push("lo");
+    publisher.push(", ");
+    publisher.push("world");
+    await flushMicrotasks();
+    // Nothing else goes out while the first publish awaits its acknowledgement.
+    expect(bus.calls).toHaveLength(1);
+
+    first.resolve();
+    const second = await bus.untilCalls(2);
+    expect(second).toMatchObject({ kind: "chunk", text: "lo, world", dedupId: "run-1-2" });
+    publisher.push("!");
+    await flushMicrotasks();
+    expect(bus.calls).toHaveLength(2);
+    second.resolve();
+    const third = await bus.untilCalls(3);
+    expect(third).toMatchObject({ text: "!", dedupId: "run-1-3" });
+    third.resolve();
+    await publisher.flush();
+    expect(bus.calls.map((c) => c.text).join("")).toBe("Hello, world!");
+  });
+
+  it("flush waits until every chunk is acknowledged", async () => {
+    const bus = new ManualBus();
+    const publisher = new ChunkPublisher(bus, "run-2");
+    publisher.push("a");
+    const first = await bus.untilCalls(1);
+    publisher.push("b");
+    let flushed = false;
+    const flushing = publisher.flush().then(() => (flushed = true));
+    await flushMicrotasks();
+    expect(flushed).toBe(false);
+    first.resolve();
+    const second = await bus.untilCalls(2);
+    await flushMicrotasks();
+    expect(flushed).toBe(false);
+    second.resolve();
+    await flushing;
+    expect(flushed).toBe(true);
+    expect(bus.calls.map((c) => c.text)).toEqual(["a", "b"]);
+  });
+
+  it("publishes the end after the chunks, with its own dedup id", async () => {
+    const bus = new ManualBus();
+    const publisher = new ChunkPublisher(bus, "run-3");
+    publisher.push("x");
+    const first = await bus.untilCalls(1);
+    publisher.push("y");
+    const ending = publisher.end(encode("final"));
+    await flushMicrotasks();
+    expect(bus.calls.map((c) => c.kind)).toEqual(["chunk"]);
+    first.resolve();
+    const second = await bus.untilCalls(2);
+    expect(second).toMatchObject({ kind: "chunk", text: "y" });
+    await flushMicrotasks();
+    expect(bus.calls).toHaveLength(2);
+    second.resolve();
+    const end = await bus.untilCalls(3);
+    expect(end).toMatchObject({ kind: "end", text: "final", dedupId: "run-3-end" });
+    end.resolve();
+    await ending;
+  });
+
+  it("publishes only the end when there were no chunks", async () => {
+    const bus = new FlakyBus(() => false);
+    const publisher = new ChunkPublisher(bus, "run-4");
+    await publisher.flush();
+    await publisher.end(encode("done"));
+    expect(bus.stored).toEqual([{ kind: "end", text: "done", dedupId: "run-4-end" }]);
+  });
+
+  it("retries a failed publish with the same dedup id, keeping the order", async () => {
+    // The first attempt of the first chunk fails, as a lost acknowledgement would.
+    const bus = new FlakyBus((_attempt, n) => n === 1);
+    const publisher = new ChunkPublisher(bus, "run-5");
+    publisher.push("one ");
+    publisher.push("two");
+    await publisher.flush();
+    publisher.push(" three");
+    await publisher.end(encode("end"));
+    expect(bus.attempts.map((a) => a.dedupId)).toEqual([
+      "run-5-1",
+      "run-5-1",
+      "run-5-2",
+      "run-5-3",
+      "run-5-end",
+    ]);
+    expect(bus.attempts[0]!.text).toBe(bus.attempts[1]!.text);
+    // "two" arrived during the retry's pause and went out next; " three" after the flush.
+    expect(bus.stored.map((s) => s.text)).toEqual(["one ", "two", " three", "end"]);
+  });
+
+  it("retries the end event too", async () => {
+    const bus = new FlakyBus((attempt, n) => attempt.kind === "end" && n <= 2);
+    const publisher = new ChunkPublisher(bus, "run-6");
+    publisher.push("a");
+    await publisher.end(encode("end"));
+    expect(bus.attempts.map((a) => a.dedupId)).toEqual(["run-6-1", "run-6-end", "run-6-end"]);
+    expect(bus.stored.map((s) => s.kind)).toEqual(["chunk", "end"]);
+  });
+
+  it("flush throws after the attempts are used up, and later chunks are dropped", async () => {
+    const bus = new FlakyBus((attempt) => attempt.kind === "chunk");
+    const publisher = new ChunkPublisher(bus, "run-7", 2);
+    publisher.push("a");
+    await expect(publisher.flush()).rejects.toThrow("publish 2 failed");
+    expect(bus.attempts.map((a) => a.dedupId)).toEqual(["run-7-1", "run-7-1"]);
+    publisher.push("b");
+    await expect(publisher.flush()).rejects.toThrow("publish 2 failed");
+    expect(bus.attempts).toHaveLength(2);
+    // The end still goes out (the run's final state must reach readers).
+    await publisher.end(encode("end"));
+    expect(bus.stored).toEqual([{ kind: "end", text: "end", dedupId: "run-7-end" }]);
+  });
+
+  it("end throws when the end event cannot be published", async () => {
+    const bus = new FlakyBus(() => true);
+    const publisher = new ChunkPublisher(bus, "run-8", 1);
+    await expect(publisher.end(encode("end"))).rejects.toThrow("publish 1 failed");
+  });
+
+  it("keeps multi-byte characters intact across joined chunks", async () => {
+    const bus = new FlakyBus(() => false);
+    const publisher = new ChunkPublisher(bus, "run-9");
+    for (const piece of ["é", "✓", "😀", " ok"]) publisher.push(piece);
+    await publisher.flush();
+    expect(bus.stored.map((s) => s.text).join("")).toBe("é✓😀 ok");
+  });
+});

@@ -1,0 +1,590 @@
+import { randomBytes } from "node:crypto";
+import { fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+  type Client,
+} from "@connectrpc/connect";
+import { PGlite } from "@electric-sql/pglite";
+import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
+import {
+  createDatabase,
+  createLogger,
+  fromValue,
+  MemoryRunEventBus,
+  migrateToLatest,
+  type JsonObject,
+  type RunEvent,
+} from "@pies/common";
+import { CatalogService } from "@pies/proto/catalog";
+import { ExecutorService, type ExecuteRequestSchema } from "@pies/proto/executor";
+import { RunSchema, RunsService, RunStatus, type Run } from "@pies/proto/runs";
+import { runsMigrations, runsRoutes } from "@pies/runs";
+import type { Kysely } from "kysely";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createExecutorDeps } from "./deps.js";
+import { SchemaValidator } from "./schemas.js";
+import { executorRoutes, InFlight } from "./service.js";
+
+const RUN_TTL = 300;
+const resultSchema: JsonObject = {
+  type: "object",
+  required: ["greeting", "words"],
+  properties: { greeting: { type: "string" }, words: { type: "integer", minimum: 1 } },
+};
+const inputSchema: JsonObject = {
+  type: "object",
+  required: ["name"],
+  properties: { name: { type: "string", minLength: 1 } },
+};
+
+let db: Kysely<any>;
+let bus: MemoryRunEventBus;
+let inFlight: InFlight;
+let catalog: Client<typeof CatalogService>;
+let runs: Client<typeof RunsService>;
+let executor: Client<typeof ExecutorService>;
+
+interface Project {
+  accountId: string;
+  projectId: string;
+  environmentId: string;
+  /** Greeting: a jst template with an input schema, a result schema. */
+  greetingId: string;
+  /** Echo: a handlebars template, no schemas (text result). */
+  echoId: string;
+}
+
+async function createProject(name: string): Promise<Project> {
+  const { account, project } = await catalog.createAccount({ name, projectName: "default" });
+  const projectId = project!.id;
+  const { environment } = await catalog.createEnvironment({
+    projectId,
+    environment: { name: "local", provider: "test", defaultModel: "test" },
+  });
+  const { prompt: greet } = await catalog.createPrompt({
+    projectId,
+    prompt: {
+      name: "greet",
+      role: "user",
+      contentType: "jst",
+      content: "return `Write a greeting for ${name}`",
+      inputSchema,
+    },
+  });
+  const { prompt: system } = await catalog.createPrompt({
+    projectId,
+    prompt: { name: "system", role: "system", contentType: "text", content: "You are friendly." },
+  });
+  const { prompt: echo } = await catalog.createPrompt({
+    projectId,
+    prompt: { name: "echo", role: "user", contentType: "handlebars", content: "Echo {{text}}" },
+  });
+  const { interaction: greeting } = await catalog.createInteraction({
+    projectId,
+    interaction: {
+      name: "Greeting",
+      environmentId: environment!.id,
+      resultSchema,
+      prompts: [
+        { type: "template", templateId: system!.id },
+        { type: "template", templateId: greet!.id },
+      ],
+    },
+  });
+  const { interaction: echoInteraction } = await catalog.createInteraction({
+    projectId,
+    interaction: {
+      name: "Echo",
+      environmentId: environment!.id,
+      prompts: [{ type: "template", templateId: echo!.id }],
+    },
+  });
+  return {
+    accountId: account!.id,
+    projectId,
+    environmentId: environment!.id,
+    greetingId: greeting!.id,
+    echoId: echoInteraction!.id,
+  };
+}
+
+let main: Project;
+let other: Project;
+
+beforeAll(async () => {
+  const pglite = await PGlite.create();
+  db = createDatabase<any>({ pglite });
+  await migrateToLatest(db, "catalog", catalogMigrations);
+  await migrateToLatest(db, "runs", runsMigrations);
+  const logger = createLogger("executor-test", "silent");
+  const catalogTransport = createRouterTransport(
+    catalogRoutes({ db, secrets: new SecretBox(randomBytes(32).toString("base64")), logger }),
+  );
+  const runsTransport = createRouterTransport(runsRoutes({ db }));
+  bus = new MemoryRunEventBus();
+  const deps = await createExecutorDeps({
+    catalog: catalogTransport,
+    runs: runsTransport,
+    bus,
+    logger,
+    config: {
+      PIES_RUN_TTL_SECONDS: RUN_TTL,
+      PIES_PROVIDER_TIMEOUT_MS: 5000,
+      PIES_PROVIDER_MAX_RETRIES: 0,
+      PIES_TEMPLATE_WORKERS: 1,
+      PIES_TEMPLATE_TIMEOUT_MS: 100,
+      PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
+    },
+  });
+  inFlight = new InFlight();
+  catalog = createClient(CatalogService, catalogTransport);
+  runs = createClient(RunsService, runsTransport);
+  executor = createClient(ExecutorService, createRouterTransport(executorRoutes(deps, inFlight)));
+  main = await createProject("main");
+  other = await createProject("other");
+}, 60_000);
+
+afterAll(async () => {
+  await inFlight?.settle(5000);
+  await bus?.close();
+  await db?.destroy();
+});
+
+/** An ExecuteRequest without its caller (the project's). */
+type ExecuteInit = Exclude<MessageInitShape<typeof ExecuteRequestSchema>, { $typeName: string }>;
+type ExecuteInput = Omit<ExecuteInit, "caller" | "$typeName"> & { project?: Project };
+
+function execute({ project = main, ...req }: ExecuteInput) {
+  return executor.execute({
+    caller: {
+      accountId: project.accountId,
+      projectId: project.projectId,
+      source: { type: "api", label: "test" },
+    },
+    interaction: { case: "interactionId", value: project.greetingId },
+    ...req,
+  });
+}
+
+async function connectError(promise: Promise<unknown>): Promise<ConnectError> {
+  const error = await promise.then(
+    (value) =>
+      new Error(
+        `resolved ${JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))}`,
+      ),
+    (err: unknown) => err,
+  );
+  expect(error).toBeInstanceOf(ConnectError);
+  return error as ConnectError;
+}
+
+async function runCount(project: Project) {
+  return (await runs.listRuns({ projectId: project.projectId, limit: 1000 })).runs.length;
+}
+
+/** The run's events on the bus, up to and including the end. */
+async function eventsUntilEnd(runId: string, timeoutMs = 5000): Promise<RunEvent[]> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeoutMs);
+  const events: RunEvent[] = [];
+  try {
+    for await (const event of bus.subscribe(runId, { signal: controller.signal })) {
+      events.push(event);
+      if (event.kind === "end") return events;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  throw new Error(
+    `no end event for run ${runId} within ${timeoutMs} ms (got ${events.length} events)`,
+  );
+}
+
+const decoder = new TextDecoder();
+const chunkText = (events: RunEvent[]) =>
+  events
+    .filter((e) => e.kind === "chunk")
+    .map((e) => decoder.decode(e.data))
+    .join("");
+const endRun = (events: RunEvent[]): Run => {
+  const end = events.at(-1);
+  expect(end?.kind).toBe("end");
+  return fromBinary(RunSchema, end!.data);
+};
+
+describe("ExecutorService.Execute (blocking)", () => {
+  it("records a completed run with the result, token use and prompt", async () => {
+    const { run } = await execute({ data: { name: "Ada" }, tags: ["a", "b"] });
+    expect(run).toBeDefined();
+    expect(run!.status).toBe(RunStatus.COMPLETED);
+    expect(run).toMatchObject({
+      projectId: main.projectId,
+      accountId: main.accountId,
+      interactionId: main.greetingId,
+      interactionName: "Greeting",
+      environmentId: main.environmentId,
+      environmentName: "local",
+      provider: "test",
+      modelId: "test",
+      stream: false,
+      parameters: { name: "Ada" },
+      tags: ["a", "b"],
+      ttl: 0,
+    });
+    expect(run!.source).toMatchObject({ type: "api", label: "test" });
+    expect(run!.config).toMatchObject({
+      environmentId: main.environmentId,
+      model: "test",
+      temperature: 0.7,
+    });
+    const result = fromValue(run!.result);
+    expect(new SchemaValidator().errors(resultSchema, result)).toEqual([]);
+    expect(fromValue(run!.prompt)).toEqual([
+      { role: "system", content: "You are friendly." },
+      { role: "user", content: "Write a greeting for Ada" },
+    ]);
+    const tokens = run!.tokenUse!;
+    expect(tokens.prompt).toBeGreaterThan(0);
+    expect(tokens.result).toBeGreaterThan(0);
+    expect(tokens.total).toBe(tokens.prompt + tokens.result);
+    expect(run!.executionTime).toBeGreaterThanOrEqual(0n);
+    expect(run!.error).toBeUndefined();
+    expect(run!.resultSchema).toEqual(resultSchema);
+
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored!.status).toBe(RunStatus.COMPLETED);
+    expect(fromValue(stored!.result)).toEqual(result);
+    expect(fromValue(stored!.prompt)).toEqual(fromValue(run!.prompt));
+    expect(stored!.tokenUse).toEqual(run!.tokenUse);
+    expect(stored!.tags).toEqual(["a", "b"]);
+    expect(stored!.parameters).toEqual({ name: "Ada" });
+  });
+
+  it("answers the same input with the same result (test provider), and a different one otherwise", async () => {
+    const a = await execute({ data: { name: "Grace" } });
+    const b = await execute({ data: { name: "Grace" } });
+    const c = await execute({ data: { name: "Linus" } });
+    expect(a.run!.id).not.toBe(b.run!.id);
+    expect(fromValue(a.run!.result)).toEqual(fromValue(b.run!.result));
+    expect(fromValue(a.run!.result)).not.toEqual(fromValue(c.run!.result));
+  });
+
+  it("records a text result when the interaction has no result schema", async () => {
+    const { run } = await execute({
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "<b>hi</b>" },
+    });
+    expect(run!.status).toBe(RunStatus.COMPLETED);
+    expect(fromValue(run!.prompt)).toEqual([{ role: "user", content: "Echo <b>hi</b>" }]);
+    expect(fromValue(run!.result)).toMatch(/^Test answer to "Echo <b>hi<\/b>": /);
+  });
+
+  it("applies the request's config over the interaction's and records it", async () => {
+    const { run } = await execute({
+      data: { name: "Ada" },
+      config: { model: "test-latency-1", temperature: 0.1, maxTokens: 99 },
+    });
+    expect(run!.status).toBe(RunStatus.COMPLETED);
+    expect(run!.modelId).toBe("test-latency-1");
+    expect(run!.config).toMatchObject({ model: "test-latency-1", temperature: 0.1, maxTokens: 99 });
+  });
+
+  it("rejects input that violates the template's input schema, recording no run", async () => {
+    const project = await createProject("invalid-input");
+    for (const data of [{}, { name: "" }, { name: 42 }] as JsonObject[]) {
+      const error = await connectError(execute({ project, data }));
+      expect(error.code).toBe(Code.InvalidArgument);
+      expect(error.rawMessage).toMatch(/^data does not match the input schema: /);
+    }
+    const noData = await connectError(execute({ project }));
+    expect(noData.code).toBe(Code.InvalidArgument);
+    expect(await runCount(project)).toBe(0);
+  });
+
+  it("rejects a template that fails to render, recording no run", async () => {
+    const project = await createProject("bad-template");
+    const { prompt } = await catalog.createPrompt({
+      projectId: project.projectId,
+      prompt: { name: "broken", contentType: "jst", content: "return missing.value" },
+    });
+    const { interaction } = await catalog.createInteraction({
+      projectId: project.projectId,
+      interaction: {
+        name: "Broken",
+        environmentId: project.environmentId,
+        prompts: [{ type: "template", templateId: prompt!.id }],
+      },
+    });
+    const error = await connectError(
+      execute({
+        project,
+        interaction: { case: "interactionId", value: interaction!.id },
+        data: {},
+      }),
+    );
+    expect(error.code).toBe(Code.InvalidArgument);
+    expect(error.rawMessage).toMatch(/^template error: prompt template broken: ReferenceError/);
+    expect(await runCount(project)).toBe(0);
+  });
+
+  it("rejects a temperature out of range and a caller without a project", async () => {
+    const hot = await connectError(
+      execute({ data: { name: "Ada" }, config: { model: "", temperature: 3 } }),
+    );
+    expect(hot.code).toBe(Code.InvalidArgument);
+    const anonymous = await connectError(
+      executor.execute({
+        interaction: { case: "interactionId", value: main.greetingId },
+        data: { name: "Ada" },
+      }),
+    );
+    expect(anonymous.code).toBe(Code.InvalidArgument);
+  });
+
+  it("rejects a model the environment does not enable", async () => {
+    const project = await createProject("enabled-models");
+    const { environment } = await catalog.createEnvironment({
+      projectId: project.projectId,
+      environment: {
+        name: "strict",
+        provider: "test",
+        defaultModel: "test",
+        enabledModels: ["test"],
+      },
+    });
+    const error = await connectError(
+      execute({
+        project,
+        data: { name: "Ada" },
+        config: { environmentId: environment!.id, model: "test-fail" },
+      }),
+    );
+    expect(error.code).toBe(Code.InvalidArgument);
+    expect(error.rawMessage).toContain("test-fail");
+    const ok = await execute({
+      project,
+      data: { name: "Ada" },
+      config: { environmentId: environment!.id, model: "" },
+    });
+    expect(ok.run!.status).toBe(RunStatus.COMPLETED);
+    expect(ok.run!.environmentId).toBe(environment!.id);
+    expect(ok.run!.environmentName).toBe("strict");
+  });
+
+  it("answers NotFound for an unknown interaction", async () => {
+    const error = await connectError(
+      execute({
+        interaction: { case: "interactionId", value: "00000000-0000-4000-8000-000000000000" },
+        data: { name: "Ada" },
+      }),
+    );
+    expect(error.code).toBe(Code.NotFound);
+    const byName = await connectError(
+      execute({ interaction: { case: "interactionName", value: "Nope" }, data: { name: "Ada" } }),
+    );
+    expect(byName.code).toBe(Code.NotFound);
+  });
+
+  it("answers NotFound for another project's interaction, by id and by name", async () => {
+    const before = await runCount(other);
+    const error = await connectError(
+      execute({
+        interaction: { case: "interactionId", value: other.greetingId },
+        data: { name: "Ada" },
+      }),
+    );
+    expect(error.code).toBe(Code.NotFound);
+    // `other` has its own "Greeting"; by name, the caller's project's one runs, never the other's.
+    const { run } = await execute({
+      interaction: { case: "interactionName", value: "Greeting" },
+      data: { name: "Ada" },
+    });
+    expect(run!.interactionId).toBe(main.greetingId);
+    expect(await runCount(other)).toBe(before);
+  });
+
+  it("executes an interaction by name and by name@draft", async () => {
+    for (const value of ["Greeting", "Greeting@draft"]) {
+      const { run } = await execute({
+        interaction: { case: "interactionName", value },
+        data: { name: "Ada" },
+      });
+      expect(run!.status).toBe(RunStatus.COMPLETED);
+      expect(run!.interactionId).toBe(main.greetingId);
+      expect(run!.interactionName).toBe("Greeting");
+    }
+  });
+
+  it("records a failed run with provider_error when the provider fails (model test-fail)", async () => {
+    const { run } = await execute({ data: { name: "Ada" }, config: { model: "test-fail" } });
+    expect(run!.status).toBe(RunStatus.FAILED);
+    expect(run!.error).toMatchObject({ code: "provider_error" });
+    expect(run!.error!.message).toContain("test-fail");
+    expect(run!.result).toBeUndefined();
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored!.status).toBe(RunStatus.FAILED);
+    expect(stored!.error!.code).toBe("provider_error");
+  });
+
+  it("records a failed run with validation_error when the answer violates the result schema", async () => {
+    const { run } = await execute({ data: { name: "Ada" }, config: { model: "test-invalid" } });
+    expect(run!.status).toBe(RunStatus.FAILED);
+    expect(run!.error!.code).toBe("validation_error");
+    expect(run!.error!.message).toMatch(/^the answer does not match the result schema: /);
+    const data = fromValue(run!.error!.data) as { content: string; errors: string[] };
+    expect(JSON.parse(data.content)).toEqual({});
+    expect(data.errors.length).toBeGreaterThan(0);
+    // The provider was called: its usage is recorded even though the answer was rejected.
+    expect(run!.tokenUse!.total).toBeGreaterThan(0);
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored!.status).toBe(RunStatus.FAILED);
+    expect(stored!.error!.code).toBe("validation_error");
+  });
+});
+
+describe("ExecutorService streamed runs", () => {
+  it("creates the run, starts it once, and publishes chunks then an end carrying the completed run", async () => {
+    const { run: created } = await execute({ data: { name: "Ada" }, stream: true });
+    expect(created!.status).toBe(RunStatus.CREATED);
+    expect(created!.stream).toBe(true);
+    expect(created!.ttl).toBe(RUN_TTL);
+    expect(created!.result).toBeUndefined();
+    expect(fromValue(created!.prompt)).toEqual([
+      { role: "system", content: "You are friendly." },
+      { role: "user", content: "Write a greeting for Ada" },
+    ]);
+    expect(await bus.hasEnd(created!.id)).toBe(false);
+
+    const first = await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    expect(first.started).toBe(true);
+    expect(first.run!.status).toBe(RunStatus.PROCESSING);
+    const second = await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    expect(second.started).toBe(false);
+    expect(second.run!.id).toBe(created!.id);
+    expect([RunStatus.PROCESSING, RunStatus.COMPLETED]).toContain(second.run!.status);
+
+    const events = await eventsUntilEnd(created!.id);
+    const chunks = events.filter((e) => e.kind === "chunk");
+    expect(chunks.length).toBeGreaterThan(0);
+    expect(events.filter((e) => e.kind === "end")).toHaveLength(1);
+    const final = endRun(events);
+    expect(final.id).toBe(created!.id);
+    expect(final.status).toBe(RunStatus.COMPLETED);
+    expect(JSON.parse(chunkText(events))).toEqual(fromValue(final.result));
+    expect(new SchemaValidator().errors(resultSchema, fromValue(final.result))).toEqual([]);
+    expect(final.tokenUse!.total).toBe(final.tokenUse!.prompt + final.tokenUse!.result);
+
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: created!.id });
+    expect(stored!.status).toBe(RunStatus.COMPLETED);
+    expect(fromValue(stored!.result)).toEqual(fromValue(final.result));
+
+    const third = await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    expect(third.started).toBe(false);
+    expect(third.run!.status).toBe(RunStatus.COMPLETED);
+  });
+
+  it("streams the same answer as the blocking execution", async () => {
+    const blocking = await execute({ data: { name: "Hopper" } });
+    const { run: created } = await execute({ data: { name: "Hopper" }, stream: true });
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    const final = endRun(await eventsUntilEnd(created!.id));
+    expect(fromValue(final.result)).toEqual(fromValue(blocking.run!.result));
+  });
+
+  it("streams a text result of an interaction without result schema", async () => {
+    const { run: created } = await execute({
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "streamed words here" },
+      stream: true,
+    });
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    const events = await eventsUntilEnd(created!.id);
+    const final = endRun(events);
+    expect(final.status).toBe(RunStatus.COMPLETED);
+    expect(fromValue(final.result)).toBe(chunkText(events));
+    expect(chunkText(events)).toMatch(/^Test answer to "Echo streamed words here": /);
+  });
+
+  it("keeps the request's model and temperature for the streamed execution", async () => {
+    const { run: created } = await execute({
+      data: { name: "Ada" },
+      stream: true,
+      ttl: 60,
+      config: { model: "test-slow", temperature: 0.3 },
+    });
+    expect(created!.ttl).toBe(60);
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    const events = await eventsUntilEnd(created!.id);
+    const final = endRun(events);
+    expect(final.status).toBe(RunStatus.COMPLETED);
+    expect(final.modelId).toBe("test-slow");
+    expect(final.config!.temperature).toBe(0.3);
+    // 50 ms between chunks: they cannot all be joined into one message.
+    expect(events.filter((e) => e.kind === "chunk").length).toBeGreaterThan(1);
+  });
+
+  it("publishes an end carrying the failed run when the provider fails", async () => {
+    const { run: created } = await execute({
+      data: { name: "Ada" },
+      stream: true,
+      config: { model: "test-fail" },
+    });
+    expect(created!.status).toBe(RunStatus.CREATED);
+    const { started } = await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    expect(started).toBe(true);
+    const events = await eventsUntilEnd(created!.id);
+    expect(events.map((e) => e.kind)).toEqual(["end"]);
+    const final = endRun(events);
+    expect(final.status).toBe(RunStatus.FAILED);
+    expect(final.error!.code).toBe("provider_error");
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: created!.id });
+    expect(stored!.status).toBe(RunStatus.FAILED);
+  });
+
+  it("publishes an end carrying a validation_error run when the streamed answer violates the schema", async () => {
+    const { run: created } = await execute({
+      data: { name: "Ada" },
+      stream: true,
+      config: { model: "test-invalid" },
+    });
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    const events = await eventsUntilEnd(created!.id);
+    const final = endRun(events);
+    expect(final.status).toBe(RunStatus.FAILED);
+    expect(final.error!.code).toBe("validation_error");
+    expect(chunkText(events)).toBe("{}");
+  });
+
+  it("answers NotFound when starting an unknown run or another project's run", async () => {
+    const unknown = await connectError(
+      executor.startRun({
+        projectId: main.projectId,
+        runId: "00000000-0000-4000-8000-000000000000",
+      }),
+    );
+    expect(unknown.code).toBe(Code.NotFound);
+    const { run: created } = await execute({ project: other, data: { name: "Ada" }, stream: true });
+    const foreign = await connectError(
+      executor.startRun({ projectId: main.projectId, runId: created!.id }),
+    );
+    expect(foreign.code).toBe(Code.NotFound);
+    const { run: stored } = await runs.getRun({ projectId: other.projectId, id: created!.id });
+    expect(stored!.status).toBe(RunStatus.CREATED);
+  });
+
+  it("starts a run exactly once when StartRun calls race", async () => {
+    const { run: created } = await execute({ data: { name: "Race" }, stream: true });
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        executor.startRun({ projectId: main.projectId, runId: created!.id }),
+      ),
+    );
+    expect(answers.filter((a) => a.started)).toHaveLength(1);
+    const events = await eventsUntilEnd(created!.id);
+    expect(events.filter((e) => e.kind === "end")).toHaveLength(1);
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+  });
+});

@@ -1,0 +1,88 @@
+import { shouldInterruptAfterDeadline, type QuickJSWASMModule } from "quickjs-emscripten";
+
+export interface SandboxLimits {
+  /** Wall-clock budget of one render. */
+  timeoutMs: number;
+  memoryBytes: number;
+}
+
+export type RenderOutcome = { ok: true; value: string } | { ok: false; message: string };
+
+/**
+ * A host failure inside QuickJS (not a template error): the WebAssembly instance can no longer be
+ * trusted and the worker that holds it must be replaced.
+ */
+export class SandboxCorrupted extends Error {}
+
+// Runs inside QuickJS. Data keys that are identifiers become the template's variables. A template
+// with a "return" in statement position (at the start of a line, or after ";", "{" or "}") is the
+// body of a function; anything else is the inside of a template literal ("Summarise ${text}"), so
+// prose that merely says "return" still renders as text.
+const PRELUDE = `
+const __isName = (k) => {
+  if (!/^[\\p{ID_Start}$_][\\p{ID_Continue}$\\u200C\\u200D]*$/u.test(k)) return false;
+  try { new Function(k, ""); return true; } catch { return false; }
+};
+const __names = Object.keys(__data).filter(__isName);
+const __body = /(^|[;{}])\\s*return\\b/m.test(__content)
+  ? __content
+  : "return \`" + __content.replace(/\\\\?\`/g, (m) => m === "\`" ? "\\\\\`" : m) + "\`;";
+const __fn = new Function(...__names, __body);
+const __out = __fn(...__names.map((k) => __data[k]));
+typeof __out === "string" ? __out : JSON.stringify(__out);
+`;
+
+/**
+ * Renders one `jst` template in a QuickJS runtime of its own (discarded afterwards), with a memory
+ * limit, a stack limit below the host's and an interrupt at the deadline. The template sees only
+ * its data and the JavaScript built-ins.
+ */
+export function renderInQuickJS(
+  quickjs: QuickJSWASMModule,
+  content: string,
+  data: unknown,
+  limits: SandboxLimits,
+): RenderOutcome {
+  const runtime = quickjs.newRuntime({
+    memoryLimitBytes: limits.memoryBytes,
+    // Below what the host stack leaves to WebAssembly, so QuickJS reports the overflow itself.
+    maxStackSizeBytes: 256 * 1024,
+    interruptHandler: shouldInterruptAfterDeadline(Date.now() + limits.timeoutMs),
+  });
+  const vm = runtime.newContext();
+  let result: ReturnType<typeof vm.evalCode>;
+  try {
+    result = vm.evalCode(
+      `const __data = JSON.parse(${JSON.stringify(JSON.stringify(data))});\n` +
+        `const __content = ${JSON.stringify(content)};\n` +
+        PRELUDE,
+      "template.js",
+    );
+  } catch (err) {
+    throw new SandboxCorrupted(String(err));
+  }
+  try {
+    if (result.error) {
+      const error = vm.dump(result.error) as { name?: string; message?: string } | string;
+      result.error.dispose();
+      return { ok: false, message: describe(error, limits.timeoutMs) };
+    }
+    const value = vm.dump(result.value);
+    result.value.dispose();
+    return { ok: true, value: typeof value === "string" ? value : String(value) };
+  } finally {
+    vm.dispose();
+    runtime.dispose();
+  }
+}
+
+function describe(error: { name?: string; message?: string } | string, timeoutMs: number): string {
+  if (typeof error === "string") return error;
+  if (error.name === "InternalError" && error.message === "interrupted") {
+    return `template did not finish within ${timeoutMs} ms`;
+  }
+  if (error.message === "out of memory" || error.name === "out of memory") {
+    return "template exceeded its memory limit";
+  }
+  return `${error.name ?? "Error"}: ${error.message ?? "template failed"}`;
+}

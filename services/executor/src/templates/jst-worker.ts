@@ -1,0 +1,30 @@
+import { parentPort } from "node:worker_threads";
+import { getQuickJS } from "quickjs-emscripten";
+import { renderInQuickJS, SandboxCorrupted, type SandboxLimits } from "./jst-engine.js";
+
+/** A render request from JstSandbox. */
+export interface RenderJob {
+  id: number;
+  content: string;
+  data: unknown;
+  limits: SandboxLimits;
+}
+
+const quickjs = await getQuickJS();
+parentPort!.on("message", (job: RenderJob) => {
+  try {
+    parentPort!.postMessage({
+      id: job.id,
+      ...renderInQuickJS(quickjs, job.content, job.data, job.limits),
+    });
+  } catch (err) {
+    const message =
+      err instanceof SandboxCorrupted
+        ? "template exhausted the sandbox"
+        : "template could not be run";
+    parentPort!.postMessage({ id: job.id, ok: false, message });
+    // The WebAssembly instance is suspect: this worker goes, the pool starts a fresh one.
+    process.exit(1);
+  }
+});
+parentPort!.postMessage({ ready: true });

@@ -1,0 +1,223 @@
+import { create } from "@bufbuild/protobuf";
+import type { JsonObject } from "@pies/common";
+import { InteractionSchema, type Interaction } from "@pies/proto/catalog";
+import { beforeAll, describe, expect, it } from "vitest";
+import { JstSandbox } from "./jst.js";
+import { PromptRenderer, TemplateError } from "./render.js";
+
+let renderer: PromptRenderer;
+beforeAll(async () => {
+  renderer = new PromptRenderer(
+    await JstSandbox.create({ timeoutMs: 100, memoryBytes: 16 * 1024 * 1024 }),
+  );
+});
+
+let ids = 0;
+interface TemplateInit {
+  id?: string;
+  name?: string;
+  role?: string;
+  contentType?: string;
+  content?: string;
+}
+type Segment = { template: TemplateInit } | { chat: string } | { missing: string };
+
+function interaction(...segments: Segment[]): Interaction {
+  return create(InteractionSchema, {
+    id: "int-1",
+    name: "Test",
+    prompts: segments.map((s) => {
+      const id = `seg-${++ids}`;
+      if ("chat" in s) return { id, type: "chat", chatPath: s.chat };
+      if ("missing" in s) return { id, type: "template", templateId: s.missing };
+      const templateId = s.template.id ?? `tpl-${ids}`;
+      return {
+        id,
+        type: "template",
+        templateId,
+        template: {
+          id: templateId,
+          name: s.template.name ?? `t${ids}`,
+          role: "user",
+          contentType: "jst",
+          ...s.template,
+        },
+      };
+    }),
+  });
+}
+
+async function renderError(i: Interaction, data: JsonObject): Promise<TemplateError> {
+  let thrown: unknown;
+  try {
+    thrown = new Error(
+      `rendered ${JSON.stringify(await renderer.render(i, data))} instead of failing`,
+    );
+  } catch (err) {
+    thrown = err;
+  }
+  expect(thrown).toBeInstanceOf(TemplateError);
+  return thrown as TemplateError;
+}
+
+describe("PromptRenderer", () => {
+  it("renders handlebars without HTML escaping", async () => {
+    const i = interaction({
+      template: {
+        contentType: "handlebars",
+        content:
+          "Review <{{code}}> by {{user.name}} & {{{raw}}}: {{#each tags}}[{{this}}]{{/each}}",
+      },
+    });
+    expect(
+      await renderer.render(i, {
+        code: "a < b && c > \"d\" 'e'",
+        user: { name: "O'Brien & Co" },
+        raw: "<b>",
+        tags: ["x", "y"],
+      }),
+    ).toEqual([
+      { role: "user", content: "Review <a < b && c > \"d\" 'e'> by O'Brien & Co & <b>: [x][y]" },
+    ]);
+  });
+
+  it("renders the same handlebars template with different data (compiled once, no stale output)", async () => {
+    const i = interaction({ template: { contentType: "handlebars", content: "Hello {{name}}" } });
+    expect((await renderer.render(i, { name: "Ada" }))[0]?.content).toBe("Hello Ada");
+    expect((await renderer.render(i, { name: "Grace" }))[0]?.content).toBe("Hello Grace");
+    expect((await renderer.render(i, {}))[0]?.content).toBe("Hello ");
+  });
+
+  it("does not let handlebars reach prototype properties", async () => {
+    const i = interaction({
+      template: { contentType: "handlebars", content: "[{{constructor.name}}][{{__proto__}}]" },
+    });
+    expect((await renderer.render(i, {}))[0]?.content).toBe("[][]");
+  });
+
+  it("reports a handlebars syntax error as a TemplateError naming the template", async () => {
+    const i = interaction({
+      template: { name: "broken", contentType: "handlebars", content: "Hello {{#if x}}" },
+    });
+    expect((await renderError(i, { x: true })).message).toMatch(/^prompt template broken: /);
+  });
+
+  it("passes text templates verbatim (no placeholders expanded)", async () => {
+    const content = "Literal ${name} and {{name}} and `ticks` \\n stay";
+    const i = interaction({ template: { contentType: "text", content } });
+    expect(await renderer.render(i, { name: "Ada" })).toEqual([{ role: "user", content }]);
+  });
+
+  it("renders jst, and treats an empty content type as jst", async () => {
+    const i = interaction(
+      { template: { contentType: "jst", content: "Hello ${name}" } },
+      { template: { contentType: "", content: "return name.toUpperCase()" } },
+    );
+    expect((await renderer.render(i, { name: "Ada" })).map((m) => m.content)).toEqual([
+      "Hello Ada",
+      "ADA",
+    ]);
+  });
+
+  it("rejects an unknown content type", async () => {
+    const i = interaction({ template: { name: "odd", contentType: "mustache", content: "x" } });
+    expect((await renderError(i, {})).message).toBe(
+      "prompt template odd: content type mustache is not supported",
+    );
+  });
+
+  it("wraps a jst failure with the template's name (or id when it has none)", async () => {
+    const named = interaction({ template: { name: "greet", content: "return missing.x" } });
+    expect((await renderError(named, {})).message).toMatch(
+      /^prompt template greet: ReferenceError: /,
+    );
+    const unnamed = interaction({ template: { id: "tpl-xyz", name: "", content: "return (;" } });
+    expect((await renderError(unnamed, {})).message).toMatch(
+      /^prompt template tpl-xyz: SyntaxError: /,
+    );
+  });
+
+  it("keeps each template's role, in segment order, and falls back to user for an unknown role", async () => {
+    const i = interaction(
+      { template: { role: "system", contentType: "text", content: "You are terse." } },
+      { template: { role: "assistant", contentType: "text", content: "Understood." } },
+      { template: { role: "user", contentType: "handlebars", content: "Q: {{q}}" } },
+      { template: { role: "tool", contentType: "text", content: "odd role" } },
+      { template: { role: "", contentType: "text", content: "no role" } },
+    );
+    expect(await renderer.render(i, { q: "why?" })).toEqual([
+      { role: "system", content: "You are terse." },
+      { role: "assistant", content: "Understood." },
+      { role: "user", content: "Q: why?" },
+      { role: "user", content: "odd role" },
+      { role: "user", content: "no role" },
+    ]);
+  });
+
+  it("expands a chat segment from the data, between templates, following a dotted path", async () => {
+    const i = interaction(
+      { template: { role: "system", contentType: "text", content: "Be kind." } },
+      { chat: "conversation.history" },
+      { template: { role: "user", contentType: "jst", content: "Now: ${question}" } },
+    );
+    const history = [
+      { role: "user", content: "Hi" },
+      { role: "assistant", content: "Hello!" },
+      { role: "system", content: "note" },
+    ];
+    expect(await renderer.render(i, { conversation: { history }, question: "bye?" })).toEqual([
+      { role: "system", content: "Be kind." },
+      ...history,
+      { role: "user", content: "Now: bye?" },
+    ]);
+  });
+
+  it("keeps only role and content of chat messages, and accepts an empty history", async () => {
+    const i = interaction({ chat: "messages" });
+    expect(
+      await renderer.render(i, { messages: [{ role: "user", content: "x", name: "n", extra: 1 }] }),
+    ).toEqual([{ role: "user", content: "x" }]);
+    expect(await renderer.render(i, { messages: [] })).toEqual([]);
+  });
+
+  it("rejects a chat path that is missing or not an array", async () => {
+    const i = interaction({ chat: "chat.messages" });
+    const message = "input chat.messages must be an array of messages";
+    expect((await renderError(i, {})).message).toBe(message);
+    expect((await renderError(i, { chat: "text" })).message).toBe(message);
+    expect(
+      (await renderError(i, { chat: { messages: { role: "user", content: "x" } } })).message,
+    ).toBe(message);
+    expect((await renderError(i, { chat: { messages: "x" } })).message).toBe(message);
+  });
+
+  it("rejects chat messages of the wrong shape, naming the index", async () => {
+    const i = interaction({ chat: "m" });
+    const ok = { role: "user", content: "fine" };
+    expect((await renderError(i, { m: [ok, { role: "robot", content: "x" }] })).message).toBe(
+      "input m[1] must be {role, content}",
+    );
+    expect((await renderError(i, { m: [{ role: "user", content: 42 }] })).message).toBe(
+      "input m[0] must be {role, content}",
+    );
+    expect((await renderError(i, { m: [{ content: "x" }] })).message).toBe(
+      "input m[0] must be {role, content}",
+    );
+    expect((await renderError(i, { m: [ok, ok, null] })).message).toBe(
+      "input m[2] must be {role, content}",
+    );
+    expect((await renderError(i, { m: ["user: hi"] })).message).toBe(
+      "input m[0] must be {role, content}",
+    );
+  });
+
+  it("fails when a template segment has no template", async () => {
+    expect((await renderError(interaction({ missing: "tpl-gone" }), {})).message).toBe(
+      "prompt template tpl-gone is missing",
+    );
+  });
+
+  it("renders an interaction without segments to no messages", async () => {
+    expect(await renderer.render(interaction(), { a: 1 })).toEqual([]);
+  });
+});
