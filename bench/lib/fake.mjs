@@ -9,7 +9,9 @@ export async function startFakeInWorker(options) {
   const started = await new Promise((resolve, reject) => {
     worker.once("message", resolve);
     worker.once("error", reject);
-    worker.once("exit", (code) => reject(new Error(`fake upstream worker exited with code ${code}`)));
+    worker.once("exit", (code) =>
+      reject(new Error(`fake upstream worker exited with code ${code}`)),
+    );
   });
   let closing;
   return {

@@ -3,7 +3,7 @@ import { readSseIncrementally } from "./sse.mjs";
 
 /**
  * The four request kinds. Each takes (ctx, signal) and resolves to a sample
- * { ok, latencyMs, ttfcMs?, error? } — it never throws, so every failure is counted and described.
+ * { ok, latencyMs, ttfcMs?, phases?, error? } — it never throws, so every failure is counted and described.
  * ctx: { fakeUrl, fakeKey, model, gatewayUrl, apiKey, interactionId, text }.
  */
 
@@ -56,7 +56,10 @@ export async function directBlocking(ctx, signal) {
     const body = await response.json();
     const latencyMs = performance.now() - started;
     if (typeof body?.choices?.[0]?.message?.content !== "string") {
-      return failure(started, `chat/completions 200 without content: ${snippet(JSON.stringify(body))}`);
+      return failure(
+        started,
+        `chat/completions 200 without content: ${snippet(JSON.stringify(body))}`,
+      );
     }
     return { ok: true, latencyMs };
   } catch (err) {
@@ -67,17 +70,23 @@ export async function directBlocking(ctx, signal) {
 export async function piesBlocking(ctx, signal) {
   const started = performance.now();
   try {
-    const response = await fetch(`${ctx.gatewayUrl}/api/v1/interactions/${ctx.interactionId}/execute`, {
-      method: "POST",
-      headers: piesHeaders(ctx),
-      body: JSON.stringify({ data: { text: ctx.text } }),
-      signal,
-    });
+    const response = await fetch(
+      `${ctx.gatewayUrl}/api/v1/interactions/${ctx.interactionId}/execute`,
+      {
+        method: "POST",
+        headers: piesHeaders(ctx),
+        body: JSON.stringify({ data: { text: ctx.text } }),
+        signal,
+      },
+    );
     if (!response.ok) return failure(started, await httpError("execute", response));
     const run = await response.json();
     const latencyMs = performance.now() - started;
     if (run?.status !== "completed" || typeof run.result !== "string") {
-      return failure(started, `execute 200 but run ${run?.status}: ${snippet(JSON.stringify(run))}`);
+      return failure(
+        started,
+        `execute 200 but run ${run?.status}: ${snippet(JSON.stringify(run))}`,
+      );
     }
     return { ok: true, latencyMs };
   } catch (err) {
@@ -94,7 +103,8 @@ export async function directStreamed(ctx, signal) {
       body: JSON.stringify(chatBody(ctx, true)),
       signal,
     });
-    if (!response.ok) return failure(started, await httpError("chat/completions (stream)", response));
+    if (!response.ok)
+      return failure(started, await httpError("chat/completions (stream)", response));
     let ttfcMs;
     let done;
     let parseError;
@@ -126,7 +136,11 @@ export async function piesStreamed(ctx, signal) {
     const created = await fetch(`${ctx.gatewayUrl}/api/v1/runs`, {
       method: "POST",
       headers: piesHeaders(ctx),
-      body: JSON.stringify({ interaction: ctx.interactionId, stream: true, data: { text: ctx.text } }),
+      body: JSON.stringify({
+        interaction: ctx.interactionId,
+        stream: true,
+        data: { text: ctx.text },
+      }),
       signal,
     });
     if (!created.ok) return failure(started, await httpError("POST /runs", created));
@@ -134,11 +148,13 @@ export async function piesStreamed(ctx, signal) {
     if (typeof run?.id !== "string") {
       return failure(started, `POST /runs 2xx without id: ${snippet(JSON.stringify(run))}`);
     }
+    const createMs = performance.now() - started;
     const response = await fetch(`${ctx.gatewayUrl}/api/v1/runs/${run.id}/stream`, {
       headers: piesHeaders(ctx, false),
       signal,
     });
     if (!response.ok) return failure(started, await httpError("GET /runs/:id/stream", response));
+    const headersMs = performance.now() - started;
     let ttfcMs;
     let closedAt;
     let final;
@@ -168,7 +184,8 @@ export async function piesStreamed(ctx, signal) {
       return failure(started, `close with run status ${final?.status}${error}`);
     }
     if (ttfcMs === undefined) return failure(started, "close without any event: message");
-    return { ok: true, latencyMs: closedAt, ttfcMs };
+    // Breakdown (ms from the POST start): run created, stream response headers, first chunk, close.
+    return { ok: true, latencyMs: closedAt, ttfcMs, phases: { createMs, headersMs } };
   } catch (err) {
     return failure(started, describe(err, signal));
   }

@@ -20,6 +20,22 @@ export function summarise(samples, wallMs) {
     .filter((v) => v !== undefined)
     .sort((a, b) => a - b);
   const errors = samples.filter((s) => !s.ok);
+  // Medians of any per-request breakdown (e.g. pies streamed: createMs, headersMs).
+  const phaseNames = [...new Set(ok.flatMap((s) => Object.keys(s.phases ?? {})))];
+  const phaseP50Ms = Object.fromEntries(
+    phaseNames.map((name) => [
+      name,
+      round(
+        percentile(
+          ok
+            .map((s) => s.phases?.[name])
+            .filter((v) => v !== undefined)
+            .sort((a, b) => a - b),
+          50,
+        ),
+      ),
+    ]),
+  );
   const byKind = new Map();
   for (const e of errors) byKind.set(e.error, (byKind.get(e.error) ?? 0) + 1);
   return {
@@ -39,6 +55,7 @@ export function summarise(samples, wallMs) {
     ttfcP50Ms: round(percentile(ttfcs, 50)),
     ttfcP99Ms: round(percentile(ttfcs, 99)),
     ttfcMeanMs: round(mean(ttfcs)),
+    ...(phaseNames.length > 0 ? { phaseP50Ms } : {}),
   };
 }
 
@@ -59,7 +76,7 @@ export function addRatios(rows) {
 /** A fixed-width text table. */
 export function formatTable(rows) {
   const columns = [
-    ["mode", (r) => r.mode, "l"],
+    ["mode", (r) => (r.stoppedEarly ? `${r.mode} (partial)` : r.mode), "l"],
     ["conc", (r) => r.concurrency],
     ["requests", (r) => r.requests],
     ["errors", (r) => r.errors],
@@ -73,7 +90,9 @@ export function formatTable(rows) {
     ["ttfc ratio", (r) => fmt(r.ttfcP50Ratio)],
   ];
   const cells = rows.map((r) => columns.map(([, get]) => String(get(r))));
-  const widths = columns.map(([name], i) => Math.max(name.length, ...cells.map((c) => c[i].length)));
+  const widths = columns.map(([name], i) =>
+    Math.max(name.length, ...cells.map((c) => c[i].length)),
+  );
   const line = (values) =>
     values
       .map((v, i) => (columns[i][2] === "l" ? v.padEnd(widths[i]) : v.padStart(widths[i])))
@@ -87,4 +106,20 @@ export function formatTable(rows) {
 
 function fmt(v, digits = 2) {
   return v === null || v === undefined ? "-" : v.toFixed(digits);
+}
+
+/** Per-process CPU % of one core during each row's measured phase, and the machine's busy %. */
+export function formatCpuTable(rows) {
+  const names = [...new Set(rows.flatMap((r) => Object.keys(r.cpu?.processPercent ?? {})))];
+  const header = ["mode", "conc", ...names, "machine busy %"];
+  const cells = rows.map((r) => [
+    r.mode,
+    String(r.concurrency),
+    ...names.map((n) => String(r.cpu?.processPercent?.[n] ?? "-")),
+    String(r.cpu?.machineBusyPercent ?? "-"),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
+  const line = (values) =>
+    values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join("  ");
+  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...cells.map(line)].join("\n");
 }

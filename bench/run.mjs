@@ -1,0 +1,346 @@
+#!/usr/bin/env node
+// pies overhead benchmark: the same chat completion sent straight to a loopback fake OpenAI
+// upstream ("direct") and through the full pies stack (gateway -> executor -> upstream, with runs
+// in PostgreSQL and chunks over NATS: "pies"), blocking and streamed, at several concurrencies.
+// See bench/README.md. Loopback only. Settings (environment variables, all optional):
+//   BENCH_CONCURRENCY=1,16,64  BENCH_WARMUP_MS=1500  BENCH_DURATION_MS=5000
+//   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=300000
+//   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
+import { mkdir, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { createTestDatabase, createTestStream, startStack } from "@pies/common/testing";
+import { startCpuSample } from "./lib/cpu.mjs";
+import { startFakeInWorker } from "./lib/fake.mjs";
+import { runCell } from "./lib/load.mjs";
+import { modes } from "./lib/modes.mjs";
+import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const int = (name, fallback) => {
+  const raw = process.env[name];
+  const value = raw === undefined || raw === "" ? fallback : Number(raw);
+  if (!Number.isInteger(value) || value < 0)
+    throw new Error(`${name} must be a non-negative integer`);
+  return value;
+};
+
+const config = {
+  concurrency: (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map((c) => {
+    const n = Number(c.trim());
+    if (!Number.isInteger(n) || n < 1) throw new Error(`bad BENCH_CONCURRENCY entry ${c}`);
+    return n;
+  }),
+  modes: (process.env.BENCH_MODES ?? Object.keys(modes).join(","))
+    .split(",")
+    .map((m) => m.trim())
+    .filter(Boolean),
+  warmupMs: int("BENCH_WARMUP_MS", 1500),
+  durationMs: int("BENCH_DURATION_MS", 5000),
+  maxRequests: int("BENCH_MAX_REQUESTS", 100_000),
+  requestTimeoutMs: int("BENCH_REQUEST_TIMEOUT_MS", 30_000),
+  deadlineMs: int("BENCH_DEADLINE_MS", 300_000),
+  upstream: { latencyMs: int("BENCH_LATENCY_MS", 5), chunkDelayMs: int("BENCH_CHUNK_DELAY_MS", 1) },
+  model: "gpt-4o-mini",
+  text: "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.",
+};
+for (const m of config.modes) if (!modes[m]) throw new Error(`unknown mode "${m}" in BENCH_MODES`);
+
+const startedAt = new Date();
+const t0 = performance.now();
+const elapsed = () => ((performance.now() - t0) / 1000).toFixed(1);
+const log = (message) => process.stderr.write(`[bench ${elapsed()}s] ${message}\n`);
+
+// One signal stops everything: the overall deadline, Ctrl-C / SIGTERM.
+const stopper = new AbortController();
+const stop = stopper.signal;
+const deadline = setTimeout(() => {
+  log(
+    `overall deadline of ${config.deadlineMs} ms reached: stopping and reporting what was measured`,
+  );
+  stopper.abort(new Error("overall deadline reached"));
+}, config.deadlineMs);
+deadline.unref();
+// Last resort if stopping or cleanup itself hangs: kill what we started and leave.
+const guard = setTimeout(() => {
+  log("cleanup did not finish within 60 s after the deadline: killing the stack's processes");
+  for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
+  process.exit(3);
+}, config.deadlineMs + 60_000);
+guard.unref();
+
+const resources = { fake: undefined, db: undefined, stream: undefined, stack: undefined };
+let cleaning;
+/** Stops and removes everything started, once; resolves to [{ step, ms, result | error }]. */
+function cleanup() {
+  cleaning ??= (async () => {
+    // stack.stop() stops gateway, executor, runs, catalog in that order (SIGTERM, SIGKILL after
+    // 10 s); timing each process separately shows which one is slow to shut down.
+    const stackSteps = [...(resources.stack?.processes ?? [])]
+      .reverse()
+      .map((p) => [`stop ${p.name}`, async () => `exit ${await p.stop()}`]);
+    const steps = [
+      ...stackSteps,
+      ["stack.stop()", () => resources.stack?.stop()],
+      ["fake.close()", () => resources.fake?.close()],
+      ["stream.remove()", () => resources.stream?.remove()],
+      ["db.drop()", () => resources.db?.drop()],
+    ];
+    const report = [];
+    for (const [step, run] of steps) {
+      const started = performance.now();
+      try {
+        const result = await run();
+        const ms = Math.round(performance.now() - started);
+        report.push({ step, ms, ...(result !== undefined ? { result } : {}) });
+        if (ms > 2000) log(`cleanup: ${step} took ${ms} ms${result ? ` (${result})` : ""}`);
+      } catch (err) {
+        report.push({
+          step,
+          ms: Math.round(performance.now() - started),
+          error: String(err?.message ?? err),
+        });
+        log(`cleanup ${step} failed: ${err?.message ?? err}`);
+      }
+    }
+    return report;
+  })();
+  return cleaning;
+}
+
+let signalled = 0;
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.on(sig, () => {
+    signalled++;
+    if (signalled > 1) {
+      log(`${sig} again: killing the stack's processes and exiting without full cleanup`);
+      for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
+      process.exit(130);
+    }
+    log(`${sig}: stopping; cleaning up (press again to force)`);
+    stopper.abort(new Error(`interrupted by ${sig}`));
+  });
+}
+
+async function api(gatewayUrl, key, pathname, body) {
+  const response = await fetch(`${gatewayUrl}/api/v1${pathname}`, {
+    method: body === undefined ? "GET" : "POST",
+    headers: {
+      authorization: `Bearer ${key}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.any([stop, AbortSignal.timeout(30_000)]),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`POST ${pathname}: HTTP ${response.status}: ${text}`);
+  return JSON.parse(text);
+}
+
+async function setup() {
+  const fakeKey = "sk-bench-upstream";
+  log("starting fake upstream, test database, test stream");
+  resources.fake = await startFakeInWorker({
+    apiKey: fakeKey,
+    latencyMs: config.upstream.latencyMs,
+    chunkDelayMs: config.upstream.chunkDelayMs,
+    maxRecordedRequests: 0,
+  });
+  resources.db = await createTestDatabase("bench");
+  resources.stream = createTestStream();
+  log("starting the stack (catalog, runs, executor, gateway)");
+  resources.stack = await startStack({
+    databaseUrl: resources.db.url,
+    natsEnv: resources.stream.env,
+  });
+  const { gatewayUrl, bootstrap } = resources.stack;
+  const environment = await api(gatewayUrl, bootstrap.key, "/environments", {
+    name: "bench-upstream",
+    provider: "openai_compatible",
+    endpoint_url: resources.fake.url,
+    apiKey: fakeKey,
+    default_model: config.model,
+  });
+  const prompt = await api(gatewayUrl, bootstrap.key, "/prompts", {
+    name: "summarise",
+    role: "user",
+    content_type: "jst",
+    content: "return `Summarise ${text}`",
+    inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+  });
+  const interaction = await api(gatewayUrl, bootstrap.key, "/interactions", {
+    name: "Summary",
+    environment: environment.id,
+    prompts: [{ type: "template", template: prompt.id }],
+  });
+  return {
+    fakeUrl: resources.fake.url,
+    fakeKey,
+    model: config.model,
+    gatewayUrl,
+    apiKey: bootstrap.key,
+    interactionId: interaction.id,
+    text: config.text,
+  };
+}
+
+/** One request of each mode, so a broken setup fails loudly before the timed part. */
+async function smokeTest(ctx) {
+  for (const mode of config.modes) {
+    const sample = await modes[mode](ctx, AbortSignal.any([stop, AbortSignal.timeout(30_000)]));
+    if (!sample.ok) throw new Error(`smoke test of "${mode}" failed: ${sample.error}`);
+  }
+}
+
+function machine() {
+  const cpus = os.cpus();
+  return {
+    node: process.version,
+    platform: `${os.platform()} ${os.release()}`,
+    arch: os.arch(),
+    cpus: cpus.length,
+    availableParallelism: os.availableParallelism?.(),
+    cpuModel: cpus[0]?.model,
+    totalMemMB: Math.round(os.totalmem() / 2 ** 20),
+    loadavg: os.loadavg().map((v) => Number(v.toFixed(2))),
+  };
+}
+
+async function main() {
+  let ctx;
+  try {
+    ctx = await setup();
+    await smokeTest(ctx);
+  } catch (err) {
+    log(`setup failed: ${err?.stack ?? err}`);
+    if (resources.stack) log(`recent stack process logs:\n${resources.stack.output()}`);
+    await cleanup();
+    return 1;
+  }
+  log(
+    `setup done; gateway ${ctx.gatewayUrl}, upstream ${ctx.fakeUrl}, interaction ${ctx.interactionId}`,
+  );
+
+  const rows = [];
+  const errorSamples = [];
+  outer: for (const concurrency of config.concurrency) {
+    for (const mode of config.modes) {
+      if (stop.aborted) break outer;
+      const request = (signal) => modes[mode](ctx, signal);
+      const cell = await runCell({
+        request,
+        concurrency,
+        warmupMs: config.warmupMs,
+        durationMs: config.durationMs,
+        maxRequests: config.maxRequests,
+        requestTimeoutMs: config.requestTimeoutMs,
+        stop,
+        onMeasure: () => startCpuSample(resources.stack.processes),
+      });
+      if (cell.samples.length === 0 && cell.stoppedEarly) {
+        log(`${mode} c=${concurrency}: stopped before any request was measured; no row`);
+        break outer;
+      }
+      const row = {
+        mode,
+        concurrency,
+        ...summarise(cell.samples, cell.wallMs),
+        stoppedEarly: cell.stoppedEarly,
+        interruptedByStop: cell.interrupted,
+        cpu: cell.measured,
+      };
+      rows.push(row);
+      log(
+        `${mode} c=${concurrency}: ${row.requests} requests, ${row.errors} errors, ` +
+          `p50 ${row.p50Ms} ms, p99 ${row.p99Ms} ms, ${row.reqPerSec} req/s` +
+          (row.ttfcP50Ms != null ? `, ttfc p50 ${row.ttfcP50Ms} ms` : "") +
+          (row.phaseP50Ms ? ` (p50 breakdown: ${JSON.stringify(row.phaseP50Ms)})` : "") +
+          (cell.stoppedEarly
+            ? ` (stopped early: partial; ${cell.interrupted} in-flight request(s) abandoned)`
+            : ""),
+      );
+      for (const kind of row.errorKinds) {
+        log(`  error x${kind.count}: ${kind.error}`);
+        if (errorSamples.length < 50) errorSamples.push({ mode, concurrency, ...kind });
+      }
+    }
+  }
+  addRatios(rows);
+
+  const totalErrors = rows.reduce((n, r) => n + r.errors, 0);
+  const piesErrors = rows.some((r) => r.mode.startsWith("pies") && r.errors > 0);
+  // The processes run at LOG_LEVEL=warn, so these are their warnings and errors (last 200 lines each).
+  const stackLogs = piesErrors
+    ? resources.stack
+        .output()
+        .split("\n")
+        .filter((l) => l.trim())
+        .slice(-200)
+    : [];
+  const finishedAt = new Date();
+  const result = {
+    timestamp: startedAt.toISOString(),
+    finishedAt: finishedAt.toISOString(),
+    totalSeconds: Number(((performance.now() - t0) / 1000).toFixed(1)),
+    complete: !stop.aborted,
+    stopReason: stop.aborted ? String(stop.reason?.message ?? stop.reason) : null,
+    machine: machine(),
+    config,
+    totalErrors,
+    rows,
+    errorSamples,
+    stackLogs,
+  };
+
+  console.log("");
+  console.log(formatTable(rows));
+  console.log("");
+  console.log(
+    "p50 ratio = pies p50 / direct p50; thr ratio = pies req/s / direct req/s; " +
+      "ttfc ratio = pies ttfc p50 / direct ttfc p50 (same concurrency, same run)",
+  );
+  console.log(
+    "\nCPU during each measured phase (% of one core; bench = load generator + fake upstream; postgres/nats = all such processes; other = rest of the machine):",
+  );
+  console.log(formatCpuTable(rows));
+  if (totalErrors > 0) {
+    console.log(`\n${totalErrors} request(s) FAILED:`);
+    for (const e of errorSamples)
+      console.log(`  ${e.mode} c=${e.concurrency} x${e.count}: ${e.error}`);
+    if (piesErrors) {
+      console.log(
+        stackLogs.length > 0
+          ? `\nrecent stack process logs (warn and above):\n${stackLogs.join("\n")}`
+          : "\nthe pies processes logged nothing at warn level or above",
+      );
+    }
+  }
+  if (stop.aborted) console.log(`\nrun incomplete: ${result.stopReason}`);
+
+  // Written before cleanup (so a hung cleanup loses nothing) and again after, with the total time.
+  const out = path.join(here, "results", "latest.json");
+  await mkdir(path.dirname(out), { recursive: true });
+  await writeFile(out, JSON.stringify(result, null, 2) + "\n");
+  result.cleanup = await cleanup();
+  result.totalSeconds = Number(((performance.now() - t0) / 1000).toFixed(1));
+  await writeFile(out, JSON.stringify(result, null, 2) + "\n");
+  console.log(
+    `\nwrote ${path.relative(process.cwd(), out) || out}; total ${result.totalSeconds} s`,
+  );
+  if (signalled > 0) return 130;
+  return totalErrors > 0 || stop.aborted ? 2 : 0;
+}
+
+let code;
+try {
+  code = await main();
+} catch (err) {
+  log(`failed: ${err?.stack ?? err}`);
+  await cleanup();
+  code = 1;
+}
+// Exit even if a stray handle (a keep-alive socket, a timer) would keep the loop alive; if cleanup
+// itself hung, the deadline guard below still ends the process.
+process.exit(code);
