@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { Authenticator } from "./auth.js";
+import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError } from "./errors.js";
 import { catalogRoutes } from "./routes/catalog.js";
@@ -17,6 +18,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     return503OnClosing: true,
   });
   const ctx = { deps, auth: new Authenticator(deps) };
+  trackInFlight(app);
 
   app.setErrorHandler((err, _request, reply) => {
     const error = toHttpError(err);
@@ -47,11 +49,4 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     { prefix: "/api/v1" },
   );
   return app;
-}
-
-/** Stops accepting, lets open requests and streams finish for up to `graceMs`, then cuts them. */
-export async function closeGracefully(app: FastifyInstance, graceMs: number): Promise<void> {
-  const timer = setTimeout(() => app.server.closeAllConnections(), graceMs);
-  await app.close();
-  clearTimeout(timer);
 }

@@ -8,7 +8,8 @@ import {
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunsService } from "@pies/proto/runs";
-import { closeGracefully, createGateway } from "./app.js";
+import { createGateway } from "./app.js";
+import { closeGracefully } from "./drain.js";
 import { gatewayOptions, type GatewayConfig } from "./config.js";
 
 export interface GatewayProcess {

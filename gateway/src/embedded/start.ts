@@ -10,7 +10,7 @@ import {
   type RunEventBus,
 } from "@pies/common";
 import type { Kysely } from "kysely";
-import { closeGracefully } from "../app.js";
+import { closeGracefully } from "../drain.js";
 import type { EmbeddedConfig } from "./config.js";
 import { createInMemoryPies, type InMemoryPies } from "./wiring.js";
 
