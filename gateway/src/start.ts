@@ -1,7 +1,7 @@
 import {
   createLogger,
-  grpcClient,
-  grpcTransport,
+  serviceClient,
+  peerTransport,
   JetStreamRunEventBus,
   peersServing,
 } from "@pies/common";
@@ -21,13 +21,13 @@ export interface GatewayProcess {
 export async function startGateway(config: GatewayConfig): Promise<GatewayProcess> {
   const logger = createLogger("gateway", config.LOG_LEVEL);
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-gateway");
-  const catalog = grpcTransport(config.CATALOG_URL);
-  const runs = grpcTransport(config.RUNS_URL);
-  const executor = grpcTransport(config.EXECUTOR_URL);
+  const catalog = peerTransport(config.CATALOG_URL);
+  const runs = peerTransport(config.RUNS_URL);
+  const executor = peerTransport(config.EXECUTOR_URL);
   const app = createGateway({
-    catalog: grpcClient(CatalogService, catalog),
-    runs: grpcClient(RunsService, runs),
-    executor: grpcClient(ExecutorService, executor),
+    catalog: serviceClient(CatalogService, catalog),
+    runs: serviceClient(RunsService, runs),
+    executor: serviceClient(ExecutorService, executor),
     bus,
     logger,
     options: gatewayOptions(config),

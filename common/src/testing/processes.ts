@@ -35,8 +35,9 @@ export function startProcess(
   name: string,
   script: string,
   env: Record<string, string>,
+  nodeArgs: string[] = [],
 ): ManagedProcess {
-  const child = spawn(process.execPath, [script], {
+  const child = spawn(process.execPath, [...nodeArgs, script], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -72,6 +73,8 @@ export interface StackOptions {
   /** NATS_URL, PIES_NATS_STREAM, PIES_NATS_SUBJECT_PREFIX. */
   natsEnv: Record<string, string>;
   env?: Record<string, string>;
+  /** Extra arguments to node for every process, e.g. `--cpu-prof` when profiling. */
+  nodeArgs?: string[];
 }
 
 export interface Stack {
@@ -102,32 +105,52 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const common = { HOST: "127.0.0.1", ...options.env };
   const processes = [
-    startProcess("catalog", "services/catalog/dist/main.js", {
-      ...common,
-      PORT: String(catalogPort),
-      DATABASE_URL: options.databaseUrl,
-      PIES_SECRET_KEY: secretKey,
-    }),
-    startProcess("runs", "services/runs/dist/main.js", {
-      ...common,
-      PORT: String(runsPort),
-      DATABASE_URL: options.databaseUrl,
-    }),
-    startProcess("executor", "services/executor/dist/main.js", {
-      ...common,
-      ...options.natsEnv,
-      PORT: String(executorPort),
-      CATALOG_URL: catalogUrl,
-      RUNS_URL: runsUrl,
-    }),
-    startProcess("gateway", "gateway/dist/main.js", {
-      ...common,
-      ...options.natsEnv,
-      PORT: String(gatewayPort),
-      CATALOG_URL: catalogUrl,
-      RUNS_URL: runsUrl,
-      EXECUTOR_URL: executorUrl,
-    }),
+    startProcess(
+      "catalog",
+      "services/catalog/dist/main.js",
+      {
+        ...common,
+        PORT: String(catalogPort),
+        DATABASE_URL: options.databaseUrl,
+        PIES_SECRET_KEY: secretKey,
+      },
+      options.nodeArgs,
+    ),
+    startProcess(
+      "runs",
+      "services/runs/dist/main.js",
+      {
+        ...common,
+        PORT: String(runsPort),
+        DATABASE_URL: options.databaseUrl,
+      },
+      options.nodeArgs,
+    ),
+    startProcess(
+      "executor",
+      "services/executor/dist/main.js",
+      {
+        ...common,
+        ...options.natsEnv,
+        PORT: String(executorPort),
+        CATALOG_URL: catalogUrl,
+        RUNS_URL: runsUrl,
+      },
+      options.nodeArgs,
+    ),
+    startProcess(
+      "gateway",
+      "gateway/dist/main.js",
+      {
+        ...common,
+        ...options.natsEnv,
+        PORT: String(gatewayPort),
+        CATALOG_URL: catalogUrl,
+        RUNS_URL: runsUrl,
+        EXECUTOR_URL: executorUrl,
+      },
+      options.nodeArgs,
+    ),
   ];
   const output = () => processes.map((p) => p.output()).join("\n");
   const stop = async () => {

@@ -2,7 +2,7 @@ import { createRouterTransport, type ConnectRouter } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import {
   errorInterceptor,
-  grpcClient,
+  serviceClient,
   migrateToLatest,
   pingDatabase,
   type Logger,
@@ -25,7 +25,7 @@ import type { GatewayOptions } from "../deps.js";
 
 export interface InMemoryPies {
   app: FastifyInstance;
-  catalog: ReturnType<typeof grpcClient<typeof CatalogService>>;
+  catalog: ReturnType<typeof serviceClient<typeof CatalogService>>;
   inFlight: InFlight;
 }
 
@@ -59,11 +59,11 @@ export async function createInMemoryPies(options: {
     config: options.executor,
   });
   const inFlight = new InFlight();
-  const catalog = grpcClient(CatalogService, catalogTransport);
+  const catalog = serviceClient(CatalogService, catalogTransport);
   const app = createGateway({
     catalog,
-    runs: grpcClient(RunsService, runsTransport),
-    executor: grpcClient(ExecutorService, local(executorRoutes(executorDeps, inFlight))),
+    runs: serviceClient(RunsService, runsTransport),
+    executor: serviceClient(ExecutorService, local(executorRoutes(executorDeps, inFlight))),
     bus,
     logger,
     options: options.gateway,

@@ -1,5 +1,5 @@
 import type { Transport } from "@connectrpc/connect";
-import { grpcClient, type Logger, type RunEventBus } from "@pies/common";
+import { serviceClient, type Logger, type RunEventBus } from "@pies/common";
 import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
 import type { ExecutorConfig } from "./config.js";
@@ -34,8 +34,8 @@ export async function createExecutorDeps(options: {
     config.PIES_TEMPLATE_WORKERS,
   );
   return {
-    catalog: grpcClient(CatalogService, options.catalog),
-    runs: grpcClient(RunsService, options.runs),
+    catalog: serviceClient(CatalogService, options.catalog),
+    runs: serviceClient(RunsService, options.runs),
     bus: options.bus,
     providers: new ProviderRegistry({
       timeoutMs: config.PIES_PROVIDER_TIMEOUT_MS,

@@ -1,6 +1,6 @@
 import {
   createLogger,
-  grpcTransport,
+  peerTransport,
   JetStreamRunEventBus,
   peersServing,
   serveConnect,
@@ -20,8 +20,8 @@ export interface ExecutorProcess {
 export async function startExecutor(config: ExecutorConfig): Promise<ExecutorProcess> {
   const logger = createLogger("executor", config.LOG_LEVEL);
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-executor");
-  const catalog = grpcTransport(config.CATALOG_URL);
-  const runs = grpcTransport(config.RUNS_URL);
+  const catalog = peerTransport(config.CATALOG_URL);
+  const runs = peerTransport(config.RUNS_URL);
   const deps = await createExecutorDeps({ catalog, runs, bus, logger, config });
   const inFlight = new InFlight();
   const server = await serveConnect({
