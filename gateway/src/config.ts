@@ -1,13 +1,8 @@
 import { z } from "zod";
 import { env, loadConfig, natsConfigSchema } from "@pies/common";
 
-export const gatewayConfigSchema = z.object({
-  HOST: env.host(),
-  PORT: env.port(8080),
-  CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
-  RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
-  EXECUTOR_URL: z.string().url().default("http://127.0.0.1:50053"),
-  ...natsConfigSchema,
+/** How the gateway serves (shared with the embedded mode), apart from where it runs. */
+export const gatewaySettingsSchema = {
   PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024),
   PIES_AUTH_CACHE_SECONDS: env.int(30, 0),
   PIES_SSE_HEARTBEAT_SECONDS: env.int(15, 1),
@@ -15,6 +10,16 @@ export const gatewayConfigSchema = z.object({
     .enum(["true", "false"])
     .default("false")
     .transform((v) => v === "true"),
+};
+
+export const gatewayConfigSchema = z.object({
+  HOST: env.host(),
+  PORT: env.port(8080),
+  CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
+  RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
+  EXECUTOR_URL: z.string().url().default("http://127.0.0.1:50053"),
+  ...natsConfigSchema,
+  ...gatewaySettingsSchema,
   LOG_LEVEL: env.logLevel(),
 });
 
@@ -23,7 +28,7 @@ export type GatewayConfig = z.infer<typeof gatewayConfigSchema>;
 export const loadGatewayConfig = (source?: Record<string, string | undefined>) =>
   loadConfig(gatewayConfigSchema, source);
 
-export const gatewayOptions = (config: GatewayConfig) => ({
+export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySettingsSchema>>) => ({
   maxBodyBytes: config.PIES_MAX_BODY_BYTES,
   authCacheSeconds: config.PIES_AUTH_CACHE_SECONDS,
   sseHeartbeatSeconds: config.PIES_SSE_HEARTBEAT_SECONDS,

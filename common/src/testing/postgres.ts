@@ -31,6 +31,16 @@ export async function createTestDatabase(label = "t"): Promise<TestDatabase> {
       const client = new pg.Client({ connectionString: testServerUrl() });
       await client.connect();
       try {
+        // Pools resolve end() before the server has seen every session go: give them a moment,
+        // so that forcing the drop does not kill a session whose client has stopped listening.
+        for (let i = 0; i < 50; i++) {
+          const { rows } = await client.query(
+            "select count(*)::int as n from pg_stat_activity where datname = $1",
+            [name],
+          );
+          if (rows[0].n === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
         await client.query(`drop database if exists ${name} with (force)`);
       } finally {
         await client.end();

@@ -10,6 +10,7 @@ import {
   type RunEventBus,
 } from "@pies/common";
 import type { Kysely } from "kysely";
+import { gatewayOptions } from "../config.js";
 import { closeGracefully } from "../drain.js";
 import type { EmbeddedConfig } from "./config.js";
 import { createInMemoryPies, type InMemoryPies } from "./wiring.js";
@@ -56,12 +57,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
     secretKey,
     logger,
     executor: config,
-    gateway: {
-      maxBodyBytes: config.PIES_MAX_BODY_BYTES,
-      authCacheSeconds: config.PIES_AUTH_CACHE_SECONDS,
-      sseHeartbeatSeconds: config.PIES_SSE_HEARTBEAT_SECONDS,
-      trustProxy: false,
-    },
+    gateway: gatewayOptions(config),
   });
   const apiKey = await seed(catalog, dataDir);
   const address = await app.listen({ host: config.HOST, port: config.PORT });

@@ -1,18 +1,23 @@
 import { z } from "zod";
 import { env, loadConfig, natsConfigSchema } from "@pies/common";
 
-export const executorConfigSchema = z.object({
-  HOST: env.host(),
-  PORT: env.port(50053),
-  CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
-  RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
-  ...natsConfigSchema,
+/** How the executor executes (shared with the embedded mode), apart from where it runs. */
+export const executorSettingsSchema = {
   PIES_RUN_TTL_SECONDS: env.int(300, 1),
   PIES_PROVIDER_TIMEOUT_MS: env.int(120_000, 1),
   PIES_PROVIDER_MAX_RETRIES: env.int(2, 0),
   PIES_TEMPLATE_TIMEOUT_MS: env.int(100, 1),
   PIES_TEMPLATE_MEMORY_BYTES: env.int(16 * 1024 * 1024, 1024 * 1024),
   PIES_TEMPLATE_WORKERS: env.int(2, 1),
+};
+
+export const executorConfigSchema = z.object({
+  HOST: env.host(),
+  PORT: env.port(50053),
+  CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
+  RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
+  ...natsConfigSchema,
+  ...executorSettingsSchema,
   LOG_LEVEL: env.logLevel(),
 });
 

@@ -1,5 +1,10 @@
 export { createExecutorService, executorRoutes, InFlight } from "./service.js";
 export { createExecutorDeps, type ExecutorSettings } from "./deps.js";
 export type { ExecutorDeps } from "./context.js";
-export { executorConfigSchema, loadExecutorConfig, type ExecutorConfig } from "./config.js";
+export {
+  executorConfigSchema,
+  executorSettingsSchema,
+  loadExecutorConfig,
+  type ExecutorConfig,
+} from "./config.js";
 export { startExecutor, type ExecutorProcess } from "./start.js";

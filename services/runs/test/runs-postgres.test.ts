@@ -42,8 +42,10 @@ beforeAll(async () => {
   testDb = await createTestDatabase("runs");
   db = createDatabase<RunsDatabase>({ url: testDb.url, poolMax: 25 });
   // The service over its own pool whose queries are recorded.
+  const pool = new pg.Pool({ connectionString: testDb.url, max: 25 });
+  pool.on("error", () => {}); // a session ended by the server while idle is not a test failure
   logged = new Kysely<RunsDatabase>({
-    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: testDb.url, max: 25 }) }),
+    dialect: new PostgresDialect({ pool }),
     log: (event) => {
       if (event.level === "query") queries.push(event.query);
     },
