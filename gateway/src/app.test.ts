@@ -144,6 +144,25 @@ describe("errors", () => {
     expect(badQuery.status).toBe(400);
   });
 
+  it("refuses NUL in strings, an over-long path and a body that is not JSON, as JSON errors", async () => {
+    const nul = await call("/prompts", { body: '{"content":"a\\u0000b"}' });
+    expect(nul).toMatchObject({ status: 400, json: { code: "invalid_request" } });
+    expect(nul.json.message).toContain("NUL");
+    const escaped = await call("/prompts", { body: '{"content":"a\\\\u0000b"}' });
+    expect(escaped.status).toBe(201);
+    expect(escaped.json.content).toBe("a\\u0000b");
+    const long = await call(`/runs/${"a".repeat(5000)}`);
+    expect(long.json).toMatchObject({ status: 414, code: "uri_too_long" });
+    const text = await app.inject({
+      method: "POST",
+      url: "/api/v1/prompts",
+      headers: { authorization: `Bearer ${key}`, "content-type": "text/plain" },
+      payload: "hello",
+    });
+    expect(text.statusCode).toBe(415);
+    expect(text.json()).toMatchObject({ code: "unsupported_media_type" });
+  });
+
   it("answers unknown routes and unknown ids with 404, and unbuilt operations with 501", async () => {
     expect((await call("/nothing")).json).toMatchObject({ status: 404, code: "not_found" });
     expect((await call("/interactions/000000000000000000000000")).status).toBe(404);

@@ -3,6 +3,7 @@ import { Authenticator } from "./auth.js";
 import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError } from "./errors.js";
+import { parseJsonBody } from "./json-body.js";
 import { catalogRoutes } from "./routes/catalog.js";
 import { runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
@@ -16,7 +17,13 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     // Streams stay open as long as a run executes; the server must not cut them.
     requestTimeout: 0,
     return503OnClosing: true,
+    // Errors Fastify meets before a route runs (an over-long path parameter, say) get the same
+    // JSON body as the rest.
+    frameworkErrors: (err, _request, reply) => sendError(reply, toHttpError(err)),
   });
+  // JSON only: text/plain and the rest are 415.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonBody);
   const ctx = { deps, auth: new Authenticator(deps) };
   trackInFlight(app);
 

@@ -63,11 +63,14 @@ export function toHttpError(err: unknown): HttpError {
       fastifyError.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError
         ? "the request body is not valid JSON"
         : fastifyError.message;
-    return new HttpError(
-      status,
-      status === 415 ? "unsupported_media_type" : "invalid_request",
-      message,
-    );
+    if (status === 415) {
+      return new HttpError(
+        415,
+        "unsupported_media_type",
+        "the request body must be application/json",
+      );
+    }
+    return new HttpError(status, status === 414 ? "uri_too_long" : "invalid_request", message);
   }
   return new HttpError(500, "internal", "internal error");
 }

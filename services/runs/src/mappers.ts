@@ -82,7 +82,13 @@ export function runToProto(row: RunRow): Run {
   });
 }
 
-const json = (v: unknown) => JSON.stringify(v ?? null);
+/**
+ * JSON text for a jsonb column. PostgreSQL cannot store NUL (\u0000) in jsonb, and a model's answer
+ * may contain one: it is recorded as U+FFFD rather than failing the write and leaving the run
+ * unrecorded. (An escaped backslash followed by "u0000" is left alone.)
+ */
+const json = (v: unknown) =>
+  JSON.stringify(v ?? null).replace(/(?<!\\)((?:\\\\)*)\\u0000/g, "$1\\ufffd");
 
 /** Column values of a new run. */
 export function runToRow(run: Run) {

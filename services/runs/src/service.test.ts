@@ -606,6 +606,16 @@ describe("values at the edges", () => {
     await expectCode(runs.createRun({ run }), Code.InvalidArgument, /not JSON/);
   });
 
+  it("records a NUL in a model's answer as U+FFFD instead of failing the write", async () => {
+    const projectId = newProjectId();
+    const run = fullRun(projectId, {
+      result: toValue({ text: "a\u0000b", "k\u0000": ["\\u0000"] }),
+    });
+    await runs.createRun({ run });
+    const { run: back } = await runs.getRun({ projectId, id: run.id! });
+    expect(fromValue(back!.result)).toEqual({ text: "a\ufffdb", "k\ufffd": ["\\u0000"] });
+  });
+
   it("keeps an error without data and an execution time beyond 2^31 ms", async () => {
     const projectId = newProjectId();
     const run = fullRun(projectId, {
