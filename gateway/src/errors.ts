@@ -70,7 +70,8 @@ export function toHttpError(err: unknown): HttpError {
         "the request body must be application/json",
       );
     }
-    return new HttpError(status, status === 414 ? "uri_too_long" : "invalid_request", message);
+    if (status === 414) return new HttpError(414, "uri_too_long", "the request path is too long");
+    return new HttpError(status, "invalid_request", message);
   }
   return new HttpError(500, "internal", "internal error");
 }
