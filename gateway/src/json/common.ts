@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { InteractionStatus } from "@pies/proto/catalog";
 import { fromTimestamp } from "@pies/common";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
@@ -22,3 +23,12 @@ export const stringList = z.union([z.string(), z.array(z.string())]).transform((
         .filter(Boolean)
     : v,
 );
+
+/** Status of interactions, versions and prompt templates, by name (SPEC.md). */
+export const statuses = ["draft", "published", "archived"] as const;
+export const statusByName: Record<string, InteractionStatus> = {
+  draft: InteractionStatus.DRAFT,
+  published: InteractionStatus.PUBLISHED,
+  archived: InteractionStatus.ARCHIVED,
+};
+export const statusNameOf = (s: InteractionStatus) => statuses[s - 1] ?? "draft";

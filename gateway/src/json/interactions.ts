@@ -1,22 +1,23 @@
 import { z } from "zod";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
-  InteractionStatus,
   Visibility,
   type Interaction,
   type InteractionInput,
   type InteractionInputSchema,
 } from "@pies/proto/catalog";
-import { compact, iso, jsonObject, stringList } from "./common.js";
-import { promptJson } from "./prompts.js";
+import {
+  compact,
+  iso,
+  jsonObject,
+  statusByName,
+  statuses,
+  statusNameOf,
+  stringList,
+} from "./common.js";
 
-const statuses = ["draft", "published", "archived"] as const;
-export const statusByName: Record<string, InteractionStatus> = {
-  draft: InteractionStatus.DRAFT,
-  published: InteractionStatus.PUBLISHED,
-  archived: InteractionStatus.ARCHIVED,
-};
-export const statusNameOf = (s: InteractionStatus) => statuses[s - 1] ?? "draft";
+export { statusByName };
+import { promptJson } from "./prompts.js";
 
 const segment = z.union([
   z

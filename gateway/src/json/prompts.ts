@@ -5,7 +5,7 @@ import type {
   PromptTemplateInput,
   PromptTemplateInputSchema,
 } from "@pies/proto/catalog";
-import { compact, iso, jsonObject } from "./common.js";
+import { compact, iso, jsonObject, statusNameOf } from "./common.js";
 
 export const promptBody = z
   .object({
@@ -41,7 +41,7 @@ export function promptJson(p: PromptTemplate) {
     role: p.role,
     content_type: p.contentType,
     content: p.content,
-    status: ["", "draft", "published", "archived"][p.status] || "draft",
+    status: statusNameOf(p.status),
     latest: p.latest,
     version: p.version,
     test_data: p.testData,

@@ -12,7 +12,7 @@ import { promptBody, promptInput, promptJson } from "../json/prompts.js";
 import { accountJson, apiKeyJson, projectJson } from "../json/tenancy.js";
 import { stringList } from "../json/common.js";
 import { authed, params, type RouteContext } from "./context.js";
-import { InteractionStatus } from "@pies/proto/catalog";
+import { InteractionStatus, Visibility } from "@pies/proto/catalog";
 
 const listQuery = z
   .object({
@@ -109,7 +109,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       const { version } = await catalog.publishInteraction({
         projectId: principal.projectId,
         id: params(request).id!,
-        visibility: body.visibility === "public" ? 2 : 1,
+        visibility: body.visibility === "public" ? Visibility.PUBLIC : Visibility.PRIVATE,
         tags: body.tags ?? [],
       });
       return interactionJson(version!);
