@@ -32,6 +32,11 @@ export async function startDatabaseService<DB>(options: {
     db: Kysely<DB>,
     logger: ReturnType<typeof createLogger>,
   ) => (router: ConnectRouter) => void;
+  /** Work the service does on its own (a sweeper, say): started once serving, stopped first. */
+  background?: (
+    db: Kysely<DB>,
+    logger: ReturnType<typeof createLogger>,
+  ) => { stop(): Promise<void> };
 }): Promise<ServiceProcess> {
   const { config } = options;
   const logger = createLogger(options.name, config.LOG_LEVEL);
@@ -51,9 +56,11 @@ export async function startDatabaseService<DB>(options: {
       serviceNames: [options.serviceName],
       isReady: () => pingDatabase(db),
     });
+    const background = options.background?.(db, logger);
     return {
       server,
       async stop() {
+        await background?.stop();
         await server.close();
         await db.destroy();
       },

@@ -28,7 +28,9 @@ beforeAll(async () => {
       PIES_TEMPLATE_TIMEOUT_MS: 100,
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
       PIES_TEMPLATE_WORKERS: 1,
+      PIES_RUN_HEARTBEAT_SECONDS: 10,
     },
+    sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {
       maxBodyBytes: 64 * 1024,
       authCacheSeconds: 0,

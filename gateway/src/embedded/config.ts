@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { env, loadConfig, natsConfigSchema } from "@pies/common";
 import { executorSettingsSchema } from "@pies/executor";
+import { runsSweepSettingsSchema } from "@pies/runs";
 import { gatewaySettingsSchema } from "../config.js";
 
 /** The embedded mode's configuration: everything optional, defaults for a laptop. */
@@ -17,6 +18,7 @@ export const embeddedConfigSchema = z.object({
   // Unset: generated once into the data dir.
   PIES_SECRET_KEY: z.string().optional(),
   ...executorSettingsSchema,
+  ...runsSweepSettingsSchema,
   ...gatewaySettingsSchema,
   LOG_LEVEL: env.logLevel().default("warn"),
 });

@@ -51,14 +51,19 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
   const secretKey =
     config.PIES_SECRET_KEY ??
     (await localSecret(dataDir, "secret.key", () => randomBytes(32).toString("base64")));
-  const { app, catalog, inFlight } = await createInMemoryPies({
+  const pies = await createInMemoryPies({
     db,
     bus,
     secretKey,
     logger,
     executor: config,
     gateway: gatewayOptions(config),
+    sweep: {
+      leaseSeconds: config.PIES_RUN_LEASE_SECONDS,
+      intervalMs: config.PIES_SWEEP_INTERVAL_SECONDS * 1000,
+    },
   });
+  const { app, catalog } = pies;
   const apiKey = await seed(catalog, dataDir);
   const address = await app.listen({ host: config.HOST, port: config.PORT });
   return {
@@ -66,7 +71,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
     apiKey,
     async stop() {
       await closeGracefully(app, 10_000);
-      await inFlight.settle(10_000);
+      await pies.stop(10_000);
       await bus.close();
       await db.destroy();
     },

@@ -10,12 +10,12 @@ import {
 } from "@pies/common";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import {
+  ActiveRuns,
   createExecutorDeps,
   executorRoutes,
-  InFlight,
   type ExecutorSettings,
 } from "@pies/executor";
-import { runsMigrations, runsRoutes } from "@pies/runs";
+import { runsMigrations, runsRoutes, startSweeper } from "@pies/runs";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunsService } from "@pies/proto/runs";
@@ -26,7 +26,8 @@ import type { GatewayOptions } from "../deps.js";
 export interface InMemoryPies {
   app: FastifyInstance;
   catalog: ReturnType<typeof serviceClient<typeof CatalogService>>;
-  inFlight: InFlight;
+  /** Stops the background work (sweeper, heartbeats) after the runs in flight end. */
+  stop(graceMs: number): Promise<void>;
 }
 
 /**
@@ -40,6 +41,7 @@ export async function createInMemoryPies(options: {
   logger: Logger;
   executor: ExecutorSettings;
   gateway: GatewayOptions;
+  sweep: { leaseSeconds: number; intervalMs: number };
 }): Promise<InMemoryPies> {
   const { db, bus, logger } = options;
   // As in a service process: unexpected errors are logged with their cause, answered as INTERNAL.
@@ -58,16 +60,30 @@ export async function createInMemoryPies(options: {
     logger,
     config: options.executor,
   });
-  const inFlight = new InFlight();
+  const active = new ActiveRuns();
+  const heartbeat = active.startHeartbeat(
+    (runIds) => executorDeps.runs.heartbeatRuns({ runIds }),
+    options.executor.PIES_RUN_HEARTBEAT_SECONDS * 1000,
+    logger,
+  );
+  const sweeper = startSweeper(db, logger, options.sweep);
   const catalog = serviceClient(CatalogService, catalogTransport);
   const app = createGateway({
     catalog,
     runs: serviceClient(RunsService, runsTransport),
-    executor: serviceClient(ExecutorService, local(executorRoutes(executorDeps, inFlight))),
+    executor: serviceClient(ExecutorService, local(executorRoutes(executorDeps, active))),
     bus,
     logger,
     options: options.gateway,
     isReady: async () => (await pingDatabase(db)) && (await bus.ready()),
   });
-  return { app, catalog, inFlight };
+  return {
+    app,
+    catalog,
+    async stop(graceMs) {
+      await active.settle(graceMs);
+      heartbeat.stop();
+      await sweeper.stop();
+    },
+  };
 }

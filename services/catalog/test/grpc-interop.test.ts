@@ -53,7 +53,11 @@ beforeAll(async () => {
     ...common,
     PIES_SECRET_KEY: randomBytes(32).toString("base64"),
   });
-  runsProcess = await startRuns(common);
+  runsProcess = await startRuns({
+    ...common,
+    PIES_RUN_LEASE_SECONDS: 60,
+    PIES_SWEEP_INTERVAL_SECONDS: 10,
+  });
   const credentials = grpc.credentials.createInsecure();
   const catalogAddress = `127.0.0.1:${catalogProcess.server.port}`;
   const runsAddress = `127.0.0.1:${runsProcess.server.port}`;

@@ -9,6 +9,7 @@ export const executorSettingsSchema = {
   PIES_TEMPLATE_TIMEOUT_MS: env.int(100, 1),
   PIES_TEMPLATE_MEMORY_BYTES: env.int(16 * 1024 * 1024, 1024 * 1024),
   PIES_TEMPLATE_WORKERS: env.int(2, 1),
+  PIES_RUN_HEARTBEAT_SECONDS: env.int(10, 1),
 };
 
 export const executorConfigSchema = z.object({

@@ -18,6 +18,7 @@ export type ExecutorSettings = Pick<
   | "PIES_TEMPLATE_TIMEOUT_MS"
   | "PIES_TEMPLATE_MEMORY_BYTES"
   | "PIES_TEMPLATE_WORKERS"
+  | "PIES_RUN_HEARTBEAT_SECONDS"
 >;
 
 /** Builds the executor's dependencies over transports to its peers (gRPC, or in-memory). */

@@ -1,4 +1,5 @@
-export { createExecutorService, executorRoutes, InFlight } from "./service.js";
+export { createExecutorService, executorRoutes } from "./service.js";
+export { ActiveRuns } from "./active-runs.js";
 export { createExecutorDeps, type ExecutorSettings } from "./deps.js";
 export type { ExecutorDeps } from "./context.js";
 export {

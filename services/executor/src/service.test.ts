@@ -22,11 +22,12 @@ import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService, type ExecuteRequestSchema } from "@pies/proto/executor";
 import { RunSchema, RunsService, RunStatus, type Run } from "@pies/proto/runs";
 import { runsMigrations, runsRoutes } from "@pies/runs";
-import type { Kysely } from "kysely";
+import { sql, type Kysely } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createExecutorDeps } from "./deps.js";
 import { SchemaValidator } from "./schemas.js";
-import { executorRoutes, InFlight } from "./service.js";
+import { executorRoutes } from "./service.js";
+import { ActiveRuns } from "./active-runs.js";
 
 const RUN_TTL = 300;
 const resultSchema: JsonObject = {
@@ -42,7 +43,7 @@ const inputSchema: JsonObject = {
 
 let db: Kysely<any>;
 let bus: MemoryRunEventBus;
-let inFlight: InFlight;
+let inFlight: ActiveRuns;
 let catalog: Client<typeof CatalogService>;
 let runs: Client<typeof RunsService>;
 let executor: Client<typeof ExecutorService>;
@@ -135,11 +136,12 @@ beforeAll(async () => {
       PIES_PROVIDER_TIMEOUT_MS: 5000,
       PIES_PROVIDER_MAX_RETRIES: 0,
       PIES_TEMPLATE_WORKERS: 1,
+      PIES_RUN_HEARTBEAT_SECONDS: 10,
       PIES_TEMPLATE_TIMEOUT_MS: 100,
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
     },
   });
-  inFlight = new InFlight();
+  inFlight = new ActiveRuns();
   catalog = createClient(CatalogService, catalogTransport);
   runs = createClient(RunsService, runsTransport);
   executor = createClient(ExecutorService, createRouterTransport(executorRoutes(deps, inFlight)));
@@ -446,6 +448,31 @@ describe("ExecutorService.Execute (blocking)", () => {
 });
 
 describe("ExecutorService streamed runs", () => {
+  it("fails a run opened after its ttl with stream_expired, and ends its stream", async () => {
+    const { run: created } = await execute({ data: { name: "Late" }, stream: true, ttl: 1 });
+    await sql`update runs.runs set created_at = created_at - interval '5 seconds' where id = ${created!.id}`.execute(
+      db,
+    );
+    const { run } = await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    expect(run).toMatchObject({ status: RunStatus.FAILED, error: { code: "stream_expired" } });
+    const events = await eventsUntilEnd(created!.id);
+    expect(events.map((e) => e.kind)).toEqual(["end"]);
+    expect(endRun(events).error!.code).toBe("stream_expired");
+  });
+
+  it("tracks the runs it is executing (the list its heartbeats send)", async () => {
+    const { run: created } = await execute({
+      data: { name: "Slow" },
+      stream: true,
+      config: { model: "test-latency-300" },
+    });
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    expect(inFlight.ids()).toContain(created!.id);
+    await eventsUntilEnd(created!.id);
+    await inFlight.settle(1000);
+    expect(inFlight.ids()).not.toContain(created!.id);
+  });
+
   it("creates the run, starts it once, and publishes chunks then an end carrying the completed run", async () => {
     const { run: created } = await execute({ data: { name: "Ada" }, stream: true });
     expect(created!.status).toBe(RunStatus.CREATED);

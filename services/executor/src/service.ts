@@ -7,27 +7,8 @@ import type { ChatMessage } from "./templates/render.js";
 import { callProvider, outcomeUpdate, type Outcome } from "./call.js";
 import { ChunkPublisher } from "./chunk-publisher.js";
 import type { ExecutorDeps } from "./context.js";
-import { prepareExecution } from "./prepare.js";
-
-/** Background executions of streamed runs, awaited on shutdown. */
-export class InFlight {
-  private readonly tasks = new Set<Promise<void>>();
-  track(task: Promise<void>) {
-    this.tasks.add(task);
-    void task.finally(() => this.tasks.delete(task));
-  }
-  get size() {
-    return this.tasks.size;
-  }
-  async settle(timeoutMs: number) {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.allSettled([...this.tasks]),
-      new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs))),
-    ]);
-    clearTimeout(timer);
-  }
-}
+import { prepareExecution, type PreparedExecution } from "./prepare.js";
+import { ActiveRuns } from "./active-runs.js";
 
 /**
  * The executor's handlers. GenerateTestData is not built yet and answers UNIMPLEMENTED naming the
@@ -35,7 +16,7 @@ export class InFlight {
  */
 export function createExecutorService(
   deps: ExecutorDeps,
-  inFlight = new InFlight(),
+  active = new ActiveRuns(),
 ): Partial<ServiceImpl<typeof ExecutorService>> {
   return {
     async execute(req) {
@@ -44,27 +25,7 @@ export function createExecutorService(
         const { run } = await deps.runs.createRun({ run: prepared.run });
         return { run };
       }
-      const startedAt = Date.now();
-      prepared.run.status = RunStatus.PROCESSING;
-      // Recording the run and calling the provider overlap: the insert costs the caller nothing.
-      const created = deps.runs.createRun({ run: prepared.run }).then(
-        () => undefined,
-        (err: unknown) => err,
-      );
-      const outcome = await callProvider(
-        deps,
-        prepared.environment,
-        prepared.apiKey,
-        prepared.request,
-      );
-      const createError = await created;
-      if (createError) throw createError;
-      const { run } = await deps.runs.updateRun({
-        projectId: prepared.run.projectId,
-        id: prepared.run.id,
-        update: outcomeUpdate(outcome, startedAt),
-        expectedStatus: RunStatus.PROCESSING,
-      });
+      const run = await active.run(prepared.run.id, () => executeBlocking(deps, prepared));
       return { run };
     },
 
@@ -85,10 +46,55 @@ export function createExecutorService(
         throw err;
       }
       if (!run) throw new ConnectError("runs answered no run", Code.Internal);
-      inFlight.track(executeStreamed(deps, run));
-      return { started: true, run };
+      if (expired(run)) return { started: true, run: await expire(deps, run) };
+      const started = run;
+      void active.run(started.id, () => executeStreamed(deps, started));
+      return { started: true, run: started };
     },
   };
+}
+
+/** Steps 5–9 of a blocking execution, for a run already in status processing. */
+async function executeBlocking(deps: ExecutorDeps, prepared: PreparedExecution): Promise<Run> {
+  const startedAt = Date.now();
+  prepared.run.status = RunStatus.PROCESSING;
+  // Recording the run and calling the provider overlap: the insert costs the caller nothing.
+  const created = deps.runs.createRun({ run: prepared.run }).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  const outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
+  const createError = await created;
+  if (createError) throw createError;
+  const { run } = await deps.runs.updateRun({
+    projectId: prepared.run.projectId,
+    id: prepared.run.id,
+    update: outcomeUpdate(outcome, startedAt),
+    expectedStatus: RunStatus.PROCESSING,
+  });
+  if (!run) throw new ConnectError("runs answered no run", Code.Internal);
+  return run;
+}
+
+/** Whether a streamed run was opened after its ttl. */
+function expired(run: Run): boolean {
+  const createdAt = run.createdAt ? Number(run.createdAt.seconds) * 1000 : Date.now();
+  return run.ttl > 0 && createdAt + run.ttl * 1000 < Date.now();
+}
+
+/** Fails a streamed run opened too late, and publishes its end so that the stream closes. */
+async function expire(deps: ExecutorDeps, run: Run): Promise<Run> {
+  const { run: failed } = await deps.runs.updateRun({
+    projectId: run.projectId,
+    id: run.id,
+    update: {
+      status: RunStatus.FAILED,
+      error: { code: "stream_expired", message: `the stream was not opened within ${run.ttl} s` },
+    },
+    expectedStatus: RunStatus.PROCESSING,
+  });
+  await new ChunkPublisher(deps.bus, run.id).end(toBinary(RunSchema, failed!));
+  return failed!;
 }
 
 /** Executes a streamed run that has just moved to processing, publishing its chunks and end. */
@@ -135,7 +141,7 @@ async function executeStreamed(deps: ExecutorDeps, run: Run): Promise<void> {
   }
 }
 
-export function executorRoutes(deps: ExecutorDeps, inFlight?: InFlight) {
+export function executorRoutes(deps: ExecutorDeps, active?: ActiveRuns) {
   return (router: ConnectRouter) =>
-    router.service(ExecutorService, createExecutorService(deps, inFlight));
+    router.service(ExecutorService, createExecutorService(deps, active));
 }

@@ -9,7 +9,8 @@ import {
 import { ExecutorService } from "@pies/proto/executor";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";
-import { executorRoutes, InFlight } from "./service.js";
+import { ActiveRuns } from "./active-runs.js";
+import { executorRoutes } from "./service.js";
 
 export interface ExecutorProcess {
   server: RunningServer;
@@ -23,13 +24,18 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
   const catalog = peerTransport(config.CATALOG_URL);
   const runs = peerTransport(config.RUNS_URL);
   const deps = await createExecutorDeps({ catalog, runs, bus, logger, config });
-  const inFlight = new InFlight();
+  const active = new ActiveRuns();
+  const heartbeat = active.startHeartbeat(
+    (runIds) => deps.runs.heartbeatRuns({ runIds }),
+    config.PIES_RUN_HEARTBEAT_SECONDS * 1000,
+    logger,
+  );
   const server = await serveConnect({
     name: "executor",
     host: config.HOST,
     port: config.PORT,
     logger,
-    routes: executorRoutes(deps, inFlight),
+    routes: executorRoutes(deps, active),
     serviceNames: [ExecutorService.typeName],
     isReady: async () => (await bus.ready()) && (await peersServing([catalog, runs], "")),
   });
@@ -38,7 +44,8 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
     async stop() {
       await server.close();
       // Streamed runs already started finish and publish their end before NATS is drained.
-      await inFlight.settle(config.PIES_PROVIDER_TIMEOUT_MS);
+      await active.settle(config.PIES_PROVIDER_TIMEOUT_MS);
+      heartbeat.stop();
       await bus.close();
     },
   };

@@ -1,11 +1,18 @@
 import { z } from "zod";
 import { env, loadConfig } from "@pies/common";
 
+/** When runs that nothing will end are failed (shared with the embedded mode). */
+export const runsSweepSettingsSchema = {
+  PIES_RUN_LEASE_SECONDS: env.int(60, 1),
+  PIES_SWEEP_INTERVAL_SECONDS: env.int(10, 1),
+};
+
 export const runsConfigSchema = z.object({
   HOST: env.host(),
   PORT: env.port(50052),
   DATABASE_URL: z.string().min(1, "DATABASE_URL is required"),
   DATABASE_POOL_MAX: env.int(10, 1),
+  ...runsSweepSettingsSchema,
   LOG_LEVEL: env.logLevel(),
 });
 

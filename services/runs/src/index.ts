@@ -1,5 +1,11 @@
 export { createRunsService, runsRoutes, type RunsDeps } from "./service.js";
 export { migrations as runsMigrations } from "./migrations/index.js";
 export type { RunsDatabase } from "./tables.js";
-export { runsConfigSchema, loadRunsConfig, type RunsConfig } from "./config.js";
+export {
+  runsConfigSchema,
+  runsSweepSettingsSchema,
+  loadRunsConfig,
+  type RunsConfig,
+} from "./config.js";
 export { startRuns, type RunsProcess } from "./start.js";
+export { startSweeper, sweepRuns, type SweepOptions } from "./sweeper.js";

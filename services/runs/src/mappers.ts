@@ -22,7 +22,8 @@ const str = (json: JsonObject, key: string) => (typeof json[key] === "string" ? 
 const num = (json: JsonObject, key: string) =>
   typeof json[key] === "number" ? (json[key] as number) : undefined;
 
-export function runToProto(row: RunRow): Run {
+/** A run row as a message (the heartbeat is bookkeeping, not part of the run). */
+export function runToProto(row: Omit<RunRow, "heartbeat_at">): Run {
   const config = row.config ?? {};
   const source = row.source ?? {};
   const error = row.error;
@@ -147,13 +148,16 @@ function errorJson(error: NonNullable<Run["error"]>) {
 
 /** Column values an update sets (only the fields it carries). */
 export function updateToColumns(update: RunUpdate) {
+  const now = new Date();
   return {
+    // A run that starts processing starts its lease now.
+    ...(update.status === RunStatus.PROCESSING ? { heartbeat_at: now } : {}),
     ...(update.status !== RunStatus.UNSPECIFIED ? { status: statusName(update.status) } : {}),
     ...(update.result !== undefined ? { result: json(fromValue(update.result)) } : {}),
     ...(update.prompt !== undefined ? { prompt: json(fromValue(update.prompt)) } : {}),
     ...(update.tokenUse !== undefined ? tokenColumns(update.tokenUse) : {}),
     ...(update.executionTime !== undefined ? { execution_time: Number(update.executionTime) } : {}),
     ...(update.error !== undefined ? { error: json(errorJson(update.error)) } : {}),
-    updated_at: new Date(),
+    updated_at: now,
   };
 }

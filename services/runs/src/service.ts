@@ -130,6 +130,17 @@ export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof 
         runs: rows.map((row) => runToProto({ ...row, prompt: null, result_schema: null })),
       };
     },
+
+    async heartbeatRuns(req) {
+      if (req.runIds.length === 0) return { alive: 0 };
+      const result = await db
+        .updateTable("runs.runs")
+        .set({ heartbeat_at: new Date() })
+        .where("id", "in", req.runIds)
+        .where("status", "=", "processing")
+        .executeTakeFirst();
+      return { alive: Number(result.numUpdatedRows) };
+    },
   };
 }
 

@@ -3,6 +3,7 @@ import { RunsService } from "@pies/proto/runs";
 import type { RunsConfig } from "./config.js";
 import { migrations } from "./migrations/index.js";
 import { runsRoutes } from "./service.js";
+import { startSweeper } from "./sweeper.js";
 import type { RunsDatabase } from "./tables.js";
 
 export type RunsProcess = ServiceProcess;
@@ -16,5 +17,10 @@ export function startRuns(config: RunsConfig): Promise<RunsProcess> {
     serviceName: RunsService.typeName,
     config,
     routes: (db) => runsRoutes({ db }),
+    background: (db, logger) =>
+      startSweeper(db, logger, {
+        leaseSeconds: config.PIES_RUN_LEASE_SECONDS,
+        intervalMs: config.PIES_SWEEP_INTERVAL_SECONDS * 1000,
+      }),
   });
 }

@@ -33,6 +33,8 @@ export interface RunsTable {
   cached: boolean;
   created_at: ColumnType<Date, Date | undefined, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
+  /** Last sign of life from the executor of a processing run. */
+  heartbeat_at: ColumnType<Date, Date | undefined, Date>;
 }
 
 export interface RunsDatabase {

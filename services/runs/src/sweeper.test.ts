@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { PGlite } from "@electric-sql/pglite";
+import { sql, type Kysely } from "kysely";
+import { createDatabase, migrateToLatest, newId } from "@pies/common";
+import { RunsService, RunStatus } from "@pies/proto/runs";
+import { migrations } from "./migrations/index.js";
+import { runsRoutes } from "./service.js";
+import { sweepRuns } from "./sweeper.js";
+import type { RunsDatabase } from "./tables.js";
+
+let db: Kysely<RunsDatabase>;
+let runs: Client<typeof RunsService>;
+
+beforeAll(async () => {
+  db = createDatabase<RunsDatabase>({ pglite: await PGlite.create() });
+  await migrateToLatest(db, "runs", migrations);
+  runs = createClient(RunsService, createRouterTransport(runsRoutes({ db })));
+});
+
+afterAll(async () => {
+  await db.destroy();
+});
+
+const projectId = "project-sweep";
+
+async function run(status: RunStatus, options: { stream?: boolean; ttl?: number } = {}) {
+  const id = newId();
+  await runs.createRun({
+    run: {
+      id,
+      projectId,
+      accountId: "a",
+      interactionId: "i",
+      status,
+      stream: options.stream ?? false,
+      ttl: options.ttl ?? 0,
+    },
+  });
+  return id;
+}
+
+/** Moves a run's clocks into the past, as if `seconds` had gone by. */
+async function age(id: string, seconds: number) {
+  await sql`update runs.runs set created_at = created_at - make_interval(secs => ${seconds}),
+            heartbeat_at = heartbeat_at - make_interval(secs => ${seconds}) where id = ${id}`.execute(
+    db,
+  );
+}
+
+const state = async (id: string) => {
+  const { run } = await runs.getRun({ projectId, id });
+  return { status: run!.status, code: run!.error?.code };
+};
+
+describe("the run sweeper", () => {
+  it("fails streamed runs not opened within their ttl, and only those", async () => {
+    const late = await run(RunStatus.CREATED, { stream: true, ttl: 30 });
+    const fresh = await run(RunStatus.CREATED, { stream: true, ttl: 30 });
+    await age(late, 31);
+    await age(fresh, 10);
+    const result = await sweepRuns(db, { leaseSeconds: 60 });
+    expect(result.expired).toBeGreaterThanOrEqual(1);
+    expect(await state(late)).toEqual({ status: RunStatus.FAILED, code: "stream_expired" });
+    expect(await state(fresh)).toEqual({ status: RunStatus.CREATED, code: undefined });
+  });
+
+  it("fails processing runs whose executor stopped sending heartbeats", async () => {
+    const orphan = await run(RunStatus.PROCESSING);
+    const alive = await run(RunStatus.PROCESSING);
+    const done = await run(RunStatus.COMPLETED);
+    for (const id of [orphan, alive, done]) await age(id, 120);
+    expect(await runs.heartbeatRuns({ runIds: [alive, done, "unknown"] })).toMatchObject({
+      alive: 1,
+    });
+    await sweepRuns(db, { leaseSeconds: 60 });
+    expect(await state(orphan)).toEqual({ status: RunStatus.FAILED, code: "executor_lost" });
+    expect(await state(alive)).toEqual({ status: RunStatus.PROCESSING, code: undefined });
+    expect(await state(done)).toEqual({ status: RunStatus.COMPLETED, code: undefined });
+  });
+
+  it("starts the lease when a run moves to processing", async () => {
+    const id = await run(RunStatus.CREATED, { stream: true, ttl: 300 });
+    await age(id, 120);
+    await runs.updateRun({
+      projectId,
+      id,
+      update: { status: RunStatus.PROCESSING },
+      expectedStatus: RunStatus.CREATED,
+    });
+    await sweepRuns(db, { leaseSeconds: 60 });
+    expect((await state(id)).status).toBe(RunStatus.PROCESSING);
+  });
+});

@@ -1,0 +1,72 @@
+import { sql, type Kysely } from "kysely";
+import type { Logger } from "@pies/common";
+import type { RunsDatabase } from "./tables.js";
+
+export interface SweepOptions {
+  /** A processing run without a heartbeat for this long has lost its executor. */
+  leaseSeconds: number;
+  /** Most runs failed per kind and sweep (the next sweep takes the rest). */
+  batch?: number;
+}
+
+export interface SweepResult {
+  expired: number;
+  orphaned: number;
+}
+
+/**
+ * Ends the runs that nothing will end: streamed runs not opened within their ttl fail with
+ * `stream_expired`, processing runs whose executor stopped sending heartbeats fail with
+ * `executor_lost`. Every replica may sweep at once: rows are claimed with `skip locked` and
+ * updated only while still in the state that qualified them.
+ */
+export async function sweepRuns(
+  db: Kysely<RunsDatabase>,
+  { leaseSeconds, batch = 1000 }: SweepOptions,
+): Promise<SweepResult> {
+  const expired = await sql<{ id: string }>`
+    update runs.runs set status = 'failed', updated_at = now(),
+      error = jsonb_build_object('code', 'stream_expired', 'message',
+        'the stream was not opened within ' || ttl || ' s')
+    where id in (
+      select id from runs.runs
+      where status = 'created' and stream and created_at + make_interval(secs => ttl) < now()
+      limit ${batch} for update skip locked)
+    and status = 'created'
+    returning id`.execute(db);
+  const orphaned = await sql<{ id: string }>`
+    update runs.runs set status = 'failed', updated_at = now(),
+      error = jsonb_build_object('code', 'executor_lost', 'message',
+        'the executor stopped before the run ended')
+    where id in (
+      select id from runs.runs
+      where status = 'processing' and heartbeat_at < now() - make_interval(secs => ${leaseSeconds})
+      limit ${batch} for update skip locked)
+    and status = 'processing'
+    returning id`.execute(db);
+  return { expired: expired.rows.length, orphaned: orphaned.rows.length };
+}
+
+/** Sweeps every `intervalMs` until stopped; a failed sweep is logged and tried again. */
+export function startSweeper(
+  db: Kysely<RunsDatabase>,
+  logger: Logger,
+  options: SweepOptions & { intervalMs: number },
+): { stop(): Promise<void> } {
+  let running: Promise<unknown> = Promise.resolve();
+  const timer = setInterval(() => {
+    running = sweepRuns(db, options).then(
+      (result) => {
+        if (result.expired || result.orphaned) logger.info(result, "swept runs");
+      },
+      (err: unknown) => logger.warn({ err }, "run sweep failed"),
+    );
+  }, options.intervalMs);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
