@@ -28,6 +28,7 @@ const queries: CompiledQuery[] = [];
 type FiltersInit = Exclude<MessageInitShape<typeof RunFiltersSchema>, RunFilters>;
 
 const INDEXES = [
+  "runs_active_idx",
   "runs_environment_idx",
   "runs_interaction_idx",
   "runs_model_idx",
