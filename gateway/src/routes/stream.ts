@@ -58,7 +58,9 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
         // A run that ended without its end event reaching the bus must not hold the stream open.
         try {
           const { run: current } = await runs.getRun({ projectId, id: runId });
-          if (current && terminal(current) && !(await bus.hasEnd(runId))) close(current);
+          // When the bus cannot tell (NATS unreachable), the runs store has the last word.
+          const ended = await bus.hasEnd(runId).catch(() => false);
+          if (current && terminal(current) && !ended) close(current);
         } catch {
           /* transient: checked again at the next beat */
         }
