@@ -3,6 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import { toTimestamp, type JsonObject } from "@pies/common";
 import {
   AccountSchema,
+  CachePolicySchema,
   ApiKeySchema,
   EnvironmentSchema,
   InteractionSchema,
@@ -57,14 +58,13 @@ export function promptToProto(row: PromptRow): PromptTemplate {
 
 function cachePolicyToProto(json: JsonObject | null): CachePolicy | undefined {
   if (!json) return undefined;
-  return {
-    $typeName: "pies.catalog.v1.CachePolicy",
+  return create(CachePolicySchema, {
     type: typeof json.type === "string" ? json.type : "",
     ttl: typeof json.ttl === "number" ? json.ttl : undefined,
     variesOn: Array.isArray(json.varies_on) ? json.varies_on.map(String) : [],
     refreshProbability:
       typeof json.refresh_probability === "number" ? json.refresh_probability : undefined,
-  };
+  });
 }
 
 export function cachePolicyToJson(policy: CachePolicy | undefined): JsonObject | null {

@@ -1,10 +1,9 @@
 import { toValue, type JsonValue } from "@pies/common";
-import { RunStatus, type RunUpdate } from "@pies/proto/runs";
 import { create } from "@bufbuild/protobuf";
-import { RunUpdateSchema } from "@pies/proto/runs";
+import { RunStatus, RunUpdateSchema, type RunUpdate } from "@pies/proto/runs";
 import type { Environment } from "@pies/proto/catalog";
 import type { ExecutorDeps } from "./context.js";
-import { estimateTokens } from "./providers/test-provider.js";
+import { estimateUsage } from "./providers/tokens.js";
 import { ProviderError, type CompletionRequest, type TokenUsage } from "./providers/types.js";
 
 /** How a provider call ended; never an exception, so the run is always recorded. */
@@ -29,7 +28,7 @@ export async function callProvider(
     const client = deps.providers.client(environment, apiKey);
     const answer = await client.complete(request, onChunk ? { onChunk } : {});
     content = answer.content;
-    usage = answer.usage ?? estimateUsage(request, content);
+    usage = answer.usage ?? estimateUsage(request.messages, content);
   } catch (err) {
     if (err instanceof ProviderError) return { ok: false, code: err.code, message: err.message };
     deps.logger.error({ err }, "provider call failed unexpectedly");
@@ -59,12 +58,6 @@ export async function callProvider(
     };
   }
   return { ok: true, result: parsed, usage };
-}
-
-function estimateUsage(request: CompletionRequest, content: string): TokenUsage {
-  const prompt = estimateTokens(request.messages.map((m) => m.content).join("\n"));
-  const result = estimateTokens(content);
-  return { prompt, result, total: prompt + result };
 }
 
 /** The update that records an outcome. */

@@ -67,8 +67,7 @@ export function sampleJson(
     ? schema.type
     : [schema.type ?? (schema.properties ? "object" : "string")];
   const type = String(types.find((t) => t !== "null") ?? "null");
-  const num = (key: string) =>
-    typeof schema[key] === "number" ? (schema[key] as number) : undefined;
+  const num = (key: string) => numberAt(schema, key);
   switch (type) {
     case "object": {
       const properties = (schema.properties ?? {}) as Record<string, JsonObject>;
@@ -111,10 +110,13 @@ export function sampleJson(
   }
 }
 
+function numberAt(schema: JsonObject, key: string): number | undefined {
+  return typeof schema[key] === "number" ? (schema[key] as number) : undefined;
+}
+
 /** A number within the bounds (strictly inside exclusive ones), with two decimals when they fit. */
 function sampleNumber(schema: JsonObject, random: () => number): number {
-  const bound = (key: string) =>
-    typeof schema[key] === "number" ? (schema[key] as number) : undefined;
+  const bound = (key: string) => numberAt(schema, key);
   const exclusiveMin = bound("exclusiveMinimum");
   const exclusiveMax = bound("exclusiveMaximum");
   const min = bound("minimum") ?? exclusiveMin ?? 0;

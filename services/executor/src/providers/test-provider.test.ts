@@ -2,7 +2,8 @@ import type { JsonObject } from "@pies/common";
 import { describe, expect, it } from "vitest";
 import { SchemaValidator } from "../schemas.js";
 import type { ChatMessage } from "../templates/render.js";
-import { chunks, estimateTokens, TestClient } from "./test-provider.js";
+import { chunks, TestClient } from "./test-provider.js";
+import { estimateTokens } from "./tokens.js";
 import { ProviderError, type CompletionRequest } from "./types.js";
 
 const client = new TestClient();

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { JsonObject } from "@pies/common";
 import { sampleJson, seededRandom } from "./sample-json.js";
+import { estimateUsage } from "./tokens.js";
 import {
   ProviderError,
   type CompletionOptions,
@@ -39,9 +40,7 @@ export class TestClient implements LlmClient {
         options.onChunk(piece);
       }
     }
-    const prompt = estimateTokens(request.messages.map((m) => m.content).join("\n"));
-    const result = estimateTokens(content);
-    return { content, usage: { prompt, result, total: prompt + result } };
+    return { content, usage: estimateUsage(request.messages, content) };
   }
 }
 
@@ -66,11 +65,6 @@ function violating(schema: JsonObject): unknown {
   const first = properties[0];
   if (!first) return schema.type === "object" ? [] : {};
   return { [first[0]]: first[1].type === "string" ? 42 : "not the right type" };
-}
-
-/** About four characters a token, as the OpenAI tokenizers average on English text. */
-export function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
 }
 
 /** Pieces of at most 12 characters, cut after a space where there is one, as a model streams. */
