@@ -1,59 +1,25 @@
-import { PGlite } from "@electric-sql/pglite";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDatabase, createLogger, MemoryRunEventBus } from "@pies/common";
 import { parseSse } from "@pies/common/testing";
-import { createInMemoryPies, type InMemoryPies } from "./embedded/wiring.js";
+import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 
 // The real gateway over the real services, in memory: PGlite (a PostgreSQL engine) and the
 // in-process bus; requests through Fastify's inject, no ports.
-let pies: InMemoryPies;
+let pies: TestPies;
 let app: FastifyInstance;
-let db: ReturnType<typeof createDatabase>;
 let key: string;
 let otherKey: string;
 let environmentId: string;
 
 beforeAll(async () => {
-  db = createDatabase({ pglite: await PGlite.create() });
-  pies = await createInMemoryPies({
-    db,
-    bus: new MemoryRunEventBus(),
-    secretKey: Buffer.alloc(32, 1).toString("base64"),
-    logger: createLogger("test", "silent"),
-    executor: {
-      PIES_RUN_TTL_SECONDS: 300,
-      PIES_PROVIDER_TIMEOUT_MS: 5000,
-      PIES_PROVIDER_MAX_RETRIES: 0,
-      PIES_TEMPLATE_TIMEOUT_MS: 100,
-      PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
-      PIES_TEMPLATE_WORKERS: 1,
-      PIES_RUN_HEARTBEAT_SECONDS: 10,
-    },
-    sweep: { leaseSeconds: 60, intervalMs: 10_000 },
-    gateway: {
-      maxBodyBytes: 64 * 1024,
-      authCacheSeconds: 0,
-      sseHeartbeatSeconds: 15,
-      trustProxy: false,
-    },
-  });
-  app = pies.app;
-  const { project } = await pies.catalog.createAccount({ name: "acme" });
-  key = (await pies.catalog.createApiKey({ projectId: project!.id, name: "ci" })).secret;
+  pies = await startTestPies();
+  ({ app, key, environmentId } = pies);
   const { project: other } = await pies.catalog.createAccount({ name: "other" });
   otherKey = (await pies.catalog.createApiKey({ projectId: other!.id })).secret;
-  environmentId = (
-    await pies.catalog.createEnvironment({
-      projectId: project!.id,
-      environment: { name: "test", provider: "test", defaultModel: "test" },
-    })
-  ).environment!.id;
 });
 
 afterAll(async () => {
-  await app.close();
-  await db.destroy();
+  await pies.close();
 });
 
 type Init = {

@@ -1,0 +1,65 @@
+import { PGlite } from "@electric-sql/pglite";
+import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
+import type { GatewayOptions } from "../src/deps.js";
+import { createInMemoryPies, type InMemoryPies } from "../src/embedded/wiring.js";
+
+export interface TestPies extends InMemoryPies {
+  /** The key and `test` environment of a first project. */
+  key: string;
+  projectId: string;
+  environmentId: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The real gateway over the real services, in memory (PGlite, an in-process bus, no ports), with
+ * an account whose project has an API key and a `test` environment.
+ */
+export async function startTestPies(
+  options: { bus?: RunEventBus; gateway?: Partial<GatewayOptions>; keyName?: string } = {},
+): Promise<TestPies> {
+  const db = createDatabase({ pglite: await PGlite.create() });
+  const pies = await createInMemoryPies({
+    db,
+    bus: options.bus ?? new MemoryRunEventBus(),
+    secretKey: Buffer.alloc(32, 1).toString("base64"),
+    logger: createLogger("test", "silent"),
+    executor: {
+      PIES_RUN_TTL_SECONDS: 300,
+      PIES_PROVIDER_TIMEOUT_MS: 5000,
+      PIES_PROVIDER_MAX_RETRIES: 0,
+      PIES_TEMPLATE_TIMEOUT_MS: 100,
+      PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
+      PIES_TEMPLATE_WORKERS: 1,
+      PIES_RUN_HEARTBEAT_SECONDS: 10,
+    },
+    sweep: { leaseSeconds: 60, intervalMs: 10_000 },
+    gateway: {
+      maxBodyBytes: 64 * 1024,
+      authCacheSeconds: 0,
+      sseHeartbeatSeconds: 15,
+      trustProxy: false,
+      ...options.gateway,
+    },
+  });
+  const { project } = await pies.catalog.createAccount({ name: "acme" });
+  const { secret } = await pies.catalog.createApiKey({
+    projectId: project!.id,
+    name: options.keyName ?? "ci",
+  });
+  const { environment } = await pies.catalog.createEnvironment({
+    projectId: project!.id,
+    environment: { name: "test", provider: "test", defaultModel: "test" },
+  });
+  return {
+    ...pies,
+    key: secret,
+    projectId: project!.id,
+    environmentId: environment!.id,
+    async close() {
+      await pies.stop(5000);
+      await pies.app.close();
+      await db.destroy();
+    },
+  };
+}
