@@ -1,10 +1,24 @@
 import type { ServiceImpl } from "@connectrpc/connect";
+import type { Kysely } from "kysely";
 import { newId } from "@pies/common";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { invalid, notFound, requireProject } from "./errors.js";
 import { environmentToProto } from "./mappers.js";
+import type { CatalogDatabase } from "./tables.js";
 import { secretHint } from "./secrets.js";
+
+/** An environment of the project, or NOT_FOUND. */
+export async function findEnvironment(db: Kysely<CatalogDatabase>, projectId: string, id: string) {
+  const env = await db
+    .selectFrom("catalog.environments")
+    .selectAll()
+    .where("project_id", "=", projectId)
+    .where("id", "=", id)
+    .executeTakeFirst();
+  if (!env) throw notFound("environment", id);
+  return env;
+}
 
 export const PROVIDERS = ["openai", "openai_compatible", "test"];
 
@@ -45,13 +59,7 @@ export function environmentHandlers({
     },
 
     async getEnvironment(req) {
-      const row = await db
-        .selectFrom("catalog.environments")
-        .selectAll()
-        .where("project_id", "=", requireProject(req.projectId))
-        .where("id", "=", req.id)
-        .executeTakeFirst();
-      if (!row) throw notFound("environment", req.id);
+      const row = await findEnvironment(db, requireProject(req.projectId), req.id);
       return { environment: environmentToProto(row) };
     },
 

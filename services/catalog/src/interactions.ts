@@ -4,6 +4,7 @@ import { sql, type Kysely } from "kysely";
 import { newId } from "@pies/common";
 import { InteractionStatus, type CatalogService, type InteractionInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
+import { findEnvironment } from "./environments.js";
 import { invalid, notFound, pageSize, requireProject } from "./errors.js";
 import {
   cachePolicyToJson,
@@ -11,7 +12,13 @@ import {
   interactionToProto,
   statusName,
 } from "./mappers.js";
-import type { CatalogDatabase, InteractionRow, PromptRow, StoredSegment } from "./tables.js";
+import type {
+  CatalogDatabase,
+  EnvironmentRow,
+  InteractionRow,
+  PromptRow,
+  StoredSegment,
+} from "./tables.js";
 
 const SEGMENT_TYPES = ["template", "chat"];
 
@@ -112,6 +119,7 @@ export function interactionHandlers({
   db,
   secrets,
 }: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
+  const apiKeyOf = (env: EnvironmentRow) => (env.api_key_enc ? secrets.open(env.api_key_enc) : "");
   return {
     async createInteraction(req) {
       const projectId = requireProject(req.projectId);
@@ -189,6 +197,11 @@ export function interactionHandlers({
 
     async resolveExecution(req) {
       const projectId = requireProject(req.projectId);
+      if (req.environmentOnly) {
+        if (!req.environmentId) throw invalid("environment_id is required");
+        const env = await findEnvironment(db, projectId, req.environmentId);
+        return { environment: environmentToProto(env), apiKey: apiKeyOf(env) };
+      }
       const ref = req.interaction;
       if (!ref.case || !ref.value) throw invalid("interaction is required");
       const row =
@@ -210,14 +223,8 @@ export function interactionHandlers({
       }
       const [templates, env] = await Promise.all([
         templatesOf(db, projectId, [row]),
-        db
-          .selectFrom("catalog.environments")
-          .selectAll()
-          .where("project_id", "=", projectId)
-          .where("id", "=", environmentId)
-          .executeTakeFirst(),
+        findEnvironment(db, projectId, environmentId),
       ]);
-      if (!env) throw notFound("environment", environmentId);
       const interaction = interactionToProto(row, templates);
       const missing = interaction.prompts.find((p) => p.type === "template" && !p.template);
       if (missing) {
@@ -229,7 +236,7 @@ export function interactionHandlers({
       return {
         interaction,
         environment: environmentToProto(env),
-        apiKey: env.api_key_enc ? secrets.open(env.api_key_enc) : "",
+        apiKey: apiKeyOf(env),
       };
     },
   };

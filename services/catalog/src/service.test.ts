@@ -760,6 +760,31 @@ describe("ResolveExecution", () => {
     );
   });
 
+  it("resolves only the environment and its key when asked (no interaction loaded)", async () => {
+    const { projectId, environment } = await setup();
+    const resolved = await catalog.resolveExecution({
+      projectId,
+      environmentId: environment.id,
+      environmentOnly: true,
+    });
+    expect(resolved.interaction).toBeUndefined();
+    expect(resolved.environment).toEqual(environment);
+    expect(resolved.apiKey).toBe("sk-upstream-provider-key-42");
+    await expectCode(
+      catalog.resolveExecution({ projectId, environmentOnly: true }),
+      Code.InvalidArgument,
+    );
+    const { projectId: other } = await newProject();
+    await expectCode(
+      catalog.resolveExecution({
+        projectId: other,
+        environmentId: environment.id,
+        environmentOnly: true,
+      }),
+      Code.NotFound,
+    );
+  });
+
   it("answers INVALID_ARGUMENT for an interaction without environment", async () => {
     const { projectId } = await newProject();
     const { interaction } = await catalog.createInteraction({

@@ -105,8 +105,8 @@ async function executeStreamed(deps: ExecutorDeps, run: Run): Promise<void> {
   try {
     const { environment, apiKey } = await deps.catalog.resolveExecution({
       projectId: run.projectId,
-      interaction: { case: "interactionId", value: run.interactionId },
       environmentId: run.environmentId,
+      environmentOnly: true,
     });
     if (!environment) throw new Error("catalog answered no environment");
     const request = {
