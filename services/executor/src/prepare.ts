@@ -118,7 +118,7 @@ function checkInput(deps: ExecutorDeps, interaction: Interaction, data: JsonObje
 
 function compileOutputSchema(deps: ExecutorDeps, schema: JsonObject) {
   try {
-    deps.schemas.errors(schema, null);
+    deps.schemas.compile(schema);
   } catch (err) {
     if (err instanceof SchemaError) throw invalid(`the result schema is an ${err.message}`);
     throw err;

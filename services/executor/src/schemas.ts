@@ -17,7 +17,8 @@ export class SchemaValidator {
     addFormats(this.ajv);
   }
 
-  private compile(schema: JsonObject): ValidateFunction {
+  /** Compiles (and caches) a schema; throws SchemaError when it is not a valid JSON Schema. */
+  compile(schema: JsonObject): ValidateFunction {
     const key = JSON.stringify(schema);
     let validate = this.cache.get(key);
     if (!validate) {
