@@ -3,6 +3,7 @@ import type { Kysely, Migration } from "kysely";
 import { createDatabase, migrateToLatest, pingDatabase } from "./db.js";
 import { createLogger } from "./logger.js";
 import { serveConnect, type RunningServer } from "./server.js";
+import { DatabaseFaults } from "./unavailable.js";
 
 export interface DatabaseServiceSettings {
   HOST: string;
@@ -36,14 +37,18 @@ export async function startDatabaseService<DB>(options: {
   background?: (
     db: Kysely<DB>,
     logger: ReturnType<typeof createLogger>,
+    faults: DatabaseFaults,
   ) => { stop(): Promise<void> };
 }): Promise<ServiceProcess> {
   const { config } = options;
   const logger = createLogger(options.name, config.LOG_LEVEL);
+  const faults = new DatabaseFaults();
   const db = createDatabase<DB>({
     url: config.DATABASE_URL,
     poolMax: config.DATABASE_POOL_MAX,
     applicationName: `pies-${options.name}`,
+    logger,
+    faults,
   });
   try {
     await migrateToLatest(db, options.schema, options.migrations);
@@ -55,8 +60,9 @@ export async function startDatabaseService<DB>(options: {
       routes: options.routes(db, logger),
       serviceNames: [options.serviceName],
       isReady: () => pingDatabase(db),
+      databaseFaults: faults,
     });
-    const background = options.background?.(db, logger);
+    const background = options.background?.(db, logger, faults);
     return {
       server,
       async stop() {

@@ -10,12 +10,23 @@ import {
 import pg from "pg";
 import type { PGlite } from "@electric-sql/pglite";
 import { PGliteDialect } from "./pglite-dialect.js";
+import type { Logger } from "./logger.js";
+import type { DatabaseFaults } from "./unavailable.js";
 
 // int8 (counts, sums) as numbers: pies never counts past 2^53.
 pg.types.setTypeParser(20, (v) => Number(v));
 
 export type DatabaseOptions =
-  { url: string; poolMax?: number; applicationName?: string } | { pglite: PGlite };
+  | {
+      url: string;
+      poolMax?: number;
+      applicationName?: string;
+      /** Where lost connections are logged (at warn); silent without. */
+      logger?: Logger;
+      /** Told of every lost connection. */
+      faults?: DatabaseFaults;
+    }
+  | { pglite: PGlite };
 
 /** A Kysely instance over a pg pool (one per process, never per request) or an embedded PGlite. */
 export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
@@ -28,8 +39,17 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
     application_name: options.applicationName ?? "pies",
     idleTimeoutMillis: 30_000,
   });
-  // An idle client that loses its server emits here; without a listener the process would crash.
-  pool.on("error", () => {});
+  const lost = (err: Error) => {
+    options.faults?.note();
+    options.logger?.warn({ err }, "a database connection was lost");
+  };
+  // The pool listens on a client only while it is idle (and re-emits on itself); a checked-out
+  // client (kysely holds one for a whole transaction) had no listener, so a PostgreSQL restart
+  // under load was an unhandled 'error' event that ended the process. Every client gets one for
+  // its whole life: the query in progress fails and the client is discarded on release.
+  pool.on("connect", (client) => client.on("error", lost));
+  pool.on("error", () => {}); // already logged by the client's own listener
+
   return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
 }
 

@@ -3,6 +3,7 @@ export * from "./logger.js";
 export * from "./ids.js";
 export * from "./json.js";
 export * from "./db.js";
+export * from "./unavailable.js";
 export * from "./bus.js";
 export * from "./memory-bus.js";
 export * from "./jetstream-bus.js";

@@ -32,13 +32,35 @@ export function exitOnStartupError(logger: Logger) {
 }
 
 /**
- * The body of every `main.ts`: start the component, stop it gracefully on SIGTERM/SIGINT, exit 1
- * with the reason when it cannot start.
+ * What a pies process does with an error nothing caught: a rejected promise nobody awaited is a
+ * bug in one request or background task, not in the process, so it is logged (error) and the
+ * process keeps serving; an uncaught exception may have left any state half-changed, so it is
+ * logged as fatal and the process exits 1 for its supervisor (Kubernetes) to restart it. Neither
+ * is ever silent. Installed once per process.
+ */
+export function installProcessPolicy(logger: Logger): void {
+  if (policyInstalled) return;
+  policyInstalled = true;
+  process.on("unhandledRejection", (reason) => {
+    logger.error({ err: reason }, "unhandled rejection (the process keeps running)");
+  });
+  process.on("uncaughtException", (err, origin) => {
+    logger.fatal({ err, origin }, "uncaught exception: exiting");
+    // pino's default destination writes synchronously, so the line is out before the exit.
+    process.exit(1);
+  });
+}
+let policyInstalled = false;
+
+/**
+ * The body of every `main.ts`: install the process policy, start the component, stop it gracefully
+ * on SIGTERM/SIGINT, exit 1 with the reason when it cannot start.
  */
 export async function runProcess(
   logger: Logger,
   start: () => Promise<{ stop(): Promise<void> }>,
 ): Promise<void> {
+  installProcessPolicy(logger);
   try {
     const running = await start();
     onShutdown(logger, () => running.stop());

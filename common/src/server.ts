@@ -5,6 +5,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "@pies/proto/health";
 import type { Logger } from "./logger.js";
 import { createHealthService } from "./health.js";
+import { databaseUnavailable, isDatabaseUnavailable, type DatabaseFaults } from "./unavailable.js";
 
 export interface ServeOptions {
   name: string;
@@ -15,6 +16,8 @@ export interface ServeOptions {
   /** Service names registered by `routes`, answered by the health service. */
   serviceNames: string[];
   isReady: () => Promise<boolean>;
+  /** Told when a call fails because the database is unavailable (services with a database). */
+  databaseFaults?: DatabaseFaults;
 }
 
 export interface RunningServer {
@@ -25,18 +28,26 @@ export interface RunningServer {
 }
 
 /**
- * Keeps unexpected errors out of responses: a handler's ConnectError passes through; anything else
- * is logged with its stack and answered as INTERNAL with no detail.
+ * Keeps unexpected errors out of responses: a handler's ConnectError passes through; a database
+ * that is down or restarting is UNAVAILABLE (logged at warn, noted in `faults`), so that callers
+ * answer 503 and may retry; anything else is logged with its stack and answered as INTERNAL with
+ * no detail. The one place where errors of PostgreSQL are classified.
  */
-export function errorInterceptor(logger: Logger): Interceptor {
+export function errorInterceptor(logger: Logger, faults?: DatabaseFaults): Interceptor {
   return (next) => async (req) => {
     try {
       return await next(req);
     } catch (err) {
+      if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) {
+        throw err;
+      }
+      if (isDatabaseUnavailable(err)) {
+        faults?.note();
+        logger.warn({ err, procedure: req.url }, "database unavailable");
+        throw databaseUnavailable(err);
+      }
       if (err instanceof ConnectError) {
-        if (err.code === Code.Internal || err.code === Code.Unknown) {
-          logger.error({ err, procedure: req.url }, "internal error");
-        }
+        logger.error({ err, procedure: req.url }, "internal error");
         throw err;
       }
       logger.error({ err, procedure: req.url }, "unhandled error");
@@ -49,7 +60,7 @@ export function errorInterceptor(logger: Logger): Interceptor {
 export async function serveConnect(options: ServeOptions): Promise<RunningServer> {
   let shuttingDown = false;
   const handler = connectNodeAdapter({
-    interceptors: [errorInterceptor(options.logger)],
+    interceptors: [errorInterceptor(options.logger, options.databaseFaults)],
     routes(router) {
       options.routes(router);
       router.service(

@@ -1,5 +1,6 @@
 import { STATUS_CODES } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { isConnectionError } from "@pies/common";
 import type { FastifyError, FastifyReply } from "fastify";
 import { ZodError } from "zod";
 
@@ -38,6 +39,9 @@ const byConnectCode: Partial<Record<Code, [number, string]>> = {
   [Code.DeadlineExceeded]: [504, "timeout"],
 };
 
+/** An address or a system error code in a message: for the logs, not for callers. */
+const leaksAddress = /\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|:\d{2,5}\b|\bE[A-Z]{4,}\b/;
+
 /** Translates whatever a handler threw into an HttpError; unknown errors become a bare 500. */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
@@ -50,7 +54,16 @@ export function toHttpError(err: unknown): HttpError {
     );
   }
   if (err instanceof ConnectError) {
+    // A connection to a service lost or refused is 503 whatever code connect-node chose (a reset
+    // is ABORTED); the peer transports already say which service, this keeps addresses out if
+    // one did not.
+    if (err.code !== Code.Unavailable && isConnectionError(err)) {
+      return new HttpError(503, "unavailable", "a pies service is unavailable");
+    }
     const [status, code] = byConnectCode[err.code] ?? [500, "internal"];
+    if (status === 503 && leaksAddress.test(err.rawMessage)) {
+      return new HttpError(503, code, "a pies service is unavailable");
+    }
     return new HttpError(status, code, status === 500 ? "internal error" : err.rawMessage);
   }
   const fastifyError = err as FastifyError;

@@ -21,9 +21,9 @@ export interface GatewayProcess {
 export async function startGateway(config: GatewayConfig): Promise<GatewayProcess> {
   const logger = createLogger("gateway", config.LOG_LEVEL);
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-gateway");
-  const catalog = peerTransport(config.CATALOG_URL);
-  const runs = peerTransport(config.RUNS_URL);
-  const executor = peerTransport(config.EXECUTOR_URL);
+  const catalog = peerTransport(config.CATALOG_URL, "catalog");
+  const runs = peerTransport(config.RUNS_URL, "runs");
+  const executor = peerTransport(config.EXECUTOR_URL, "executor");
   const app = createGateway({
     catalog: serviceClient(CatalogService, catalog),
     runs: serviceClient(RunsService, runs),

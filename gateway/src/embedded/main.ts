@@ -1,8 +1,9 @@
-import { createLogger, exitOnStartupError, onShutdown } from "@pies/common";
+import { createLogger, exitOnStartupError, installProcessPolicy, onShutdown } from "@pies/common";
 import { loadEmbeddedConfig } from "./config.js";
 import { startEmbedded } from "./start.js";
 
 const logger = createLogger("pies");
+installProcessPolicy(logger);
 try {
   const pies = await startEmbedded(loadEmbeddedConfig());
   const base = `${pies.url}/api/v1`;

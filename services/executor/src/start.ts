@@ -21,8 +21,8 @@ export interface ExecutorProcess {
 export async function startExecutor(config: ExecutorConfig): Promise<ExecutorProcess> {
   const logger = createLogger("executor", config.LOG_LEVEL);
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-executor");
-  const catalog = peerTransport(config.CATALOG_URL);
-  const runs = peerTransport(config.RUNS_URL);
+  const catalog = peerTransport(config.CATALOG_URL, "catalog");
+  const runs = peerTransport(config.RUNS_URL, "runs");
   const deps = await createExecutorDeps({ catalog, runs, bus, logger, config });
   const active = new ActiveRuns();
   const heartbeat = active.startHeartbeat(
