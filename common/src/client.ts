@@ -23,10 +23,18 @@ export function peerUnavailableInterceptor(peer: string): Interceptor {
     } catch (err) {
       const lost =
         err instanceof ConnectError &&
-        (err.code === Code.Unavailable || err.code === Code.Aborted || err.code === Code.Internal) &&
+        (err.code === Code.Unavailable ||
+          err.code === Code.Aborted ||
+          err.code === Code.Internal) &&
         isConnectionError(err);
       if (!lost) throw err;
-      throw new ConnectError(`the ${peer} service is unavailable`, Code.Unavailable, undefined, undefined, err);
+      throw new ConnectError(
+        `the ${peer} service is unavailable`,
+        Code.Unavailable,
+        undefined,
+        undefined,
+        err,
+      );
     }
   };
 }

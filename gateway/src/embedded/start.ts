@@ -39,7 +39,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
   const pglite = config.DATABASE_URL ? undefined : await PGlite.create(path.join(dataDir, "pg"));
   const db: Kysely<any> = pglite
     ? createDatabase({ pglite })
-    : createDatabase({ url: config.DATABASE_URL!, applicationName: "pies-embedded" });
+    : createDatabase({ url: config.DATABASE_URL!, applicationName: "pies-embedded", logger });
 
   const bus: RunEventBus = config.NATS_URL
     ? await JetStreamRunEventBus.fromConfig(

@@ -1,6 +1,7 @@
 import { createRouterTransport, type ConnectRouter } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import {
+  DatabaseFaults,
   errorInterceptor,
   serviceClient,
   migrateToLatest,
@@ -44,9 +45,11 @@ export async function createInMemoryPies(options: {
   sweep: { leaseSeconds: number; intervalMs: number };
 }): Promise<InMemoryPies> {
   const { db, bus, logger } = options;
-  // As in a service process: unexpected errors are logged with their cause, answered as INTERNAL.
+  // As in a service process: unexpected errors are logged with their cause, answered as INTERNAL;
+  // a database that is down is UNAVAILABLE, and the sweeper waits a lease after it.
+  const faults = new DatabaseFaults();
   const local = (routes: (router: ConnectRouter) => void) =>
-    createRouterTransport(routes, { router: { interceptors: [errorInterceptor(logger)] } });
+    createRouterTransport(routes, { router: { interceptors: [errorInterceptor(logger, faults)] } });
   await migrateToLatest(db, "catalog", catalogMigrations);
   await migrateToLatest(db, "runs", runsMigrations);
   const catalogTransport = local(
@@ -66,7 +69,7 @@ export async function createInMemoryPies(options: {
     options.executor.PIES_RUN_HEARTBEAT_SECONDS * 1000,
     logger,
   );
-  const sweeper = startSweeper(db, logger, options.sweep);
+  const sweeper = startSweeper(db, logger, options.sweep, faults);
   const catalog = serviceClient(CatalogService, catalogTransport);
   const app = createGateway({
     catalog,

@@ -9,6 +9,13 @@ import { ChunkPublisher } from "./chunk-publisher.js";
 import type { ExecutorDeps } from "./context.js";
 import { prepareExecution, type PreparedExecution } from "./prepare.js";
 import { ActiveRuns } from "./active-runs.js";
+import { untilRecorded } from "./record.js";
+
+/**
+ * How long a blocking caller waits for its run to be recorded once the provider has answered.
+ * Past it the caller gets UNAVAILABLE (503, naming the run) while the recording goes on.
+ */
+export const RECORD_WAIT_MS = 10_000;
 
 /**
  * The executor's handlers. GenerateTestData is not built yet and answers UNIMPLEMENTED naming the
@@ -17,6 +24,7 @@ import { ActiveRuns } from "./active-runs.js";
 export function createExecutorService(
   deps: ExecutorDeps,
   active = new ActiveRuns(),
+  recordWaitMs = RECORD_WAIT_MS,
 ): Partial<ServiceImpl<typeof ExecutorService>> {
   return {
     async execute(req) {
@@ -25,7 +33,9 @@ export function createExecutorService(
         const { run } = await deps.runs.createRun({ run: prepared.run });
         return { run };
       }
-      const run = await active.run(prepared.run.id, () => executeBlocking(deps, prepared));
+      // The run stays active (heartbeats go on) until recorded, even if the caller stops waiting.
+      const recorded = active.run(prepared.run.id, () => executeBlocking(deps, prepared));
+      const run = await withinRecordWait(recorded, prepared.run.id, recordWaitMs);
       return { run };
     },
 
@@ -54,26 +64,77 @@ export function createExecutorService(
   };
 }
 
-/** Steps 5–9 of a blocking execution, for a run already in status processing. */
+/**
+ * Steps 5–9 of a blocking execution, for a run already in status processing. Resolves once the
+ * run's end is recorded (retried while the runs service or its database is down).
+ */
 async function executeBlocking(deps: ExecutorDeps, prepared: PreparedExecution): Promise<Run> {
   const startedAt = Date.now();
+  const { id, projectId } = prepared.run;
   prepared.run.status = RunStatus.PROCESSING;
   // Recording the run and calling the provider overlap: the insert costs the caller nothing.
-  const created = deps.runs.createRun({ run: prepared.run }).then(
+  const created = untilRecorded(() => deps.runs.createRun({ run: prepared.run }), {
+    logger: deps.logger,
+    what: `the start of run ${id}`,
+  }).then(
     () => undefined,
-    (err: unknown) => err,
+    // A retry after an insert whose answer was lost finds the run there: it is recorded.
+    (err: unknown) => (isCode(err, Code.AlreadyExists) ? undefined : err),
   );
   const outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
   const createError = await created;
   if (createError) throw createError;
-  const { run } = await deps.runs.updateRun({
-    projectId: prepared.run.projectId,
-    id: prepared.run.id,
-    update: outcomeUpdate(outcome, startedAt),
-    expectedStatus: RunStatus.PROCESSING,
-  });
+  return recordEnd(deps, projectId, id, outcomeUpdate(outcome, startedAt));
+}
+
+/**
+ * Records the end of a processing run, retrying until the runs service answers. If the run is no
+ * longer processing (an earlier attempt was stored though its answer was lost, or the sweeper
+ * failed it), the run as stored is the end.
+ */
+async function recordEnd(
+  deps: ExecutorDeps,
+  projectId: string,
+  id: string,
+  update: ReturnType<typeof outcomeUpdate>,
+): Promise<Run> {
+  const options = { logger: deps.logger, what: `the end of run ${id}` };
+  try {
+    const { run } = await untilRecorded(
+      () => deps.runs.updateRun({ projectId, id, update, expectedStatus: RunStatus.PROCESSING }),
+      options,
+    );
+    if (run) return run;
+  } catch (err) {
+    if (!isCode(err, Code.FailedPrecondition)) throw err;
+  }
+  const { run } = await untilRecorded(() => deps.runs.getRun({ projectId, id }), options);
   if (!run) throw new ConnectError("runs answered no run", Code.Internal);
   return run;
+}
+
+const isCode = (err: unknown, code: Code) => err instanceof ConnectError && err.code === code;
+
+/** The recorded run, or UNAVAILABLE if recording takes longer than `ms` (it goes on meanwhile). */
+async function withinRecordWait(recorded: Promise<Run>, id: string, ms: number): Promise<Run> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new ConnectError(
+            `run ${id} ended but is not recorded yet (the runs store is unavailable); it will be`,
+            Code.Unavailable,
+          ),
+        ),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([recorded, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Whether a streamed run was opened after its ttl. */
@@ -128,20 +189,21 @@ async function executeStreamed(deps: ExecutorDeps, run: Run): Promise<void> {
     const message = err instanceof ConnectError ? err.rawMessage : "the execution failed";
     outcome = { ok: false, code: "internal", message };
   }
+  // Until both are done the run stays active, so its heartbeats go on while the runs service, its
+  // database or NATS is down.
   try {
-    const { run: final } = await deps.runs.updateRun({
-      projectId: run.projectId,
-      id: run.id,
-      update: outcomeUpdate(outcome, startedAt),
-      expectedStatus: RunStatus.PROCESSING,
+    const final = await recordEnd(deps, run.projectId, run.id, outcomeUpdate(outcome, startedAt));
+    const end = toBinary(RunSchema, final);
+    await untilRecorded(() => publisher.end(end), {
+      logger: deps.logger,
+      what: `the end event of run ${run.id}`,
     });
-    if (final) await publisher.end(toBinary(RunSchema, final));
   } catch (err) {
     deps.logger.error({ err, runId: run.id }, "the end of a streamed run could not be recorded");
   }
 }
 
-export function executorRoutes(deps: ExecutorDeps, active?: ActiveRuns) {
+export function executorRoutes(deps: ExecutorDeps, active?: ActiveRuns, recordWaitMs?: number) {
   return (router: ConnectRouter) =>
-    router.service(ExecutorService, createExecutorService(deps, active));
+    router.service(ExecutorService, createExecutorService(deps, active, recordWaitMs));
 }

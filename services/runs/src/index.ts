@@ -8,4 +8,4 @@ export {
   type RunsConfig,
 } from "./config.js";
 export { startRuns, type RunsProcess } from "./start.js";
-export { startSweeper, sweepRuns, type SweepOptions } from "./sweeper.js";
+export { leaseObserved, startSweeper, sweepRuns, type SweepOptions } from "./sweeper.js";

@@ -73,7 +73,12 @@ export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof 
         .insertInto("runs.runs")
         .values(checked(() => runToRow(run)))
         .returningAll()
-        .executeTakeFirstOrThrow();
+        .executeTakeFirstOrThrow()
+        .catch((err: unknown) => {
+          // A retried insert whose first answer was lost: the caller learns it is recorded.
+          if ((err as { code?: unknown }).code !== "23505") throw err;
+          throw new ConnectError(`run ${run.id} already exists`, Code.AlreadyExists);
+        });
       return { run: runToProto(row) };
     },
 

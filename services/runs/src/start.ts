@@ -17,10 +17,15 @@ export function startRuns(config: RunsConfig): Promise<RunsProcess> {
     serviceName: RunsService.typeName,
     config,
     routes: (db) => runsRoutes({ db }),
-    background: (db, logger) =>
-      startSweeper(db, logger, {
-        leaseSeconds: config.PIES_RUN_LEASE_SECONDS,
-        intervalMs: config.PIES_SWEEP_INTERVAL_SECONDS * 1000,
-      }),
+    background: (db, logger, faults) =>
+      startSweeper(
+        db,
+        logger,
+        {
+          leaseSeconds: config.PIES_RUN_LEASE_SECONDS,
+          intervalMs: config.PIES_SWEEP_INTERVAL_SECONDS * 1000,
+        },
+        faults,
+      ),
   });
 }

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from "kysely";
-import type { Logger } from "@pies/common";
+import type { DatabaseFaults, Logger } from "@pies/common";
 import type { RunsDatabase } from "./tables.js";
 
 export interface SweepOptions {
@@ -7,6 +7,8 @@ export interface SweepOptions {
   leaseSeconds: number;
   /** Most runs failed per kind and sweep (the next sweep takes the rest). */
   batch?: number;
+  /** Whether to fail runs with `executor_lost` in this sweep (default true); see `leaseObserved`. */
+  orphans?: boolean;
 }
 
 export interface SweepResult {
@@ -22,7 +24,7 @@ export interface SweepResult {
  */
 export async function sweepRuns(
   db: Kysely<RunsDatabase>,
-  { leaseSeconds, batch = 1000 }: SweepOptions,
+  { leaseSeconds, batch = 1000, orphans = true }: SweepOptions,
 ): Promise<SweepResult> {
   const expired = await sql<{ id: string }>`
     update runs.runs set status = 'failed', updated_at = now(),
@@ -34,6 +36,7 @@ export async function sweepRuns(
       limit ${batch} for update skip locked)
     and status = 'created'
     returning id`.execute(db);
+  if (!orphans) return { expired: expired.rows.length, orphaned: 0 };
   const orphaned = await sql<{ id: string }>`
     update runs.runs set status = 'failed', updated_at = now(),
       error = jsonb_build_object('code', 'executor_lost', 'message',
@@ -47,19 +50,50 @@ export async function sweepRuns(
   return { expired: expired.rows.length, orphaned: orphaned.rows.length };
 }
 
-/** Sweeps every `intervalMs` until stopped; a failed sweep is logged and tried again. */
+/**
+ * Whether this process has watched a full lease go by with its database working: since it started
+ * and since the last failed database access. Before that, a run's missing heartbeats may be ones
+ * the executor sent while this service or its database was down, so they prove nothing.
+ */
+export function leaseObserved(options: {
+  now: number;
+  startedAt: number;
+  lastFaultAt: number;
+  leaseSeconds: number;
+}): boolean {
+  const since = Math.max(options.startedAt, options.lastFaultAt);
+  return options.now - since >= options.leaseSeconds * 1000;
+}
+
+/**
+ * Sweeps every `intervalMs` until stopped; a failed sweep is logged, noted as a database fault and
+ * tried again. Runs are failed as `executor_lost` only once `leaseObserved`.
+ */
 export function startSweeper(
   db: Kysely<RunsDatabase>,
   logger: Logger,
   options: SweepOptions & { intervalMs: number },
+  faults?: DatabaseFaults,
 ): { stop(): Promise<void> } {
+  const startedAt = Date.now();
+  let lastFaultAt = 0;
   let running: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
-    running = sweepRuns(db, options).then(
+    const orphans = leaseObserved({
+      now: Date.now(),
+      startedAt,
+      lastFaultAt: Math.max(lastFaultAt, faults?.lastAt ?? 0),
+      leaseSeconds: options.leaseSeconds,
+    });
+    running = sweepRuns(db, { ...options, orphans }).then(
       (result) => {
         if (result.expired || result.orphaned) logger.info(result, "swept runs");
       },
-      (err: unknown) => logger.warn({ err }, "run sweep failed"),
+      (err: unknown) => {
+        lastFaultAt = Date.now();
+        faults?.note();
+        logger.warn({ err }, "run sweep failed");
+      },
     );
   }, options.intervalMs);
   timer.unref();
