@@ -6,6 +6,7 @@ import {
   createClient,
   createRouterTransport,
   type Client,
+  type Interceptor,
 } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
@@ -17,6 +18,7 @@ import {
   migrateToLatest,
   type JsonObject,
   type RunEvent,
+  type RunEventBus,
 } from "@pies/common";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService, type ExecuteRequestSchema } from "@pies/proto/executor";
@@ -24,6 +26,7 @@ import { RunSchema, RunsService, RunStatus, type Run } from "@pies/proto/runs";
 import { runsMigrations, runsRoutes } from "@pies/runs";
 import { sql, type Kysely } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ExecutorDeps } from "./context.js";
 import { createExecutorDeps } from "./deps.js";
 import { SchemaValidator } from "./schemas.js";
 import { executorRoutes } from "./service.js";
@@ -47,6 +50,7 @@ let inFlight: ActiveRuns;
 let catalog: Client<typeof CatalogService>;
 let runs: Client<typeof RunsService>;
 let executor: Client<typeof ExecutorService>;
+let deps: ExecutorDeps;
 
 interface Project {
   accountId: string;
@@ -126,7 +130,7 @@ beforeAll(async () => {
   );
   const runsTransport = createRouterTransport(runsRoutes({ db }));
   bus = new MemoryRunEventBus();
-  const deps = await createExecutorDeps({
+  deps = await createExecutorDeps({
     catalog: catalogTransport,
     runs: runsTransport,
     bus,
@@ -613,5 +617,126 @@ describe("ExecutorService streamed runs", () => {
     const events = await eventsUntilEnd(created!.id);
     expect(events.filter((e) => e.kind === "end")).toHaveLength(1);
     expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+  });
+});
+
+describe("ExecutorService while the runs store or NATS is down", () => {
+  /** Failures still to answer, by RunsService method (UpdateRun: only the recording of an end). */
+  const failures = new Map<string, number>();
+  let endPublishFailures = 0;
+  const fail = (method: string) => {
+    const left = failures.get(method) ?? 0;
+    if (left > 0) failures.set(method, left - 1);
+    return left > 0;
+  };
+  const outage: Interceptor = (next) => async (req) => {
+    const recordsEnd =
+      req.method.name !== "UpdateRun" ||
+      (req.message as { expectedStatus?: RunStatus }).expectedStatus === RunStatus.PROCESSING;
+    if (recordsEnd && fail(req.method.name)) {
+      throw new ConnectError("the runs service is unavailable", Code.Unavailable);
+    }
+    return next(req);
+  };
+  let active: ActiveRuns;
+  let flaky: Client<typeof ExecutorService>;
+  const RECORD_WAIT = 1500;
+
+  beforeAll(() => {
+    const flakyBus: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      publish: (...args: Parameters<RunEventBus["publish"]>) => {
+        if (args[1] === "end" && endPublishFailures-- > 0) {
+          return Promise.reject(new Error("NATS: disconnected"));
+        }
+        return bus.publish(...args);
+      },
+    });
+    const flakyRuns = createRouterTransport(runsRoutes({ db }), {
+      transport: { interceptors: [outage] },
+    });
+    active = new ActiveRuns();
+    flaky = createClient(
+      ExecutorService,
+      createRouterTransport(
+        executorRoutes(
+          { ...deps, runs: createClient(RunsService, flakyRuns), bus: flakyBus },
+          active,
+          RECORD_WAIT,
+        ),
+      ),
+    );
+  });
+
+  afterAll(async () => {
+    failures.clear();
+    await active?.settle(10_000);
+  });
+
+  const caller = {
+    accountId: "",
+    projectId: "",
+    source: { type: "api", label: "test" },
+  };
+  const flakyExecute = (init: Omit<ExecuteInput, "project">) =>
+    flaky.execute({
+      caller: { ...caller, accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.greetingId },
+      ...init,
+    });
+
+  it("retries recording a blocking run's start and end until the runs store answers", async () => {
+    failures.set("CreateRun", 2).set("UpdateRun", 3);
+    const { run } = await flakyExecute({ data: { name: "Outage" } });
+    expect(run!.status).toBe(RunStatus.COMPLETED);
+    expect(failures.get("CreateRun")).toBe(0);
+    expect(failures.get("UpdateRun")).toBe(0);
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored!.status).toBe(RunStatus.COMPLETED);
+  });
+
+  it("answers UNAVAILABLE past the wait, keeps the run active (heartbeats), and records it later", async () => {
+    failures.set("UpdateRun", 1_000_000);
+    const err = await connectError(flakyExecute({ data: { name: "Long outage" } }));
+    expect(err.code).toBe(Code.Unavailable);
+    const runId = /run (\S+) ended/.exec(err.rawMessage)?.[1];
+    expect(active.ids()).toEqual([runId]);
+    const { run: meanwhile } = await runs.getRun({ projectId: main.projectId, id: runId! });
+    expect(meanwhile!.status).toBe(RunStatus.PROCESSING);
+
+    failures.set("UpdateRun", 0);
+    await active.settle(10_000);
+    expect(active.ids()).toEqual([]);
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: runId! });
+    expect(stored!.status).toBe(RunStatus.COMPLETED);
+  });
+
+  it("retries recording and publishing a streamed run's end, so its stream closes completed", async () => {
+    const { run: created } = await execute({ data: { name: "Streamed outage" }, stream: true });
+    failures.set("UpdateRun", 3);
+    endPublishFailures = 4; // more than the publisher's own attempts
+    await flaky.startRun({ projectId: main.projectId, runId: created!.id });
+    const final = endRun(await eventsUntilEnd(created!.id, 15_000));
+    expect(final.status).toBe(RunStatus.COMPLETED);
+    expect(failures.get("UpdateRun")).toBe(0);
+    expect(endPublishFailures).toBeLessThan(0);
+  });
+
+  it("publishes the run as stored when it ended meanwhile (a final answer: no retry)", async () => {
+    const { run: created } = await execute({
+      data: { name: "Swept" },
+      stream: true,
+      config: { model: "test-latency-300" },
+    });
+    await flaky.startRun({ projectId: main.projectId, runId: created!.id });
+    // What a sweeper does to a run whose executor it believes lost.
+    await runs.updateRun({
+      projectId: main.projectId,
+      id: created!.id,
+      update: { status: RunStatus.FAILED, error: { code: "executor_lost", message: "lost" } },
+      expectedStatus: RunStatus.PROCESSING,
+    });
+    const final = endRun(await eventsUntilEnd(created!.id));
+    expect(final.status).toBe(RunStatus.FAILED);
+    expect(final.error!.code).toBe("executor_lost");
   });
 });

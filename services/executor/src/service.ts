@@ -34,8 +34,10 @@ export function createExecutorService(
         return { run };
       }
       // The run stays active (heartbeats go on) until recorded, even if the caller stops waiting.
-      const recorded = active.run(prepared.run.id, () => executeBlocking(deps, prepared));
-      const run = await withinRecordWait(recorded, prepared.run.id, recordWaitMs);
+      let answered!: () => void;
+      const providerAnswered = new Promise<void>((resolve) => (answered = resolve));
+      const recorded = active.run(prepared.run.id, () => executeBlocking(deps, prepared, answered));
+      const run = await withinRecordWait(recorded, providerAnswered, prepared.run.id, recordWaitMs);
       return { run };
     },
 
@@ -68,7 +70,11 @@ export function createExecutorService(
  * Steps 5–9 of a blocking execution, for a run already in status processing. Resolves once the
  * run's end is recorded (retried while the runs service or its database is down).
  */
-async function executeBlocking(deps: ExecutorDeps, prepared: PreparedExecution): Promise<Run> {
+async function executeBlocking(
+  deps: ExecutorDeps,
+  prepared: PreparedExecution,
+  answered: () => void,
+): Promise<Run> {
   const startedAt = Date.now();
   const { id, projectId } = prepared.run;
   prepared.run.status = RunStatus.PROCESSING;
@@ -82,6 +88,7 @@ async function executeBlocking(deps: ExecutorDeps, prepared: PreparedExecution):
     (err: unknown) => (isCode(err, Code.AlreadyExists) ? undefined : err),
   );
   const outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
+  answered();
   const createError = await created;
   if (createError) throw createError;
   return recordEnd(deps, projectId, id, outcomeUpdate(outcome, startedAt));
@@ -115,8 +122,18 @@ async function recordEnd(
 
 const isCode = (err: unknown, code: Code) => err instanceof ConnectError && err.code === code;
 
-/** The recorded run, or UNAVAILABLE if recording takes longer than `ms` (it goes on meanwhile). */
-async function withinRecordWait(recorded: Promise<Run>, id: string, ms: number): Promise<Run> {
+/**
+ * The recorded run, or UNAVAILABLE if recording takes longer than `ms` after the provider answered
+ * (it goes on meanwhile).
+ */
+async function withinRecordWait(
+  recorded: Promise<Run>,
+  answered: Promise<void>,
+  id: string,
+  ms: number,
+): Promise<Run> {
+  const early = await Promise.race([recorded, answered.then(() => undefined)]);
+  if (early) return early;
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(

@@ -2,11 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import { sql, type Kysely } from "kysely";
-import { createDatabase, migrateToLatest, newId } from "@pies/common";
+import { createDatabase, createLogger, DatabaseFaults, migrateToLatest, newId } from "@pies/common";
 import { RunsService, RunStatus } from "@pies/proto/runs";
 import { migrations } from "./migrations/index.js";
 import { runsRoutes } from "./service.js";
-import { sweepRuns } from "./sweeper.js";
+import { leaseObserved, startSweeper, sweepRuns } from "./sweeper.js";
 import type { RunsDatabase } from "./tables.js";
 
 let db: Kysely<RunsDatabase>;
@@ -90,5 +90,57 @@ describe("the run sweeper", () => {
     });
     await sweepRuns(db, { leaseSeconds: 60 });
     expect((await state(id)).status).toBe(RunStatus.PROCESSING);
+  });
+
+  it("leaves processing runs alone in a sweep that may not fail orphans, but still expires", async () => {
+    const orphan = await run(RunStatus.PROCESSING);
+    const late = await run(RunStatus.CREATED, { stream: true, ttl: 30 });
+    for (const id of [orphan, late]) await age(id, 120);
+    const result = await sweepRuns(db, { leaseSeconds: 60, orphans: false });
+    expect(result.orphaned).toBe(0);
+    expect(await state(orphan)).toEqual({ status: RunStatus.PROCESSING, code: undefined });
+    expect(await state(late)).toEqual({ status: RunStatus.FAILED, code: "stream_expired" });
+  });
+});
+
+describe("the sweeper's grace after a start or a database fault", () => {
+  it("lets a full lease pass since the start and since the last fault", () => {
+    const lease = { leaseSeconds: 60 };
+    const t = 1_000_000;
+    expect(leaseObserved({ ...lease, now: t + 59_999, startedAt: t, lastFaultAt: 0 })).toBe(false);
+    expect(leaseObserved({ ...lease, now: t + 60_000, startedAt: t, lastFaultAt: 0 })).toBe(true);
+    expect(
+      leaseObserved({ ...lease, now: t + 90_000, startedAt: t, lastFaultAt: t + 40_000 }),
+    ).toBe(false);
+    expect(
+      leaseObserved({ ...lease, now: t + 100_000, startedAt: t, lastFaultAt: t + 40_000 }),
+    ).toBe(true);
+  });
+
+  it("fails no orphan until a lease has passed since it started, nor after a database fault", async () => {
+    const logger = createLogger("sweeper-test", "silent");
+    const faults = new DatabaseFaults();
+    const orphan = await run(RunStatus.PROCESSING);
+    await age(orphan, 120);
+    const sweeper = startSweeper(db, logger, { leaseSeconds: 2, intervalMs: 50 }, faults);
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    try {
+      // Sweeps run every 50 ms; within the first lease after the start they leave it alone.
+      await sleep(1200);
+      expect((await state(orphan)).status).toBe(RunStatus.PROCESSING);
+      // A fault (the service could not reach its database) starts the grace again: a lease has
+      // passed since the start, not since the fault.
+      faults.note();
+      await sleep(1200);
+      expect((await state(orphan)).status).toBe(RunStatus.PROCESSING);
+      // A lease after the fault, a sweep fails it.
+      for (let i = 0; i < 100 && (await state(orphan)).status === RunStatus.PROCESSING; i++) {
+        await sleep(50);
+      }
+      expect(await state(orphan)).toEqual({ status: RunStatus.FAILED, code: "executor_lost" });
+      expect(Date.now() - faults.lastAt).toBeGreaterThanOrEqual(2000);
+    } finally {
+      await sweeper.stop();
+    }
   });
 });
