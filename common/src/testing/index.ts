@@ -3,3 +3,5 @@ export * from "./postgres.js";
 export * from "./nats.js";
 export * from "./processes.js";
 export * from "./sse.js";
+export * from "./servers.js";
+export * from "./load.js";

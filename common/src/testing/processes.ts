@@ -82,10 +82,18 @@ export interface Stack {
   catalogUrl: string;
   runsUrl: string;
   executorUrl: string;
+  /** The processes running now (a restarted one replaces its predecessor). */
   processes: ManagedProcess[];
   /** Project, test environment and API key made with the CLI. */
   bootstrap: { account: string; project: string; environment: string; key: string };
   output(): string;
+  /**
+   * Kills a process (SIGKILL by default, as a node failure would) and starts it again with the same
+   * port and settings; resolves once the gateway reports ready again.
+   */
+  restart(name: string, signal?: NodeJS.Signals): Promise<void>;
+  /** Processes that exited without being stopped or restarted by the test, with their code. */
+  unexpectedExits(): { name: string; code: number | null; signal: string | null }[];
   /** SIGTERM to each process, front to back; resolves with their exit codes by name. */
   stop(): Promise<Record<string, number | null>>;
 }
@@ -104,44 +112,37 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const executorUrl = `http://127.0.0.1:${executorPort}`;
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const common = { HOST: "127.0.0.1", ...options.env };
-  const processes = [
-    startProcess(
-      "catalog",
-      "services/catalog/dist/main.js",
-      {
+  const specs: { name: string; script: string; env: Record<string, string> }[] = [
+    {
+      name: "catalog",
+      script: "services/catalog/dist/main.js",
+      env: {
         ...common,
         PORT: String(catalogPort),
         DATABASE_URL: options.databaseUrl,
         PIES_SECRET_KEY: secretKey,
       },
-      options.nodeArgs,
-    ),
-    startProcess(
-      "runs",
-      "services/runs/dist/main.js",
-      {
-        ...common,
-        PORT: String(runsPort),
-        DATABASE_URL: options.databaseUrl,
-      },
-      options.nodeArgs,
-    ),
-    startProcess(
-      "executor",
-      "services/executor/dist/main.js",
-      {
+    },
+    {
+      name: "runs",
+      script: "services/runs/dist/main.js",
+      env: { ...common, PORT: String(runsPort), DATABASE_URL: options.databaseUrl },
+    },
+    {
+      name: "executor",
+      script: "services/executor/dist/main.js",
+      env: {
         ...common,
         ...options.natsEnv,
         PORT: String(executorPort),
         CATALOG_URL: catalogUrl,
         RUNS_URL: runsUrl,
       },
-      options.nodeArgs,
-    ),
-    startProcess(
-      "gateway",
-      "gateway/dist/main.js",
-      {
+    },
+    {
+      name: "gateway",
+      script: "gateway/dist/main.js",
+      env: {
         ...common,
         ...options.natsEnv,
         PORT: String(gatewayPort),
@@ -149,15 +150,41 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         RUNS_URL: runsUrl,
         EXECUTOR_URL: executorUrl,
       },
-      options.nodeArgs,
-    ),
+    },
   ];
-  const output = () => processes.map((p) => p.output()).join("\n");
+  const launched: ManagedProcess[] = [];
+  const intended = new WeakSet<ManagedProcess>();
+  const unexpected: { name: string; code: number | null; signal: string | null }[] = [];
+  const launch = (spec: (typeof specs)[number]) => {
+    const managed = startProcess(spec.name, spec.script, spec.env, options.nodeArgs);
+    launched.push(managed);
+    void managed.exited.then((code) => {
+      if (!intended.has(managed)) {
+        unexpected.push({ name: spec.name, code, signal: managed.child.signalCode });
+      }
+    });
+    return managed;
+  };
+  const processes = specs.map(launch);
+  const output = () => launched.map((p) => p.output()).join("\n");
   const stop = async () => {
     const codes: Record<string, number | null> = {};
     // Front to back, as a rollout would drain them.
-    for (const p of [...processes].reverse()) codes[p.name] = await p.stop();
+    for (const p of [...processes].reverse()) {
+      intended.add(p);
+      codes[p.name] = await p.stop();
+    }
     return codes;
+  };
+  const restart = async (name: string, signal: NodeJS.Signals = "SIGKILL") => {
+    const index = processes.findIndex((p) => p.name === name);
+    const old = processes[index];
+    if (!old) throw new Error(`no process ${name}`);
+    intended.add(old);
+    if (old.child.exitCode === null && old.child.signalCode === null) old.child.kill(signal);
+    await old.exited;
+    processes[index] = launch(specs[index]!);
+    await waitUntilReady(`${gatewayUrl}/readyz`, processes, 30_000);
   };
   try {
     await waitUntilReady(`${gatewayUrl}/readyz`, processes, 30_000);
@@ -174,6 +201,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       processes,
       bootstrap: JSON.parse(stdout),
       output,
+      restart,
+      unexpectedExits: () => [...unexpected],
       stop,
     };
   } catch (err) {

@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  checkRuns,
+  Load,
+  startPrivateNats,
+  startPrivatePostgres,
+  startStack,
+  type LoadReport,
+  type PrivateNats,
+  type PrivatePostgres,
+  type Stack,
+} from "@pies/common/testing";
+
+// The fault suite: pies' four processes on a PostgreSQL cluster and a NATS server of the test's
+// own (never the shared ones), under a bounded load, while PostgreSQL restarts, NATS restarts, and
+// each process in turn is killed (SIGKILL) and started again. Short clocks, so that the lease runs
+// out within the test.
+const LEASE_SECONDS = 3;
+const TTL_SECONDS = 3;
+const CLIENTS = 8;
+
+let pg: PrivatePostgres | undefined;
+let nats: PrivateNats | undefined;
+let stack: Stack | undefined;
+let blocking: string;
+let streamed: string;
+
+beforeAll(async () => {
+  [pg, nats] = await Promise.all([startPrivatePostgres(), startPrivateNats()]);
+  stack = await startStack({
+    databaseUrl: pg.url,
+    natsEnv: nats.env,
+    env: {
+      PIES_RUN_HEARTBEAT_SECONDS: "1",
+      PIES_RUN_LEASE_SECONDS: String(LEASE_SECONDS),
+      PIES_SWEEP_INTERVAL_SECONDS: "1",
+      PIES_SSE_HEARTBEAT_SECONDS: "1",
+      PIES_RUN_TTL_SECONDS: String(TTL_SECONDS),
+    },
+  });
+  const api = async (path: string, body: unknown) => {
+    const response = await fetch(`${stack!.gatewayUrl}/api/v1${path}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${stack!.bootstrap.key}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify(body),
+    });
+    expect(response.status).toBe(201);
+    return (await response.json()) as { id: string };
+  };
+  const prompt = await api("/prompts", { name: "p", content: "Say hi" });
+  const interaction = (name: string, model: string) =>
+    api("/interactions", {
+      name,
+      model,
+      environment: stack!.bootstrap.environment,
+      prompts: [{ type: "template", template: prompt.id }],
+    });
+  // Long enough that every fault finds executions in flight.
+  blocking = (await interaction("blocking", "test-latency-200")).id;
+  streamed = (await interaction("streamed", "test-slow")).id;
+}, 120_000);
+
+afterAll(async () => {
+  // Every process, server and directory goes, also when the test failed.
+  await stack?.stop().catch(() => {});
+  await Promise.all([nats?.stop(), pg?.stop()]);
+});
+
+/** Resolves once the load has `n` more successes than now: pies recovered by itself. */
+async function recovered(load: Load, what: string, n = CLIENTS) {
+  const target = load.snapshot().succeeded + n;
+  const deadline = Date.now() + 30_000;
+  while (load.snapshot().succeeded < target) {
+    if (Date.now() > deadline) {
+      throw new Error(`no recovery within 30 s after ${what}: ${JSON.stringify(load.snapshot())}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+const describeReport = (report: LoadReport) =>
+  JSON.stringify({
+    ...report,
+    completedRunIds: undefined,
+    runIds: undefined,
+    latenciesMs: undefined,
+  });
+
+describe("the fault suite", () => {
+  it("survives PostgreSQL and NATS restarts and the loss of each process, losing no run", async () => {
+    let gatewayDown = false;
+    const load = new Load({
+      gatewayUrl: stack!.gatewayUrl,
+      key: stack!.bootstrap.key,
+      blockingInteraction: blocking,
+      streamedInteraction: streamed,
+      clients: CLIENTS,
+      gatewayDown: () => gatewayDown,
+    }).start();
+    let report: LoadReport;
+    try {
+      await recovered(load, "the start");
+      await pg!.restart();
+      await recovered(load, "a PostgreSQL restart");
+      await nats!.restart();
+      await recovered(load, "a NATS restart");
+      for (const name of ["catalog", "runs", "executor", "gateway"]) {
+        gatewayDown = name === "gateway";
+        await stack!.restart(name);
+        gatewayDown = false;
+        await recovered(load, `killing ${name}`);
+      }
+    } finally {
+      report = await load.stop();
+    }
+    const context = `${describeReport(report)}\n${stack!.output().split("\n").slice(-60).join("\n")}`;
+
+    expect(stack!.unexpectedExits(), context).toEqual([]);
+    expect(report.unexpectedErrors, context).toEqual({});
+    expect(report.streams.cut, context).toBe(0);
+    expect(report.streams.closed).toBeGreaterThan(0);
+    expect(report.completedRunIds.length).toBeGreaterThan(CLIENTS);
+
+    // After the lease (and the ttl of streamed runs whose stream could not be opened) nothing is
+    // left created or processing, and every run answered as completed is recorded so.
+    const deadline = Date.now() + (LEASE_SECONDS + TTL_SECONDS + 10) * 1000;
+    let check = await checkRuns(pg!.url, report.completedRunIds);
+    while (check.stuck > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      check = await checkRuns(pg!.url, report.completedRunIds);
+    }
+    expect(check.stuck, JSON.stringify(check.byStatus)).toBe(0);
+    expect(check.lost, context).toEqual([]);
+  }, 150_000);
+});
