@@ -12,9 +12,9 @@ import { isConnectionError } from "./unavailable.js";
 
 /**
  * Turns a lost or refused connection to a peer into UNAVAILABLE naming the peer. connect-node
- * answers a reset as ABORTED ("read ECONNRESET", which would read as a conflict) and a refusal with
- * the peer's address; callers get neither: the message names the service, the address stays in
- * `cause` for the logs.
+ * answers a reset as ABORTED ("read ECONNRESET", which would read as a conflict), a stream the dying
+ * peer cancelled as CANCELED, and a refusal with the peer's address; callers get none of these: the
+ * message names the service, the detail stays in `cause` for the logs.
  */
 export function peerUnavailableInterceptor(peer: string): Interceptor {
   return (next) => async (req) => {
@@ -23,10 +23,12 @@ export function peerUnavailableInterceptor(peer: string): Interceptor {
     } catch (err) {
       const lost =
         err instanceof ConnectError &&
-        (err.code === Code.Unavailable ||
+        (((err.code === Code.Unavailable ||
           err.code === Code.Aborted ||
           err.code === Code.Internal) &&
-        isConnectionError(err);
+          isConnectionError(err)) ||
+          // The peer reset the stream (RST_STREAM CANCEL: it went away mid-call), not the caller.
+          (err.code === Code.Canceled && !req.signal.aborted));
       if (!lost) throw err;
       throw new ConnectError(
         `the ${peer} service is unavailable`,

@@ -45,7 +45,7 @@ export function startProcess(
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
     lines.push(...chunk.toString().split("\n").filter(Boolean));
-    if (lines.length > 200) lines.splice(0, lines.length - 200);
+    if (lines.length > 1000) lines.splice(0, lines.length - 1000);
   };
   child.stdout!.on("data", keep);
   child.stderr!.on("data", keep);
