@@ -125,12 +125,13 @@ describe("the fault suite", () => {
       .slice(-80)
       .map((line) => line.slice(0, 1500));
     const context = `${describeReport(report)}\n${logged.join("\n")}`;
+    // Soft: one failing promise does not hide whether the others held.
 
-    expect(stack!.unexpectedExits(), context).toEqual([]);
-    expect(report.unexpectedErrors, context).toEqual({});
-    expect(report.streams.cut, context).toBe(0);
-    expect(report.streams.closed).toBeGreaterThan(0);
-    expect(report.completedRunIds.length).toBeGreaterThan(CLIENTS);
+    expect.soft(stack!.unexpectedExits(), context).toEqual([]);
+    expect.soft(report.unexpectedErrors, context).toEqual({});
+    expect.soft(report.streams.cut, context).toBe(0);
+    expect.soft(report.streams.closed).toBeGreaterThan(0);
+    expect.soft(report.completedRunIds.length).toBeGreaterThan(CLIENTS);
 
     // After the lease (and the ttl of streamed runs whose stream could not be opened) nothing is
     // left created or processing, and every run answered as completed is recorded so.
@@ -140,7 +141,7 @@ describe("the fault suite", () => {
       await new Promise((resolve) => setTimeout(resolve, 250));
       check = await checkRuns(pg!.url, report.completedRunIds);
     }
-    expect(check.stuck, JSON.stringify(check.byStatus)).toBe(0);
-    expect(check.lost, context).toEqual([]);
+    expect.soft(check.stuck, JSON.stringify(check.byStatus)).toBe(0);
+    expect.soft(check.lost, context).toEqual([]);
   }, 150_000);
 });
