@@ -255,10 +255,3 @@ export async function checkRuns(
     await client.end();
   }
 }
-
-/** The `q` quantile (0–1) of `values`, in their unit; NaN when there are none. */
-export function quantile(values: number[], q: number): number {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-}
