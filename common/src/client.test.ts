@@ -9,7 +9,10 @@ async function through(thrown: unknown, signal = new AbortController().signal) {
   const call = peerUnavailableInterceptor("runs")(async () => {
     throw thrown;
   });
-  return call({ signal } as never).catch((err: unknown) => err as ConnectError);
+  return call({ signal } as never).then(
+    () => new ConnectError("resolved", Code.Unknown),
+    (err: unknown) => err as ConnectError,
+  );
 }
 
 describe("peerUnavailableInterceptor", () => {
