@@ -124,13 +124,22 @@ export class JetStreamRunEventBus implements RunEventBus {
     return msg !== null;
   }
 
-  async ready() {
+  /**
+   * Whether the server answers a ping within `timeoutMs`. While disconnected a flush waits for the
+   * reconnection, so without the limit a readiness probe would hang instead of answering false.
+   */
+  async ready(timeoutMs = 2000) {
     if (this.nc.isClosed()) return false;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await this.nc.flush();
-      return true;
+      return await Promise.race([
+        this.nc.flush().then(() => true),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+      ]);
     } catch {
       return false;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
