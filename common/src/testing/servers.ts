@@ -100,8 +100,11 @@ export interface PrivateNats {
   url: string;
   /** NATS_URL, PIES_NATS_STREAM, PIES_NATS_SUBJECT_PREFIX for pies processes. */
   env: Record<string, string>;
-  /** Stops the server (SIGTERM) and starts it again on the same port and store directory. */
-  restart(): Promise<void>;
+  /**
+   * Stops the server (SIGTERM) and starts it again on the same port and store directory, running
+   * `whileDown` (if given) in between.
+   */
+  restart(whileDown?: () => Promise<void>): Promise<void>;
   /** Kills the server and removes its store. */
   stop(): Promise<void>;
 }
@@ -150,9 +153,13 @@ export async function startPrivateNats(): Promise<PrivateNats> {
   return {
     url,
     env: { NATS_URL: url, PIES_NATS_STREAM: "PIES_RUNS", PIES_NATS_SUBJECT_PREFIX: "pies" },
-    async restart() {
+    async restart(whileDown) {
       await kill("SIGTERM");
-      server = await launch();
+      try {
+        await whileDown?.();
+      } finally {
+        server = await launch();
+      }
     },
     async stop() {
       await kill("SIGKILL");
