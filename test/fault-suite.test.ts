@@ -126,7 +126,6 @@ describe("the fault suite", () => {
       .map((line) => line.slice(0, 1500));
     const context = `${describeReport(report)}\n${logged.join("\n")}`;
     // Soft: one failing promise does not hide whether the others held.
-
     expect.soft(stack!.unexpectedExits(), context).toEqual([]);
     expect.soft(report.unexpectedErrors, context).toEqual({});
     expect.soft(report.streams.cut, context).toBe(0);
