@@ -36,7 +36,7 @@ async function streamedRun(pies: TestPies, model?: string) {
         payload,
       })
     ).json();
-  const prompt = await post("/prompts", { content: "Hello" });
+  const prompt = await post("/prompts", { content: "Hello", content_type: "text" });
   const interaction = await post("/interactions", {
     name: `i-${model ?? "test"}`,
     environment: pies.environmentId,
@@ -59,8 +59,8 @@ describe("GET /runs/:id/stream without the end event", () => {
       bus: new LossyBus(),
       gateway: { authCacheSeconds: 30, sseHeartbeatSeconds: 1 },
     });
-  });
-  afterAll(async () => pies.close());
+  }, 30_000);
+  afterAll(async () => pies?.close());
 
   it("closes with the run from the runs store once it has ended", async () => {
     const runId = await streamedRun(pies);
@@ -81,8 +81,8 @@ describe("GET /runs/:id/stream over a failing subscription, and its bounds", () 
     pies = await startTestPies({ bus, gateway: { authCacheSeconds: 30, maxStreamsPerKey: 2 } });
     await pies.app.listen({ host: "127.0.0.1", port: 0 });
     base = `http://127.0.0.1:${(pies.app.server.address() as AddressInfo).port}/api/v1`;
-  });
-  afterAll(async () => pies.close());
+  }, 30_000);
+  afterAll(async () => pies?.close());
 
   it("subscribes again after the last event sent and ends with close", async () => {
     const runId = await streamedRun(pies);
