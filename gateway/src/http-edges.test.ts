@@ -103,7 +103,7 @@ describe("slow clients (slowloris)", () => {
           headers: { authorization: `Bearer ${pies.key}`, "content-type": "application/json" },
           body: JSON.stringify(payload),
         })
-      ).json();
+      ).json() as Promise<any>;
     const prompt = await post("/prompts", { content: "Hello", content_type: "text" });
     const interaction = await post("/interactions", {
       name: "slow",

@@ -149,7 +149,6 @@ describe("relayRun", () => {
   it("ends the response and resolves when the bus throws at once, every time", async () => {
     const bus = new MemoryRunEventBus();
     const broken: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
-      // eslint-disable-next-line require-yield
       async *subscribe() {
         throw new Error("nats: no responders");
       },

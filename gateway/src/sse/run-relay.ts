@@ -30,9 +30,10 @@ export interface RelayOptions {
  *
  * - A subscription that fails or ends early (NATS restarted, connection lost) is made again after
  *   the last event sent, with backoff; events already sent are skipped.
- * - Each heartbeat checks the runs store: a run seen ended at two beats in a row whose end the bus
- *   did not deliver (aged out, lost, bus unreachable, or the client is past it) closes with the
- *   stored run. One beat of grace because the executor records a run before it publishes its end.
+ * - Each heartbeat with no event since the last one checks the runs store: a run seen ended at two
+ *   such beats in a row whose end the bus did not deliver (aged out, lost, bus unreachable, or the
+ *   client is past it) closes with the stored run. One beat of grace because the executor records
+ *   a run before it publishes its end.
  * - A reconnect to an ended run replays from the start of the run's events and skips those up to
  *   Last-Event-ID, so a Last-Event-ID at or past the end (the `close` event's own id) gets `close`
  *   again at once.
@@ -50,8 +51,15 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
 
   let checking = false;
   let endedBeats = 0;
+  let quiet = true;
   async function beat() {
     out.comment("keep-alive");
+    // Events are flowing: the bus is doing its job, and the runs store need not be asked.
+    if (!quiet) {
+      quiet = true;
+      endedBeats = 0;
+      return;
+    }
     if (checking || !out.open) return;
     checking = true;
     try {
@@ -85,6 +93,7 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
           if (event.kind === "end") return close(fromBinary(RunSchema, event.data), event.seq);
           if (event.seq <= lastSeq) continue;
           lastSeq = event.seq;
+          quiet = false;
           out.event("message", JSON.stringify(decoder.decode(event.data)), event.seq);
         }
         if (!out.open) return;
