@@ -88,5 +88,6 @@ describe("a storm of streams", () => {
     expect(gateway.child.exitCode).toBeNull();
     expect((await fetch(`${stack.gatewayUrl}/healthz`)).status).toBe(200);
     expect(gateway.output()).not.toMatch(/ERR_STREAM_WRITE_AFTER_END|Unhandled/);
-  }, 30_000);
+    // Bounded: the storm took 22-27 s on two cores shared with four other engineers' test runs.
+  }, 45_000);
 });
