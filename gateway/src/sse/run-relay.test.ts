@@ -146,6 +146,26 @@ describe("relayRun", () => {
     }
   });
 
+  it("closes a run that was still running when the reconnect came with an id past its end", async () => {
+    const bus = new MemoryRunEventBus();
+    let status = RunStatus.PROCESSING;
+    setTimeout(() => {
+      void bus.publish("r1", "chunk", bytes("c1"), "r1-1");
+      status = RunStatus.COMPLETED;
+      void bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+    }, 100);
+    const { events, ms } = await relay({
+      runs: runsStore(async () => run(status)),
+      bus,
+      heartbeatMs: 50,
+      run: run(RunStatus.PROCESSING),
+      afterSeq: 99_999_999,
+    });
+    expect(events.map((e) => e.event)).toEqual(["close"]);
+    expect(JSON.parse(events[0]!.data)).toMatchObject({ status: "completed" });
+    expect(ms).toBeLessThan(2000);
+  });
+
   it("ends the response and resolves when the bus throws at once, every time", async () => {
     const bus = new MemoryRunEventBus();
     const broken: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
