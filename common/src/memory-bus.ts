@@ -52,11 +52,7 @@ export class MemoryRunEventBus implements RunEventBus {
     let next = log.events.findIndex((e) => e.seq > afterSeq);
     if (next < 0) next = log.events.length;
     while (!signal.aborted) {
-      while (next < log.events.length) {
-        const event = log.events[next++]!;
-        // As JetStream: nothing at or before afterSeq, even published later.
-        if (event.seq > afterSeq) yield event;
-      }
+      while (next < log.events.length) yield log.events[next++]!;
       await new Promise<void>((resolve) => {
         const wake = () => {
           log.wake.delete(wake);
