@@ -79,12 +79,10 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
 
   try {
     // An ended run whose events have aged out of the bus (or whose bus cannot say) is answered
-    // from the runs store.
-    let replayFromStart = false;
-    if (terminal(run)) {
-      if (!(await bus.hasEnd(runId).catch(() => false))) return close(run);
-      replayFromStart = true;
-    }
+    // from the runs store. Otherwise its (bounded) events are replayed from the start, on every
+    // subscription, so that the end comes again even to a client already past it.
+    const replayFromStart = terminal(run);
+    if (replayFromStart && !(await bus.hasEnd(runId).catch(() => false))) return close(run);
     for (let failures = 0; out.open;) {
       try {
         const from = replayFromStart ? undefined : lastSeq || undefined;
@@ -102,7 +100,6 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
         if (!out.open) return;
         logger.warn({ err, runId }, "run stream subscription failed; subscribing again");
       }
-      replayFromStart = false;
       await delay(resubscribeDelayMs(++failures), out.signal);
     }
   } catch (err) {
