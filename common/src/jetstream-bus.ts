@@ -1,4 +1,4 @@
-import { connect, nanos, type NatsConnection } from "@nats-io/transport-node";
+import { connect, nanos, type NatsConnection, type Status } from "@nats-io/transport-node";
 import {
   DeliverPolicy,
   JetStreamApiCodes,
@@ -95,6 +95,12 @@ export class JetStreamRunEventBus implements RunEventBus {
     await this.js.publish(this.subject(runId, kind), data, { msgID: dedupId });
   }
 
+  /**
+   * An ordered consumer from `afterSeq`. After the connection comes back from an outage (NATS
+   * restarted), the subscription fails rather than trust the consumer to resume: its ephemeral
+   * consumer may be gone and it can stall without a word. The caller subscribes again after the
+   * last event it got (gateway/src/sse/run-relay.ts).
+   */
   async *subscribe(runId: string, { afterSeq, signal }: SubscribeOptions) {
     const consumer = await this.js.consumers.get(this.options.stream, {
       filter_subjects: this.subject(runId, ">"),
@@ -104,6 +110,16 @@ export class JetStreamRunEventBus implements RunEventBus {
     });
     const messages = await consumer.consume({ max_messages: 256 });
     const stop = () => void messages.stop();
+    let reconnected = false;
+    const status = this.nc.status() as AsyncIterable<Status> & { stop?: () => void };
+    void (async () => {
+      for await (const s of status) {
+        if (s.type === "reconnect") {
+          reconnected = true;
+          return stop();
+        }
+      }
+    })().catch(() => {});
     signal.addEventListener("abort", stop, { once: true });
     try {
       if (signal.aborted) return;
@@ -111,9 +127,13 @@ export class JetStreamRunEventBus implements RunEventBus {
         const kind = m.subject.endsWith(".end") ? "end" : "chunk";
         yield { seq: m.seq, kind, data: m.data } satisfies RunEvent;
       }
+      if (reconnected && !signal.aborted) {
+        throw new Error("the NATS connection was re-established; subscribe again");
+      }
     } finally {
       signal.removeEventListener("abort", stop);
       stop();
+      status.stop?.();
     }
   }
 

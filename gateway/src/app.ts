@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { Authenticator } from "./auth.js";
+import { createClientErrorHandler } from "./client-errors.js";
 import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError } from "./errors.js";
@@ -14,8 +15,17 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     logger: false,
     bodyLimit: deps.options.maxBodyBytes,
     trustProxy: deps.options.trustProxy,
-    // Streams stay open as long as a run executes; the server must not cut them.
-    requestTimeout: 0,
+    // Slow clients (slowloris) are cut with 408: these bound receiving the request, headers and
+    // body; Node stops the clock once the request is complete, so an SSE response that lasts as
+    // long as its run is not cut by them (gateway/test/http-edges.test.ts shows both).
+    requestTimeout: deps.options.requestTimeoutMs,
+    http: {
+      headersTimeout: deps.options.headersTimeoutMs,
+      // Node looks for expired requests this often (30 s by default, which would let a timeout
+      // run up to 30 s late).
+      connectionsCheckingInterval: Math.min(1000, deps.options.headersTimeoutMs),
+    },
+    clientErrorHandler: createClientErrorHandler(deps.logger),
     return503OnClosing: true,
     // Errors Fastify meets before a route runs (an over-long path parameter, say) get the same
     // JSON body as the rest.

@@ -6,6 +6,9 @@ export const gatewaySettingsSchema = {
   PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024),
   PIES_AUTH_CACHE_SECONDS: env.int(30, 0),
   PIES_SSE_HEARTBEAT_SECONDS: env.int(15, 1),
+  PIES_MAX_STREAMS_PER_KEY: env.int(100, 1),
+  PIES_HEADERS_TIMEOUT_MS: env.int(10_000, 100),
+  PIES_REQUEST_TIMEOUT_MS: env.int(30_000, 100),
   PIES_TRUST_PROXY: z
     .enum(["true", "false"])
     .default("false")
@@ -32,5 +35,9 @@ export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySetting
   maxBodyBytes: config.PIES_MAX_BODY_BYTES,
   authCacheSeconds: config.PIES_AUTH_CACHE_SECONDS,
   sseHeartbeatSeconds: config.PIES_SSE_HEARTBEAT_SECONDS,
+  maxStreamsPerKey: config.PIES_MAX_STREAMS_PER_KEY,
+  // Node refuses a headers timeout longer than the request timeout.
+  headersTimeoutMs: Math.min(config.PIES_HEADERS_TIMEOUT_MS, config.PIES_REQUEST_TIMEOUT_MS),
+  requestTimeoutMs: config.PIES_REQUEST_TIMEOUT_MS,
   trustProxy: config.PIES_TRUST_PROXY,
 });

@@ -22,6 +22,12 @@ export interface GatewayOptions {
   authCacheSeconds: number;
   /** Seconds between SSE keep-alive comments (and checks that a run has not ended unseen). */
   sseHeartbeatSeconds: number;
+  /** Open SSE streams one API key may hold on this gateway; more get 429. */
+  maxStreamsPerKey: number;
+  /** Time to receive a request's headers (slow clients are cut with 408). */
+  headersTimeoutMs: number;
+  /** Time to receive a whole request, headers and body; responses (SSE) are not bounded by it. */
+  requestTimeoutMs: number;
   /** Trust X-Forwarded-For for the client address recorded on runs. */
   trustProxy: boolean;
 }

@@ -84,17 +84,31 @@ export function toHttpError(err: unknown): HttpError {
       );
     }
     if (status === 414) return new HttpError(414, "uri_too_long", "the request path is too long");
+    if (status === 408) return requestTimeout();
+    if (status === 431) return headersTooLarge();
     return new HttpError(status, "invalid_request", message);
   }
   return new HttpError(500, "internal", "internal error");
 }
 
-export function sendError(reply: FastifyReply, error: HttpError) {
-  return reply.status(error.status).send({
+/** 408: the request (headers or body) did not arrive in time. */
+export const requestTimeout = () =>
+  new HttpError(408, "request_timeout", "the request was not received in time");
+/** 431: the request line and headers exceed the server's limit. */
+export const headersTooLarge = () =>
+  new HttpError(431, "headers_too_large", "the request headers are too large");
+
+/** The JSON body of an error (DESIGN.md §10). */
+export function errorBody(error: HttpError) {
+  return {
     error: STATUS_CODES[error.status] ?? "Error",
     status: error.status,
     code: error.code,
     message: error.message,
     ...(error.details !== undefined ? { details: error.details } : {}),
-  });
+  };
+}
+
+export function sendError(reply: FastifyReply, error: HttpError) {
+  return reply.status(error.status).send(errorBody(error));
 }

@@ -1,0 +1,63 @@
+import type { ServerResponse } from "node:http";
+import type { Logger } from "@pies/common";
+
+/**
+ * One Server-Sent Events response. Writes are dropped once the response has ended or its socket
+ * is gone, `end()` may be called any number of times, and errors of the response and its socket
+ * are handled here: many timers and loops may end one stream, none of them can crash the process
+ * with a write after end (an unhandled `error` event).
+ */
+export class EventStream {
+  private readonly abort = new AbortController();
+
+  /** Aborts when the stream ends, whoever ended it (this side, the client, or a socket error). */
+  readonly signal: AbortSignal = this.abort.signal;
+
+  constructor(
+    private readonly res: ServerResponse,
+    logger: Logger,
+  ) {
+    const onError = (err: Error) => {
+      logger.debug({ err }, "event stream connection failed");
+      this.end();
+    };
+    res.on("error", onError);
+    res.socket?.on("error", onError);
+    res.once("close", () => {
+      res.socket?.off("error", onError);
+      this.abort.abort();
+    });
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache, no-transform",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+    });
+    res.flushHeaders();
+  }
+
+  /** Whether events can still be written. */
+  get open(): boolean {
+    return !this.signal.aborted && !this.res.writableEnded && !this.res.destroyed;
+  }
+
+  /** Writes an event; `id` is the bus sequence a reconnect resumes after (Last-Event-ID). */
+  event(name: string, data: string, id?: number): void {
+    this.write(`${id !== undefined ? `id: ${id}\n` : ""}event: ${name}\ndata: ${data}\n\n`);
+  }
+
+  /** A comment line, ignored by clients: keeps proxies from timing the connection out. */
+  comment(text: string): void {
+    this.write(`: ${text}\n\n`);
+  }
+
+  /** Ends the response (once) and aborts everything tied to the stream. */
+  end(): void {
+    if (this.open) this.res.end();
+    this.abort.abort();
+  }
+
+  private write(text: string) {
+    if (this.open) this.res.write(text);
+  }
+}

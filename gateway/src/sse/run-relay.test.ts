@@ -1,0 +1,215 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { create, toBinary } from "@bufbuild/protobuf";
+import type { Client } from "@connectrpc/connect";
+import { createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
+import { parseSse } from "@pies/common/testing";
+import { RunSchema, RunStatus, type Run, type RunsService } from "@pies/proto/runs";
+import { EventStream } from "./event-stream.js";
+import { relayRun, type RelayOptions } from "./run-relay.js";
+
+const logger = createLogger("test", "silent");
+const bytes = (s: string) => new TextEncoder().encode(s);
+const run = (status: RunStatus, result?: string) =>
+  create(RunSchema, { id: "r1", status, stream: true, ...(result ? { modelId: result } : {}) });
+const endOf = (r: Run) => toBinary(RunSchema, r);
+
+let server: Server | undefined;
+afterEach(async () => {
+  server?.closeAllConnections();
+  await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
+  server = undefined;
+});
+
+/**
+ * Serves one relayed stream on a real HTTP server (a real ServerResponse, whose write after end
+ * is an `error` event) and returns its body once it ends, with what the relay's promise did.
+ */
+async function relay(options: Omit<RelayOptions, "logger" | "projectId">) {
+  let settled: Promise<unknown> | undefined;
+  server = createServer((_req, res) => {
+    settled = relayRun(new EventStream(res, logger), { ...options, logger, projectId: "p1" });
+  });
+  await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  const started = Date.now();
+  const body = await (await fetch(`http://127.0.0.1:${port}/`)).text();
+  return { events: parseSse(body), ms: Date.now() - started, settled: settled! };
+}
+
+/** A runs client whose getRun answers with what the test says, when it says. */
+function runsStore(getRun: () => Promise<Run>) {
+  return {
+    getRun: async () => ({ run: await getRun() }),
+  } as unknown as Client<typeof RunsService>;
+}
+
+describe("relayRun", () => {
+  it("writes one close when the end arrives while a heartbeat's store check is in flight", async () => {
+    const bus = new MemoryRunEventBus();
+    await bus.publish("r1", "chunk", bytes("hi"), "r1-1");
+    let beats = 0;
+    const store = runsStore(async () => {
+      // First beat: the run has ended (the executor records it before it publishes the end).
+      // Second beat: while this check is in flight, the end arrives and the stream closes; the
+      // check then finds the run ended twice in a row and closes too, on an ended response.
+      if (++beats === 2) {
+        await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      return run(RunStatus.COMPLETED);
+    });
+    const { events, settled } = await relay({
+      runs: store,
+      bus,
+      heartbeatMs: 20,
+      run: run(RunStatus.PROCESSING),
+    });
+    expect(events.map((e) => e.event)).toEqual(["message", "close"]);
+    await expect(settled).resolves.toBeUndefined();
+    // The in-flight check finishes after the response ended, and must not write to it.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(beats).toBeGreaterThanOrEqual(2);
+  });
+
+  it("closes from the runs store when the bus has the end but never delivers it", async () => {
+    const bus = new MemoryRunEventBus();
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+    const stalled: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      async *subscribe(_runId: string, { signal }: { signal: AbortSignal }) {
+        await new Promise((resolve) => signal.addEventListener("abort", resolve));
+      },
+    });
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.COMPLETED, "stored")),
+      bus: stalled,
+      heartbeatMs: 20,
+      run: run(RunStatus.PROCESSING),
+    });
+    expect(events.map((e) => e.event)).toEqual(["close"]);
+    expect(JSON.parse(events[0]!.data)).toMatchObject({ id: "r1", modelId: "stored" });
+  });
+
+  it("subscribes again after the last event sent when a subscription fails or ends early", async () => {
+    const bus = new MemoryRunEventBus();
+    for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), `r1-${i}`);
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+    const afterSeqs: (number | undefined)[] = [];
+    const flaky: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      async *subscribe(runId: string, options: { afterSeq?: number; signal: AbortSignal }) {
+        afterSeqs.push(options.afterSeq);
+        const attempt = afterSeqs.length;
+        let n = 0;
+        for await (const event of bus.subscribe(runId, options)) {
+          yield event;
+          // The first subscription fails after one event, the second ends after one more.
+          if (attempt === 1 && ++n === 1) throw new Error("nats: connection lost");
+          if (attempt === 2 && ++n === 1) return;
+        }
+      },
+    });
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus: flaky,
+      heartbeatMs: 60_000,
+      run: run(RunStatus.PROCESSING),
+    });
+    expect(events.map((e) => e.data)).toEqual(['"c1"', '"c2"', '"c3"', expect.any(String)]);
+    expect(events.at(-1)!.event).toBe("close");
+    const ids = events.map((e) => Number(e.id));
+    expect(afterSeqs).toEqual([undefined, ids[0], ids[1]]);
+  });
+
+  it("gives a reconnect at or past the end `close` again at once", async () => {
+    const bus = new MemoryRunEventBus();
+    await bus.publish("r1", "chunk", bytes("c1"), "r1-1");
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+    const first = await relay({
+      runs: runsStore(async () => run(RunStatus.COMPLETED)),
+      bus,
+      heartbeatMs: 60_000,
+      run: run(RunStatus.COMPLETED),
+    });
+    const closeId = Number(first.events.at(-1)!.id);
+    for (const afterSeq of [closeId, 99_999_999]) {
+      await new Promise<void>((resolve) => server!.close(() => resolve()));
+      const again = await relay({
+        runs: runsStore(async () => run(RunStatus.COMPLETED)),
+        bus,
+        heartbeatMs: 60_000,
+        run: run(RunStatus.COMPLETED),
+        afterSeq,
+      });
+      expect(again.events.map((e) => [e.event, Number(e.id)])).toEqual([["close", closeId]]);
+      expect(again.ms).toBeLessThan(2000);
+    }
+  });
+
+  it("closes a run that was still running when the reconnect came with an id past its end", async () => {
+    const bus = new MemoryRunEventBus();
+    let status = RunStatus.PROCESSING;
+    setTimeout(() => {
+      void bus.publish("r1", "chunk", bytes("c1"), "r1-1");
+      status = RunStatus.COMPLETED;
+      void bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+    }, 100);
+    const { events, ms } = await relay({
+      runs: runsStore(async () => run(status)),
+      bus,
+      heartbeatMs: 50,
+      run: run(RunStatus.PROCESSING),
+      afterSeq: 99_999_999,
+    });
+    expect(events.map((e) => e.event)).toEqual(["close"]);
+    expect(JSON.parse(events[0]!.data)).toMatchObject({ status: "completed" });
+    expect(ms).toBeLessThan(2000);
+  });
+
+  it("ends the response and resolves when the bus throws at once, every time", async () => {
+    const bus = new MemoryRunEventBus();
+    const broken: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      async *subscribe() {
+        throw new Error("nats: no responders");
+      },
+    });
+    let ended = false;
+    const { events, settled } = await relay({
+      runs: runsStore(async () => {
+        if (ended) return run(RunStatus.FAILED);
+        ended = true;
+        return run(RunStatus.PROCESSING);
+      }),
+      bus: broken,
+      heartbeatMs: 20,
+      run: run(RunStatus.PROCESSING),
+    });
+    expect(events.map((e) => e.event)).toEqual(["close"]);
+    expect(JSON.parse(events[0]!.data)).toMatchObject({ status: "failed" });
+    await expect(settled).resolves.toBeUndefined();
+  });
+});
+
+describe("EventStream", () => {
+  it("drops writes after the end and after the client went away, without an error event", async () => {
+    let stream: EventStream | undefined;
+    const ended = new Promise<void>((resolve) => {
+      server = createServer((_req, res) => {
+        stream = new EventStream(res, logger);
+        stream.event("message", '"a"', 1);
+        stream.end();
+        stream.end();
+        stream.event("message", '"b"', 2);
+        stream.comment("keep-alive");
+        res.on("close", () => resolve());
+      });
+    });
+    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+    const { port } = server!.address() as AddressInfo;
+    const body = await (await fetch(`http://127.0.0.1:${port}/`)).text();
+    await ended;
+    expect(parseSse(body).map((e) => e.data)).toEqual(['"a"']);
+    expect(stream!.open).toBe(false);
+    expect(stream!.signal.aborted).toBe(true);
+  });
+});
