@@ -16,7 +16,12 @@ export interface TestPies extends InMemoryPies {
  * an account whose project has an API key and a `test` environment.
  */
 export async function startTestPies(
-  options: { bus?: RunEventBus; gateway?: Partial<GatewayOptions>; keyName?: string } = {},
+  options: {
+    bus?: RunEventBus;
+    gateway?: Partial<GatewayOptions>;
+    keyName?: string;
+    allowedEndpoints?: string;
+  } = {},
 ): Promise<TestPies> {
   const db = createDatabase({ pglite: await PGlite.create() });
   const pies = await createInMemoryPies({
@@ -32,6 +37,8 @@ export async function startTestPies(
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
       PIES_TEMPLATE_WORKERS: 1,
       PIES_RUN_HEARTBEAT_SECONDS: 10,
+      // As deployed: no loopback, private or metadata endpoints.
+      PIES_ALLOWED_ENDPOINTS: options.allowedEndpoints ?? "",
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {
