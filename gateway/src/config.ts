@@ -5,6 +5,7 @@ import { env, loadConfig, natsConfigSchema } from "@pies/common";
 export const gatewaySettingsSchema = {
   PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024),
   PIES_AUTH_CACHE_SECONDS: env.int(30, 0),
+  PIES_AUTH_NEGATIVE_CACHE_SECONDS: env.int(5, 0),
   PIES_SSE_HEARTBEAT_SECONDS: env.int(15, 1),
   PIES_TRUST_PROXY: z
     .enum(["true", "false"])
@@ -31,6 +32,7 @@ export const loadGatewayConfig = (source?: Record<string, string | undefined>) =
 export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySettingsSchema>>) => ({
   maxBodyBytes: config.PIES_MAX_BODY_BYTES,
   authCacheSeconds: config.PIES_AUTH_CACHE_SECONDS,
+  authNegativeCacheSeconds: config.PIES_AUTH_NEGATIVE_CACHE_SECONDS,
   sseHeartbeatSeconds: config.PIES_SSE_HEARTBEAT_SECONDS,
   trustProxy: config.PIES_TRUST_PROXY,
 });

@@ -1,10 +1,11 @@
 import { PGlite } from "@electric-sql/pglite";
 import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
+import { ApiKeyRole } from "@pies/proto/catalog";
 import type { GatewayOptions } from "../src/deps.js";
 import { createInMemoryPies, type InMemoryPies } from "../src/embedded/wiring.js";
 
 export interface TestPies extends InMemoryPies {
-  /** The key and `test` environment of a first project. */
+  /** The admin key and `test` environment of a first project. */
   key: string;
   projectId: string;
   environmentId: string;
@@ -44,6 +45,7 @@ export async function startTestPies(
     gateway: {
       maxBodyBytes: 64 * 1024,
       authCacheSeconds: 0,
+      authNegativeCacheSeconds: 0,
       sseHeartbeatSeconds: 15,
       trustProxy: false,
       ...options.gateway,
@@ -53,6 +55,7 @@ export async function startTestPies(
   const { secret } = await pies.catalog.createApiKey({
     projectId: project!.id,
     name: options.keyName ?? "ci",
+    role: ApiKeyRole.ADMIN,
   });
   const { environment } = await pies.catalog.createEnvironment({
     projectId: project!.id,
