@@ -63,6 +63,11 @@ async function executeBlocking(deps: ExecutorDeps, prepared: PreparedExecution):
     () => undefined,
     (err: unknown) => err,
   );
+  // A child run is recorded first: an unknown parent is a 404 before the provider is called.
+  if (prepared.run.parentId) {
+    const parentError = await created;
+    if (parentError) throw parentError;
+  }
   const outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
   const createError = await created;
   if (createError) throw createError;
