@@ -298,7 +298,13 @@ describe("OpenAIClient", () => {
 
   it("refuses at connection time a name that resolves to loopback, sending nothing", async () => {
     const port = new URL(fake.url).port;
-    for (const endpointUrl of [`http://localhost:${port}/v1`, `http://127.0.0.1:${port}/v1`]) {
+    for (const endpointUrl of [
+      `http://localhost:${port}/v1`,
+      `http://127.0.0.1:${port}/v1`,
+      `http://[::1]:${port}/v1`,
+      `http://[::ffff:127.0.0.1]:${port}/v1`,
+      `http://2130706433:${port}/v1`,
+    ]) {
       const env = create(EnvironmentSchema, {
         id: "env-3",
         provider: "openai_compatible",
