@@ -21,7 +21,6 @@ export async function startTestPies(
     bus?: RunEventBus;
     gateway?: Partial<GatewayOptions>;
     keyName?: string;
-    allowedEndpoints?: string;
   } = {},
 ): Promise<TestPies> {
   const db = createDatabase({ pglite: await PGlite.create() });
@@ -39,7 +38,7 @@ export async function startTestPies(
       PIES_TEMPLATE_WORKERS: 1,
       PIES_RUN_HEARTBEAT_SECONDS: 10,
       // As deployed: no loopback, private or metadata endpoints.
-      PIES_ALLOWED_ENDPOINTS: options.allowedEndpoints ?? "",
+      PIES_ALLOWED_ENDPOINTS: "",
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {
