@@ -248,7 +248,7 @@ export class EndpointPolicy {
   /**
    * Checks an endpoint URL: its scheme, its host as written and, for a name, every address it
    * resolves to now. A name that does not resolve (yet) passes: the check at connection time
-   * still applies. Throws {@link EndpointRefusedError} or, for what is no http(s) URL, an Error.
+   * still applies. Throws {@link EndpointRefusedError}, also for what is no http(s) URL.
    */
   async checkUrl(text: string, timeoutMs = 2000): Promise<void> {
     let url: URL;
