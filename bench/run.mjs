@@ -154,6 +154,8 @@ async function setup() {
   resources.stack = await startStack({
     databaseUrl: resources.db.url,
     natsEnv: resources.stream.env,
+    // The fake provider listens on loopback, which the deployed default refuses.
+    env: { PIES_ALLOWED_ENDPOINTS: "loopback" },
   });
   const { gatewayUrl, bootstrap } = resources.stack;
   const environment = await api(gatewayUrl, bootstrap.key, "/environments", {

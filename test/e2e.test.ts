@@ -26,7 +26,12 @@ beforeAll(async () => {
   db = await createTestDatabase("e2e");
   stream = createTestStream();
   upstream = await startFakeOpenAI({ apiKey: "sk-upstream-secret" });
-  stack = await startStack({ databaseUrl: db.url, natsEnv: stream.env });
+  stack = await startStack({
+    databaseUrl: db.url,
+    natsEnv: stream.env,
+    // The fake upstream listens on loopback, which the deployed default refuses.
+    env: { PIES_ALLOWED_ENDPOINTS: "127.0.0.1" },
+  });
   api = (path, init = {}) =>
     fetch(`${stack.gatewayUrl}/api/v1${path}`, {
       method: init.method ?? (init.body === undefined ? "GET" : "POST"),
@@ -167,6 +172,18 @@ describe("four processes over HTTP", () => {
       201,
     );
     expect(JSON.stringify(environment)).not.toContain("sk-upstream-secret");
+    // Allowed: 127.0.0.1. Still refused: any other non-public address, by name or by number.
+    for (const endpoint_url of [
+      "http://localhost:9/v1",
+      "http://169.254.169.254/",
+      "http://10.0.0.1/",
+    ]) {
+      const refused = await json(
+        await api("/environments", { body: { provider: "openai_compatible", endpoint_url } }),
+        400,
+      );
+      expect(refused.message).toMatch(/^endpoint_url: .*endpoint policy refuses/);
+    }
     const interaction = await createInteraction(environment.id, { result_schema: resultSchema });
 
     const blocking = await json(

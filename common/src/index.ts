@@ -12,3 +12,4 @@ export * from "./server.js";
 export * from "./client.js";
 export * from "./lifecycle.js";
 export * from "./db-service.js";
+export * from "./endpoint-policy.js";

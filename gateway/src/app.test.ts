@@ -202,7 +202,7 @@ describe("resources", () => {
       body: {
         name: "oa",
         provider: "openai_compatible",
-        endpoint_url: "http://127.0.0.1:9/v1",
+        endpoint_url: "http://93.184.216.34/v1",
         apiKey: "sk-provider-secret-1234",
       },
     });

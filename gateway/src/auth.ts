@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import type { Principal } from "@pies/proto/catalog";
 import type { GatewayDeps } from "./deps.js";
@@ -9,34 +10,77 @@ interface Cached {
   expires: number;
 }
 
+/** What every key the catalog makes looks like: `sk-` and 43 base62 characters. */
+const KEY_FORMAT = /^sk-[0-9A-Za-z]{43}$/;
+
+/** As the catalog says it. */
+const INVALID = "invalid API key";
+
+/** Entries of each cache: past this, the oldest entries go. */
+const MAX_ENTRIES = 10_000;
+
 /**
  * Verifies `Authorization: Bearer sk-…` (or `?access_token=` where a browser EventSource cannot set
  * headers) with the catalog, remembering a verified key for a short time so that a request does
  * not cost a catalog round trip. Keys are held by their hash, never in clear.
+ *
+ * Bad keys cost no more than good ones: a token that is not shaped like a key is refused without
+ * asking; a key the catalog refused is remembered as bad for `authNegativeCacheSeconds`; and
+ * concurrent requests with the same key share one verification.
  */
 export class Authenticator {
   private readonly cache = new Map<string, Cached>();
+  private readonly refused = new Map<string, number>();
+  private readonly pending = new Map<string, Promise<Principal>>();
 
   constructor(private readonly deps: GatewayDeps) {}
 
   async authenticate(request: FastifyRequest, allowQueryToken = false): Promise<Principal> {
     const token = bearer(request) ?? (allowQueryToken ? queryToken(request) : undefined);
     if (!token) throw unauthorized();
+    if (!KEY_FORMAT.test(token)) throw unauthorized(INVALID);
     const key = createHash("sha256").update(token).digest("base64");
     const now = Date.now();
     const hit = this.cache.get(key);
     if (hit && hit.expires > now) return hit.principal;
+    const refusedUntil = this.refused.get(key);
+    if (refusedUntil !== undefined) {
+      if (refusedUntil > now) throw unauthorized(INVALID);
+      this.refused.delete(key);
+    }
+    let verifying = this.pending.get(key);
+    if (!verifying) {
+      verifying = this.verify(token, key).finally(() => this.pending.delete(key));
+      this.pending.set(key, verifying);
+    }
+    return verifying;
+  }
+
+  private async verify(token: string, key: string): Promise<Principal> {
     let principal: Principal | undefined;
     try {
       ({ principal } = await this.deps.catalog.verifyApiKey({ secret: token }));
     } catch (err) {
       this.cache.delete(key);
+      // Only the catalog's "no such key" is remembered: an outage must not lock good keys out.
+      if (err instanceof ConnectError && err.code === Code.Unauthenticated) this.remember(key);
       throw err;
     }
     if (!principal) throw unauthorized();
-    if (this.cache.size >= 10_000) this.cache.clear();
-    this.cache.set(key, { principal, expires: now + this.deps.options.authCacheSeconds * 1000 });
+    if (this.cache.size >= MAX_ENTRIES) this.cache.clear();
+    this.cache.set(key, {
+      principal,
+      expires: Date.now() + this.deps.options.authCacheSeconds * 1000,
+    });
     return principal;
+  }
+
+  private remember(key: string) {
+    const seconds = this.deps.options.authNegativeCacheSeconds;
+    if (seconds <= 0) return;
+    // A Map keeps insertion order: the first entry is the oldest.
+    if (this.refused.size >= MAX_ENTRIES) this.refused.delete(this.refused.keys().next().value!);
+    this.refused.set(key, Date.now() + seconds * 1000);
   }
 }
 

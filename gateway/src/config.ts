@@ -5,6 +5,7 @@ import { env, loadConfig, natsConfigSchema } from "@pies/common";
 export const gatewaySettingsSchema = {
   PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024),
   PIES_AUTH_CACHE_SECONDS: env.int(30, 0),
+  PIES_AUTH_NEGATIVE_CACHE_SECONDS: env.int(5, 0),
   PIES_SSE_HEARTBEAT_SECONDS: env.int(15, 1),
   PIES_MAX_STREAMS_PER_KEY: env.int(100, 1),
   PIES_HEADERS_TIMEOUT_MS: env.int(10_000, 100),
@@ -34,6 +35,7 @@ export const loadGatewayConfig = (source?: Record<string, string | undefined>) =
 export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySettingsSchema>>) => ({
   maxBodyBytes: config.PIES_MAX_BODY_BYTES,
   authCacheSeconds: config.PIES_AUTH_CACHE_SECONDS,
+  authNegativeCacheSeconds: config.PIES_AUTH_NEGATIVE_CACHE_SECONDS,
   sseHeartbeatSeconds: config.PIES_SSE_HEARTBEAT_SECONDS,
   maxStreamsPerKey: config.PIES_MAX_STREAMS_PER_KEY,
   // Node refuses a headers timeout longer than the request timeout.

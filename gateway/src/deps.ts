@@ -20,6 +20,8 @@ export interface GatewayOptions {
   maxBodyBytes: number;
   /** How long a verified API key is trusted without asking the catalog again. */
   authCacheSeconds: number;
+  /** How long a key the catalog refused is refused without asking again (0: always ask). */
+  authNegativeCacheSeconds: number;
   /** Seconds between SSE keep-alive comments (and checks that a run has not ended unseen). */
   sseHeartbeatSeconds: number;
   /** Open SSE streams one API key may hold on this gateway; more get 429. */

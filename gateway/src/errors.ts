@@ -22,6 +22,8 @@ export const notFound = (message: string) => new HttpError(404, "not_found", mes
 export const conflict = (message: string) => new HttpError(409, "conflict", message);
 export const unauthorized = (message = "a valid API key is required") =>
   new HttpError(401, "unauthorized", message);
+/** A key whose role may not do this (a role check reveals no resource, so 403 is right here). */
+export const forbidden = (message: string) => new HttpError(403, "forbidden", message);
 
 /** Connect codes as HTTP: a precise status for each, never a 403 that confirms a resource exists. */
 const byConnectCode: Partial<Record<Code, [number, string]>> = {

@@ -1,10 +1,11 @@
 import { PGlite } from "@electric-sql/pglite";
 import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
+import { ApiKeyRole } from "@pies/proto/catalog";
 import type { GatewayOptions } from "../src/deps.js";
 import { createInMemoryPies, type InMemoryPies } from "../src/embedded/wiring.js";
 
 export interface TestPies extends InMemoryPies {
-  /** The key and `test` environment of a first project. */
+  /** The admin key and `test` environment of a first project. */
   key: string;
   projectId: string;
   environmentId: string;
@@ -16,7 +17,11 @@ export interface TestPies extends InMemoryPies {
  * an account whose project has an API key and a `test` environment.
  */
 export async function startTestPies(
-  options: { bus?: RunEventBus; gateway?: Partial<GatewayOptions>; keyName?: string } = {},
+  options: {
+    bus?: RunEventBus;
+    gateway?: Partial<GatewayOptions>;
+    keyName?: string;
+  } = {},
 ): Promise<TestPies> {
   const db = createDatabase({ pglite: await PGlite.create() });
   const pies = await createInMemoryPies({
@@ -32,11 +37,14 @@ export async function startTestPies(
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
       PIES_TEMPLATE_WORKERS: 1,
       PIES_RUN_HEARTBEAT_SECONDS: 10,
+      // As deployed: no loopback, private or metadata endpoints.
+      PIES_ALLOWED_ENDPOINTS: "",
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {
       maxBodyBytes: 64 * 1024,
       authCacheSeconds: 0,
+      authNegativeCacheSeconds: 0,
       sseHeartbeatSeconds: 15,
       maxStreamsPerKey: 100,
       headersTimeoutMs: 10_000,
@@ -49,6 +57,7 @@ export async function startTestPies(
   const { secret } = await pies.catalog.createApiKey({
     projectId: project!.id,
     name: options.keyName ?? "ci",
+    role: ApiKeyRole.ADMIN,
   });
   const { environment } = await pies.catalog.createEnvironment({
     projectId: project!.id,

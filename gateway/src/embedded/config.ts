@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { env, loadConfig, natsConfigSchema } from "@pies/common";
+import { allowedEndpointsSetting, env, loadConfig, natsConfigSchema } from "@pies/common";
 import { executorSettingsSchema } from "@pies/executor";
 import { runsSweepSettingsSchema } from "@pies/runs";
 import { gatewaySettingsSchema } from "../config.js";
@@ -18,6 +18,8 @@ export const embeddedConfigSchema = z.object({
   // Unset: generated once into the data dir.
   PIES_SECRET_KEY: z.string().optional(),
   ...executorSettingsSchema,
+  // Local models (Ollama, LM Studio, llama.cpp) listen on loopback.
+  PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting("loopback"),
   ...runsSweepSettingsSchema,
   ...gatewaySettingsSchema,
   LOG_LEVEL: env.logLevel().default("warn"),

@@ -10,6 +10,7 @@ import {
   type RunEventBus,
 } from "@pies/common";
 import type { Kysely } from "kysely";
+import { ApiKeyRole } from "@pies/proto/catalog";
 import { gatewayOptions } from "../config.js";
 import { closeGracefully } from "../drain.js";
 import type { EmbeddedConfig } from "./config.js";
@@ -94,7 +95,11 @@ async function seed(catalog: InMemoryPies["catalog"], dataDir: string): Promise<
     projectId: project!.id,
     environment: { name: "test", provider: "test", defaultModel: "test" },
   });
-  const { secret } = await catalog.createApiKey({ projectId: project!.id, name: "local" });
+  const { secret } = await catalog.createApiKey({
+    projectId: project!.id,
+    name: "local",
+    role: ApiKeyRole.ADMIN,
+  });
   await writeFile(file, JSON.stringify({ apiKey: secret } satisfies Credentials, null, 2), {
     mode: 0o600,
   });

@@ -5,6 +5,7 @@ import {
   errorInterceptor,
   serviceClient,
   migrateToLatest,
+  EndpointPolicy,
   pingDatabase,
   type Logger,
   type RunEventBus,
@@ -53,7 +54,12 @@ export async function createInMemoryPies(options: {
   await migrateToLatest(db, "catalog", catalogMigrations);
   await migrateToLatest(db, "runs", runsMigrations);
   const catalogTransport = local(
-    catalogRoutes({ db, secrets: new SecretBox(options.secretKey), logger }),
+    catalogRoutes({
+      db,
+      secrets: new SecretBox(options.secretKey),
+      logger,
+      endpoints: new EndpointPolicy(options.executor.PIES_ALLOWED_ENDPOINTS),
+    }),
   );
   const runsTransport = local(runsRoutes({ db }));
   const executorDeps = await createExecutorDeps({
@@ -87,6 +93,7 @@ export async function createInMemoryPies(options: {
       await active.settle(graceMs);
       heartbeat.stop();
       await sweeper.stop();
+      await executorDeps.providers.close();
     },
   };
 }

@@ -1,4 +1,4 @@
-import type { Account, ApiKey, Project } from "@pies/proto/catalog";
+import { apiKeyRoleName, type Account, type ApiKey, type Project } from "@pies/proto/catalog";
 import { iso } from "./common.js";
 
 export const accountJson = (a: Account) => ({
@@ -18,6 +18,7 @@ export const apiKeyJson = (k: ApiKey) => ({
   id: k.id,
   name: k.name,
   hint: k.keyHint,
+  role: apiKeyRoleName(k.role),
   project: k.projectId,
   account: k.accountId,
   created_at: iso(k.createdAt),

@@ -11,8 +11,15 @@ import {
 import { promptBody, promptInput, promptJson } from "../json/prompts.js";
 import { accountJson, apiKeyJson, projectJson } from "../json/tenancy.js";
 import { stringList } from "../json/common.js";
-import { authed, params, type RouteContext } from "./context.js";
-import { InteractionStatus, Visibility } from "@pies/proto/catalog";
+import { adminOnly, authed, params, type RouteContext } from "./context.js";
+import {
+  ApiKeyRole,
+  apiKeyRoleFromName,
+  apiKeyRoleName,
+  apiKeyRoleNames,
+  InteractionStatus,
+  Visibility,
+} from "@pies/proto/catalog";
 
 const listQuery = z
   .object({
@@ -35,7 +42,23 @@ const publishBody = z
   })
   .passthrough();
 
-/** Interactions, prompt templates, environments, projects, the account and API keys. */
+const apiKeyBody = z
+  .object({
+    name: z.string().optional(),
+    role: z
+      .string()
+      .refine((r) => apiKeyRoleFromName(r) !== undefined, {
+        message: `must be one of ${apiKeyRoleNames.join(", ")}`,
+      })
+      .optional(),
+  })
+  .passthrough();
+
+/**
+ * Interactions, prompt templates, environments, projects, the account and API keys. Members
+ * execute, read and edit interactions and prompts, and read environments and runs; keys,
+ * projects and environments are managed with admin keys (`adminOnly`).
+ */
 export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
   const { catalog } = ctx.deps;
 
@@ -162,7 +185,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
 
   app.post(
     "/environments",
-    authed(ctx, async (request, principal, reply) => {
+    adminOnly(ctx, async (request, principal, reply) => {
       const body = environmentBody.parse(request.body ?? {});
       const { environment } = await catalog.createEnvironment({
         projectId: principal.projectId,
@@ -192,6 +215,27 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
     }),
   );
 
+  app.put(
+    "/environments/:id",
+    adminOnly(ctx, async (request, principal) => {
+      const body = environmentBody.parse(request.body ?? {});
+      const { environment } = await catalog.updateEnvironment({
+        projectId: principal.projectId,
+        id: params(request).id!,
+        environment: environmentInput(body),
+      });
+      return environmentJson(environment!);
+    }),
+  );
+
+  app.delete(
+    "/environments/:id",
+    adminOnly(ctx, async (request, principal, reply) => {
+      await catalog.deleteEnvironment({ projectId: principal.projectId, id: params(request).id! });
+      return reply.status(204).send();
+    }),
+  );
+
   app.get(
     "/account",
     authed(ctx, async (_request, principal) => {
@@ -199,13 +243,18 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       return {
         ...accountJson(account!),
         project: { id: principal.projectId, name: principal.projectName },
+        key: {
+          id: principal.apiKeyId,
+          name: principal.apiKeyName,
+          role: apiKeyRoleName(principal.role),
+        },
       };
     }),
   );
 
   app.get(
     "/projects",
-    authed(ctx, async (_request, principal) => {
+    adminOnly(ctx, async (_request, principal) => {
       const { projects } = await catalog.listProjects({ accountId: principal.accountId });
       return projects.map(projectJson);
     }),
@@ -213,23 +262,24 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
 
   app.post(
     "/projects",
-    authed(ctx, async (request, principal, reply) => {
+    adminOnly(ctx, async (request, principal, reply) => {
       const body = z
         .object({ name: z.string().min(1) })
         .passthrough()
         .parse(request.body ?? {});
-      const { project } = await catalog.createProject({
+      const { project, apiKey, secret } = await catalog.createProject({
         accountId: principal.accountId,
         name: body.name,
       });
       reply.status(201);
-      return projectJson(project!);
+      // Keys act within their project: the new project's admin key is the way into it.
+      return { ...projectJson(project!), api_key: { ...apiKeyJson(apiKey!), key: secret } };
     }),
   );
 
   app.get(
     "/apikeys",
-    authed(ctx, async (_request, principal) => {
+    adminOnly(ctx, async (_request, principal) => {
       const { apiKeys } = await catalog.listApiKeys({ projectId: principal.projectId });
       return apiKeys.map(apiKeyJson);
     }),
@@ -237,14 +287,13 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
 
   app.post(
     "/apikeys",
-    authed(ctx, async (request, principal, reply) => {
-      const body = z
-        .object({ name: z.string().optional() })
-        .passthrough()
-        .parse(request.body ?? {});
+    adminOnly(ctx, async (request, principal, reply) => {
+      const body = apiKeyBody.parse(request.body ?? {});
       const { apiKey, secret } = await catalog.createApiKey({
         projectId: principal.projectId,
         name: body.name ?? "",
+        // Least privilege: a key is a member key unless an admin key is asked for.
+        role: body.role ? apiKeyRoleFromName(body.role)! : ApiKeyRole.MEMBER,
       });
       reply.status(201);
       // The only response that ever carries the secret.
@@ -254,7 +303,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
 
   app.delete(
     "/apikeys/:id",
-    authed(ctx, async (request, principal, reply) => {
+    adminOnly(ctx, async (request, principal, reply) => {
       await catalog.deleteApiKey({ projectId: principal.projectId, id: params(request).id! });
       return reply.status(204).send();
     }),

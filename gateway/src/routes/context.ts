@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { Principal } from "@pies/proto/catalog";
+import { ApiKeyRole, type Principal } from "@pies/proto/catalog";
 import type { Authenticator } from "../auth.js";
 import type { GatewayDeps } from "../deps.js";
+import { forbidden } from "../errors.js";
 
 export interface RouteContext {
   deps: GatewayDeps;
@@ -10,15 +11,34 @@ export interface RouteContext {
 
 export type Params = Record<string, string>;
 
+type Handler = (
+  request: FastifyRequest,
+  principal: Principal,
+  reply: FastifyReply,
+) => Promise<unknown>;
+
 /** A handler that runs for an authenticated caller; what it returns is the JSON response. */
-export function authed(
-  ctx: RouteContext,
-  handler: (request: FastifyRequest, principal: Principal, reply: FastifyReply) => Promise<unknown>,
-) {
+export function authed(ctx: RouteContext, handler: Handler) {
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const principal = await ctx.auth.authenticate(request);
     return handler(request, principal, reply);
   };
+}
+
+/**
+ * A handler that runs for an admin key only (DESIGN.md §9: keys, projects and environments are
+ * managed by admins); a member key gets 403 `forbidden` before the handler runs. The one place
+ * where roles are enforced.
+ */
+export function adminOnly(ctx: RouteContext, handler: Handler) {
+  return authed(ctx, async (request, principal, reply) => {
+    if (principal.role !== ApiKeyRole.ADMIN) {
+      throw forbidden(
+        `${request.method} ${request.routeOptions.url ?? request.url.split("?")[0]} needs an admin key`,
+      );
+    }
+    return handler(request, principal, reply);
+  });
 }
 
 export const params = (request: FastifyRequest) => request.params as Params;

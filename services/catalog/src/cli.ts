@@ -1,8 +1,14 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
-import { createDatabase, createLogger, migrateToLatest } from "@pies/common";
-import { CatalogService } from "@pies/proto/catalog";
+import { createDatabase, createLogger, EndpointPolicy, migrateToLatest } from "@pies/common";
+import {
+  ApiKeyRole,
+  apiKeyRoleFromName,
+  apiKeyRoleName,
+  apiKeyRoleNames,
+  CatalogService,
+} from "@pies/proto/catalog";
 import { migrations } from "./migrations/index.js";
 import { SecretBox } from "./secrets.js";
 import { catalogRoutes } from "./service.js";
@@ -12,9 +18,10 @@ const usage = `pies: administer a pies catalog database (DATABASE_URL)
 
   pies migrate                                        apply the catalog's migrations
   pies create-account --name NAME [--project NAME]    an account with a first project
-  pies create-project --account ID --name NAME        another project of an account
-  pies create-key --project ID [--name NAME]          an API key (printed once)
-  pies bootstrap [--name NAME]                        account, project, test environment and key
+  pies create-project --account ID --name NAME        another project of an account, with an admin key
+  pies create-key --project ID [--name NAME] [--role admin|member]
+                                                      an API key (printed once; admin by default)
+  pies bootstrap [--name NAME]                        account, project, test environment, admin key
 
 Every command prints JSON. Environments need PIES_SECRET_KEY (base64 of 32 bytes) to encrypt
 provider keys; the other commands do not.`;
@@ -27,6 +34,7 @@ async function main(argv: string[]): Promise<number> {
       name: { type: "string" },
       project: { type: "string" },
       account: { type: "string" },
+      role: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -48,9 +56,12 @@ async function main(argv: string[]): Promise<number> {
       process.env.PIES_SECRET_KEY ?? Buffer.alloc(32).toString("base64"),
     );
     const logger = createLogger("pies-cli", "warn");
+    // The CLI stores no endpoint (bootstrap's environment is the built-in test provider): the
+    // strictest policy.
+    const endpoints = new EndpointPolicy();
     const catalog = createClient(
       CatalogService,
-      createRouterTransport(catalogRoutes({ db, secrets, logger })),
+      createRouterTransport(catalogRoutes({ db, secrets, logger, endpoints })),
     );
     const print = (value: unknown) =>
       process.stdout.write(
@@ -72,19 +83,39 @@ async function main(argv: string[]): Promise<number> {
         return 0;
       }
       case "create-project": {
-        const { project } = await catalog.createProject({
+        const { project, apiKey, secret } = await catalog.createProject({
           accountId: required(values.account, "--account"),
           name: required(values.name, "--name"),
         });
-        print({ project: { id: project!.id, name: project!.name, account: project!.accountId } });
+        print({
+          project: { id: project!.id, name: project!.name, account: project!.accountId },
+          key: {
+            id: apiKey!.id,
+            name: apiKey!.name,
+            role: apiKeyRoleName(apiKey!.role),
+            key: secret,
+          },
+        });
         return 0;
       }
       case "create-key": {
+        // The operator, who holds the database, provisions keys for a project's owner: admin
+        // unless asked otherwise (the API's default is member).
+        const role = apiKeyRoleFromName(values.role ?? "admin");
+        if (role === undefined)
+          throw new Error(`--role must be one of ${apiKeyRoleNames.join(", ")}`);
         const { apiKey, secret } = await catalog.createApiKey({
           projectId: required(values.project, "--project"),
           name: values.name ?? "",
+          role,
         });
-        print({ id: apiKey!.id, name: apiKey!.name, project: apiKey!.projectId, key: secret });
+        print({
+          id: apiKey!.id,
+          name: apiKey!.name,
+          role: apiKeyRoleName(apiKey!.role),
+          project: apiKey!.projectId,
+          key: secret,
+        });
         return 0;
       }
       case "bootstrap": {
@@ -99,6 +130,7 @@ async function main(argv: string[]): Promise<number> {
         const { secret } = await catalog.createApiKey({
           projectId: project!.id,
           name: "bootstrap",
+          role: ApiKeyRole.ADMIN,
         });
         print({
           account: account!.id,

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { env, loadConfig } from "@pies/common";
+import { allowedEndpointsSetting, env, loadConfig } from "@pies/common";
 
 export const catalogConfigSchema = z.object({
   HOST: env.host(),
@@ -9,6 +9,8 @@ export const catalogConfigSchema = z.object({
   PIES_SECRET_KEY: z
     .string()
     .refine((v) => Buffer.from(v, "base64").length === 32, "must be 32 bytes, base64-encoded"),
+  // Deployed: endpoints on loopback, private, link-local or metadata addresses only when listed.
+  PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting(""),
   LOG_LEVEL: env.logLevel(),
 });
 

@@ -1,5 +1,5 @@
 import type { Kysely } from "kysely";
-import type { Logger } from "@pies/common";
+import type { EndpointPolicy, Logger } from "@pies/common";
 import type { CatalogDatabase } from "./tables.js";
 import type { SecretBox } from "./secrets.js";
 
@@ -8,4 +8,6 @@ export interface CatalogDeps {
   db: Kysely<CatalogDatabase>;
   secrets: SecretBox;
   logger: Logger;
+  /** Where an environment's endpoint_url may point. */
+  endpoints: EndpointPolicy;
 }

@@ -1,6 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
-import { newId } from "@pies/common";
+import { EndpointRefusedError, newId, type EndpointPolicy } from "@pies/common";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { invalid, notFound, requireProject } from "./errors.js";
@@ -20,11 +20,25 @@ export async function findEnvironment(db: Kysely<CatalogDatabase>, projectId: st
   return env;
 }
 
+/**
+ * Checks an endpoint against the policy: its text, and the addresses its host resolves to now
+ * (the executor checks them again at every connection). INVALID_ARGUMENT naming the reason.
+ */
+export async function checkEndpoint(endpoints: EndpointPolicy, url: string): Promise<void> {
+  try {
+    await endpoints.checkUrl(url);
+  } catch (err) {
+    if (err instanceof EndpointRefusedError) throw invalid(`endpoint_url: ${err.message}`);
+    throw err;
+  }
+}
+
 export const PROVIDERS = ["openai", "openai_compatible", "test"];
 
 export function environmentHandlers({
   db,
   secrets,
+  endpoints,
 }: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
   return {
     async createEnvironment(req) {
@@ -36,9 +50,7 @@ export function environmentHandlers({
       if (input.provider === "openai_compatible" && !input.endpointUrl) {
         throw invalid("endpoint_url is required for provider openai_compatible");
       }
-      if (input.endpointUrl && !URL.canParse(input.endpointUrl)) {
-        throw invalid("endpoint_url is not a URL");
-      }
+      if (input.endpointUrl) await checkEndpoint(endpoints, input.endpointUrl);
       const row = await db
         .insertInto("catalog.environments")
         .values({

@@ -11,6 +11,7 @@ import {
   ProjectSchema,
   PromptTemplateSchema,
   Visibility,
+  apiKeyRoleFromName,
   type CachePolicy,
   type Interaction,
   type PromptTemplate,
@@ -157,6 +158,7 @@ export function apiKeyToProto(row: Selectable<ApiKeysTable>) {
     accountId: row.account_id,
     name: row.name,
     keyHint: row.key_hint,
+    role: apiKeyRoleFromName(row.role),
     createdAt: toTimestamp(row.created_at),
   });
 }

@@ -9,8 +9,8 @@ import {
 } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import type { Kysely } from "kysely";
-import { createDatabase, createLogger, migrateToLatest } from "@pies/common";
-import { CatalogService, InteractionStatus } from "@pies/proto/catalog";
+import { createDatabase, createLogger, EndpointPolicy, migrateToLatest } from "@pies/common";
+import { ApiKeyRole, CatalogService, InteractionStatus } from "@pies/proto/catalog";
 import { migrations } from "./migrations/index.js";
 import { SecretBox } from "./secrets.js";
 import { catalogRoutes } from "./service.js";
@@ -23,14 +23,22 @@ let pglite: PGlite;
 let db: Kysely<CatalogDatabase>;
 let secrets: SecretBox;
 let catalog: Client<typeof CatalogService>;
+const dnsTable: Record<string, string> = {
+  "internal.example.com": "10.1.2.3",
+  "metadata.example.com": "169.254.169.254",
+};
 
 beforeAll(async () => {
   pglite = await PGlite.create();
   db = createDatabase<CatalogDatabase>({ pglite });
   await migrateToLatest(db, "catalog", migrations);
   secrets = new SecretBox(randomBytes(32).toString("base64"));
+  // The deployed default policy; names resolve as this table says, not through DNS.
+  const endpoints = new EndpointPolicy("", {
+    resolve: async (host) => [{ address: dnsTable[host] ?? "93.184.216.34", family: 4 }],
+  });
   const transport = createRouterTransport(
-    catalogRoutes({ db, secrets, logger: createLogger("catalog", "silent") }),
+    catalogRoutes({ db, secrets, logger: createLogger("catalog", "silent"), endpoints }),
   );
   catalog = createClient(CatalogService, transport);
 });
@@ -156,6 +164,39 @@ describe("API keys", () => {
     const { apiKeys } = await catalog.listApiKeys({ projectId });
     expect(apiKeys.map((k) => k.id)).toEqual([apiKey!.id]);
     expect(text(apiKeys)).not.toContain(secret.slice(3));
+  });
+
+  it("makes member keys unless an admin key is asked for, and verifies to the role", async () => {
+    const { projectId } = await newProject();
+    const member = await catalog.createApiKey({ projectId, name: "app" });
+    expect(member.apiKey!.role).toBe(ApiKeyRole.MEMBER);
+    const admin = await catalog.createApiKey({ projectId, name: "ops", role: ApiKeyRole.ADMIN });
+    expect(admin.apiKey!.role).toBe(ApiKeyRole.ADMIN);
+    expect((await catalog.verifyApiKey({ secret: member.secret })).principal!.role).toBe(
+      ApiKeyRole.MEMBER,
+    );
+    expect((await catalog.verifyApiKey({ secret: admin.secret })).principal!.role).toBe(
+      ApiKeyRole.ADMIN,
+    );
+    const { apiKeys } = await catalog.listApiKeys({ projectId });
+    expect(apiKeys.map((k) => k.role)).toEqual([ApiKeyRole.MEMBER, ApiKeyRole.ADMIN]);
+    await expectCode(
+      catalog.createApiKey({ projectId, name: "x", role: 7 as ApiKeyRole }),
+      Code.InvalidArgument,
+      /role/,
+    );
+  });
+
+  it("gives a new project an admin key, in the same transaction", async () => {
+    const { accountId } = await newProject();
+    const { project, apiKey, secret } = await catalog.createProject({ accountId, name: "second" });
+    expect(apiKey).toMatchObject({
+      projectId: project!.id,
+      role: ApiKeyRole.ADMIN,
+      name: "default",
+    });
+    const { principal } = await catalog.verifyApiKey({ secret });
+    expect(principal).toMatchObject({ projectId: project!.id, role: ApiKeyRole.ADMIN });
   });
 
   it("gives each key a distinct secret", async () => {
@@ -318,12 +359,70 @@ describe("environments", () => {
     );
     const { environment } = await catalog.createEnvironment({
       projectId,
-      environment: { provider: "openai_compatible", endpointUrl: "http://127.0.0.1:9999/v1" },
+      environment: { provider: "openai_compatible", endpointUrl: "https://models.example.com/v1" },
     });
-    expect(environment!.endpointUrl).toBe("http://127.0.0.1:9999/v1");
+    expect(environment!.endpointUrl).toBe("https://models.example.com/v1");
     expect(environment!.name).toBe("openai_compatible");
     const { environments } = await catalog.listEnvironments({ projectId });
     expect(environments).toHaveLength(1);
+  });
+});
+
+describe("the endpoint policy", () => {
+  it.each([
+    ["http://127.0.0.1:11434/v1", /127\.0\.0\.1 is a loopback address/],
+    ["http://localhost:11434/v1", /localhost is a loopback address/],
+    ["http://[::ffff:127.0.0.1]/v1", /loopback/],
+    ["http://2130706433/v1", /loopback/],
+    ["http://10.0.0.8/v1", /private/],
+    ["http://169.254.169.254/latest", /metadata/],
+    ["http://metadata.google.internal/", /metadata/],
+    ["http://internal.example.com/v1", /internal\.example\.com resolves to a private address/],
+    ["http://metadata.example.com/v1", /resolves to a metadata address/],
+    ["file:///etc/passwd", /http or https/],
+  ])("refuses %s by default, naming the reason", async (endpointUrl, reason) => {
+    const { projectId } = await newProject();
+    const err = await expectCode(
+      catalog.createEnvironment({
+        projectId,
+        environment: { provider: "openai_compatible", endpointUrl },
+      }),
+      Code.InvalidArgument,
+      reason,
+    );
+    expect(err.rawMessage).toMatch(/^endpoint_url: /);
+    // A name's resolved address is never told.
+    expect(err.rawMessage).not.toContain("10.1.2.3");
+    const { environments } = await catalog.listEnvironments({ projectId });
+    expect(environments).toHaveLength(0);
+  });
+
+  it("stores loopback endpoints where configuration allows them", async () => {
+    const local = createClient(
+      CatalogService,
+      createRouterTransport(
+        catalogRoutes({
+          db,
+          secrets,
+          logger: createLogger("catalog", "silent"),
+          endpoints: new EndpointPolicy("loopback"),
+        }),
+      ),
+    );
+    const { projectId } = await newProject();
+    const { environment } = await local.createEnvironment({
+      projectId,
+      environment: { provider: "openai_compatible", endpointUrl: "http://localhost:11434/v1" },
+    });
+    expect(environment!.endpointUrl).toBe("http://localhost:11434/v1");
+    await expectCode(
+      local.createEnvironment({
+        projectId,
+        environment: { provider: "openai_compatible", endpointUrl: "http://10.0.0.8/v1" },
+      }),
+      Code.InvalidArgument,
+      /private/,
+    );
   });
 });
 

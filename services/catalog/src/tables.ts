@@ -25,6 +25,8 @@ export interface ApiKeysTable {
   name: string;
   key_hash: string;
   key_hint: string;
+  /** admin | member */
+  role: string;
   created_at: CreatedAt;
   revoked_at: Date | null;
 }

@@ -1,11 +1,43 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { newId } from "@pies/common";
-import type { CatalogService } from "@pies/proto/catalog";
+import type { Kysely, Selectable } from "kysely";
+import {
+  ApiKeyRole,
+  apiKeyRoleFromName,
+  apiKeyRoleName,
+  type CatalogService,
+} from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { invalid, notFound, requireProject } from "./errors.js";
 import { accountToProto, apiKeyToProto, projectToProto } from "./mappers.js";
 import { hashApiKey, newApiKeySecret } from "./secrets.js";
+import type { CatalogDatabase, ProjectsTable } from "./tables.js";
+
+/** Inserts a key for a project; the secret is returned here and never again. */
+async function insertApiKey(
+  db: Kysely<CatalogDatabase>,
+  project: Selectable<ProjectsTable>,
+  name: string,
+  role: ApiKeyRole,
+) {
+  const secret = newApiKeySecret();
+  const row = await db
+    .insertInto("catalog.api_keys")
+    .values({
+      id: newId(),
+      project_id: project.id,
+      account_id: project.account_id,
+      name,
+      role: apiKeyRoleName(role),
+      key_hash: hashApiKey(secret),
+      key_hint: secret.slice(0, 7),
+      revoked_at: null,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { apiKey: apiKeyToProto(row), secret };
+}
 
 export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
   return {
@@ -38,18 +70,22 @@ export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof
 
     async createProject(req) {
       if (!req.name) throw invalid("name is required");
-      const account = await db
-        .selectFrom("catalog.accounts")
-        .select("id")
-        .where("id", "=", req.accountId)
-        .executeTakeFirst();
-      if (!account) throw notFound("account", req.accountId);
-      const row = await db
-        .insertInto("catalog.projects")
-        .values({ id: newId(), account_id: account.id, name: req.name })
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      return { project: projectToProto(row) };
+      // A project is reachable only through a key of its own: it comes with an admin key.
+      return db.transaction().execute(async (tx) => {
+        const account = await tx
+          .selectFrom("catalog.accounts")
+          .select("id")
+          .where("id", "=", req.accountId)
+          .executeTakeFirst();
+        if (!account) throw notFound("account", req.accountId);
+        const row = await tx
+          .insertInto("catalog.projects")
+          .values({ id: newId(), account_id: account.id, name: req.name })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        const { apiKey, secret } = await insertApiKey(tx, row, "default", ApiKeyRole.ADMIN);
+        return { project: projectToProto(row), apiKey, secret };
+      });
     },
 
     async listProjects(req) {
@@ -69,21 +105,9 @@ export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof
         .where("id", "=", requireProject(req.projectId))
         .executeTakeFirst();
       if (!project) throw notFound("project", req.projectId);
-      const secret = newApiKeySecret();
-      const row = await db
-        .insertInto("catalog.api_keys")
-        .values({
-          id: newId(),
-          project_id: project.id,
-          account_id: project.account_id,
-          name: req.name || "default",
-          key_hash: hashApiKey(secret),
-          key_hint: secret.slice(0, 7),
-          revoked_at: null,
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      return { apiKey: apiKeyToProto(row), secret };
+      const role = req.role === ApiKeyRole.UNSPECIFIED ? ApiKeyRole.MEMBER : req.role;
+      if (!apiKeyRoleName(role)) throw invalid(`role ${req.role} is not a role`);
+      return insertApiKey(db, project, req.name || "default", role);
     },
 
     async listApiKeys(req) {
@@ -119,6 +143,7 @@ export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof
         .select([
           "k.id",
           "k.name",
+          "k.role",
           "k.project_id",
           "k.account_id",
           "p.name as project_name",
@@ -136,6 +161,7 @@ export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof
           apiKeyName: row.name,
           accountName: row.account_name,
           projectName: row.project_name,
+          role: apiKeyRoleFromName(row.role),
         },
       };
     },

@@ -52,6 +52,8 @@ beforeAll(async () => {
   catalogProcess = await startCatalog({
     ...common,
     PIES_SECRET_KEY: randomBytes(32).toString("base64"),
+    // The environment below points at loopback: allowed explicitly, as an operator would.
+    PIES_ALLOWED_ENDPOINTS: "127.0.0.1",
   });
   runsProcess = await startRuns({
     ...common,
@@ -152,9 +154,16 @@ describe("CatalogService over gRPC", () => {
     expect(project.name).toBe("default");
     expect(project.account_id).toBe(account.id);
 
-    const created = await call(catalog, "CreateApiKey", { project_id: project.id, name: "grpc" });
+    const created = await call(catalog, "CreateApiKey", {
+      project_id: project.id,
+      name: "grpc",
+      role: "API_KEY_ROLE_ADMIN",
+    });
     expect(created.secret).toMatch(/^sk-[0-9A-Za-z]{43}$/);
     expect(created.api_key.key_hint).toBe(created.secret.slice(0, 7));
+    expect(created.api_key.role).toBe("API_KEY_ROLE_ADMIN");
+    const member = await call(catalog, "CreateApiKey", { project_id: project.id, name: "m" });
+    expect(member.api_key.role).toBe("API_KEY_ROLE_MEMBER");
     const { principal } = await call(catalog, "VerifyApiKey", { secret: created.secret });
     expect(principal).toMatchObject({
       account_id: account.id,
@@ -163,6 +172,7 @@ describe("CatalogService over gRPC", () => {
       api_key_name: "grpc",
       account_name: "Interop",
       project_name: "default",
+      role: "API_KEY_ROLE_ADMIN",
     });
     const wrong = await callError(catalog, "VerifyApiKey", { secret: `sk-${"x".repeat(43)}` });
     expect(wrong.code).toBe(grpc.status.UNAUTHENTICATED);
@@ -204,6 +214,12 @@ describe("CatalogService over gRPC", () => {
       environment: { provider: "nope" },
     });
     expect(invalid.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const metadata = await callError(catalog, "CreateEnvironment", {
+      project_id: project.id,
+      environment: { provider: "openai_compatible", endpoint_url: "http://169.254.169.254/v1" },
+    });
+    expect(metadata.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(metadata.details).toContain("169.254.169.254 is a metadata address");
     const other = await call(catalog, "CreateAccount", { name: "Other" });
     const hidden = await callError(catalog, "GetEnvironment", {
       project_id: other.project.id,

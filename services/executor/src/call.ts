@@ -30,7 +30,14 @@ export async function callProvider(
     content = answer.content;
     usage = answer.usage ?? estimateUsage(request.messages, content);
   } catch (err) {
-    if (err instanceof ProviderError) return { ok: false, code: err.code, message: err.message };
+    if (err instanceof ProviderError) {
+      // The caller gets the generic message; what happened on the network is for the operator.
+      deps.logger.warn(
+        { err: err.cause ?? err, environmentId: environment.id, provider: environment.provider },
+        `provider call failed: ${err.message}`,
+      );
+      return { ok: false, code: err.code, message: err.message };
+    }
     deps.logger.error({ err }, "provider call failed unexpectedly");
     return { ok: false, code: "internal", message: "the provider call failed unexpectedly" };
   }

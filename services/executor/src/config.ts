@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { env, loadConfig, natsConfigSchema } from "@pies/common";
+import { allowedEndpointsSetting, env, loadConfig, natsConfigSchema } from "@pies/common";
 
 /** How the executor executes (shared with the embedded mode), apart from where it runs. */
 export const executorSettingsSchema = {
@@ -10,6 +10,8 @@ export const executorSettingsSchema = {
   PIES_TEMPLATE_MEMORY_BYTES: env.int(16 * 1024 * 1024, 1024 * 1024),
   PIES_TEMPLATE_WORKERS: env.int(2, 1),
   PIES_RUN_HEARTBEAT_SECONDS: env.int(10, 1),
+  // Deployed: providers on loopback, private, link-local or metadata addresses only when listed.
+  PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting(""),
 };
 
 export const executorConfigSchema = z.object({

@@ -1,5 +1,5 @@
 import type { Transport } from "@connectrpc/connect";
-import { serviceClient, type Logger, type RunEventBus } from "@pies/common";
+import { EndpointPolicy, serviceClient, type Logger, type RunEventBus } from "@pies/common";
 import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
 import type { ExecutorConfig } from "./config.js";
@@ -19,6 +19,7 @@ export type ExecutorSettings = Pick<
   | "PIES_TEMPLATE_MEMORY_BYTES"
   | "PIES_TEMPLATE_WORKERS"
   | "PIES_RUN_HEARTBEAT_SECONDS"
+  | "PIES_ALLOWED_ENDPOINTS"
 >;
 
 /** Builds the executor's dependencies over transports to its peers (gRPC, or in-memory). */
@@ -38,10 +39,10 @@ export async function createExecutorDeps(options: {
     catalog: serviceClient(CatalogService, options.catalog),
     runs: serviceClient(RunsService, options.runs),
     bus: options.bus,
-    providers: new ProviderRegistry({
-      timeoutMs: config.PIES_PROVIDER_TIMEOUT_MS,
-      maxRetries: config.PIES_PROVIDER_MAX_RETRIES,
-    }),
+    providers: new ProviderRegistry(
+      { timeoutMs: config.PIES_PROVIDER_TIMEOUT_MS, maxRetries: config.PIES_PROVIDER_MAX_RETRIES },
+      new EndpointPolicy(config.PIES_ALLOWED_ENDPOINTS),
+    ),
     renderer: new PromptRenderer(sandbox),
     schemas: new SchemaValidator(),
     logger: options.logger,

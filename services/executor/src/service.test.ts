@@ -13,6 +13,7 @@ import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import {
   createDatabase,
   createLogger,
+  EndpointPolicy,
   fromValue,
   MemoryRunEventBus,
   migrateToLatest,
@@ -126,7 +127,12 @@ beforeAll(async () => {
   await migrateToLatest(db, "runs", runsMigrations);
   const logger = createLogger("executor-test", "silent");
   const catalogTransport = createRouterTransport(
-    catalogRoutes({ db, secrets: new SecretBox(randomBytes(32).toString("base64")), logger }),
+    catalogRoutes({
+      db,
+      secrets: new SecretBox(randomBytes(32).toString("base64")),
+      logger,
+      endpoints: new EndpointPolicy(),
+    }),
   );
   const runsTransport = createRouterTransport(runsRoutes({ db }));
   bus = new MemoryRunEventBus();
@@ -143,6 +149,7 @@ beforeAll(async () => {
       PIES_RUN_HEARTBEAT_SECONDS: 10,
       PIES_TEMPLATE_TIMEOUT_MS: 100,
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
+      PIES_ALLOWED_ENDPOINTS: "",
     },
   });
   inFlight = new ActiveRuns();

@@ -87,6 +87,11 @@ async function executeBlocking(
     // A retry after an insert whose answer was lost finds the run there: it is recorded.
     (err: unknown) => (isCode(err, Code.AlreadyExists) ? undefined : err),
   );
+  // A child run is recorded first: an unknown parent is a 404 before the provider is called.
+  if (prepared.run.parentId) {
+    const parentError = await created;
+    if (parentError) throw parentError;
+  }
   const outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
   answered();
   const createError = await created;

@@ -46,6 +46,7 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
       // Streamed runs already started finish and publish their end before NATS is drained.
       await active.settle(config.PIES_PROVIDER_TIMEOUT_MS);
       heartbeat.stop();
+      await deps.providers.close();
       await bus.close();
     },
   };

@@ -112,7 +112,6 @@ function fullRun(projectId: string, overrides: Partial<RunInit> = {}): RunInit {
       data: toValue({ path: "/words", n: 3 }),
     },
     ttl: 300,
-    parentId: "parent-1",
     cachePolicy: { type: "cache", ttl: 60, varies_on: ["name"] },
     resultSchema: { type: "object", required: ["greeting"] },
     cached: true,
@@ -146,7 +145,8 @@ const ids = (list: { id: string }[]) => list.map((r) => r.id);
 describe("CreateRun and GetRun", () => {
   it("round-trips every field", async () => {
     const projectId = newProjectId();
-    const init = fullRun(projectId);
+    const parent = await createRun(minimalRun(projectId));
+    const init = fullRun(projectId, { parentId: parent.id });
     const created = await createRun(init);
     const { run } = await runs.getRun({ projectId, id: init.id! });
     expect(run).toEqual(created);
@@ -181,7 +181,7 @@ describe("CreateRun and GetRun", () => {
       tokenUse: { prompt: 11, result: 7, total: 18 },
       executionTime: 1234n,
       ttl: 300,
-      parentId: "parent-1",
+      parentId: parent.id,
       cachePolicy: { type: "cache", ttl: 60, varies_on: ["name"] },
       resultSchema: { type: "object", required: ["greeting"] },
       cached: true,
@@ -200,6 +200,23 @@ describe("CreateRun and GetRun", () => {
     expect(fromValue(run!.error!.data)).toEqual({ path: "/words", n: 3 });
     expect(run!.createdAt).toBeDefined();
     expect(run!.updatedAt).toBeDefined();
+  });
+
+  it("needs a parent to be a run of the same project: NOT_FOUND naming it otherwise", async () => {
+    const projectId = newProjectId();
+    const otherProject = await createRun(minimalRun(newProjectId()));
+    for (const parentId of ["000000000000000000000000", otherProject.id]) {
+      const child = minimalRun(projectId, { parentId });
+      await expectCode(
+        createRun(child),
+        Code.NotFound,
+        new RegExp(`^parent run ${parentId} not found$`),
+      );
+      await expectCode(runs.getRun({ projectId, id: child.id! }), Code.NotFound);
+    }
+    const parent = await createRun(minimalRun(projectId));
+    const child = await createRun(minimalRun(projectId, { parentId: parent.id }));
+    expect(child.parentId).toBe(parent.id);
   });
 
   it("round-trips scalar results and leaves unset fields unset", async () => {

@@ -26,6 +26,21 @@ function checked<T>(columns: () => T): T {
   }
 }
 
+/**
+ * A parent must be a run of the same project: NOT_FOUND naming it otherwise (another project's
+ * run is as unknown as a run that never was). One lookup by primary key, only for child runs;
+ * runs are never deleted, so the parent cannot vanish between this check and the insert.
+ */
+async function checkParent(db: Kysely<RunsDatabase>, projectId: string, parentId: string) {
+  const parent = await db
+    .selectFrom("runs.runs")
+    .select("id")
+    .where("id", "=", parentId)
+    .where("project_id", "=", projectId)
+    .executeTakeFirst();
+  if (!parent) throw new ConnectError(`parent run ${parentId} not found`, Code.NotFound);
+}
+
 /** Columns of a run reference (list results): all but the prompt and the output schema. */
 const listColumns = [
   "id",
@@ -69,6 +84,7 @@ export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof 
         throw invalid("run id, project_id and interaction_id are required");
       }
       if (run.status === RunStatus.UNSPECIFIED) throw invalid("run status is required");
+      if (run.parentId) await checkParent(db, run.projectId, run.parentId);
       const row = await db
         .insertInto("runs.runs")
         .values(checked(() => runToRow(run)))

@@ -1,21 +1,30 @@
 import { create } from "@bufbuild/protobuf";
-import type { JsonObject } from "@pies/common";
+import { EndpointPolicy, type JsonObject } from "@pies/common";
 import { startFakeOpenAI, type FakeOpenAI } from "@pies/common/testing";
 import { EnvironmentSchema, type Environment } from "@pies/proto/catalog";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { SchemaValidator } from "../schemas.js";
 import type { ChatMessage } from "../templates/render.js";
+import { createGuardedFetch, type GuardedFetch } from "./guarded-fetch.js";
 import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
 import { ProviderError, type CompletionRequest } from "./types.js";
 
 const API_KEY = "sk-upstream-secret";
 let fake: FakeOpenAI;
+// The fake listens on loopback: allowed here explicitly, as the embedded mode does by default.
+let http: GuardedFetch;
+// The deployed default: no loopback.
+let strict: GuardedFetch;
 
 beforeAll(async () => {
   fake = await startFakeOpenAI();
+  http = createGuardedFetch(new EndpointPolicy("loopback"));
+  strict = createGuardedFetch(new EndpointPolicy(""));
 });
 afterAll(async () => {
   await fake.close();
+  await http.close();
+  await strict.close();
 });
 beforeEach(() => {
   fake.reset();
@@ -39,6 +48,7 @@ function client(
   return new OpenAIClient(environment(config), apiKey, {
     timeoutMs: 5000,
     maxRetries: 0,
+    fetch: http.fetch,
     ...options,
   });
 }
@@ -274,9 +284,42 @@ describe("OpenAIClient", () => {
     });
     await closed.close();
     const error = await providerError(
-      new OpenAIClient(env, API_KEY, { timeoutMs: 2000, maxRetries: 0 }).complete(request(), {}),
+      new OpenAIClient(env, API_KEY, {
+        timeoutMs: 2000,
+        maxRetries: 0,
+        fetch: http.fetch,
+      }).complete(request(), {}),
     );
     expect(error.code).toBe("provider_error");
-    expect(error.message).toMatch(/^provider request failed: /);
+    // Generic: no errno, address or port that would let a caller scan a network.
+    expect(error.message).toBe("the provider could not be reached");
+    expect(error.cause).toBeDefined();
+  });
+
+  it("refuses at connection time a name that resolves to loopback, sending nothing", async () => {
+    const port = new URL(fake.url).port;
+    for (const endpointUrl of [
+      `http://localhost:${port}/v1`,
+      `http://127.0.0.1:${port}/v1`,
+      `http://[::1]:${port}/v1`,
+      `http://[::ffff:127.0.0.1]:${port}/v1`,
+      `http://2130706433:${port}/v1`,
+    ]) {
+      const env = create(EnvironmentSchema, {
+        id: "env-3",
+        provider: "openai_compatible",
+        endpointUrl,
+      });
+      const error = await providerError(
+        new OpenAIClient(env, API_KEY, {
+          timeoutMs: 2000,
+          maxRetries: 2,
+          fetch: strict.fetch,
+        }).complete(request(), {}),
+      );
+      expect(error.code).toBe("provider_error");
+      expect(error.message).toBe("the provider endpoint is not allowed by the endpoint policy");
+    }
+    expect(fake.requests).toHaveLength(0);
   });
 });

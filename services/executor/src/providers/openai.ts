@@ -1,4 +1,5 @@
 import OpenAI from "openai";
+import { EndpointRefusedError } from "@pies/common";
 import type { Environment } from "@pies/proto/catalog";
 import type { ChatMessage } from "../templates/render.js";
 import {
@@ -13,6 +14,8 @@ export interface OpenAIProviderOptions {
   timeoutMs: number;
   /** Retries of 429, 5xx, timeouts and dropped connections, before any chunk was received. */
   maxRetries: number;
+  /** The HTTP client, shared by all clients: every connection passes the endpoint policy. */
+  fetch: typeof globalThis.fetch;
 }
 
 /**
@@ -34,6 +37,7 @@ export class OpenAIClient implements LlmClient {
       baseURL: environment.endpointUrl || undefined,
       timeout: options.timeoutMs,
       maxRetries: options.maxRetries,
+      fetch: options.fetch,
     });
   }
 
@@ -113,18 +117,45 @@ function usageOf(usage: OpenAI.CompletionUsage | null | undefined) {
   };
 }
 
-function toProviderError(err: unknown): ProviderError {
+/**
+ * A provider failure as the caller sees it. The provider's own answer (status and message) is
+ * passed on; a failure below HTTP is generic, whatever its cause (refused, reset, unknown name,
+ * TLS): addresses, DNS names and errno codes stay in the cause, for the logs, so that errors
+ * cannot be used to map a network. Only the endpoint policy's refusal is named.
+ */
+export function toProviderError(err: unknown): ProviderError {
+  if (err instanceof ProviderError) return err;
   if (err instanceof OpenAI.APIConnectionTimeoutError) {
-    return new ProviderError("the provider did not answer in time", "timeout");
+    return new ProviderError("the provider did not answer in time", "timeout", undefined, err);
   }
-  if (err instanceof OpenAI.APIError) {
-    const status = err.status;
-    const reason = err.message || "provider request failed";
+  if (err instanceof OpenAI.APIUserAbortError) {
+    return new ProviderError("the provider request was aborted", "provider_error", undefined, err);
+  }
+  const refused = refusalIn(err);
+  if (refused) {
     return new ProviderError(
-      status ? `provider answered ${status}: ${reason}` : `provider request failed: ${reason}`,
+      "the provider endpoint is not allowed by the endpoint policy",
       "provider_error",
-      status,
+      undefined,
+      err,
     );
   }
-  return new ProviderError(`provider request failed: ${(err as Error)?.message ?? String(err)}`);
+  if (err instanceof OpenAI.APIError && err.status) {
+    const reason = err.message || "provider request failed";
+    return new ProviderError(
+      `provider answered ${err.status}: ${reason}`,
+      "provider_error",
+      err.status,
+      err,
+    );
+  }
+  return new ProviderError("the provider could not be reached", "provider_error", undefined, err);
+}
+
+/** The endpoint policy's refusal somewhere in an error's causes. */
+function refusalIn(err: unknown): EndpointRefusedError | undefined {
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof EndpointRefusedError) return e;
+  }
+  return undefined;
 }

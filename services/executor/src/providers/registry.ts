@@ -1,18 +1,31 @@
 import { createHash } from "node:crypto";
+import type { EndpointPolicy } from "@pies/common";
 import type { Environment } from "@pies/proto/catalog";
+import { createGuardedFetch, type GuardedFetch } from "./guarded-fetch.js";
 import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
 import { TestClient } from "./test-provider.js";
 import { ProviderError, type LlmClient } from "./types.js";
 
 /**
- * Hands out one client per environment version and key, reused across calls so that connections
+ * Hands out one client per environment version and key, reused across calls, all over one
+ * connection pool that checks every connection against the endpoint policy, so that connections
  * to a provider are kept alive rather than set up per request.
  */
 export class ProviderRegistry {
   private readonly clients = new Map<string, LlmClient>();
   private readonly test = new TestClient();
+  private readonly http: GuardedFetch;
+  private readonly options: OpenAIProviderOptions;
 
-  constructor(private readonly options: OpenAIProviderOptions) {}
+  constructor(options: Omit<OpenAIProviderOptions, "fetch">, endpoints: EndpointPolicy) {
+    this.http = createGuardedFetch(endpoints);
+    this.options = { ...options, fetch: this.http.fetch };
+  }
+
+  /** Closes the provider connections kept alive. */
+  close(): Promise<void> {
+    return this.http.close();
+  }
 
   client(environment: Environment, apiKey: string): LlmClient {
     if (environment.provider === "test") return this.test;

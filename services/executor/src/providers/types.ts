@@ -33,8 +33,10 @@ export class ProviderError extends Error {
     message: string,
     readonly code: "provider_error" | "timeout" = "provider_error",
     readonly status?: number,
+    /** What really happened (addresses, errno): for the logs, never for the caller. */
+    cause?: unknown,
   ) {
-    super(message);
+    super(message, cause === undefined ? undefined : { cause });
   }
 }
 

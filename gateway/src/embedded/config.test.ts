@@ -1,0 +1,39 @@
+import { ConfigError } from "@pies/common";
+import { loadCatalogConfig } from "@pies/catalog";
+import { loadExecutorConfig } from "@pies/executor";
+import { describe, expect, it } from "vitest";
+import { loadGatewayConfig } from "../config.js";
+import { loadEmbeddedConfig } from "./config.js";
+
+describe("endpoint policy and auth settings", () => {
+  const deployed = {
+    DATABASE_URL: "postgres://x",
+    PIES_SECRET_KEY: Buffer.alloc(32).toString("base64"),
+  };
+
+  it("allow loopback endpoints in the embedded mode and none in the deployed one, by default", () => {
+    expect(loadEmbeddedConfig({}).PIES_ALLOWED_ENDPOINTS).toBe("loopback");
+    expect(loadExecutorConfig({}).PIES_ALLOWED_ENDPOINTS).toBe("");
+    expect(loadCatalogConfig(deployed).PIES_ALLOWED_ENDPOINTS).toBe("");
+  });
+
+  it("refuse an allow list entry that is no host, IP, CIDR or class at start", () => {
+    expect(() => loadExecutorConfig({ PIES_ALLOWED_ENDPOINTS: "10.0.0.0/40" })).toThrow(
+      ConfigError,
+    );
+    expect(() => loadCatalogConfig({ ...deployed, PIES_ALLOWED_ENDPOINTS: "http://x/" })).toThrow(
+      /PIES_ALLOWED_ENDPOINTS/,
+    );
+    expect(
+      loadExecutorConfig({ PIES_ALLOWED_ENDPOINTS: "loopback,10.0.0.0/8,ollama.svc" })
+        .PIES_ALLOWED_ENDPOINTS,
+    ).toBe("loopback,10.0.0.0/8,ollama.svc");
+  });
+
+  it("cache refused keys for 5 s unless configured", () => {
+    expect(loadGatewayConfig({}).PIES_AUTH_NEGATIVE_CACHE_SECONDS).toBe(5);
+    expect(
+      loadGatewayConfig({ PIES_AUTH_NEGATIVE_CACHE_SECONDS: "0" }).PIES_AUTH_NEGATIVE_CACHE_SECONDS,
+    ).toBe(0);
+  });
+});
