@@ -1,5 +1,6 @@
 import { PGlite } from "@electric-sql/pglite";
 import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
+import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
 import type { GatewayOptions } from "../src/deps.js";
 import { createInMemoryPies, type InMemoryPies } from "../src/embedded/wiring.js";
 
@@ -31,10 +32,13 @@ export async function startTestPies(
       PIES_TEMPLATE_TIMEOUT_MS: 100,
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
       PIES_TEMPLATE_WORKERS: 1,
+      PIES_MAX_PROMPT_BYTES: 1024 * 1024,
       PIES_RUN_HEARTBEAT_SECONDS: 10,
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {
+      // The configured defaults (limits included), then what the tests need.
+      ...gatewayOptions(loadGatewayConfig({})),
       maxBodyBytes: 64 * 1024,
       authCacheSeconds: 0,
       sseHeartbeatSeconds: 15,

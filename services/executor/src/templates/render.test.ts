@@ -9,6 +9,7 @@ let renderer: PromptRenderer;
 beforeAll(async () => {
   renderer = new PromptRenderer(
     await JstSandbox.create({ timeoutMs: 100, memoryBytes: 16 * 1024 * 1024 }),
+    { maxPromptBytes: 64 * 1024 },
   );
 });
 
