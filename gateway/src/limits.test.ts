@@ -1,4 +1,7 @@
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConfigError, type JsonObject } from "@pies/common";
+import { ResolveExecutionResponseSchema } from "@pies/proto/catalog";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 import { requester, type TestResponse } from "../test/requests.js";
 import { loadGatewayConfig } from "./config.js";
@@ -11,7 +14,9 @@ let call: ReturnType<typeof requester>;
 let interactionId: string;
 
 beforeAll(async () => {
-  pies = await startTestPies();
+  // Not a test of template time limits: the first render in a fresh worker compiles QuickJS,
+  // which can take longer than the default 100 ms on a busy machine.
+  pies = await startTestPies({ executor: { PIES_TEMPLATE_TIMEOUT_MS: 5000 } });
   call = requester(pies.app, pies.key);
   interactionId = (await interaction("Summary", { content: "return `Summarise ${text}`" })).id;
 }, 120_000);
@@ -311,5 +316,63 @@ describe("rendered prompt size", () => {
       data: { text, times: 15_000 },
     });
     expect(fits.status, fits.text.slice(0, 200)).toBe(200);
+  });
+});
+
+describe("the bounds of the configurable limits", () => {
+  const nested = (levels: number) => {
+    let v: JsonObject = {};
+    for (let i = 1; i < levels; i++) v = { a: v };
+    return v;
+  };
+  // The deepest place a body's JSON reaches as a Struct: a template's input schema, inside the
+  // interaction that the catalog resolves for an execution.
+  const roundTrip = (schemaDepth: number) => {
+    const message = create(ResolveExecutionResponseSchema, {
+      interaction: { prompts: [{ template: { inputSchema: nested(schemaDepth) } }] },
+    });
+    return fromBinary(
+      ResolveExecutionResponseSchema,
+      toBinary(ResolveExecutionResponseSchema, message),
+    );
+  };
+
+  it("PIES_MAX_JSON_DEPTH is at most 48, what protobuf's recursion limit lets through", () => {
+    // A body at the maximum depth holds a schema one level less deep.
+    expect(() => roundTrip(47)).not.toThrow();
+    expect(() => roundTrip(49)).toThrow(/maximum recursion depth/);
+    expect(loadGatewayConfig({ PIES_MAX_JSON_DEPTH: "48" }).PIES_MAX_JSON_DEPTH).toBe(48);
+    expect(() => loadGatewayConfig({ PIES_MAX_JSON_DEPTH: "49" })).toThrow(ConfigError);
+  });
+
+  it("PIES_MAX_NAME_LENGTH is at most 800, what PostgreSQL's index entries can hold", async () => {
+    // Random three-byte characters, so that PostgreSQL cannot compress the index entry.
+    const text = (length: number) =>
+      String.fromCharCode(
+        ...Array.from({ length }, () => 0x4e00 + Math.floor(Math.random() * 0x5000)),
+      );
+    const insertRun = (length: number) =>
+      pies.db
+        .insertInto("runs.runs")
+        .values({
+          id: text(24),
+          project_id: pies.projectId,
+          account_id: "a",
+          interaction_id: text(length),
+          model_id: text(length),
+          environment_id: text(length),
+          parent_id: text(length),
+          tags: [text(length)],
+          status: "completed",
+        })
+        .execute();
+    await insertRun(800);
+    await expect(insertRun(1000)).rejects.toThrow(/index row/);
+    const named = await pies.catalog.createInteraction({
+      projectId: pies.projectId,
+      interaction: { name: text(800) },
+    });
+    expect(named.interaction?.name).toHaveLength(800);
+    expect(() => loadGatewayConfig({ PIES_MAX_NAME_LENGTH: "801" })).toThrow(ConfigError);
   });
 });

@@ -2,6 +2,8 @@ import { PGlite } from "@electric-sql/pglite";
 import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
 import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
 import type { GatewayOptions } from "../src/deps.js";
+import type { Kysely } from "kysely";
+import type { ExecutorSettings } from "@pies/executor";
 import { createInMemoryPies, type InMemoryPies } from "../src/embedded/wiring.js";
 
 export interface TestPies extends InMemoryPies {
@@ -9,6 +11,8 @@ export interface TestPies extends InMemoryPies {
   key: string;
   projectId: string;
   environmentId: string;
+  /** The database both schemas live in, for tests that look below the services. */
+  db: Kysely<any>;
   close(): Promise<void>;
 }
 
@@ -17,7 +21,12 @@ export interface TestPies extends InMemoryPies {
  * an account whose project has an API key and a `test` environment.
  */
 export async function startTestPies(
-  options: { bus?: RunEventBus; gateway?: Partial<GatewayOptions>; keyName?: string } = {},
+  options: {
+    bus?: RunEventBus;
+    gateway?: Partial<GatewayOptions>;
+    executor?: Partial<ExecutorSettings>;
+    keyName?: string;
+  } = {},
 ): Promise<TestPies> {
   const db = createDatabase({ pglite: await PGlite.create() });
   const pies = await createInMemoryPies({
@@ -34,6 +43,7 @@ export async function startTestPies(
       PIES_TEMPLATE_WORKERS: 1,
       PIES_MAX_PROMPT_BYTES: 1024 * 1024,
       PIES_RUN_HEARTBEAT_SECONDS: 10,
+      ...options.executor,
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {
@@ -60,6 +70,7 @@ export async function startTestPies(
     key: secret,
     projectId: project!.id,
     environmentId: environment!.id,
+    db,
     async close() {
       await pies.stop(5000);
       await pies.app.close();
