@@ -229,6 +229,9 @@ describe("PromptRenderer", () => {
         "prompt template nul: its output contains a NUL character (\\u0000), which a prompt cannot hold",
       );
     }
+    // A lone surrogate is no NUL: it comes out whole (the check is not a length comparison).
+    const lone = interaction({ template: { content: "return 'x' + String.fromCharCode(0xd800)" } });
+    expect((await renderer.render(lone, {}))[0]!.content).toBe("x\ud800");
     // Escaped inside JSON text it is six ordinary characters, and kept.
     const json = interaction({ template: { content: "return {s: 'a' + String.fromCharCode(0)}" } });
     expect((await renderer.render(json, {}))[0]!.content).toBe('{"s":"a\\u0000"}');
