@@ -22,7 +22,8 @@ export function loadConfig<S extends z.ZodTypeAny>(
 /** Reusable field schemas for environment variables. */
 export const env = {
   port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
-  int: (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback),
+  int: (fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
+    z.coerce.number().int().min(min).max(max).default(fallback),
   url: () => z.string().url(),
   host: (fallback = "0.0.0.0") => z.string().min(1).default(fallback),
   logLevel: () =>

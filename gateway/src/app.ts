@@ -4,7 +4,8 @@ import { createClientErrorHandler } from "./client-errors.js";
 import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError } from "./errors.js";
-import { parseJsonBody } from "./json-body.js";
+import { jsonBodyParser } from "./json-body.js";
+import { nulInParams } from "./request-params.js";
 import { catalogRoutes } from "./routes/catalog.js";
 import { runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
@@ -33,7 +34,15 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
   });
   // JSON only: text/plain and the rest are 415.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonBody);
+  app.addContentTypeParser(
+    "application/json",
+    { parseAs: "string" },
+    jsonBodyParser(deps.options.maxJsonDepth),
+  );
+  app.addHook("onRequest", async (request) => {
+    const nul = nulInParams(request);
+    if (nul) throw nul;
+  });
   const ctx = { deps, auth: new Authenticator(deps) };
   trackInFlight(app);
 

@@ -4,6 +4,13 @@ import { env, loadConfig, natsConfigSchema } from "@pies/common";
 /** How the gateway serves (shared with the embedded mode), apart from where it runs. */
 export const gatewaySettingsSchema = {
   PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024),
+  // A JSON body's nesting: data and schemas reach the services as google.protobuf.Struct, and
+  // protobuf's recursion limit (100 messages) lets a Struct hold at most 48 levels where it sits
+  // deepest (a template's input schema inside an interaction, inside a response).
+  PIES_MAX_JSON_DEPTH: env.int(32, 2, 48),
+  // Names, ids, model ids, tags, labels: they land in indexed columns, and PostgreSQL refuses an
+  // index entry over ~2,700 bytes (800 UTF-16 code units are at most 2,400 bytes of UTF-8).
+  PIES_MAX_NAME_LENGTH: env.int(256, 1, 800),
   PIES_AUTH_CACHE_SECONDS: env.int(30, 0),
   PIES_AUTH_NEGATIVE_CACHE_SECONDS: env.int(5, 0),
   PIES_SSE_HEARTBEAT_SECONDS: env.int(15, 1),
@@ -34,6 +41,8 @@ export const loadGatewayConfig = (source?: Record<string, string | undefined>) =
 
 export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySettingsSchema>>) => ({
   maxBodyBytes: config.PIES_MAX_BODY_BYTES,
+  maxJsonDepth: config.PIES_MAX_JSON_DEPTH,
+  maxNameLength: config.PIES_MAX_NAME_LENGTH,
   authCacheSeconds: config.PIES_AUTH_CACHE_SECONDS,
   authNegativeCacheSeconds: config.PIES_AUTH_NEGATIVE_CACHE_SECONDS,
   sseHeartbeatSeconds: config.PIES_SSE_HEARTBEAT_SECONDS,

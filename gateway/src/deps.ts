@@ -3,6 +3,7 @@ import type { Logger, RunEventBus } from "@pies/common";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { ExecutorService } from "@pies/proto/executor";
 import type { RunsService } from "@pies/proto/runs";
+import type { InputLimits } from "./json/limits.js";
 
 /** What the gateway translates to: the three services and the run event bus. */
 export interface GatewayDeps {
@@ -16,8 +17,10 @@ export interface GatewayDeps {
   options: GatewayOptions;
 }
 
-export interface GatewayOptions {
+export interface GatewayOptions extends InputLimits {
   maxBodyBytes: number;
+  /** Deepest nesting of a JSON body (PIES_MAX_JSON_DEPTH); deeper is a 400. */
+  maxJsonDepth: number;
   /** How long a verified API key is trusted without asking the catalog again. */
   authCacheSeconds: number;
   /** How long a key the catalog refused is refused without asking again (0: always ask). */

@@ -1,7 +1,10 @@
 import { PGlite } from "@electric-sql/pglite";
 import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
 import { ApiKeyRole } from "@pies/proto/catalog";
+import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
 import type { GatewayOptions } from "../src/deps.js";
+import type { Kysely } from "kysely";
+import type { ExecutorSettings } from "@pies/executor";
 import { createInMemoryPies, type InMemoryPies } from "../src/embedded/wiring.js";
 
 export interface TestPies extends InMemoryPies {
@@ -9,6 +12,8 @@ export interface TestPies extends InMemoryPies {
   key: string;
   projectId: string;
   environmentId: string;
+  /** The database both schemas live in, for tests that look below the services. */
+  db: Kysely<any>;
   close(): Promise<void>;
 }
 
@@ -20,6 +25,7 @@ export async function startTestPies(
   options: {
     bus?: RunEventBus;
     gateway?: Partial<GatewayOptions>;
+    executor?: Partial<ExecutorSettings>;
     keyName?: string;
   } = {},
 ): Promise<TestPies> {
@@ -36,12 +42,16 @@ export async function startTestPies(
       PIES_TEMPLATE_TIMEOUT_MS: 100,
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
       PIES_TEMPLATE_WORKERS: 1,
+      PIES_MAX_PROMPT_BYTES: 1024 * 1024,
       PIES_RUN_HEARTBEAT_SECONDS: 10,
       // As deployed: no loopback, private or metadata endpoints.
       PIES_ALLOWED_ENDPOINTS: "",
+      ...options.executor,
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {
+      // The configured defaults (limits included), then what the tests need.
+      ...gatewayOptions(loadGatewayConfig({})),
       maxBodyBytes: 64 * 1024,
       authCacheSeconds: 0,
       authNegativeCacheSeconds: 0,
@@ -68,6 +78,7 @@ export async function startTestPies(
     key: secret,
     projectId: project!.id,
     environmentId: environment!.id,
+    db,
     async close() {
       await pies.stop(5000);
       await pies.app.close();

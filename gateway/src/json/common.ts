@@ -14,16 +14,6 @@ export function compact<T extends Record<string, unknown>>(obj: T): T {
   return obj;
 }
 
-/** A string or an array of strings (comma-separated in a string) as a list. */
-export const stringList = z.union([z.string(), z.array(z.string())]).transform((v) =>
-  typeof v === "string"
-    ? v
-        .split(",")
-        .map((s) => s.trim())
-        .filter(Boolean)
-    : v,
-);
-
 /** Status of interactions, versions and prompt templates, by name (SPEC.md). */
 export const statuses = ["draft", "published", "archived"] as const;
 export const statusByName: Record<string, InteractionStatus> = {

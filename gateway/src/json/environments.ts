@@ -2,22 +2,25 @@ import { z } from "zod";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Environment, EnvironmentInput, EnvironmentInputSchema } from "@pies/proto/catalog";
 import { compact, iso, jsonObject } from "./common.js";
+import { shortText, type InputLimits } from "./limits.js";
 
-export const environmentBody = z
-  .object({
-    name: z.string().optional(),
-    provider: z.string().optional(),
-    endpoint_url: z.string().optional(),
-    apiKey: z.string().optional(),
-    api_key: z.string().optional(),
-    default_model: z.string().optional(),
-    enabled_models: z.array(z.string()).optional(),
-    config: jsonObject.optional(),
-  })
-  .passthrough();
+/** The body of POST /environments, within the limits. */
+export const environmentBody = (limits: InputLimits) =>
+  z
+    .object({
+      name: shortText(limits).optional(),
+      provider: shortText(limits).optional(),
+      endpoint_url: z.string().optional(),
+      apiKey: z.string().optional(),
+      api_key: z.string().optional(),
+      default_model: shortText(limits).optional(),
+      enabled_models: z.array(shortText(limits)).optional(),
+      config: jsonObject.optional(),
+    })
+    .passthrough();
 
 export function environmentInput(
-  body: z.infer<typeof environmentBody>,
+  body: z.infer<ReturnType<typeof environmentBody>>,
 ): MessageInitShape<typeof EnvironmentInputSchema> {
   return compact({
     name: body.name,

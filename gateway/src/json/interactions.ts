@@ -6,68 +6,73 @@ import {
   type InteractionInput,
   type InteractionInputSchema,
 } from "@pies/proto/catalog";
-import {
-  compact,
-  iso,
-  jsonObject,
-  statusByName,
-  statuses,
-  statusNameOf,
-  stringList,
-} from "./common.js";
+import { compact, iso, jsonObject, statusByName, statuses, statusNameOf } from "./common.js";
+import { int32, shortText, shortTextList, type InputLimits } from "./limits.js";
 
 export { statusByName };
 import { promptJson } from "./prompts.js";
 
-const segment = z.union([
+// A bare string is a template's id. The transform comes after the union: inside it, a string
+// over the length limit would fail as "Invalid input" instead of naming the limit.
+const segment = (limits: InputLimits) =>
   z
-    .string()
-    .transform((template) => ({ type: "template", template, id: undefined, chat_path: undefined })),
+    .union([
+      shortText(limits),
+      z
+        .object({
+          id: shortText(limits).optional(),
+          type: shortText(limits).optional(),
+          // The template's id, or an expanded template object carrying one.
+          template: z
+            .union([shortText(limits), z.object({ id: shortText(limits) }).passthrough()])
+            .optional(),
+          chat_path: shortText(limits).optional(),
+        })
+        .passthrough(),
+    ])
+    .transform((s) =>
+      typeof s === "string"
+        ? { type: "template", template: s, id: undefined, chat_path: undefined }
+        : s,
+    );
+
+/** The body of POST and PUT /interactions, within the limits. */
+export const interactionBody = (limits: InputLimits) =>
   z
     .object({
-      id: z.string().optional(),
-      type: z.string().optional(),
-      // The template's id, or an expanded template object carrying one.
-      template: z.union([z.string(), z.object({ id: z.string() }).passthrough()]).optional(),
-      chat_path: z.string().optional(),
+      name: shortText(limits).min(1).optional(),
+      description: z.string().optional(),
+      status: z.enum(statuses).optional(),
+      test_data: jsonObject.nullish(),
+      result_schema: jsonObject.nullish(),
+      resultSchema: jsonObject.nullish(),
+      schema: jsonObject.nullish(),
+      cache_policy: z
+        .object({
+          type: z.enum(["cache", "no_cache", "cache_and_refresh"]),
+          ttl: int32(0).optional(),
+          varies_on: z.array(shortText(limits)).optional(),
+          refresh_probability: z.number().min(0).max(1).optional(),
+        })
+        .nullish(),
+      model: shortText(limits).optional(),
+      temperature: z.number().optional(),
+      max_tokens: int32(1).optional(),
+      model_options: z
+        .object({ temperature: z.number().optional(), max_tokens: int32(1).optional() })
+        .passthrough()
+        .optional(),
+      environment: z
+        .union([shortText(limits), z.object({ id: shortText(limits) }).passthrough()])
+        .optional(),
+      prompts: z.array(segment(limits)).optional(),
+      tags: shortTextList(limits).optional(),
+      formatter: shortText(limits).optional(),
     })
-    .passthrough(),
-]);
-
-const modelOptions = z
-  .object({ temperature: z.number().optional(), max_tokens: z.number().int().optional() })
-  .passthrough();
-
-export const interactionBody = z
-  .object({
-    name: z.string().min(1).optional(),
-    description: z.string().optional(),
-    status: z.enum(statuses).optional(),
-    test_data: jsonObject.nullish(),
-    result_schema: jsonObject.nullish(),
-    resultSchema: jsonObject.nullish(),
-    schema: jsonObject.nullish(),
-    cache_policy: z
-      .object({
-        type: z.enum(["cache", "no_cache", "cache_and_refresh"]),
-        ttl: z.number().int().optional(),
-        varies_on: z.array(z.string()).optional(),
-        refresh_probability: z.number().min(0).max(1).optional(),
-      })
-      .nullish(),
-    model: z.string().optional(),
-    temperature: z.number().optional(),
-    max_tokens: z.number().int().optional(),
-    model_options: modelOptions.optional(),
-    environment: z.union([z.string(), z.object({ id: z.string() }).passthrough()]).optional(),
-    prompts: z.array(segment).optional(),
-    tags: stringList.optional(),
-    formatter: z.string().optional(),
-  })
-  .passthrough();
+    .passthrough();
 
 export function interactionInput(
-  body: z.infer<typeof interactionBody>,
+  body: z.infer<ReturnType<typeof interactionBody>>,
 ): MessageInitShape<typeof InteractionInputSchema> {
   const environment =
     typeof body.environment === "string" ? body.environment : body.environment?.id;

@@ -6,21 +6,24 @@ import type {
   PromptTemplateInputSchema,
 } from "@pies/proto/catalog";
 import { compact, iso, jsonObject, statusNameOf } from "./common.js";
+import { shortText, type InputLimits } from "./limits.js";
 
-export const promptBody = z
-  .object({
-    name: z.string().optional(),
-    role: z.string().optional(),
-    content_type: z.string().optional(),
-    content: z.string().optional(),
-    test_data: jsonObject.nullish(),
-    inputSchema: jsonObject.nullish(),
-    input_schema: jsonObject.nullish(),
-  })
-  .passthrough();
+/** The body of POST /prompts, within the limits. */
+export const promptBody = (limits: InputLimits) =>
+  z
+    .object({
+      name: shortText(limits).optional(),
+      role: shortText(limits).optional(),
+      content_type: shortText(limits).optional(),
+      content: z.string().optional(),
+      test_data: jsonObject.nullish(),
+      inputSchema: jsonObject.nullish(),
+      input_schema: jsonObject.nullish(),
+    })
+    .passthrough();
 
 export function promptInput(
-  body: z.infer<typeof promptBody>,
+  body: z.infer<ReturnType<typeof promptBody>>,
 ): MessageInitShape<typeof PromptTemplateInputSchema> {
   return compact({
     name: body.name,

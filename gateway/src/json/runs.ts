@@ -3,7 +3,15 @@ import { fromValue, toTimestamp } from "@pies/common";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { AnchorDirection, RunStatus, type Run, type RunFiltersSchema } from "@pies/proto/runs";
 import type { CallerSchema, ExecuteRequest, ExecuteRequestSchema } from "@pies/proto/executor";
-import { compact, iso, jsonObject, stringList } from "./common.js";
+import { compact, iso, jsonObject } from "./common.js";
+import {
+  int32,
+  interactionRef,
+  queryInt32,
+  shortText,
+  shortTextList,
+  type InputLimits,
+} from "./limits.js";
 
 const runStatuses = ["created", "processing", "completed", "failed"] as const;
 export const runStatusName = (s: RunStatus) => runStatuses[s - 1] ?? "created";
@@ -60,28 +68,30 @@ export function runJson(run: Run) {
   });
 }
 
-export const executeBody = z
-  .object({
-    interaction: z.string().min(1).optional(),
-    interactionId: z.string().min(1).optional(),
-    stream: z.boolean().optional(),
-    data: jsonObject.nullish(),
-    tags: stringList.optional(),
-    parent: z.string().optional(),
-    config: z
-      .object({
-        environment: z.string().optional(),
-        model: z.string().optional(),
-        temperature: z.number().min(0).max(2).optional(),
-        max_tokens: z.number().int().positive().optional(),
-        formatter: z.union([z.string(), z.number()]).optional(),
-      })
-      .passthrough()
-      .optional(),
-  })
-  .passthrough();
+/** The body of the execute routes (POST /runs, /execute, /interactions/:id/execute). */
+export const executeBody = (limits: InputLimits) =>
+  z
+    .object({
+      interaction: interactionRef(limits).optional(),
+      interactionId: interactionRef(limits).optional(),
+      stream: z.boolean().optional(),
+      data: jsonObject.nullish(),
+      tags: shortTextList(limits).optional(),
+      parent: shortText(limits).optional(),
+      config: z
+        .object({
+          environment: shortText(limits).optional(),
+          model: shortText(limits).optional(),
+          temperature: z.number().min(0).max(2).optional(),
+          max_tokens: int32(1).optional(),
+          formatter: z.union([shortText(limits), z.number()]).optional(),
+        })
+        .passthrough()
+        .optional(),
+    })
+    .passthrough();
 
-export type ExecuteBody = z.infer<typeof executeBody>;
+export type ExecuteBody = z.infer<ReturnType<typeof executeBody>>;
 
 /** An execute body as an ExecuteRequest for a caller and an interaction. */
 export function executeRequest(
@@ -106,35 +116,25 @@ export function executeRequest(
   };
 }
 
-const commaList = z
-  .string()
-  .optional()
-  .transform((v) =>
-    v
-      ? v
-          .split(",")
-          .map((s) => s.trim())
-          .filter(Boolean)
-      : [],
-  );
-
-export const listRunsQuery = z
-  .object({
-    limit: z.coerce.number().int().min(1).max(1000).default(100),
-    offset: z.coerce.number().int().min(0).default(0),
-    interaction: commaList,
-    model: commaList,
-    environment: commaList,
-    status: z.enum(runStatuses).optional(),
-    tag: commaList,
-    anchorDate: z.string().datetime({ offset: true }).optional(),
-    anchorDateDirection: z.enum(["before", "after"]).default("after"),
-    parent: z.string().optional(),
-  })
-  .passthrough();
+/** The query of GET /runs, within the limits. */
+export const listRunsQuery = (limits: InputLimits) =>
+  z
+    .object({
+      limit: queryInt32(1, 1000).default(100),
+      offset: queryInt32(0).default(0),
+      interaction: shortTextList(limits).default([]),
+      model: shortTextList(limits).default([]),
+      environment: shortTextList(limits).default([]),
+      status: z.enum(runStatuses).optional(),
+      tag: shortTextList(limits).default([]),
+      anchorDate: z.string().datetime({ offset: true }).optional(),
+      anchorDateDirection: z.enum(["before", "after"]).default("after"),
+      parent: shortText(limits).optional(),
+    })
+    .passthrough();
 
 export function runFilters(
-  q: z.infer<typeof listRunsQuery>,
+  q: z.infer<ReturnType<typeof listRunsQuery>>,
 ): MessageInitShape<typeof RunFiltersSchema> {
   return {
     interactionIds: q.interaction,

@@ -10,7 +10,7 @@ import {
 } from "../json/interactions.js";
 import { promptBody, promptInput, promptJson } from "../json/prompts.js";
 import { accountJson, apiKeyJson, projectJson } from "../json/tenancy.js";
-import { stringList } from "../json/common.js";
+import { queryInt32, shortText, shortTextList, type InputLimits } from "../json/limits.js";
 import { adminOnly, authed, params, type RouteContext } from "./context.js";
 import {
   ApiKeyRole,
@@ -23,36 +23,43 @@ import {
 
 const listQuery = z
   .object({
-    limit: z.coerce.number().int().min(1).max(1000).default(100),
-    offset: z.coerce.number().int().min(0).default(0),
+    limit: queryInt32(1, 1000).default(100),
+    offset: queryInt32(0).default(0),
   })
   .passthrough();
 
-const listInteractionsQuery = listQuery.extend({
-  status: z.enum(["draft", "published", "archived"]).optional(),
-  name: z.string().optional(),
-  version: z.coerce.number().int().min(1).optional(),
-  tags: stringList.optional(),
-});
-
-const publishBody = z
-  .object({
-    visibility: z.enum(["private", "public"]).optional(),
-    tags: z.array(z.string()).optional(),
-  })
-  .passthrough();
-
-const apiKeyBody = z
-  .object({
-    name: z.string().optional(),
-    role: z
-      .string()
-      .refine((r) => apiKeyRoleFromName(r) !== undefined, {
-        message: `must be one of ${apiKeyRoleNames.join(", ")}`,
+/** The request schemas of these routes, with the configured limits. */
+function schemas(limits: InputLimits) {
+  return {
+    interactionBody: interactionBody(limits),
+    promptBody: promptBody(limits),
+    environmentBody: environmentBody(limits),
+    listInteractionsQuery: listQuery.extend({
+      status: z.enum(["draft", "published", "archived"]).optional(),
+      name: shortText(limits).optional(),
+      version: queryInt32(1).optional(),
+      tags: shortTextList(limits).optional(),
+    }),
+    publishBody: z
+      .object({
+        visibility: z.enum(["private", "public"]).optional(),
+        tags: z.array(shortText(limits)).optional(),
       })
-      .optional(),
-  })
-  .passthrough();
+      .passthrough(),
+    projectBody: z.object({ name: shortText(limits).min(1) }).passthrough(),
+    apiKeyBody: z
+      .object({
+        name: shortText(limits).optional(),
+        role: z
+          .string()
+          .refine((r) => apiKeyRoleFromName(r) !== undefined, {
+            message: `must be one of ${apiKeyRoleNames.join(", ")}`,
+          })
+          .optional(),
+      })
+      .passthrough(),
+  };
+}
 
 /**
  * Interactions, prompt templates, environments, projects, the account and API keys. Members
@@ -61,6 +68,15 @@ const apiKeyBody = z
  */
 export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
   const { catalog } = ctx.deps;
+  const {
+    interactionBody,
+    promptBody,
+    environmentBody,
+    listInteractionsQuery,
+    publishBody,
+    projectBody,
+    apiKeyBody,
+  } = schemas(ctx.deps.options);
 
   app.post(
     "/interactions",
@@ -263,10 +279,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
   app.post(
     "/projects",
     adminOnly(ctx, async (request, principal, reply) => {
-      const body = z
-        .object({ name: z.string().min(1) })
-        .passthrough()
-        .parse(request.body ?? {});
+      const body = projectBody.parse(request.body ?? {});
       const { project, apiKey, secret } = await catalog.createProject({
         accountId: principal.accountId,
         name: body.name,

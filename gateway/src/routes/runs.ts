@@ -5,9 +5,9 @@ import { RunStatus, type Run } from "@pies/proto/runs";
 import type { Principal } from "@pies/proto/catalog";
 import { badRequest, HttpError } from "../errors.js";
 import {
-  executeBody,
+  executeBody as executeBodySchema,
   executeRequest,
-  listRunsQuery,
+  listRunsQuery as listRunsQuerySchema,
   runFilters,
   runJson,
   type ExecuteBody,
@@ -17,6 +17,8 @@ import { authed, params, type RouteContext } from "./context.js";
 /** Executions (blocking or streamed), and reading runs back. */
 export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
   const { executor, runs } = ctx.deps;
+  const executeBody = executeBodySchema(ctx.deps.options);
+  const listRunsQuery = listRunsQuerySchema(ctx.deps.options);
 
   const execute = async (
     request: FastifyRequest,

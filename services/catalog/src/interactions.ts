@@ -22,6 +22,9 @@ import type {
 
 const SEGMENT_TYPES = ["template", "chat"];
 
+/** Largest version number: versions are int32 in the protos and `integer` in PostgreSQL. */
+const INT32_MAX = 2_147_483_647;
+
 /** Loads the templates the segments refer to, in one query. */
 async function templatesOf(
   db: Kysely<CatalogDatabase>,
@@ -103,9 +106,12 @@ async function findByName(db: Kysely<CatalogDatabase>, projectId: string, ref: s
   } else if (selector === "latest") {
     query = query.where("latest", "=", true);
   } else if (selector) {
+    // Versions are `integer` columns: a larger number is no version, and PostgreSQL refuses it.
     const version = Number(selector);
-    if (!Number.isInteger(version) || version < 1) {
-      throw invalid(`version selector ${selector} must be a number, latest or draft`);
+    if (!/^[0-9]+$/.test(selector) || version < 1 || version > INT32_MAX) {
+      throw invalid(
+        `version selector ${selector} must be latest, draft or a number from 1 to ${INT32_MAX}`,
+      );
     }
     query = query.where("version", "=", version);
   } else {

@@ -9,6 +9,9 @@ export const executorSettingsSchema = {
   PIES_TEMPLATE_TIMEOUT_MS: env.int(100, 1),
   PIES_TEMPLATE_MEMORY_BYTES: env.int(16 * 1024 * 1024, 1024 * 1024),
   PIES_TEMPLATE_WORKERS: env.int(2, 1),
+  // The rendered prompt of one execution: it is stored with the run and sent to the provider, and
+  // a small request with a template that repeats its input could otherwise make it any size.
+  PIES_MAX_PROMPT_BYTES: env.int(1024 * 1024, 1024),
   PIES_RUN_HEARTBEAT_SECONDS: env.int(10, 1),
   // Deployed: providers on loopback, private, link-local or metadata addresses only when listed.
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting(""),

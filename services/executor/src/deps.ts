@@ -18,6 +18,7 @@ export type ExecutorSettings = Pick<
   | "PIES_TEMPLATE_TIMEOUT_MS"
   | "PIES_TEMPLATE_MEMORY_BYTES"
   | "PIES_TEMPLATE_WORKERS"
+  | "PIES_MAX_PROMPT_BYTES"
   | "PIES_RUN_HEARTBEAT_SECONDS"
   | "PIES_ALLOWED_ENDPOINTS"
 >;
@@ -43,7 +44,7 @@ export async function createExecutorDeps(options: {
       { timeoutMs: config.PIES_PROVIDER_TIMEOUT_MS, maxRetries: config.PIES_PROVIDER_MAX_RETRIES },
       new EndpointPolicy(config.PIES_ALLOWED_ENDPOINTS),
     ),
-    renderer: new PromptRenderer(sandbox),
+    renderer: new PromptRenderer(sandbox, { maxPromptBytes: config.PIES_MAX_PROMPT_BYTES }),
     schemas: new SchemaValidator(),
     logger: options.logger,
     runTtlSeconds: config.PIES_RUN_TTL_SECONDS,

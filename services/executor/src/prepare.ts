@@ -7,7 +7,7 @@ import { RunSchema, RunStatus, type Run } from "@pies/proto/runs";
 import type { ExecutorDeps } from "./context.js";
 import type { CompletionRequest } from "./providers/types.js";
 import { mergedInputSchema, SchemaError } from "./schemas.js";
-import { TemplateError } from "./templates/render.js";
+import { PromptTooLarge, TemplateError } from "./templates/render.js";
 
 export const DEFAULT_TEMPERATURE = 0.7;
 
@@ -132,6 +132,7 @@ async function render(deps: ExecutorDeps, interaction: Interaction, data: JsonOb
     if (err instanceof TemplateError) {
       throw invalid(`template error: ${err.message}`);
     }
+    if (err instanceof PromptTooLarge) throw invalid(err.message);
     throw err;
   }
 }

@@ -150,6 +150,7 @@ beforeAll(async () => {
       PIES_TEMPLATE_TIMEOUT_MS: 100,
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
       PIES_ALLOWED_ENDPOINTS: "",
+      PIES_MAX_PROMPT_BYTES: 64 * 1024,
     },
   });
   inFlight = new ActiveRuns();

@@ -17,7 +17,8 @@ export class SandboxCorrupted extends Error {}
 // Runs inside QuickJS. Data keys that are identifiers become the template's variables. A template
 // with a "return" in statement position (at the start of a line, or after ";", "{" or "}") is the
 // body of a function; anything else is the inside of a template literal ("Summarise ${text}"), so
-// prose that merely says "return" still renders as text.
+// prose that merely says "return" still renders as text. The output leaves as JSON: QuickJS hands
+// strings to the host as C strings, which would end a string at its first NUL without a word.
 const PRELUDE = `
 const __isName = (k) => {
   if (!/^[\\p{ID_Start}$_][\\p{ID_Continue}$\\u200C\\u200D]*$/u.test(k)) return false;
@@ -29,7 +30,7 @@ const __body = /(^|[;{}])\\s*return\\b/m.test(__content)
   : "return \`" + __content.replace(/\\\\?\`/g, (m) => m === "\`" ? "\\\\\`" : m) + "\`;";
 const __fn = new Function(...__names, __body);
 const __out = __fn(...__names.map((k) => __data[k]));
-typeof __out === "string" ? __out : JSON.stringify(__out);
+JSON.stringify(typeof __out === "string" ? __out : String(JSON.stringify(__out)));
 `;
 
 /**
@@ -69,7 +70,10 @@ export function renderInQuickJS(
     }
     const value = vm.dump(result.value);
     result.value.dispose();
-    return { ok: true, value: typeof value === "string" ? value : String(value) };
+    return {
+      ok: true,
+      value: typeof value === "string" ? (JSON.parse(value) as string) : String(value),
+    };
   } finally {
     vm.dispose();
     runtime.dispose();

@@ -3,12 +3,13 @@ import type { JsonObject } from "@pies/common";
 import { InteractionSchema, type Interaction } from "@pies/proto/catalog";
 import { beforeAll, describe, expect, it } from "vitest";
 import { JstSandbox } from "./jst.js";
-import { PromptRenderer, TemplateError } from "./render.js";
+import { PromptRenderer, PromptTooLarge, TemplateError } from "./render.js";
 
 let renderer: PromptRenderer;
 beforeAll(async () => {
   renderer = new PromptRenderer(
     await JstSandbox.create({ timeoutMs: 100, memoryBytes: 16 * 1024 * 1024 }),
+    { maxPromptBytes: 64 * 1024 },
   );
 });
 
@@ -219,5 +220,36 @@ describe("PromptRenderer", () => {
 
   it("renders an interaction without segments to no messages", async () => {
     expect(await renderer.render(interaction(), { a: 1 })).toEqual([]);
+  });
+
+  it("refuses a NUL in a template's output, whole or inside JSON, rather than cutting it off", async () => {
+    for (const content of ["return 'a' + String.fromCharCode(0) + 'b'", "a\\u0000b"]) {
+      const i = interaction({ template: { name: "nul", content } });
+      expect((await renderError(i, {})).message).toBe(
+        "prompt template nul: its output contains a NUL character (\\u0000), which a prompt cannot hold",
+      );
+    }
+    // A lone surrogate is no NUL: it comes out whole (the check is not a length comparison).
+    const lone = interaction({ template: { content: "return 'x' + String.fromCharCode(0xd800)" } });
+    expect((await renderer.render(lone, {}))[0]!.content).toBe("x\ud800");
+    // Escaped inside JSON text it is six ordinary characters, and kept.
+    const json = interaction({ template: { content: "return {s: 'a' + String.fromCharCode(0)}" } });
+    expect((await renderer.render(json, {}))[0]!.content).toBe('{"s":"a\\u0000"}');
+  });
+
+  it("refuses a prompt over maxPromptBytes, counting UTF-8 bytes over all segments", async () => {
+    const big = (n: number) => ({
+      template: { name: `big${n}`, content: `return "é".repeat(${n})` },
+    });
+    // 64 KiB is the limit here: two segments of 16,384 two-byte characters reach it exactly.
+    const fits = await renderer.render(interaction(big(16_384), big(16_384)), {});
+    expect(fits.map((m) => m.content.length)).toEqual([16_384, 16_384]);
+    const over = interaction(big(16_384), big(16_385));
+    let thrown: unknown;
+    await renderer.render(over, {}).catch((err: unknown) => (thrown = err));
+    expect(thrown).toBeInstanceOf(PromptTooLarge);
+    expect((thrown as Error).message).toBe(
+      "the rendered prompt is larger than 65536 bytes (PIES_MAX_PROMPT_BYTES), reached at prompt template big16385",
+    );
   });
 });

@@ -5,6 +5,14 @@ import { JstSandbox, TemplateError } from "./jst.js";
 
 export { TemplateError };
 
+/** The rendered prompt is larger than PIES_MAX_PROMPT_BYTES. */
+export class PromptTooLarge extends Error {}
+
+export interface RenderLimits {
+  /** Largest rendered prompt, in bytes of UTF-8 over all its messages (PIES_MAX_PROMPT_BYTES). */
+  maxPromptBytes: number;
+}
+
 export interface ChatMessage {
   role: "system" | "user" | "assistant";
   content: string;
@@ -15,33 +23,54 @@ const ROLES = new Set(["system", "user", "assistant"]);
 /**
  * Turns an interaction's prompt segments into chat messages: `jst` in the sandbox, `handlebars`
  * (no HTML escaping: prompts are not HTML), `text` verbatim, and `chat` segments expanded from an
- * array of {role, content} in the input data.
+ * array of {role, content} in the input data. A prompt larger than the limit, or a segment whose
+ * output holds a NUL character, is refused (PostgreSQL cannot store a NUL in the run's prompt,
+ * and cutting the text there would send the provider less than the template said).
  */
 export class PromptRenderer {
   private readonly handlebars = Handlebars.create();
   private readonly compiled = new Map<string, HandlebarsTemplateDelegate>();
 
-  constructor(private readonly jst: JstSandbox) {}
+  constructor(
+    private readonly jst: JstSandbox,
+    private readonly limits: RenderLimits,
+  ) {}
 
   async render(interaction: Interaction, data: JsonObject): Promise<ChatMessage[]> {
     const messages: ChatMessage[] = [];
+    let bytes = 0;
+    const count = (added: ChatMessage[], source: string) => {
+      for (const m of added) bytes += Buffer.byteLength(m.content, "utf8");
+      if (bytes > this.limits.maxPromptBytes) {
+        throw new PromptTooLarge(
+          `the rendered prompt is larger than ${this.limits.maxPromptBytes} bytes ` +
+            `(PIES_MAX_PROMPT_BYTES), reached at ${source}`,
+        );
+      }
+      messages.push(...added);
+    };
     for (const segment of interaction.prompts) {
       if (segment.type === "chat") {
-        messages.push(...chatMessages(data, segment.chatPath));
+        count(chatMessages(data, segment.chatPath), `chat segment ${segment.chatPath}`);
         continue;
       }
       const template = segment.template;
       if (!template) throw new TemplateError(`prompt template ${segment.templateId} is missing`);
       const role = (ROLES.has(template.role) ? template.role : "user") as ChatMessage["role"];
+      const name = `prompt template ${template.name || template.id}`;
+      let content: string;
       try {
-        messages.push({
-          role,
-          content: await this.renderOne(template.contentType, template.content, data),
-        });
+        content = await this.renderOne(template.contentType, template.content, data);
       } catch (err) {
         const reason = err instanceof Error ? err.message : String(err);
-        throw new TemplateError(`prompt template ${template.name || template.id}: ${reason}`);
+        throw new TemplateError(`${name}: ${reason}`);
       }
+      if (content.includes("\0")) {
+        throw new TemplateError(
+          `${name}: its output contains a NUL character (\\u0000), which a prompt cannot hold`,
+        );
+      }
+      count([{ role, content }], name);
     }
     return messages;
   }
