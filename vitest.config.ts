@@ -13,6 +13,8 @@ export default defineConfig({
           name: "unit",
           include: ["{common,gateway,services/*}/src/**/*.test.ts"],
           testTimeout: 20_000,
+          // Starting PGlite (a whole PostgreSQL in WebAssembly) takes seconds, more on a busy CI.
+          hookTimeout: 60_000,
         },
       },
       {
