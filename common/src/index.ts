@@ -11,3 +11,4 @@ export * from "./server.js";
 export * from "./client.js";
 export * from "./lifecycle.js";
 export * from "./db-service.js";
+export * from "./retry-after.js";

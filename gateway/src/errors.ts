@@ -1,17 +1,28 @@
 import { STATUS_CODES } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { retryAfterSeconds } from "@pies/common";
 import type { FastifyError, FastifyReply } from "fastify";
 import { ZodError } from "zod";
 
+/** What an HttpError tells beyond its body. */
+export interface HttpErrorOptions {
+  /** Sent as `Retry-After` (whole seconds): when the client may try again (429, 503). */
+  retryAfterSeconds?: number;
+}
+
 /** An error answered as JSON `{error, status, code, message, details}` (DESIGN.md §10). */
 export class HttpError extends Error {
+  readonly retryAfterSeconds?: number;
+
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
     readonly details?: unknown,
+    options: HttpErrorOptions = {},
   ) {
     super(message);
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 }
 
@@ -21,6 +32,9 @@ export const notFound = (message: string) => new HttpError(404, "not_found", mes
 export const conflict = (message: string) => new HttpError(409, "conflict", message);
 export const unauthorized = (message = "a valid API key is required") =>
   new HttpError(401, "unauthorized", message);
+/** 429 `rate_limited`, with `Retry-After: retryAfterSeconds`. */
+export const tooManyRequests = (message: string, retryAfterSeconds: number) =>
+  new HttpError(429, "rate_limited", message, undefined, { retryAfterSeconds });
 
 /** Connect codes as HTTP: a precise status for each, never a 403 that confirms a resource exists. */
 const byConnectCode: Partial<Record<Code, [number, string]>> = {
@@ -51,7 +65,16 @@ export function toHttpError(err: unknown): HttpError {
   }
   if (err instanceof ConnectError) {
     const [status, code] = byConnectCode[err.code] ?? [500, "internal"];
-    return new HttpError(status, code, status === 500 ? "internal error" : err.rawMessage);
+    // A service that says when to try again (retryableError in @pies/common) is passed on.
+    return new HttpError(
+      status,
+      code,
+      status === 500 ? "internal error" : err.rawMessage,
+      undefined,
+      {
+        retryAfterSeconds: retryAfterSeconds(err),
+      },
+    );
   }
   const fastifyError = err as FastifyError;
   if (fastifyError?.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
@@ -77,6 +100,9 @@ export function toHttpError(err: unknown): HttpError {
 }
 
 export function sendError(reply: FastifyReply, error: HttpError) {
+  if (error.retryAfterSeconds !== undefined) {
+    reply.header("retry-after", String(Math.max(0, Math.ceil(error.retryAfterSeconds))));
+  }
   return reply.status(error.status).send({
     error: STATUS_CODES[error.status] ?? "Error",
     status: error.status,

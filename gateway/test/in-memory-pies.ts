@@ -1,5 +1,6 @@
 import { PGlite } from "@electric-sql/pglite";
 import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
+import type { ExecutorSettings } from "@pies/executor";
 import type { GatewayOptions } from "../src/deps.js";
 import { createInMemoryPies, type InMemoryPies } from "../src/embedded/wiring.js";
 
@@ -16,7 +17,12 @@ export interface TestPies extends InMemoryPies {
  * an account whose project has an API key and a `test` environment.
  */
 export async function startTestPies(
-  options: { bus?: RunEventBus; gateway?: Partial<GatewayOptions>; keyName?: string } = {},
+  options: {
+    bus?: RunEventBus;
+    gateway?: Partial<GatewayOptions>;
+    executor?: Partial<ExecutorSettings>;
+    keyName?: string;
+  } = {},
 ): Promise<TestPies> {
   const db = createDatabase({ pglite: await PGlite.create() });
   const pies = await createInMemoryPies({
@@ -32,6 +38,9 @@ export async function startTestPies(
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
       PIES_TEMPLATE_WORKERS: 1,
       PIES_RUN_HEARTBEAT_SECONDS: 10,
+      PIES_PROJECT_MAX_EXECUTIONS: 256,
+      PIES_PROJECT_MAX_RENDERS: 64,
+      ...options.executor,
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {

@@ -10,6 +10,9 @@ export const executorSettingsSchema = {
   PIES_TEMPLATE_MEMORY_BYTES: env.int(16 * 1024 * 1024, 1024 * 1024),
   PIES_TEMPLATE_WORKERS: env.int(2, 1),
   PIES_RUN_HEARTBEAT_SECONDS: env.int(10, 1),
+  // Per project and per executor replica; 0 turns the limit off.
+  PIES_PROJECT_MAX_EXECUTIONS: env.int(256, 0),
+  PIES_PROJECT_MAX_RENDERS: env.int(64, 0),
 };
 
 export const executorConfigSchema = z.object({

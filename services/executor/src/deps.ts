@@ -4,6 +4,7 @@ import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
 import type { ExecutorConfig } from "./config.js";
 import type { ExecutorDeps } from "./context.js";
+import { ProjectExecutions } from "./project-limits.js";
 import { ProviderRegistry } from "./providers/registry.js";
 import { SchemaValidator } from "./schemas.js";
 import { JstSandbox } from "./templates/jst.js";
@@ -19,6 +20,8 @@ export type ExecutorSettings = Pick<
   | "PIES_TEMPLATE_MEMORY_BYTES"
   | "PIES_TEMPLATE_WORKERS"
   | "PIES_RUN_HEARTBEAT_SECONDS"
+  | "PIES_PROJECT_MAX_EXECUTIONS"
+  | "PIES_PROJECT_MAX_RENDERS"
 >;
 
 /** Builds the executor's dependencies over transports to its peers (gRPC, or in-memory). */
@@ -33,6 +36,7 @@ export async function createExecutorDeps(options: {
   const sandbox = await JstSandbox.create(
     { timeoutMs: config.PIES_TEMPLATE_TIMEOUT_MS, memoryBytes: config.PIES_TEMPLATE_MEMORY_BYTES },
     config.PIES_TEMPLATE_WORKERS,
+    config.PIES_PROJECT_MAX_RENDERS,
   );
   return {
     catalog: serviceClient(CatalogService, options.catalog),
@@ -46,5 +50,6 @@ export async function createExecutorDeps(options: {
     schemas: new SchemaValidator(),
     logger: options.logger,
     runTtlSeconds: config.PIES_RUN_TTL_SECONDS,
+    executions: new ProjectExecutions(config.PIES_PROJECT_MAX_EXECUTIONS),
   };
 }

@@ -139,6 +139,8 @@ beforeAll(async () => {
       PIES_RUN_HEARTBEAT_SECONDS: 10,
       PIES_TEMPLATE_TIMEOUT_MS: 100,
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
+      PIES_PROJECT_MAX_EXECUTIONS: 256,
+      PIES_PROJECT_MAX_RENDERS: 64,
     },
   });
   inFlight = new ActiveRuns();
