@@ -13,3 +13,4 @@ export * from "./client.js";
 export * from "./lifecycle.js";
 export * from "./db-service.js";
 export * from "./endpoint-policy.js";
+export * from "./retry-after.js";

@@ -1,6 +1,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { retryableError } from "@pies/common";
+import Fastify from "fastify";
 import { describe, expect, it } from "vitest";
-import { toHttpError } from "./errors.js";
+import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
 
 const withCause = (err: ConnectError, code: string) => {
   err.cause = Object.assign(new Error(err.rawMessage), { code });
@@ -42,5 +44,49 @@ describe("toHttpError for a service that is unavailable", () => {
     expect(
       toHttpError(new ConnectError("run r is completed", Code.FailedPrecondition)),
     ).toMatchObject({ status: 409, code: "conflict" });
+  });
+});
+
+/** What a client gets for `error`, through Fastify. */
+async function answer(error: HttpError) {
+  const app = Fastify();
+  app.get("/", (_request, reply) => sendError(reply, error));
+  const response = await app.inject({ method: "GET", url: "/" });
+  await app.close();
+  return { status: response.statusCode, headers: response.headers, json: response.json() };
+}
+
+describe("Retry-After", () => {
+  it("is sent for an HttpError that says when to try again, with the pies error body", async () => {
+    const r = await answer(tooManyRequests("too many streams", 5));
+    expect(r.status).toBe(429);
+    expect(r.headers["retry-after"]).toBe("5");
+    expect(r.json).toEqual({
+      error: "Too Many Requests",
+      status: 429,
+      code: "rate_limited",
+      message: "too many streams",
+    });
+  });
+
+  it("passes on a service's retry-after, whatever the code", async () => {
+    const limited = toHttpError(retryableError("over its share", Code.ResourceExhausted, 1));
+    expect([limited.status, limited.code, limited.retryAfterSeconds]).toEqual([
+      429,
+      "rate_limited",
+      1,
+    ]);
+    const unavailable = await answer(toHttpError(retryableError("down", Code.Unavailable, 10)));
+    expect(unavailable.status).toBe(503);
+    expect(unavailable.headers["retry-after"]).toBe("10");
+  });
+
+  it("is absent when nobody said when to try again", async () => {
+    const r = await answer(toHttpError(new ConnectError("busy", Code.ResourceExhausted)));
+    expect(r.status).toBe(429);
+    expect(r.headers["retry-after"]).toBeUndefined();
+    expect((await answer(new HttpError(400, "invalid_request", "x"))).headers).not.toHaveProperty(
+      "retry-after",
+    );
   });
 });

@@ -1,18 +1,28 @@
 import { STATUS_CODES } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { isConnectionError } from "@pies/common";
+import { isConnectionError, retryAfterSeconds } from "@pies/common";
 import type { FastifyError, FastifyReply } from "fastify";
 import { ZodError } from "zod";
 
+/** What an HttpError tells beyond its body. */
+export interface HttpErrorOptions {
+  /** Sent as `Retry-After` (whole seconds): when the client may try again (429, 503). */
+  retryAfterSeconds?: number;
+}
+
 /** An error answered as JSON `{error, status, code, message, details}` (DESIGN.md §10). */
 export class HttpError extends Error {
+  readonly retryAfterSeconds?: number;
+
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
     readonly details?: unknown,
+    options: HttpErrorOptions = {},
   ) {
     super(message);
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 }
 
@@ -24,6 +34,9 @@ export const unauthorized = (message = "a valid API key is required") =>
   new HttpError(401, "unauthorized", message);
 /** A key whose role may not do this (a role check reveals no resource, so 403 is right here). */
 export const forbidden = (message: string) => new HttpError(403, "forbidden", message);
+/** 429 `rate_limited`, with `Retry-After: retryAfterSeconds`. */
+export const tooManyRequests = (message: string, retryAfterSeconds: number) =>
+  new HttpError(429, "rate_limited", message, undefined, { retryAfterSeconds });
 
 /** Connect codes as HTTP: a precise status for each, never a 403 that confirms a resource exists. */
 const byConnectCode: Partial<Record<Code, [number, string]>> = {
@@ -63,10 +76,18 @@ export function toHttpError(err: unknown): HttpError {
       return new HttpError(503, "unavailable", "a pies service is unavailable");
     }
     const [status, code] = byConnectCode[err.code] ?? [500, "internal"];
+    // A service that says when to try again (retryableError in @pies/common) is passed on.
+    const options = { retryAfterSeconds: retryAfterSeconds(err) };
     if (status === 503 && leaksAddress.test(err.rawMessage)) {
-      return new HttpError(503, code, "a pies service is unavailable");
+      return new HttpError(503, code, "a pies service is unavailable", undefined, options);
     }
-    return new HttpError(status, code, status === 500 ? "internal error" : err.rawMessage);
+    return new HttpError(
+      status,
+      code,
+      status === 500 ? "internal error" : err.rawMessage,
+      undefined,
+      options,
+    );
   }
   const fastifyError = err as FastifyError;
   if (fastifyError?.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
@@ -112,5 +133,8 @@ export function errorBody(error: HttpError) {
 }
 
 export function sendError(reply: FastifyReply, error: HttpError) {
+  if (error.retryAfterSeconds !== undefined) {
+    reply.header("retry-after", String(Math.max(0, Math.ceil(error.retryAfterSeconds))));
+  }
   return reply.status(error.status).send(errorBody(error));
 }

@@ -2,6 +2,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
 import { ApiKeyRole } from "@pies/proto/catalog";
 import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
+import type { ExecutorSettings } from "@pies/executor";
 import type { GatewayOptions } from "../src/deps.js";
 import type { Kysely } from "kysely";
 import type { ExecutorSettings } from "@pies/executor";
@@ -46,6 +47,8 @@ export async function startTestPies(
       PIES_RUN_HEARTBEAT_SECONDS: 10,
       // As deployed: no loopback, private or metadata endpoints.
       PIES_ALLOWED_ENDPOINTS: "",
+      PIES_PROJECT_MAX_EXECUTIONS: 256,
+      PIES_PROJECT_MAX_RENDERS: 64,
       ...options.executor,
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },

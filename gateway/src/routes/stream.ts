@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { RunStatus } from "@pies/proto/runs";
-import { conflict, HttpError } from "../errors.js";
+import { conflict, tooManyRequests } from "../errors.js";
 import { EventStream } from "../sse/event-stream.js";
 import { relayRun } from "../sse/run-relay.js";
 import { StreamSlots } from "../sse/stream-slots.js";
@@ -26,11 +26,9 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
     const principal = await ctx.auth.authenticate(request, true);
     const release = slots.acquire(principal.apiKeyId);
     if (!release) {
-      reply.header("retry-after", String(STREAMS_RETRY_AFTER_SECONDS));
-      throw new HttpError(
-        429,
-        "rate_limited",
+      throw tooManyRequests(
         `this API key has ${options.maxStreamsPerKey} streams open, the most allowed`,
+        STREAMS_RETRY_AFTER_SECONDS,
       );
     }
     try {

@@ -15,6 +15,9 @@ export const executorSettingsSchema = {
   PIES_RUN_HEARTBEAT_SECONDS: env.int(10, 1),
   // Deployed: providers on loopback, private, link-local or metadata addresses only when listed.
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting(""),
+  // Per project and per executor replica; 0 turns the limit off.
+  PIES_PROJECT_MAX_EXECUTIONS: env.int(256, 0),
+  PIES_PROJECT_MAX_RENDERS: env.int(64, 0),
 };
 
 export const executorConfigSchema = z.object({

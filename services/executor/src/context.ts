@@ -2,6 +2,7 @@ import type { Client } from "@connectrpc/connect";
 import type { Logger, RunEventBus } from "@pies/common";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { RunsService } from "@pies/proto/runs";
+import type { ProjectExecutions } from "./project-limits.js";
 import type { ProviderRegistry } from "./providers/registry.js";
 import type { SchemaValidator } from "./schemas.js";
 import type { PromptRenderer } from "./templates/render.js";
@@ -17,4 +18,6 @@ export interface ExecutorDeps {
   logger: Logger;
   /** Seconds a streamed run may wait in status created. */
   runTtlSeconds: number;
+  /** Each project's concurrent executions, against its limit. */
+  executions: ProjectExecutions;
 }

@@ -4,6 +4,7 @@ import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
 import type { ExecutorConfig } from "./config.js";
 import type { ExecutorDeps } from "./context.js";
+import { ProjectExecutions } from "./project-limits.js";
 import { ProviderRegistry } from "./providers/registry.js";
 import { SchemaValidator } from "./schemas.js";
 import { JstSandbox } from "./templates/jst.js";
@@ -21,6 +22,8 @@ export type ExecutorSettings = Pick<
   | "PIES_MAX_PROMPT_BYTES"
   | "PIES_RUN_HEARTBEAT_SECONDS"
   | "PIES_ALLOWED_ENDPOINTS"
+  | "PIES_PROJECT_MAX_EXECUTIONS"
+  | "PIES_PROJECT_MAX_RENDERS"
 >;
 
 /** Builds the executor's dependencies over transports to its peers (gRPC, or in-memory). */
@@ -35,6 +38,7 @@ export async function createExecutorDeps(options: {
   const sandbox = await JstSandbox.create(
     { timeoutMs: config.PIES_TEMPLATE_TIMEOUT_MS, memoryBytes: config.PIES_TEMPLATE_MEMORY_BYTES },
     config.PIES_TEMPLATE_WORKERS,
+    config.PIES_PROJECT_MAX_RENDERS,
   );
   return {
     catalog: serviceClient(CatalogService, options.catalog),
@@ -48,5 +52,6 @@ export async function createExecutorDeps(options: {
     schemas: new SchemaValidator(),
     logger: options.logger,
     runTtlSeconds: config.PIES_RUN_TTL_SECONDS,
+    executions: new ProjectExecutions(config.PIES_PROJECT_MAX_EXECUTIONS),
   };
 }

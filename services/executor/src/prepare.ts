@@ -46,7 +46,7 @@ export async function prepareExecution(
   checkInput(deps, interaction, data);
   const resultSchema = nonEmpty(interaction.resultSchema);
   if (resultSchema) compileOutputSchema(deps, resultSchema);
-  const messages = await render(deps, interaction, data);
+  const messages = await render(deps, interaction, data, caller.projectId);
 
   const model = req.config?.model || interaction.model || environment.defaultModel;
   if (!model)
@@ -125,9 +125,14 @@ function compileOutputSchema(deps: ExecutorDeps, schema: JsonObject) {
   }
 }
 
-async function render(deps: ExecutorDeps, interaction: Interaction, data: JsonObject) {
+async function render(
+  deps: ExecutorDeps,
+  interaction: Interaction,
+  data: JsonObject,
+  projectId: string,
+) {
   try {
-    return await deps.renderer.render(interaction, data);
+    return await deps.renderer.render(interaction, data, projectId);
   } catch (err) {
     if (err instanceof TemplateError) {
       throw invalid(`template error: ${err.message}`);

@@ -151,6 +151,8 @@ beforeAll(async () => {
       PIES_TEMPLATE_MEMORY_BYTES: 16 * 1024 * 1024,
       PIES_ALLOWED_ENDPOINTS: "",
       PIES_MAX_PROMPT_BYTES: 64 * 1024,
+      PIES_PROJECT_MAX_EXECUTIONS: 256,
+      PIES_PROJECT_MAX_RENDERS: 64,
     },
   });
   inFlight = new ActiveRuns();

@@ -28,40 +28,74 @@ export function createExecutorService(
 ): Partial<ServiceImpl<typeof ExecutorService>> {
   return {
     async execute(req) {
-      const prepared = await prepareExecution(deps, req);
-      if (req.stream) {
-        const { run } = await deps.runs.createRun({ run: prepared.run });
+      // A blocking execution holds one of its project's execution slots from its start to its end;
+      // a streamed one takes its slot when its stream starts it.
+      const release = req.stream ? undefined : deps.executions.take(req.caller?.projectId ?? "");
+      try {
+        const prepared = await prepareExecution(deps, req);
+        if (req.stream) {
+          const { run } = await deps.runs.createRun({ run: prepared.run });
+          return { run };
+        }
+        // The run stays active (heartbeats go on) until recorded, even if the caller stops waiting.
+        let answered!: () => void;
+        const providerAnswered = new Promise<void>((resolve) => (answered = resolve));
+        const recorded = active.run(prepared.run.id, () =>
+          executeBlocking(deps, prepared, answered),
+        );
+        const run = await withinRecordWait(
+          recorded,
+          providerAnswered,
+          prepared.run.id,
+          recordWaitMs,
+        );
         return { run };
+      } finally {
+        release?.();
       }
-      // The run stays active (heartbeats go on) until recorded, even if the caller stops waiting.
-      let answered!: () => void;
-      const providerAnswered = new Promise<void>((resolve) => (answered = resolve));
-      const recorded = active.run(prepared.run.id, () => executeBlocking(deps, prepared, answered));
-      const run = await withinRecordWait(recorded, providerAnswered, prepared.run.id, recordWaitMs);
-      return { run };
     },
 
     async startRun(req) {
-      let run: Run | undefined;
+      let release: () => void;
       try {
-        ({ run } = await deps.runs.updateRun({
+        release = deps.executions.take(req.projectId);
+      } catch (err) {
+        // Over the project's limit. A run that another request started is only being read again.
+        const { run: current } = await deps.runs.getRun({
           projectId: req.projectId,
           id: req.runId,
-          update: { status: RunStatus.PROCESSING },
-          expectedStatus: RunStatus.CREATED,
-        }));
-      } catch (err) {
-        if (err instanceof ConnectError && err.code === Code.FailedPrecondition) {
-          const current = await deps.runs.getRun({ projectId: req.projectId, id: req.runId });
-          return { started: false, run: current.run };
-        }
+        });
+        if (current && current.status !== RunStatus.CREATED)
+          return { started: false, run: current };
         throw err;
       }
-      if (!run) throw new ConnectError("runs answered no run", Code.Internal);
-      if (expired(run)) return { started: true, run: await expire(deps, run) };
-      const started = run;
-      void active.run(started.id, () => executeStreamed(deps, started));
-      return { started: true, run: started };
+      let running = false;
+      try {
+        let run: Run | undefined;
+        try {
+          ({ run } = await deps.runs.updateRun({
+            projectId: req.projectId,
+            id: req.runId,
+            update: { status: RunStatus.PROCESSING },
+            expectedStatus: RunStatus.CREATED,
+          }));
+        } catch (err) {
+          if (err instanceof ConnectError && err.code === Code.FailedPrecondition) {
+            const current = await deps.runs.getRun({ projectId: req.projectId, id: req.runId });
+            return { started: false, run: current.run };
+          }
+          throw err;
+        }
+        if (!run) throw new ConnectError("runs answered no run", Code.Internal);
+        if (expired(run)) return { started: true, run: await expire(deps, run) };
+        const started = run;
+        void active.run(started.id, () => executeStreamed(deps, started)).then(release, release);
+        running = true;
+        return { started: true, run: started };
+      } finally {
+        // Until the execution is under way, the slot is this request's to give back.
+        if (!running) release();
+      }
     },
   };
 }

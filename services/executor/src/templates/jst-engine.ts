@@ -44,11 +44,16 @@ export function renderInQuickJS(
   data: unknown,
   limits: SandboxLimits,
 ): RenderOutcome {
+  const pastDeadline = shouldInterruptAfterDeadline(Date.now() + limits.timeoutMs);
+  // QuickJS's interrupt cannot be caught by try/catch, but an async function or a Promise executor
+  // turns it into a rejected promise and the template goes on to return. Once the interrupt has
+  // fired, the render has failed, whatever the template makes of it.
+  let interrupted = false;
   const runtime = quickjs.newRuntime({
     memoryLimitBytes: limits.memoryBytes,
     // Below what the host stack leaves to WebAssembly, so QuickJS reports the overflow itself.
     maxStackSizeBytes: 256 * 1024,
-    interruptHandler: shouldInterruptAfterDeadline(Date.now() + limits.timeoutMs),
+    interruptHandler: (rt) => (interrupted ||= pastDeadline(rt) === true),
   });
   const vm = runtime.newContext();
   let result: ReturnType<typeof vm.evalCode>;
@@ -63,6 +68,10 @@ export function renderInQuickJS(
     throw new SandboxCorrupted(String(err));
   }
   try {
+    if (interrupted) {
+      result.dispose();
+      return { ok: false, message: timedOut(limits.timeoutMs) };
+    }
     if (result.error) {
       const error = vm.dump(result.error) as { name?: string; message?: string } | string;
       result.error.dispose();
@@ -83,10 +92,13 @@ export function renderInQuickJS(
 function describe(error: { name?: string; message?: string } | string, timeoutMs: number): string {
   if (typeof error === "string") return error;
   if (error.name === "InternalError" && error.message === "interrupted") {
-    return `template did not finish within ${timeoutMs} ms`;
+    return timedOut(timeoutMs);
   }
   if (error.message === "out of memory" || error.name === "out of memory") {
     return "template exceeded its memory limit";
   }
   return `${error.name ?? "Error"}: ${error.message ?? "template failed"}`;
 }
+
+/** The one error of a template stopped at its time limit, however it was stopped. */
+const timedOut = (timeoutMs: number) => `template did not finish within ${timeoutMs} ms`;

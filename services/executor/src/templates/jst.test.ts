@@ -1,3 +1,5 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { retryAfterSeconds } from "@pies/common";
 import { beforeAll, describe, expect, it } from "vitest";
 import { JstSandbox, TemplateError } from "./jst.js";
 
@@ -250,6 +252,42 @@ describe("JstSandbox limits", () => {
     );
   });
 
+  // BUG (jst-engine.ts): an async function or a Promise executor turned the interrupt into a
+  // rejected promise, and the template went on to return ('x' at 115 ms, past a 100 ms limit).
+  it("interrupts an endless loop inside an async function or a promise with the same error", async () => {
+    for (const content of [
+      "(async () => { while (true) {} })(); return 'x'",
+      "new Promise(() => { for (;;) {} }); return 'x'",
+      "(async () => { try { while (true) {} } catch { } })(); return 'x'",
+      "Value: ${(async () => { while (true) {} })() && 'x'}",
+    ]) {
+      expect((await renderError(sandbox, content)).message).toBe(
+        "template did not finish within 100 ms",
+      );
+    }
+    expect(await sandbox.render("return 'still ' + word", { word: "working" })).toBe(
+      "still working",
+    );
+  });
+
+  it("never runs promise callbacks after the body: the render is the body's value", async () => {
+    expect(
+      await sandbox.render("Promise.resolve().then(() => { while (true) {} }); return 'done'", {}),
+    ).toBe("done");
+    expect(
+      await sandbox.render(
+        "const f = async () => { await null; for (;;) {} }; f(); return 'done'",
+        {},
+      ),
+    ).toBe("done");
+  });
+
+  it("does not let try/catch swallow the interrupt", async () => {
+    expect(
+      (await renderError(sandbox, "try { while (true) {} } catch (e) { } return 'caught'")).message,
+    ).toBe("template did not finish within 100 ms");
+  });
+
   it("interrupts a catastrophic regular expression at the time limit", async () => {
     const { value: error, ms } = await timed(() =>
       renderError(sandbox, "return /^(a+)+$/.test('a'.repeat(40) + 'b')"),
@@ -287,6 +325,107 @@ describe("JstSandbox limits", () => {
     );
     // Well under the limit is fine, in the same sandbox.
     expect(await small.render("return 'x'.repeat(100000).length", {})).toBe("100000");
+  });
+});
+
+describe("JstSandbox fairness between projects", () => {
+  const ENDLESS = "while (true) {} return 1";
+
+  /** Settles to the error a render is refused or failed with (fails the test if it renders). */
+  const failure = (render: Promise<string>) =>
+    render.then(
+      (value) => new Error(`rendered ${value} instead of failing`),
+      (err: unknown) => err,
+    );
+
+  it("refuses a render beyond the project's share with RESOURCE_EXHAUSTED and a retry-after", async () => {
+    const box = await JstSandbox.create(LIMITS, 1, 2);
+    try {
+      const held = [failure(box.render(ENDLESS, {}, "a")), failure(box.render(ENDLESS, {}, "a"))];
+      const refused = await failure(box.render("return 1", {}, "a"));
+      expect(refused).toBeInstanceOf(ConnectError);
+      expect((refused as ConnectError).code).toBe(Code.ResourceExhausted);
+      expect((refused as ConnectError).rawMessage).toBe(
+        "project a has 2 template renders running or queued, its limit; try again shortly",
+      );
+      expect(retryAfterSeconds(refused as ConnectError)).toBe(1);
+      // Another project's share is its own.
+      expect(await box.render("return 'b'", {}, "b")).toBe("b");
+      for (const err of await Promise.all(held)) expect(err).toBeInstanceOf(TemplateError);
+    } finally {
+      await box.close();
+    }
+  });
+
+  // BUG (jst.ts): one FIFO queue for every project, so another project's render waited for the
+  // whole backlog of the project that queued first (596 ms p50 behind 12 endless templates).
+  it("runs another project's render next, ahead of the backlog of a project that came first", async () => {
+    const box = await JstSandbox.create(LIMITS, 1, 10);
+    try {
+      const order: string[] = [];
+      const track = (name: string, render: Promise<string>) =>
+        render.then(
+          () => order.push(name),
+          () => order.push(name),
+        );
+      const a = [1, 2, 3].map((i) => track(`a${i}`, box.render(ENDLESS, {}, "a")));
+      const b = track("b", box.render("return 'b'", {}, "b"));
+      await Promise.all([...a, b]);
+      expect(order).toEqual(["a1", "b", "a2", "a3"]);
+    } finally {
+      await box.close();
+    }
+  });
+
+  it("keeps a worker free for other projects while one project fills its share", async () => {
+    // Long enough that project a's renders cannot end while b's run, whatever the machine's load.
+    const box = await JstSandbox.create({ ...LIMITS, timeoutMs: 5000 }, 2, 10);
+    const a = [1, 2, 3].map(() => failure(box.render(ENDLESS, {}, "a")));
+    let settled = 0;
+    for (const render of a) void render.then(() => settled++);
+    try {
+      expect(await box.render("return 'b1'", {}, "b")).toBe("b1");
+      expect(await box.render("return 'b2'", {}, "b")).toBe("b2");
+      expect(settled).toBe(0);
+      expect(box.held("a")).toBe(3);
+    } finally {
+      await box.close();
+    }
+    for (const err of await Promise.all(a)) expect(err).toBeInstanceOf(TemplateError);
+    expect(box.held("a")).toBe(0);
+  });
+
+  it("gives a project's share back however its renders end", async () => {
+    const box = await JstSandbox.create({ ...LIMITS, memoryBytes: 4 * 1024 * 1024 }, 1, 2);
+    try {
+      const failing = [
+        ENDLESS,
+        "(async () => { for (;;) {} })(); return 1",
+        "throw new TypeError('boom'); return 1",
+        "return (;",
+        // Ended by the host's backstop: the worker is terminated and replaced.
+        "while (true) { 'ab'.repeat(50000).indexOf('c') } return 1",
+        "return 'x'.repeat(64 * 1024 * 1024).length",
+      ];
+      // Three times the share, a share at a time, and a refused render in each round.
+      for (let i = 0; i < failing.length; i += 2) {
+        const round = [
+          failure(box.render(failing[i]!, {}, "a")),
+          failure(box.render(failing[i + 1]!, {}, "a")),
+          failure(box.render("return 1", {}, "a")),
+        ];
+        const [first, second, refused] = await Promise.all(round);
+        expect(first).toBeInstanceOf(TemplateError);
+        expect(second).toBeInstanceOf(TemplateError);
+        expect((refused as ConnectError).code).toBe(Code.ResourceExhausted);
+      }
+      expect(box.held("a")).toBe(0);
+      expect(
+        await Promise.all([box.render("return 'ok'", {}, "a"), box.render("return 'ok'", {}, "a")]),
+      ).toEqual(["ok", "ok"]);
+    } finally {
+      await box.close();
+    }
   });
 });
 

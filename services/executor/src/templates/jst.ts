@@ -1,5 +1,7 @@
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
+import { overProjectLimit } from "../project-limits.js";
+import { FairQueue } from "./fair-queue.js";
 import type { RenderOutcome, SandboxLimits } from "./jst-engine.js";
 import type { RenderJob } from "./jst-worker.js";
 
@@ -11,6 +13,7 @@ export class TemplateError extends Error {}
 const WORKER = createRequire(import.meta.url).resolve("@pies/executor/jst-worker");
 
 interface Pending {
+  projectId: string;
   job: RenderJob;
   resolve: (value: string) => void;
   reject: (err: Error) => void;
@@ -29,41 +32,70 @@ interface Slot {
  * system, network or host globals), within a memory limit, and it never blocks the executor. A
  * template that outlives its time limit (QuickJS polls its interrupt only now and then, and never
  * inside a built-in) has its worker terminated and replaced.
+ *
+ * The workers are shared fairly between projects: renders wait in a queue per project, the project
+ * with the fewest renders running goes first (ties: the one served least recently), no project
+ * runs on every worker at once (one stays free for the others when there are two or more), and a
+ * project that holds `maxPerProject` renders, running and queued, gets RESOURCE_EXHAUSTED.
  */
 export class JstSandbox {
   private readonly slots: Slot[] = [];
-  private readonly queue: Pending[] = [];
+  private readonly queue: FairQueue<Pending>;
   private nextId = 0;
   private closed = false;
 
   private constructor(
     private readonly limits: SandboxLimits,
     size: number,
+    private readonly maxPerProject: number,
   ) {
+    this.queue = new FairQueue({
+      maxHeld: maxPerProject > 0 ? maxPerProject : Infinity,
+      maxRunning: Math.max(1, size - 1),
+    });
     for (let i = 0; i < size; i++) this.slots.push(this.spawn());
   }
 
-  static async create(limits: SandboxLimits, workers = 2): Promise<JstSandbox> {
-    const sandbox = new JstSandbox(limits, Math.max(1, workers));
+  /**
+   * A pool of `workers` threads; `maxPerProject` renders (running and queued) at most per project,
+   * 0 for no limit.
+   */
+  static async create(limits: SandboxLimits, workers = 2, maxPerProject = 0): Promise<JstSandbox> {
+    const sandbox = new JstSandbox(limits, Math.max(1, workers), maxPerProject);
     await Promise.all(sandbox.slots.map((s) => s.ready));
     return sandbox;
   }
 
-  render(content: string, data: Record<string, unknown>): Promise<string> {
+  /** Renders `content` with `data` as its variables, counted against `projectId`'s share. */
+  render(content: string, data: Record<string, unknown>, projectId = ""): Promise<string> {
     if (this.closed) return Promise.reject(new TemplateError("the template sandbox is closed"));
     return new Promise((resolve, reject) => {
-      this.queue.push({
+      const pending: Pending = {
+        projectId,
         job: { id: ++this.nextId, content, data, limits: this.limits },
         resolve,
         reject,
-      });
+      };
+      if (!this.queue.offer(projectId, pending)) {
+        reject(
+          overProjectLimit(
+            `project ${projectId} has ${this.maxPerProject} template renders running or queued, its limit; try again shortly`,
+          ),
+        );
+        return;
+      }
       this.dispatch();
     });
   }
 
+  /** Renders `projectId` holds now, running and queued. */
+  held(projectId: string): number {
+    return this.queue.held(projectId);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
-    for (const pending of this.queue.splice(0))
+    for (const pending of this.queue.drain())
       pending.reject(new TemplateError("the template sandbox is closed"));
     await Promise.all(this.slots.map((s) => s.worker.terminate()));
   }
@@ -76,10 +108,8 @@ export class JstSandbox {
       ready: new Promise((resolve) => worker.once("message", () => resolve())),
     };
     worker.on("message", (message: RenderOutcome & { id?: number }) => {
-      const pending = slot.busy;
-      if (message.id === undefined || !pending || pending.job.id !== message.id) return;
-      clearTimeout(slot.timer);
-      slot.busy = undefined;
+      if (message.id === undefined || slot.busy?.job.id !== message.id) return;
+      const pending = this.release(slot)!;
       if (message.ok) pending.resolve(message.value);
       else pending.reject(new TemplateError(message.message));
       this.dispatch();
@@ -93,20 +123,30 @@ export class JstSandbox {
   private replace(slot: Slot, reason: string) {
     const index = this.slots.indexOf(slot);
     if (index < 0) return;
-    clearTimeout(slot.timer);
-    slot.busy?.reject(new TemplateError(reason));
-    slot.busy = undefined;
+    this.release(slot)?.reject(new TemplateError(reason));
     void slot.worker.terminate();
     if (this.closed) return;
-    const fresh = this.spawn();
-    this.slots[index] = fresh;
-    void fresh.ready.then(() => this.dispatch());
+    this.slots[index] = this.spawn();
+    // The fresh worker takes the next render once it is ready; a project's share freed here may
+    // also let one of its queued renders go to a worker that is idle.
+    this.dispatch();
+  }
+
+  /** Frees the slot's render (however it ended) and gives its project's share back. */
+  private release(slot: Slot): Pending | undefined {
+    const pending = slot.busy;
+    clearTimeout(slot.timer);
+    slot.busy = undefined;
+    if (pending) this.queue.done(pending.projectId);
+    return pending;
   }
 
   private dispatch() {
     for (const slot of this.slots) {
-      if (slot.busy || this.queue.length === 0) continue;
-      const pending = this.queue.shift()!;
+      if (slot.busy) continue;
+      const next = this.queue.take();
+      if (!next) return;
+      const pending = next.item;
       slot.busy = pending;
       void slot.ready.then(() => {
         if (slot.busy !== pending) return;
@@ -114,7 +154,7 @@ export class JstSandbox {
         const hardDeadline = this.limits.timeoutMs * 2 + 50;
         slot.timer = setTimeout(() => {
           if (slot.busy !== pending) return;
-          slot.busy = undefined;
+          this.release(slot);
           pending.reject(
             new TemplateError(`template did not finish within ${this.limits.timeoutMs} ms`),
           );

@@ -1,3 +1,4 @@
+import { ConnectError } from "@connectrpc/connect";
 import Handlebars from "handlebars";
 import type { JsonObject } from "@pies/common";
 import type { Interaction } from "@pies/proto/catalog";
@@ -36,7 +37,8 @@ export class PromptRenderer {
     private readonly limits: RenderLimits,
   ) {}
 
-  async render(interaction: Interaction, data: JsonObject): Promise<ChatMessage[]> {
+  /** The messages of `interaction` with `data`; `jst` renders count against `projectId`'s share. */
+  async render(interaction: Interaction, data: JsonObject, projectId = ""): Promise<ChatMessage[]> {
     const messages: ChatMessage[] = [];
     let bytes = 0;
     const count = (added: ChatMessage[], source: string) => {
@@ -60,8 +62,10 @@ export class PromptRenderer {
       const name = `prompt template ${template.name || template.id}`;
       let content: string;
       try {
-        content = await this.renderOne(template.contentType, template.content, data);
+        content = await this.renderOne(template.contentType, template.content, data, projectId);
       } catch (err) {
+        // A project over its share of the sandbox is not a template error (RESOURCE_EXHAUSTED).
+        if (err instanceof ConnectError) throw err;
         const reason = err instanceof Error ? err.message : String(err);
         throw new TemplateError(`${name}: ${reason}`);
       }
@@ -75,7 +79,12 @@ export class PromptRenderer {
     return messages;
   }
 
-  private async renderOne(contentType: string, content: string, data: JsonObject): Promise<string> {
+  private async renderOne(
+    contentType: string,
+    content: string,
+    data: JsonObject,
+    projectId: string,
+  ): Promise<string> {
     switch (contentType) {
       case "text":
         return content;
@@ -83,7 +92,7 @@ export class PromptRenderer {
         return this.handlebarsTemplate(content)(data);
       case "jst":
       case "":
-        return this.jst.render(content, data);
+        return this.jst.render(content, data, projectId);
       default:
         throw new TemplateError(`content type ${contentType} is not supported`);
     }
