@@ -2,7 +2,6 @@ import { PGlite } from "@electric-sql/pglite";
 import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
 import { ApiKeyRole } from "@pies/proto/catalog";
 import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
-import type { ExecutorSettings } from "@pies/executor";
 import type { GatewayOptions } from "../src/deps.js";
 import type { Kysely } from "kysely";
 import type { ExecutorSettings } from "@pies/executor";
