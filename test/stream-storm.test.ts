@@ -28,6 +28,8 @@ beforeAll(async () => {
     env: {
       PIES_SSE_HEARTBEAT_SECONDS: String(HEARTBEAT_SECONDS),
       PIES_MAX_STREAMS_PER_KEY: String(STREAMS),
+      // All of them run at once: the project's share must hold them.
+      PIES_PROJECT_MAX_EXECUTIONS: String(STREAMS),
     },
   });
 });

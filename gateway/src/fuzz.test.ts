@@ -21,6 +21,8 @@ const NOT_BUILT = new Set([
   "POST /api/v1/interactions/:id/publish",
   "GET /api/v1/interactions/:id/versions",
   "POST /api/v1/runs/search",
+  "PUT /api/v1/environments/:id",
+  "DELETE /api/v1/environments/:id",
 ]);
 
 let pies: TestPies;

@@ -1,4 +1,4 @@
-import { shouldInterruptAfterDeadline, type QuickJSWASMModule } from "quickjs-emscripten";
+import type { QuickJSWASMModule } from "quickjs-emscripten";
 
 export interface SandboxLimits {
   /** Wall-clock budget of one render. */
@@ -44,7 +44,9 @@ export function renderInQuickJS(
   data: unknown,
   limits: SandboxLimits,
 ): RenderOutcome {
-  const pastDeadline = shouldInterruptAfterDeadline(Date.now() + limits.timeoutMs);
+  // The clock starts once the runtime is set up: that is the sandbox's cost, not the template's
+  // (on a loaded machine a fresh worker's first runtime can take tens of milliseconds).
+  let deadline = Infinity;
   // QuickJS's interrupt cannot be caught by try/catch, but an async function or a Promise executor
   // turns it into a rejected promise and the template goes on to return. Once the interrupt has
   // fired, the render has failed, whatever the template makes of it.
@@ -53,9 +55,10 @@ export function renderInQuickJS(
     memoryLimitBytes: limits.memoryBytes,
     // Below what the host stack leaves to WebAssembly, so QuickJS reports the overflow itself.
     maxStackSizeBytes: 256 * 1024,
-    interruptHandler: (rt) => (interrupted ||= pastDeadline(rt) === true),
+    interruptHandler: () => (interrupted ||= Date.now() > deadline),
   });
   const vm = runtime.newContext();
+  deadline = Date.now() + limits.timeoutMs;
   let result: ReturnType<typeof vm.evalCode>;
   try {
     result = vm.evalCode(

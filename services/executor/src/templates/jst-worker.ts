@@ -11,6 +11,14 @@ export interface RenderJob {
 }
 
 const quickjs = await getQuickJS();
+// One throwaway render before taking work: V8 compiles QuickJS's WebAssembly lazily, so a fresh
+// worker's first render would otherwise spend much of a template's time limit compiling.
+renderInQuickJS(
+  quickjs,
+  "return `${x}`",
+  { x: "warm" },
+  { timeoutMs: 10_000, memoryBytes: 1 << 24 },
+);
 parentPort!.on("message", (job: RenderJob) => {
   try {
     parentPort!.postMessage({
