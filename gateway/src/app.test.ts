@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseSse } from "@pies/common/testing";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
+import { request } from "../test/requests.js";
 
 // The real gateway over the real services, in memory: PGlite (a PostgreSQL engine) and the
 // in-process bus; requests through Fastify's inject, no ports.
@@ -28,32 +29,13 @@ type Init = {
   token?: string | null;
   headers?: Record<string, string>;
 };
-async function call(url: string, init: Init = {}) {
+function call(url: string, init: Init = {}) {
   const token = init.token === undefined ? key : init.token;
-  const response = await app.inject({
-    method: (init.method ?? (init.body === undefined ? "GET" : "POST")) as "GET",
-    url: `/api/v1${url}`,
-    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...init.headers },
-    ...(init.body === undefined
-      ? {}
-      : typeof init.body === "string"
-        ? {
-            payload: init.body,
-            headers: {
-              ...(token ? { authorization: `Bearer ${token}` } : {}),
-              "content-type": "application/json",
-            },
-          }
-        : { payload: init.body as object }),
+  return request(app, init.method ?? (init.body === undefined ? "GET" : "POST"), url, {
+    key: token ?? undefined,
+    body: init.body,
+    headers: init.headers,
   });
-  const text = response.body;
-  let json: any;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  return { status: response.statusCode, json, text, headers: response.headers };
 }
 
 async function interaction(extra: Record<string, unknown> = {}) {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseSse } from "@pies/common/testing";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
+import { request } from "../test/requests.js";
 
 // The real gateway over the real services, in memory, with small per-project limits: 3 executions
 // and 2 jst renders per project, two template workers, and a template time limit long enough that
@@ -44,23 +45,8 @@ afterAll(async () => {
   await pies?.close();
 });
 
-async function call(tenant: Tenant, url: string, body?: unknown) {
-  const response = await pies.app.inject({
-    method: body === undefined ? "GET" : "POST",
-    url: `/api/v1${url}`,
-    headers: { authorization: `Bearer ${tenant.key}` },
-    ...(body === undefined ? {} : { payload: body as object }),
-  });
-  const json = response.headers["content-type"]?.toString().startsWith("application/json")
-    ? JSON.parse(response.body)
-    : undefined;
-  return {
-    status: response.statusCode,
-    json,
-    text: response.body,
-    headers: response.headers,
-  };
-}
+const call = (tenant: Tenant, url: string, body?: unknown) =>
+  request(pies.app, body === undefined ? "GET" : "POST", url, { key: tenant.key, body });
 
 let names = 0;
 /** An interaction of one template (jst unless said); its id. */

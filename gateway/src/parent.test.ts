@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
+import { request } from "../test/requests.js";
 
 // `parent` on an execution (issue 5, item 9): a run of the caller's project, else 404.
 let pies: TestPies;
@@ -30,15 +31,8 @@ afterAll(async () => {
   await pies?.close();
 });
 
-async function call(url: string, token: string, body?: unknown) {
-  const response = await app.inject({
-    method: body === undefined ? "GET" : "POST",
-    url: `/api/v1${url}`,
-    headers: { authorization: `Bearer ${token}` },
-    ...(body === undefined ? {} : { payload: body as object }),
-  });
-  return { status: response.statusCode, json: response.json() };
-}
+const call = (url: string, token: string, body?: unknown) =>
+  request(app, body === undefined ? "GET" : "POST", url, { key: token, body });
 
 async function newInteraction(token: string, environment: string): Promise<string> {
   const prompt = await call("/prompts", token, {

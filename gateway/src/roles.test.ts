@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
+import { request } from "../test/requests.js";
 
 // Key roles (DESIGN.md §9) through the real gateway over the real services, in memory.
 let pies: TestPies;
@@ -24,15 +25,8 @@ afterAll(async () => {
   await pies?.close();
 });
 
-async function call(method: string, url: string, token: string, body?: unknown) {
-  const response = await app.inject({
-    method: method as "GET",
-    url: `/api/v1${url}`,
-    headers: { authorization: `Bearer ${token}` },
-    ...(body === undefined ? {} : { payload: body as object }),
-  });
-  return { status: response.statusCode, json: response.body ? response.json() : undefined };
-}
+const call = (method: string, url: string, token: string, body?: unknown) =>
+  request(app, method, url, { key: token, body });
 
 describe("key roles", () => {
   it("makes member keys by default and admin keys when asked", async () => {

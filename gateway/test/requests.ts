@@ -8,35 +8,46 @@ export interface TestResponse {
   headers: Record<string, unknown>;
 }
 
-/**
- * A request through Fastify's inject under /api/v1, with the key as a bearer token. A string body
- * is sent as is (application/json), so that tests can send JSON that JSON.stringify never makes.
- */
+/** What a request carries besides its method and path. */
+export interface TestRequest {
+  /** Sent as a bearer token; none without. */
+  key?: string;
+  /** A string is sent as is (application/json), so that tests can send JSON that JSON.stringify never makes. */
+  body?: unknown;
+  /** Added last: they may replace the content type or the authorization. */
+  headers?: Record<string, string>;
+}
+
+/** A request through Fastify's inject under /api/v1. */
+export async function request(
+  app: FastifyInstance,
+  method: string,
+  url: string,
+  { key, body, headers = {} }: TestRequest = {},
+): Promise<TestResponse> {
+  const response = await app.inject({
+    method: method as "GET",
+    url: `/api/v1${url}`,
+    headers: {
+      ...(key ? { authorization: `Bearer ${key}` } : {}),
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...headers,
+    },
+    ...(body === undefined
+      ? {}
+      : { payload: typeof body === "string" ? body : JSON.stringify(body) }),
+  });
+  let json: unknown;
+  try {
+    json = response.body ? JSON.parse(response.body) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: response.statusCode, json, text: response.body, headers: response.headers };
+}
+
+/** `request` with one key for every call. */
 export function requester(app: FastifyInstance, key: string) {
-  return async (
-    method: string,
-    url: string,
-    body?: unknown,
-    headers: Record<string, string> = {},
-  ): Promise<TestResponse> => {
-    const response = await app.inject({
-      method: method as "GET",
-      url: `/api/v1${url}`,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-        ...headers,
-      },
-      ...(body === undefined
-        ? {}
-        : { payload: typeof body === "string" ? body : JSON.stringify(body) }),
-    });
-    let json: unknown;
-    try {
-      json = response.body ? JSON.parse(response.body) : undefined;
-    } catch {
-      json = undefined;
-    }
-    return { status: response.statusCode, json, text: response.body, headers: response.headers };
-  };
+  return (method: string, url: string, body?: unknown, headers: Record<string, string> = {}) =>
+    request(app, method, url, { key, body, headers });
 }

@@ -101,10 +101,10 @@ export interface PrivateNats {
   /** NATS_URL, PIES_NATS_STREAM, PIES_NATS_SUBJECT_PREFIX for pies processes. */
   env: Record<string, string>;
   /**
-   * Stops the server (SIGTERM) and starts it again on the same port and store directory, running
-   * `whileDown` (if given) in between.
+   * Stops the server (SIGTERM, or `signal`: SIGKILL is as abrupt as a crash) and starts it again on
+   * the same port and store directory, running `whileDown` (if given) in between.
    */
-  restart(whileDown?: () => Promise<void>): Promise<void>;
+  restart(whileDown?: () => Promise<void>, signal?: NodeJS.Signals): Promise<void>;
   /** Kills the server and removes its store. */
   stop(): Promise<void>;
 }
@@ -153,8 +153,8 @@ export async function startPrivateNats(): Promise<PrivateNats> {
   return {
     url,
     env: { NATS_URL: url, PIES_NATS_STREAM: "PIES_RUNS", PIES_NATS_SUBJECT_PREFIX: "pies" },
-    async restart(whileDown) {
-      await kill("SIGTERM");
+    async restart(whileDown, signal = "SIGTERM") {
+      await kill(signal);
       try {
         await whileDown?.();
       } finally {
