@@ -1,5 +1,5 @@
 import { sql, type Kysely } from "kysely";
-import type { DatabaseFaults, Logger } from "@pies/common";
+import { DatabaseFaults, type Logger } from "@pies/common";
 import type { RunsDatabase } from "./tables.js";
 
 export interface SweepOptions {
@@ -73,16 +73,15 @@ export function startSweeper(
   db: Kysely<RunsDatabase>,
   logger: Logger,
   options: SweepOptions & { intervalMs: number },
-  faults?: DatabaseFaults,
+  faults = new DatabaseFaults(),
 ): { stop(): Promise<void> } {
   const startedAt = Date.now();
-  let lastFaultAt = 0;
   let running: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
     const orphans = leaseObserved({
       now: Date.now(),
       startedAt,
-      lastFaultAt: Math.max(lastFaultAt, faults?.lastAt ?? 0),
+      lastFaultAt: faults.lastAt,
       leaseSeconds: options.leaseSeconds,
     });
     running = sweepRuns(db, { ...options, orphans }).then(
@@ -90,8 +89,7 @@ export function startSweeper(
         if (result.expired || result.orphaned) logger.info(result, "swept runs");
       },
       (err: unknown) => {
-        lastFaultAt = Date.now();
-        faults?.note();
+        faults.note();
         logger.warn({ err }, "run sweep failed");
       },
     );
