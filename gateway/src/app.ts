@@ -39,10 +39,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     { parseAs: "string" },
     jsonBodyParser(deps.options.maxJsonDepth),
   );
-  app.addHook("onRequest", async (request) => {
-    const nul = nulInParams(request);
-    if (nul) throw nul;
-  });
+  app.addHook("onRequest", (request, _reply, done) => done(nulInParams(request)));
   const ctx = { deps, auth: new Authenticator(deps) };
   trackInFlight(app);
 
