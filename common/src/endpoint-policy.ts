@@ -15,7 +15,7 @@ export type AddressClass =
   | "reserved";
 
 /** The classes an endpoint may name only when configuration allows them. */
-export const RESTRICTED_CLASSES: readonly Exclude<AddressClass, "public">[] = [
+const RESTRICTED_CLASSES: readonly Exclude<AddressClass, "public">[] = [
   "loopback",
   "private",
   "link_local",
@@ -120,7 +120,7 @@ const METADATA_NAMES = new Set([
 ]);
 
 /** A host name as compared: lower case, no trailing dots, no IPv6 brackets. */
-export function normalizeHost(host: string): string {
+function normalizeHost(host: string): string {
   const lower = host.toLowerCase().replace(/\.+$/, "");
   return lower.startsWith("[") && lower.endsWith("]") ? lower.slice(1, -1) : lower;
 }

@@ -1,7 +1,7 @@
 import { ConnectError } from "@connectrpc/connect";
 
 /** The error metadata key that tells a caller when to try again, in seconds (HTTP's Retry-After). */
-export const RETRY_AFTER = "retry-after";
+const RETRY_AFTER = "retry-after";
 
 /**
  * A ConnectError that asks its caller to try again after `seconds`: the gateway answers it with a

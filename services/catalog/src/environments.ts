@@ -24,7 +24,7 @@ export async function findEnvironment(db: Kysely<CatalogDatabase>, projectId: st
  * Checks an endpoint against the policy: its text, and the addresses its host resolves to now
  * (the executor checks them again at every connection). INVALID_ARGUMENT naming the reason.
  */
-export async function checkEndpoint(endpoints: EndpointPolicy, url: string): Promise<void> {
+async function checkEndpoint(endpoints: EndpointPolicy, url: string): Promise<void> {
   try {
     await endpoints.checkUrl(url);
   } catch (err) {

@@ -5,7 +5,7 @@ import { retryableError } from "@pies/common";
  * What a project over its share is told to wait: slots free up as soon as any of its executions or
  * renders ends (renders within the template time limit), so the shortest wait HTTP can express.
  */
-export const RETRY_AFTER_SECONDS = 1;
+const RETRY_AFTER_SECONDS = 1;
 
 /** RESOURCE_EXHAUSTED (the gateway's 429) with a retry-after, for a project over its share. */
 export function overProjectLimit(message: string): ConnectError {

@@ -15,7 +15,7 @@ import { untilRecorded } from "./record.js";
  * How long a blocking caller waits for its run to be recorded once the provider has answered.
  * Past it the caller gets UNAVAILABLE (503, naming the run) while the recording goes on.
  */
-export const RECORD_WAIT_MS = 10_000;
+const RECORD_WAIT_MS = 10_000;
 
 /**
  * The executor's handlers. GenerateTestData is not built yet and answers UNIMPLEMENTED naming the

@@ -123,7 +123,7 @@ function usageOf(usage: OpenAI.CompletionUsage | null | undefined) {
  * TLS): addresses, DNS names and errno codes stay in the cause, for the logs, so that errors
  * cannot be used to map a network. Only the endpoint policy's refusal is named.
  */
-export function toProviderError(err: unknown): ProviderError {
+function toProviderError(err: unknown): ProviderError {
   if (err instanceof ProviderError) return err;
   if (err instanceof OpenAI.APIConnectionTimeoutError) {
     return new ProviderError("the provider did not answer in time", "timeout", undefined, err);
