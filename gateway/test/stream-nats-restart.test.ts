@@ -7,7 +7,7 @@ import { requester } from "./requests.js";
 // The gateway and the services in memory, on a PRIVATE nats-server (never the shared one), which
 // the tests kill (SIGKILL, as abrupt as a crash) and start again while streams are open.
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 let nats: PrivateNats;
 let bus: JetStreamRunEventBus;
