@@ -704,6 +704,25 @@ describe("ExecutorService while the runs store or NATS is down", () => {
     expect(stored!.status).toBe(RunStatus.COMPLETED);
   });
 
+  it("answers UNAVAILABLE at once for a child run while the runs store is down", async () => {
+    const { run: parent } = await execute({ data: { name: "Parent" } });
+    failures.set("CreateRun", 1_000_000);
+    try {
+      const err = await connectError(
+        flakyExecute({ data: { name: "Child" }, parentRunId: parent!.id }),
+      );
+      expect(err.code).toBe(Code.Unavailable);
+      expect(active.ids()).toEqual([]);
+    } finally {
+      failures.set("CreateRun", 0);
+    }
+    const { runs: children } = await runs.listRuns({
+      projectId: main.projectId,
+      filters: { parentId: parent!.id },
+    });
+    expect(children).toEqual([]);
+  });
+
   it("answers UNAVAILABLE past the wait, keeps the run active (heartbeats), and records it later", async () => {
     failures.set("UpdateRun", 1_000_000);
     const err = await connectError(flakyExecute({ data: { name: "Long outage" } }));

@@ -112,20 +112,22 @@ async function executeBlocking(
   const startedAt = Date.now();
   const { id, projectId } = prepared.run;
   prepared.run.status = RunStatus.PROCESSING;
-  // Recording the run and calling the provider overlap: the insert costs the caller nothing.
-  const created = untilRecorded(() => deps.runs.createRun({ run: prepared.run }), {
-    logger: deps.logger,
-    what: `the start of run ${id}`,
-  }).then(
-    () => undefined,
-    // A retry after an insert whose answer was lost finds the run there: it is recorded.
-    (err: unknown) => (isCode(err, Code.AlreadyExists) ? undefined : err),
-  );
-  // A child run is recorded first: an unknown parent is a 404 before the provider is called.
-  if (prepared.run.parentId) {
-    const parentError = await created;
-    if (parentError) throw parentError;
-  }
+  // A child run is recorded first, in one attempt: an unknown parent is a 404 before the provider
+  // is called, and while the runs store is down the caller gets 503 at once (nothing has been done
+  // that a retry would keep; retrying here held the request open for the whole outage).
+  if (prepared.run.parentId) await deps.runs.createRun({ run: prepared.run });
+  // Otherwise recording the run and calling the provider overlap: the insert costs the caller
+  // nothing, and it is retried until the runs store answers.
+  const created = prepared.run.parentId
+    ? Promise.resolve(undefined)
+    : untilRecorded(() => deps.runs.createRun({ run: prepared.run }), {
+        logger: deps.logger,
+        what: `the start of run ${id}`,
+      }).then(
+        () => undefined,
+        // A retry after an insert whose answer was lost finds the run there: it is recorded.
+        (err: unknown) => (isCode(err, Code.AlreadyExists) ? undefined : err),
+      );
   const outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
   answered();
   const createError = await created;
