@@ -1,7 +1,14 @@
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { Logger } from "@pies/common";
-import { badRequest, errorBody, headersTooLarge, HttpError, requestTimeout } from "./errors.js";
+import {
+  badRequest,
+  errorBody,
+  headersTooLarge,
+  payloadTooLarge,
+  requestTimeout,
+  type HttpError,
+} from "./errors.js";
 
 /** What Node's HTTP parser and timers report before a request reaches Fastify, as a pies error. */
 function toClientError(err: NodeJS.ErrnoException): HttpError {
@@ -10,7 +17,7 @@ function toClientError(err: NodeJS.ErrnoException): HttpError {
   }
   if (err.code === "HPE_HEADER_OVERFLOW") return headersTooLarge();
   if (err.code === "HPE_CHUNK_EXTENSIONS_OVERFLOW") {
-    return new HttpError(413, "payload_too_large", "the request's chunk extensions are too large");
+    return payloadTooLarge("the request's chunk extensions are too large");
   }
   return badRequest("the request is not valid HTTP/1.1");
 }

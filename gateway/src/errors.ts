@@ -91,7 +91,7 @@ export function toHttpError(err: unknown): HttpError {
   }
   const fastifyError = err as FastifyError;
   if (fastifyError?.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
-    return new HttpError(413, "payload_too_large", "the request body is too large");
+    return payloadTooLarge("the request body is too large");
   }
   if (typeof fastifyError?.statusCode === "number" && fastifyError.statusCode < 500) {
     const status = fastifyError.statusCode;
@@ -114,6 +114,9 @@ export function toHttpError(err: unknown): HttpError {
   return new HttpError(500, "internal", "internal error");
 }
 
+/** 413: the request carries more than the server takes. */
+export const payloadTooLarge = (message: string) =>
+  new HttpError(413, "payload_too_large", message);
 /** 408: the request (headers or body) did not arrive in time. */
 export const requestTimeout = () =>
   new HttpError(408, "request_timeout", "the request was not received in time");
