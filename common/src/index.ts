@@ -14,3 +14,4 @@ export * from "./lifecycle.js";
 export * from "./db-service.js";
 export * from "./endpoint-policy.js";
 export * from "./retry-after.js";
+export * from "./key-slots.js";

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { KeySlots } from "@pies/common";
 import { RunStatus } from "@pies/proto/runs";
 import { conflict, tooManyRequests } from "../errors.js";
 import { EventStream } from "../sse/event-stream.js";
 import { relayRun } from "../sse/run-relay.js";
-import { StreamSlots } from "../sse/stream-slots.js";
 import { params, type RouteContext } from "./context.js";
 
 /**
@@ -20,11 +20,12 @@ const STREAMS_RETRY_AFTER_SECONDS = 5;
  */
 export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
   const { runs, executor, bus, logger, options } = ctx.deps;
-  const slots = new StreamSlots(options.maxStreamsPerKey);
+  // Per process: behind a load balancer the bound is per replica.
+  const slots = new KeySlots(options.maxStreamsPerKey);
 
   app.get("/runs/:id/stream", async (request: FastifyRequest, reply: FastifyReply) => {
     const principal = await ctx.auth.authenticate(request, true);
-    const release = slots.acquire(principal.apiKeyId);
+    const release = slots.take(principal.apiKeyId);
     if (!release) {
       throw tooManyRequests(
         `this API key has ${options.maxStreamsPerKey} streams open, the most allowed`,

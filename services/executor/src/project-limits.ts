@@ -1,5 +1,5 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
-import { retryableError } from "@pies/common";
+import { KeySlots, retryableError } from "@pies/common";
 
 /**
  * What a project over its share is told to wait: slots free up as soon as any of its executions or
@@ -15,16 +15,18 @@ export function overProjectLimit(message: string): ConnectError {
 /**
  * A per-project count of concurrent executions (blocking in flight, streamed running) in this
  * executor: a project that holds `max` gets RESOURCE_EXHAUSTED for the next, other projects are
- * unaffected. `max` 0 means no limit. Projects holding none are forgotten.
+ * unaffected. `max` 0 means no limit.
  */
 export class ProjectExecutions {
-  private readonly held = new Map<string, number>();
+  private readonly slots: KeySlots;
 
-  constructor(private readonly max: number) {}
+  constructor(private readonly max: number) {
+    this.slots = new KeySlots(max);
+  }
 
   /** Executions `projectId` holds now. */
   count(projectId: string): number {
-    return this.held.get(projectId) ?? 0;
+    return this.slots.count(projectId);
   }
 
   /**
@@ -32,20 +34,12 @@ export class ProjectExecutions {
    * them. Returns its release (calling it again does nothing).
    */
   take(projectId: string): () => void {
-    const count = this.count(projectId);
-    if (this.max > 0 && count >= this.max) {
+    const release = this.slots.take(projectId);
+    if (!release) {
       throw overProjectLimit(
         `project ${projectId} has ${this.max} executions running, its limit; try again shortly`,
       );
     }
-    this.held.set(projectId, count + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const left = this.count(projectId) - 1;
-      if (left > 0) this.held.set(projectId, left);
-      else this.held.delete(projectId);
-    };
+    return release;
   }
 }
