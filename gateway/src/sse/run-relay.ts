@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Client } from "@connectrpc/connect";
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Logger, RunEventBus } from "@pies/common";
@@ -100,7 +101,10 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
         if (!out.open) return;
         logger.warn({ err, runId }, "run stream subscription failed; subscribing again");
       }
-      await delay(resubscribeDelayMs(++failures), out.signal);
+      // Cut short (rejected) when the stream ends; the loop then stops.
+      await sleep(resubscribeDelayMs(++failures), undefined, { signal: out.signal }).catch(
+        () => {},
+      );
     }
   } catch (err) {
     // Nothing above should throw; if it does, the client reconnects with its Last-Event-ID.
@@ -109,16 +113,4 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
     clearInterval(heartbeat);
     out.end();
   }
-}
-
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
