@@ -5,6 +5,7 @@ import { PGlite } from "@electric-sql/pglite";
 import {
   createDatabase,
   createLogger,
+  DatabaseFaults,
   JetStreamRunEventBus,
   MemoryRunEventBus,
   type RunEventBus,
@@ -37,10 +38,17 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
   const dataDir = path.resolve(config.PIES_DATA_DIR);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
 
+  // A lost pool connection counts as a fault for the sweeper, as in the runs service.
+  const faults = new DatabaseFaults();
   const pglite = config.DATABASE_URL ? undefined : await PGlite.create(path.join(dataDir, "pg"));
   const db: Kysely<any> = pglite
     ? createDatabase({ pglite })
-    : createDatabase({ url: config.DATABASE_URL!, applicationName: "pies-embedded", logger });
+    : createDatabase({
+        url: config.DATABASE_URL!,
+        applicationName: "pies-embedded",
+        logger,
+        faults,
+      });
 
   const bus: RunEventBus = config.NATS_URL
     ? await JetStreamRunEventBus.fromConfig(
@@ -63,6 +71,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
       leaseSeconds: config.PIES_RUN_LEASE_SECONDS,
       intervalMs: config.PIES_SWEEP_INTERVAL_SECONDS * 1000,
     },
+    faults,
   });
   const { app, catalog } = pies;
   const apiKey = await seed(catalog, dataDir);

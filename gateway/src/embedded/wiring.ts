@@ -44,11 +44,12 @@ export async function createInMemoryPies(options: {
   executor: ExecutorSettings;
   gateway: GatewayOptions;
   sweep: { leaseSeconds: number; intervalMs: number };
+  /** Where the database's failures are noted (give the pool's too, as createDatabase's `faults`). */
+  faults?: DatabaseFaults;
 }): Promise<InMemoryPies> {
-  const { db, bus, logger } = options;
+  const { db, bus, logger, faults = new DatabaseFaults() } = options;
   // As in a service process: unexpected errors are logged with their cause, answered as INTERNAL;
   // a database that is down is UNAVAILABLE, and the sweeper waits a lease after it.
-  const faults = new DatabaseFaults();
   const local = (routes: (router: ConnectRouter) => void) =>
     createRouterTransport(routes, { router: { interceptors: [errorInterceptor(logger, faults)] } });
   await migrateToLatest(db, "catalog", catalogMigrations);
