@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryRunEventBus, type RunEvent, type SubscribeOptions } from "@pies/common";
 import { parseSse } from "@pies/common/testing";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
+import { createStreamedRun } from "../test/requests.js";
 
 /** A bus that loses end events and cannot tell whether one is stored, as when NATS is away. */
 class LossyBus extends MemoryRunEventBus {
@@ -26,26 +27,6 @@ class FailOnceBus extends MemoryRunEventBus {
   }
 }
 
-async function streamedRun(pies: TestPies, model?: string) {
-  const post = async (url: string, payload: object) =>
-    (
-      await pies.app.inject({
-        method: "POST",
-        url: `/api/v1${url}`,
-        headers: { authorization: `Bearer ${pies.key}` },
-        payload,
-      })
-    ).json();
-  const prompt = await post("/prompts", { content: "Hello", content_type: "text" });
-  const interaction = await post("/interactions", {
-    name: `i-${model ?? "test"}`,
-    environment: pies.environmentId,
-    ...(model ? { model } : {}),
-    prompts: [{ template: prompt.id }],
-  });
-  return (await post("/runs", { interaction: interaction.id, stream: true })).id as string;
-}
-
 const read = (pies: TestPies, runId: string, headers: Record<string, string> = {}) =>
   pies.app.inject({
     url: `/api/v1/runs/${runId}/stream`,
@@ -63,7 +44,7 @@ describe("GET /runs/:id/stream without the end event", () => {
   afterAll(async () => pies?.close());
 
   it("closes with the run from the runs store once it has ended", async () => {
-    const runId = await streamedRun(pies);
+    const runId = await createStreamedRun(pies);
     const events = parseSse((await read(pies, runId)).body);
     expect(events.filter((e) => e.event === "message").length).toBeGreaterThan(0);
     expect(events.at(-1)!.event).toBe("close");
@@ -85,7 +66,7 @@ describe("GET /runs/:id/stream over a failing subscription, and its bounds", () 
   afterAll(async () => pies?.close());
 
   it("subscribes again after the last event sent and ends with close", async () => {
-    const runId = await streamedRun(pies);
+    const runId = await createStreamedRun(pies);
     const events = parseSse((await read(pies, runId)).body);
     expect(bus.subscriptions).toBe(2);
     expect(events.at(-1)!.event).toBe("close");
@@ -98,7 +79,7 @@ describe("GET /runs/:id/stream over a failing subscription, and its bounds", () 
   });
 
   it("answers a Last-Event-ID at or past the end with close at once", async () => {
-    const runId = await streamedRun(pies);
+    const runId = await createStreamedRun(pies);
     const first = parseSse((await read(pies, runId)).body);
     const closeId = first.at(-1)!.id!;
     for (const lastEventId of [closeId, "99999999", "123456789012345678901234567890"]) {
@@ -111,7 +92,9 @@ describe("GET /runs/:id/stream over a failing subscription, and its bounds", () 
   });
 
   it("bounds the open streams of a key: 429 with Retry-After, a slot again once one ends", async () => {
-    const runIds = await Promise.all([1, 2, 3].map(() => streamedRun(pies, "test-latency-3000")));
+    const runIds = await Promise.all(
+      [1, 2, 3].map(() => createStreamedRun(pies, "test-latency-3000")),
+    );
     const open = (runId: string, signal?: AbortSignal) =>
       fetch(`${base}/runs/${runId}/stream`, {
         headers: { authorization: `Bearer ${pies.key}` },

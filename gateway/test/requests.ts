@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import type { TestPies } from "./in-memory-pies.js";
 
 /** What a test reads of a response: the status, the parsed JSON (if any) and the raw text. */
 export interface TestResponse {
@@ -50,4 +51,21 @@ export async function request(
 export function requester(app: FastifyInstance, key: string) {
   return (method: string, url: string, body?: unknown, headers: Record<string, string> = {}) =>
     request(app, method, url, { key, body, headers });
+}
+
+/**
+ * A streamed run, still `created`, of a new one-template interaction in the test project (on
+ * `model` when given); its id.
+ */
+export async function createStreamedRun(pies: TestPies, model?: string): Promise<string> {
+  const call = requester(pies.app, pies.key);
+  const prompt = await call("POST", "/prompts", { content: "Hello", content_type: "text" });
+  const interaction = await call("POST", "/interactions", {
+    name: `i-${model ?? "test"}`,
+    environment: pies.environmentId,
+    ...(model ? { model } : {}),
+    prompts: [{ template: prompt.json.id }],
+  });
+  const run = await call("POST", "/runs", { interaction: interaction.json.id, stream: true });
+  return run.json.id as string;
 }

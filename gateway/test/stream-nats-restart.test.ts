@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JetStreamRunEventBus } from "@pies/common";
 import { parseSse, startPrivateNats, type PrivateNats } from "@pies/common/testing";
 import { startTestPies, type TestPies } from "./in-memory-pies.js";
-import { requester } from "./requests.js";
+import { createStreamedRun, requester } from "./requests.js";
 
 // The gateway and the services in memory, on a PRIVATE nats-server (never the shared one), which
 // the tests kill (SIGKILL, as abrupt as a crash) and start again while streams are open.
@@ -35,16 +35,7 @@ async function call(method: "GET" | "POST", url: string, payload?: object) {
   return (await requester(pies.app, pies.key)(method, url, payload)).json;
 }
 
-async function streamedRun(model: string) {
-  const prompt = await call("POST", "/prompts", { content: "Hello", content_type: "text" });
-  const interaction = await call("POST", "/interactions", {
-    name: model,
-    model,
-    environment: pies.environmentId,
-    prompts: [{ template: prompt.id }],
-  });
-  return (await call("POST", "/runs", { interaction: interaction.id, stream: true })).id as string;
-}
+const streamedRun = (model: string) => createStreamedRun(pies, model);
 
 /** Opens the run's stream and resolves with its events once it has ended; waits until it runs. */
 async function openStream(runId: string) {
