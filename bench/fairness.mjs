@@ -10,24 +10,12 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { createTestDatabase, createTestStream, startStack } from "@pies/common/testing";
+import { api } from "./lib/api.mjs";
 import { percentile } from "./lib/stats.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const noisyCount = Number(process.env.FAIRNESS_NOISY ?? 12);
 const requests = Number(process.env.FAIRNESS_REQUESTS ?? 60);
-
-async function api(gatewayUrl, key, pathname, body) {
-  const response = await fetch(`${gatewayUrl}/api/v1${pathname}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-  });
-  return { status: response.status, json: await response.json().catch(() => undefined) };
-}
 
 /** A project's key and an interaction of one jst template on its `test` environment. */
 async function tenant(gatewayUrl, key, content) {

@@ -12,6 +12,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { createTestDatabase, createTestStream, startStack } from "@pies/common/testing";
+import { api as request } from "./lib/api.mjs";
 import { startCpuSample } from "./lib/cpu.mjs";
 import { startFakeInWorker } from "./lib/fake.mjs";
 import { runCell } from "./lib/load.mjs";
@@ -124,19 +125,13 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
   });
 }
 
+/** The set-up's requests: their JSON, or an error that says what failed. */
 async function api(gatewayUrl, key, pathname, body) {
-  const response = await fetch(`${gatewayUrl}/api/v1${pathname}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.any([stop, AbortSignal.timeout(30_000)]),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`POST ${pathname}: HTTP ${response.status}: ${text}`);
-  return JSON.parse(text);
+  const response = await request(gatewayUrl, key, pathname, body, stop);
+  if (response.status >= 300) {
+    throw new Error(`POST ${pathname}: HTTP ${response.status}: ${response.text}`);
+  }
+  return response.json;
 }
 
 async function setup() {
