@@ -1,7 +1,5 @@
 import { z } from "zod";
-
-/** Largest value of a protobuf int32 and of a PostgreSQL `integer` column. */
-export const INT32_MAX = 2_147_483_647;
+import { INT32_MAX } from "@pies/common";
 
 /** The configurable limits on what a request may carry (GatewayOptions, from the config). */
 export interface InputLimits {
@@ -26,7 +24,7 @@ export const shortText = (limits: InputLimits) =>
     );
 
 /** Room for a version selector after an interaction's name: `@` and up to 10 digits. */
-const SELECTOR_LENGTH = "@2147483647".length;
+const SELECTOR_LENGTH = `@${INT32_MAX}`.length;
 
 /** An interaction's id, or its name with an optional selector (`Name`, `Name@3`, `Name@latest`). */
 export const interactionRef = (limits: InputLimits) =>

@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { sql, type Kysely } from "kysely";
-import { newId } from "@pies/common";
+import { INT32_MAX, newId } from "@pies/common";
 import { InteractionStatus, type CatalogService, type InteractionInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { findEnvironment } from "./environments.js";
@@ -21,9 +21,6 @@ import type {
 } from "./tables.js";
 
 const SEGMENT_TYPES = ["template", "chat"];
-
-/** Largest version number: versions are int32 in the protos and `integer` in PostgreSQL. */
-const INT32_MAX = 2_147_483_647;
 
 /** Loads the templates the segments refer to, in one query. */
 async function templatesOf(
