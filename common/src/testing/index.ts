@@ -1,4 +1,6 @@
+export * from "./connect.js";
 export * from "./fake-openai.js";
+export * from "./http.js";
 export * from "./postgres.js";
 export * from "./nats.js";
 export * from "./processes.js";

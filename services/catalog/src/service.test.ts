@@ -1,15 +1,10 @@
 import { createHash, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  Code,
-  ConnectError,
-  createClient,
-  createRouterTransport,
-  type Client,
-} from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import type { Kysely } from "kysely";
 import { createDatabase, createLogger, EndpointPolicy, migrateToLatest } from "@pies/common";
+import { expectCode } from "@pies/common/testing";
 import { ApiKeyRole, CatalogService, InteractionStatus } from "@pies/proto/catalog";
 import { migrations } from "./migrations/index.js";
 import { SecretBox } from "./secrets.js";
@@ -46,23 +41,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await db?.destroy();
 });
-
-/** Awaits a call that must fail with `code` (and a message matching `message`, when given). */
-async function expectCode(
-  call: Promise<unknown>,
-  code: Code,
-  message?: RegExp,
-): Promise<ConnectError> {
-  const err = await call.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err, `expected ${Code[code]}, the call succeeded`).toBeInstanceOf(ConnectError);
-  const connectError = err as ConnectError;
-  expect(Code[connectError.code], connectError.message).toBe(Code[code]);
-  if (message) expect(connectError.rawMessage).toMatch(message);
-  return connectError;
-}
 
 let accounts = 0;
 async function newProject() {

@@ -1,26 +1,15 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { retryAfterSeconds } from "@pies/common";
+import { expectCode } from "@pies/common/testing";
 import { describe, expect, it } from "vitest";
 import { ProjectExecutions } from "./project-limits.js";
 
-/** The error `fn` throws (fails the test when it throws nothing). */
-function thrown(fn: () => unknown): ConnectError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConnectError);
-    return err as ConnectError;
-  }
-  throw new Error("nothing was thrown");
-}
-
 describe("ProjectExecutions", () => {
-  it("refuses a project's execution beyond its limit with RESOURCE_EXHAUSTED and a retry-after", () => {
+  it("refuses a project's execution beyond its limit with RESOURCE_EXHAUSTED and a retry-after", async () => {
     const executions = new ProjectExecutions(2);
     executions.take("a");
     executions.take("a");
-    const err = thrown(() => executions.take("a"));
-    expect(err.code).toBe(Code.ResourceExhausted);
+    const err = await expectCode(() => executions.take("a"), Code.ResourceExhausted);
     expect(err.rawMessage).toBe("project a has 2 executions running, its limit; try again shortly");
     expect(retryAfterSeconds(err)).toBe(1);
     // Another project is not affected.
@@ -28,14 +17,14 @@ describe("ProjectExecutions", () => {
     expect(executions.count("b")).toBe(1);
   });
 
-  it("frees a slot once per release, and forgets a project that holds none", () => {
+  it("frees a slot once per release, and forgets a project that holds none", async () => {
     const executions = new ProjectExecutions(1);
     const release = executions.take("a");
     release();
     release();
     expect(executions.count("a")).toBe(0);
     const again = executions.take("a");
-    expect(thrown(() => executions.take("a")).code).toBe(Code.ResourceExhausted);
+    await expectCode(() => executions.take("a"), Code.ResourceExhausted);
     again();
     expect(executions.count("a")).toBe(0);
   });

@@ -21,6 +21,7 @@ import {
   type RunEvent,
   type RunEventBus,
 } from "@pies/common";
+import { expectCode } from "@pies/common/testing";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService, type ExecuteRequestSchema } from "@pies/proto/executor";
 import { RunSchema, RunsService, RunStatus, type Run } from "@pies/proto/runs";
@@ -185,18 +186,6 @@ function execute({ project = main, ...req }: ExecuteInput) {
   });
 }
 
-async function connectError(promise: Promise<unknown>): Promise<ConnectError> {
-  const error = await promise.then(
-    (value) =>
-      new Error(
-        `resolved ${JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))}`,
-      ),
-    (err: unknown) => err,
-  );
-  expect(error).toBeInstanceOf(ConnectError);
-  return error as ConnectError;
-}
-
 async function runCount(project: Project) {
   return (await runs.listRuns({ projectId: project.projectId, limit: 1000 })).runs.length;
 }
@@ -311,12 +300,10 @@ describe("ExecutorService.Execute (blocking)", () => {
   it("rejects input that violates the template's input schema, recording no run", async () => {
     const project = await createProject("invalid-input");
     for (const data of [{}, { name: "" }, { name: 42 }] as JsonObject[]) {
-      const error = await connectError(execute({ project, data }));
-      expect(error.code).toBe(Code.InvalidArgument);
+      const error = await expectCode(execute({ project, data }), Code.InvalidArgument);
       expect(error.rawMessage).toMatch(/^data does not match the input schema: /);
     }
-    const noData = await connectError(execute({ project }));
-    expect(noData.code).toBe(Code.InvalidArgument);
+    await expectCode(execute({ project }), Code.InvalidArgument);
     expect(await runCount(project)).toBe(0);
   });
 
@@ -334,30 +321,30 @@ describe("ExecutorService.Execute (blocking)", () => {
         prompts: [{ type: "template", templateId: prompt!.id }],
       },
     });
-    const error = await connectError(
+    const error = await expectCode(
       execute({
         project,
         interaction: { case: "interactionId", value: interaction!.id },
         data: {},
       }),
+      Code.InvalidArgument,
     );
-    expect(error.code).toBe(Code.InvalidArgument);
     expect(error.rawMessage).toMatch(/^template error: prompt template broken: ReferenceError/);
     expect(await runCount(project)).toBe(0);
   });
 
   it("rejects a temperature out of range and a caller without a project", async () => {
-    const hot = await connectError(
+    await expectCode(
       execute({ data: { name: "Ada" }, config: { model: "", temperature: 3 } }),
+      Code.InvalidArgument,
     );
-    expect(hot.code).toBe(Code.InvalidArgument);
-    const anonymous = await connectError(
+    await expectCode(
       executor.execute({
         interaction: { case: "interactionId", value: main.greetingId },
         data: { name: "Ada" },
       }),
+      Code.InvalidArgument,
     );
-    expect(anonymous.code).toBe(Code.InvalidArgument);
   });
 
   it("rejects a model the environment does not enable", async () => {
@@ -371,14 +358,14 @@ describe("ExecutorService.Execute (blocking)", () => {
         enabledModels: ["test"],
       },
     });
-    const error = await connectError(
+    const error = await expectCode(
       execute({
         project,
         data: { name: "Ada" },
         config: { environmentId: environment!.id, model: "test-fail" },
       }),
+      Code.InvalidArgument,
     );
-    expect(error.code).toBe(Code.InvalidArgument);
     expect(error.rawMessage).toContain("test-fail");
     const ok = await execute({
       project,
@@ -391,28 +378,28 @@ describe("ExecutorService.Execute (blocking)", () => {
   });
 
   it("answers NotFound for an unknown interaction", async () => {
-    const error = await connectError(
+    await expectCode(
       execute({
         interaction: { case: "interactionId", value: "00000000-0000-4000-8000-000000000000" },
         data: { name: "Ada" },
       }),
+      Code.NotFound,
     );
-    expect(error.code).toBe(Code.NotFound);
-    const byName = await connectError(
+    await expectCode(
       execute({ interaction: { case: "interactionName", value: "Nope" }, data: { name: "Ada" } }),
+      Code.NotFound,
     );
-    expect(byName.code).toBe(Code.NotFound);
   });
 
   it("answers NotFound for another project's interaction, by id and by name", async () => {
     const before = await runCount(other);
-    const error = await connectError(
+    await expectCode(
       execute({
         interaction: { case: "interactionId", value: other.greetingId },
         data: { name: "Ada" },
       }),
+      Code.NotFound,
     );
-    expect(error.code).toBe(Code.NotFound);
     // `other` has its own "Greeting"; by name, the caller's project's one runs, never the other's.
     const { run } = await execute({
       interaction: { case: "interactionName", value: "Greeting" },
@@ -600,18 +587,18 @@ describe("ExecutorService streamed runs", () => {
   });
 
   it("answers NotFound when starting an unknown run or another project's run", async () => {
-    const unknown = await connectError(
+    await expectCode(
       executor.startRun({
         projectId: main.projectId,
         runId: "00000000-0000-4000-8000-000000000000",
       }),
+      Code.NotFound,
     );
-    expect(unknown.code).toBe(Code.NotFound);
     const { run: created } = await execute({ project: other, data: { name: "Ada" }, stream: true });
-    const foreign = await connectError(
+    await expectCode(
       executor.startRun({ projectId: main.projectId, runId: created!.id }),
+      Code.NotFound,
     );
-    expect(foreign.code).toBe(Code.NotFound);
     const { run: stored } = await runs.getRun({ projectId: other.projectId, id: created!.id });
     expect(stored!.status).toBe(RunStatus.CREATED);
   });
@@ -725,8 +712,7 @@ describe("ExecutorService while the runs store or NATS is down", () => {
 
   it("answers UNAVAILABLE past the wait, keeps the run active (heartbeats), and records it later", async () => {
     failures.set("UpdateRun", 1_000_000);
-    const err = await connectError(flakyExecute({ data: { name: "Long outage" } }));
-    expect(err.code).toBe(Code.Unavailable);
+    const err = await expectCode(flakyExecute({ data: { name: "Long outage" } }), Code.Unavailable);
     const runId = /run (\S+) ended/.exec(err.rawMessage)?.[1];
     expect(active.ids()).toEqual([runId]);
     const { run: meanwhile } = await runs.getRun({ projectId: main.projectId, id: runId! });

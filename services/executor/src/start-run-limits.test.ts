@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { retryAfterSeconds } from "@pies/common";
+import { expectCode } from "@pies/common/testing";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
 import { describe, expect, it } from "vitest";
@@ -32,21 +33,14 @@ const mustNotStart = (): never => {
   throw new Error("the run must not be started");
 };
 
-async function failure(promise: Promise<unknown>): Promise<ConnectError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(ConnectError);
-  return err as ConnectError;
-}
-
 describe("startRun and the project's execution limit", () => {
   it("refuses to start a created run of a project at its limit, with a retry-after", async () => {
     const { client, executions, updates } = executor(RunStatus.CREATED, mustNotStart);
     executions.take("p");
-    const err = await failure(client.startRun({ projectId: "p", runId: "r" }));
-    expect(err.code).toBe(Code.ResourceExhausted);
+    const err = await expectCode(
+      client.startRun({ projectId: "p", runId: "r" }),
+      Code.ResourceExhausted,
+    );
     expect(retryAfterSeconds(err)).toBe(1);
     expect(updates()).toBe(0);
     expect(executions.count("p")).toBe(1);
@@ -71,9 +65,7 @@ describe("startRun and the project's execution limit", () => {
     const down = executor(RunStatus.CREATED, () => {
       throw new ConnectError("runs is down", Code.Unavailable);
     });
-    expect((await failure(down.client.startRun({ projectId: "p", runId: "r" }))).code).toBe(
-      Code.Unavailable,
-    );
+    await expectCode(down.client.startRun({ projectId: "p", runId: "r" }), Code.Unavailable);
     expect(down.executions.count("p")).toBe(0);
   });
 });

@@ -1,11 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  Code,
-  ConnectError,
-  createClient,
-  createRouterTransport,
-  type Client,
-} from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { PGlite } from "@electric-sql/pglite";
 import { sql, type Kysely } from "kysely";
@@ -17,6 +11,7 @@ import {
   toTimestamp,
   toValue,
 } from "@pies/common";
+import { expectCode } from "@pies/common/testing";
 import {
   AnchorDirection,
   RunsService,
@@ -46,22 +41,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await db?.destroy();
 });
-
-async function expectCode(
-  call: Promise<unknown>,
-  code: Code,
-  message?: RegExp,
-): Promise<ConnectError> {
-  const err = await call.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err, `expected ${Code[code]}, the call succeeded`).toBeInstanceOf(ConnectError);
-  const connectError = err as ConnectError;
-  expect(Code[connectError.code], connectError.message).toBe(Code[code]);
-  if (message) expect(connectError.rawMessage).toMatch(message);
-  return connectError;
-}
 
 /** A run as plain fields (not a message). */
 type RunInit = Exclude<MessageInitShape<typeof RunSchema>, Run>;
