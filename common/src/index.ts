@@ -2,6 +2,7 @@ export * from "./config.js";
 export * from "./logger.js";
 export * from "./ids.js";
 export * from "./json.js";
+export * from "./json-sample.js";
 export * from "./db.js";
 export * from "./unavailable.js";
 export * from "./bus.js";

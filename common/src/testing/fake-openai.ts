@@ -4,8 +4,9 @@
  * It speaks the real chat-completions wire protocol (JSON responses, SSE
  * streaming with `data: [DONE]`, OpenAI error bodies, `Retry-After` headers),
  * so production code can talk to it through the official `openai` SDK with
- * `baseURL` set to {@link FakeOpenAI.url}. Only node built-ins are used so it
- * can be imported from any workspace without extra dependencies.
+ * `baseURL` set to {@link FakeOpenAI.url}. Only node built-ins (and the
+ * dependency-free sampler beside it in @pies/common) are used so it can be
+ * imported from any workspace without extra dependencies.
  *
  * Endpoints:
  * - `POST /v1/chat/completions` (also `/chat/completions`): blocking or
@@ -15,9 +16,10 @@
  *
  * Response content is deterministic:
  * - `options.respond(body)` when given, otherwise
- * - `response_format.type === "json_schema"`: JSON of a value generated from
- *   `response_format.json_schema.schema` (first enum/const, minimal lengths,
- *   all properties present, local `$ref`s resolved);
+ * - `response_format.type === "json_schema"`: JSON of a value sampled from
+ *   `response_format.json_schema.schema` by the sampler the executor's test
+ *   provider uses (`sampleJson` in common/src/json-sample.ts), seeded by the
+ *   messages: all properties present, local `$ref`s resolved;
  * - `response_format.type === "json_object"`: `{"echo": <last user message>}`;
  * - otherwise `"echo: " + <last user message>`.
  *
@@ -56,6 +58,8 @@ import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { JsonObject } from "../json.js";
+import { sampleJson, seededRandom, seedOf, violateJson } from "../json-sample.js";
 
 /** Options for {@link startFakeOpenAI}. */
 export interface FakeOpenAIOptions {
@@ -619,11 +623,12 @@ function validateChatBody(body: unknown): OpenAIErrorBody | undefined {
 function generateContent(body: ChatCompletionRequestBody): string {
   const format = body.response_format;
   if (format?.type === "json_schema") {
-    const schema = format.json_schema?.schema ?? {};
+    const given = format.json_schema?.schema;
+    const schema = isRecord(given) ? (given as JsonObject) : {};
     const value =
       body.model === "invalid-json"
-        ? violateSchema(schema, schema)
-        : generateFromSchema(schema, schema, 0);
+        ? violateJson(schema)
+        : sampleJson(schema, seededRandom(seedOf(body.messages)));
     return JSON.stringify(value);
   }
   const lastUser = lastUserContent(body.messages);
@@ -675,212 +680,6 @@ function splitContent(content: string, size: number): string[] {
   return pieces;
 }
 
-// ---------------------------------------------------------------------------
-// JSON Schema value generator (deliberately small: the subset structured
-// outputs use, plus a few common keywords)
-
-type Schema = Record<string, unknown>;
-
-/** Schemas nested deeper than this (recursive $refs) generate null rather than loop forever. */
-const MAX_SCHEMA_DEPTH = 16;
-
-/** Below this depth arrays get only their `minItems`. */
-const ARRAY_ITEM_DEPTH = 6;
-
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-/** Follows local `$ref`s (`#/$defs/X`, `#/definitions/X`, any JSON pointer into the root). */
-function resolveRef(schema: unknown, root: unknown): Schema {
-  let current = schema;
-  for (
-    let hops = 0;
-    hops < MAX_SCHEMA_DEPTH && isRecord(current) && typeof current.$ref === "string";
-    hops++
-  ) {
-    const ref = current.$ref;
-    if (!ref.startsWith("#")) return {};
-    let target: unknown = root;
-    for (const raw of ref
-      .slice(1)
-      .split("/")
-      .filter((p) => p !== "")) {
-      const key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~");
-      target = isRecord(target)
-        ? target[key]
-        : Array.isArray(target)
-          ? target[Number(key)]
-          : undefined;
-    }
-    current = target;
-  }
-  return isRecord(current) ? current : {};
-}
-
-/** The schema's primary type: the first non-"null" entry of `type`, else inferred from keywords. */
-function schemaType(s: Schema): string | undefined {
-  const t = s.type;
-  if (typeof t === "string") return t;
-  if (Array.isArray(t)) {
-    const nonNull = t.find((x) => typeof x === "string" && x !== "null");
-    return typeof nonNull === "string" ? nonNull : typeof t[0] === "string" ? t[0] : undefined;
-  }
-  if (isRecord(s.properties)) return "object";
-  if (s.items !== undefined || Array.isArray(s.prefixItems)) return "array";
-  return undefined;
-}
-
-function num(v: unknown): number | undefined {
-  return typeof v === "number" && Number.isFinite(v) ? v : undefined;
-}
-
-function generateFromSchema(schemaIn: unknown, root: unknown, depth: number): unknown {
-  if (depth > MAX_SCHEMA_DEPTH) return null;
-  const s = resolveRef(schemaIn, root);
-  if ("const" in s) return s.const;
-  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0];
-  for (const key of ["anyOf", "oneOf"] as const) {
-    const options = s[key];
-    if (Array.isArray(options) && options.length > 0) {
-      // Prefer a non-null branch so optional-but-nullable fields still carry data.
-      const pick = options.find((o) => schemaType(resolveRef(o, root)) !== "null") ?? options[0];
-      return generateFromSchema(pick, root, depth + 1);
-    }
-  }
-  if (Array.isArray(s.allOf) && s.allOf.length > 0) {
-    const parts = s.allOf.map((p) => generateFromSchema(p, root, depth + 1));
-    if (parts.every(isRecord)) return Object.assign({}, ...parts);
-    return parts[0];
-  }
-
-  switch (schemaType(s)) {
-    case "object": {
-      const out: Record<string, unknown> = {};
-      const props = isRecord(s.properties) ? s.properties : {};
-      // Every property, not only required ones: strict structured outputs
-      // require all of them, and extra optional ones are always allowed.
-      for (const [name, propSchema] of Object.entries(props)) {
-        out[name] = generateFromSchema(propSchema, root, depth + 1);
-      }
-      // Required names without a property schema still need a value.
-      if (Array.isArray(s.required)) {
-        for (const name of s.required) {
-          if (typeof name === "string" && !(name in out)) out[name] = "value";
-        }
-      }
-      return out;
-    }
-    case "array": {
-      const prefix = Array.isArray(s.prefixItems) ? s.prefixItems : [];
-      const min = num(s.minItems) ?? 0;
-      const max = num(s.maxItems) ?? Number.POSITIVE_INFINITY;
-      // One item by default so callers see a populated array, but only near
-      // the top: recursive schemas (a tree of `kids`) then end in [] instead
-      // of bottoming out in an invalid null.
-      const preferred = depth < ARRAY_ITEM_DEPTH ? 1 : 0;
-      const count = Math.min(Math.max(min, prefix.length, preferred), max);
-      const items: unknown[] = [];
-      for (let i = 0; i < count; i++) {
-        const itemSchema = i < prefix.length ? prefix[i] : s.items;
-        items.push(isRecord(itemSchema) ? generateFromSchema(itemSchema, root, depth + 1) : "item");
-      }
-      return items;
-    }
-    case "string":
-      return generateString(s);
-    case "integer":
-      return generateNumber(s, true);
-    case "number":
-      return generateNumber(s, false);
-    case "boolean":
-      return true;
-    case "null":
-      return null;
-    default:
-      return null;
-  }
-}
-
-function generateString(s: Schema): string {
-  switch (s.format) {
-    case "date-time":
-      return "2024-01-01T00:00:00Z";
-    case "date":
-      return "2024-01-01";
-    case "time":
-      return "00:00:00Z";
-    case "email":
-      return "user@example.com";
-    case "uri":
-    case "url":
-      return "https://example.com/";
-    case "uuid":
-      return "00000000-0000-4000-8000-000000000000";
-    default:
-      break;
-  }
-  const min = num(s.minLength) ?? 0;
-  const max = num(s.maxLength) ?? Number.POSITIVE_INFINITY;
-  let text = "example";
-  while (text.length < min) text += "x";
-  return text.slice(0, max);
-}
-
-function generateNumber(s: Schema, integer: boolean): number {
-  const step = integer ? 1 : 0.5;
-  let value = 0;
-  const min = num(s.minimum);
-  const exMin = num(s.exclusiveMinimum);
-  const max = num(s.maximum);
-  const exMax = num(s.exclusiveMaximum);
-  if (min !== undefined) value = Math.max(value, min);
-  if (exMin !== undefined && value <= exMin) value = exMin + step;
-  if (max !== undefined) value = Math.min(value, max);
-  if (exMax !== undefined && value >= exMax) value = exMax - step;
-  if (integer) value = Math.ceil(value);
-  const multipleOf = num(s.multipleOf);
-  if (multipleOf !== undefined && multipleOf > 0)
-    value = Math.ceil(value / multipleOf) * multipleOf;
-  return value;
-}
-
-/** A valid-JSON value that does not satisfy `schemaIn` (for the `invalid-json` model). */
-function violateSchema(schemaIn: unknown, root: unknown): unknown {
-  const s = resolveRef(schemaIn, root);
-  const type = schemaType(s);
-  if (type === "object") {
-    const required = Array.isArray(s.required)
-      ? s.required.filter((r) => typeof r === "string")
-      : [];
-    // Dropping required properties is the most common real-world failure.
-    if (required.length > 0) return {};
-    const props = isRecord(s.properties) ? Object.entries(s.properties) : [];
-    const first = props[0];
-    if (first) return { [first[0]]: wrongTypeFor(resolveRef(first[1], root)) };
-    return "not an object";
-  }
-  return wrongTypeFor(s);
-}
-
-/** A value of a different JSON type than the one `s` asks for. */
-function wrongTypeFor(s: Schema): unknown {
-  switch (schemaType(s)) {
-    case "string":
-      return 12345;
-    case "number":
-    case "integer":
-      return "not a number";
-    case "boolean":
-      return "not a boolean";
-    case "array":
-      return "not an array";
-    case "object":
-      return "not an object";
-    case "null":
-      return "not null";
-    default:
-      // An enum/const-only schema: a value outside it.
-      return { unexpected: true };
-  }
 }

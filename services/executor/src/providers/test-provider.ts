@@ -1,6 +1,4 @@
-import { createHash } from "node:crypto";
-import type { JsonObject } from "@pies/common";
-import { sampleJson, seededRandom } from "./sample-json.js";
+import { sampleJson, seededRandom, seedOf, violateJson } from "@pies/common";
 import { estimateUsage } from "./tokens.js";
 import {
   ProviderError,
@@ -29,11 +27,11 @@ export class TestClient implements LlmClient {
     if (latency) await sleep(Number(latency[1]), options.signal);
     if (model === "test-fail")
       throw new ProviderError("test provider: model test-fail always fails");
-    const seed = createHash("sha256")
-      .update(JSON.stringify(request.messages))
-      .digest()
-      .readUInt32LE(0);
-    const content = answer(request, seededRandom(seed), model === "test-invalid");
+    const content = answer(
+      request,
+      seededRandom(seedOf(request.messages)),
+      model === "test-invalid",
+    );
     if (options.onChunk) {
       for (const piece of chunks(content)) {
         if (model === "test-slow") await sleep(50, options.signal);
@@ -46,7 +44,7 @@ export class TestClient implements LlmClient {
 
 function answer(request: CompletionRequest, random: () => number, invalid: boolean): string {
   if (request.schema) {
-    if (invalid) return JSON.stringify(violating(request.schema));
+    if (invalid) return JSON.stringify(violateJson(request.schema));
     return JSON.stringify(sampleJson(request.schema, random));
   }
   const last = [...request.messages].reverse().find((m) => m.role === "user")?.content ?? "";
@@ -55,16 +53,6 @@ function answer(request: CompletionRequest, random: () => number, invalid: boole
     " ",
   );
   return `Test answer to "${last.slice(0, 200)}": ${tail}.`;
-}
-
-/** A value that an object schema rejects: its first property with a value of the wrong type. */
-function violating(schema: JsonObject): unknown {
-  const properties = Object.entries((schema.properties ?? {}) as Record<string, JsonObject>);
-  const required = (schema.required as string[] | undefined) ?? [];
-  if (required.length > 0) return {};
-  const first = properties[0];
-  if (!first) return schema.type === "object" ? [] : {};
-  return { [first[0]]: first[1].type === "string" ? 42 : "not the right type" };
 }
 
 /** Pieces of at most 12 characters, cut after a space where there is one, as a model streams. */

@@ -1,7 +1,9 @@
-import type { JsonObject } from "@pies/common";
+import { sampleJson, seededRandom, violateJson, type JsonObject } from "@pies/common";
 import { describe, expect, it } from "vitest";
 import { SchemaValidator } from "../schemas.js";
-import { sampleJson, seededRandom } from "./sample-json.js";
+
+// The shared JSON-Schema sampler (common/src/json-sample.ts) that the test provider and the fake
+// OpenAI server answer with, checked here against the validator the executor checks results with.
 
 const validator = new SchemaValidator();
 const SEEDS = Array.from({ length: 200 }, (_, i) => i * 7919 + 1);
@@ -155,6 +157,22 @@ describe("sampleJson", () => {
       maxItems: 3,
     },
     "top-level string": { type: "string" },
+    "more formats, multipleOf, prefixItems and required names without a schema": {
+      type: "object",
+      required: ["id", "at", "link", "even", "half", "pair", "bare"],
+      properties: {
+        id: { type: "string", format: "uuid" },
+        at: { type: "string", format: "time" },
+        link: { type: "string", format: "url" },
+        even: { type: "integer", minimum: 1, maximum: 9, multipleOf: 2 },
+        half: { type: "number", minimum: 0, maximum: 3, multipleOf: 0.5 },
+        pair: {
+          type: "array",
+          prefixItems: [{ type: "integer" }, { type: "string", format: "email" }],
+          minItems: 2,
+        },
+      },
+    },
     "properties without type": { properties: { a: { type: "integer" } }, required: ["a"] },
   };
 
@@ -198,8 +216,8 @@ describe("sampleJson", () => {
     expect(Object.keys(value).sort()).toEqual(["a", "b", "c"]);
   });
 
-  // BUG (sample-json.ts, case "integer"/"number"): exclusive bounds are turned into inclusive ones
-  // by ±1 whatever the type, so a number in (0, 1) gets min = 1, max = max(1, 0) = 1 and the value 1.
+  // Once a bug: exclusive bounds were turned into inclusive ones by ±1 whatever the type, so a
+  // number in (0, 1) got the value 1.
   it("keeps numbers strictly inside exclusive bounds", () => {
     expect(
       firstInvalid({
@@ -210,9 +228,8 @@ describe("sampleJson", () => {
     ).toBeUndefined();
   });
 
-  // BUG (sample-json.ts, depth > 8 → null): a recursive $ref (a tree of nodes with children) always
-  // reaches the depth cut, because arrays have at least one item, and the null there violates the
-  // node schema, so the test provider's answer fails its own result schema.
+  // Once a bug: a recursive $ref (a tree of nodes with children) reached the depth cut, because
+  // arrays had at least one item, and the null there violated the node schema.
   it("answers valid values for a recursive $ref schema", () => {
     expect(
       firstInvalid({
@@ -232,4 +249,39 @@ describe("sampleJson", () => {
       }),
     ).toBeUndefined();
   });
+
+  it("prefers a non-null branch of anyOf, so nullable fields carry data", () => {
+    for (const seed of SEEDS.slice(0, 20)) {
+      const value = sampleJson(
+        { anyOf: [{ type: "null" }, { type: "integer" }] },
+        seededRandom(seed),
+      );
+      expect(typeof value).toBe("number");
+    }
+  });
+});
+
+describe("violateJson", () => {
+  const schemas: Record<string, JsonObject> = {
+    "required properties": {
+      type: "object",
+      required: ["a"],
+      properties: { a: { type: "string" } },
+    },
+    "an optional property": { type: "object", properties: { n: { type: "integer" } } },
+    "an optional $ref property": {
+      type: "object",
+      $defs: { flag: { type: "boolean" } },
+      properties: { f: { $ref: "#/$defs/flag" } },
+    },
+    "an object without properties": { type: "object" },
+    "a string": { type: "string" },
+    "an array": { type: "array", items: { type: "string" } },
+    "an enum": { enum: ["a", "b"] },
+  };
+  for (const [name, schema] of Object.entries(schemas)) {
+    it(`answers JSON that does not validate: ${name}`, () => {
+      expect(validator.errors(schema, violateJson(schema))).not.toEqual([]);
+    });
+  }
 });
