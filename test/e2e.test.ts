@@ -2,9 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createTestDatabase,
   createTestStream,
+  expectJson,
+  gatewayApi,
   readSse,
   startFakeOpenAI,
   startStack,
+  type ApiClient,
   type FakeOpenAI,
   type Stack,
   type TestDatabase,
@@ -12,15 +15,13 @@ import {
 } from "@pies/common/testing";
 
 // The four processes as Kubernetes runs them, real PostgreSQL and NATS, over HTTP as a client would.
+// Each test makes what it needs (environments, interactions, runs), so they pass in any order
+// (`vitest --sequence.shuffle`); the clean shutdown is checked once all are done, in afterAll.
 let db: TestDatabase;
 let stream: TestStream;
 let stack: Stack;
 let upstream: FakeOpenAI;
-let stopped = false;
-let api: (
-  path: string,
-  init?: { method?: string; body?: unknown; token?: string },
-) => Promise<Response>;
+let api: ApiClient;
 
 beforeAll(async () => {
   db = await createTestDatabase("e2e");
@@ -32,29 +33,22 @@ beforeAll(async () => {
     // The fake upstream listens on loopback, which the deployed default refuses.
     env: { PIES_ALLOWED_ENDPOINTS: "127.0.0.1" },
   });
-  api = (path, init = {}) =>
-    fetch(`${stack.gatewayUrl}/api/v1${path}`, {
-      method: init.method ?? (init.body === undefined ? "GET" : "POST"),
-      headers: {
-        authorization: `Bearer ${init.token ?? stack.bootstrap.key}`,
-        ...(init.body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      body: init.body === undefined ? undefined : JSON.stringify(init.body),
-    });
+  api = gatewayApi(stack.gatewayUrl, stack.bootstrap.key);
 });
 
 afterAll(async () => {
-  if (stack && !stopped) await stack.stop();
-  await upstream?.close();
-  await stream?.remove();
-  await db?.drop();
+  try {
+    // Every process shuts down cleanly on SIGTERM, after whatever the tests did.
+    if (stack) expect(await stack.stop()).toEqual({ gateway: 0, executor: 0, runs: 0, catalog: 0 });
+  } finally {
+    await upstream?.close();
+    await stream?.remove();
+    await db?.drop();
+  }
 });
 
-async function json<T = any>(response: Response, status = 200): Promise<T> {
-  const body = await response.text();
-  expect(response.status, `${response.url}: ${body}\n${stack.output()}`).toBe(status);
-  return JSON.parse(body) as T;
-}
+const json = <T = any>(response: Response, status = 200) =>
+  expectJson<T>(response, status, () => stack.output());
 
 async function createInteraction(environment: string, extra: Record<string, unknown> = {}) {
   const prompt = await json(
@@ -128,9 +122,7 @@ describe("four processes over HTTP", () => {
       }),
     );
     expect(created.status).toBe("created");
-    const sse = await fetch(`${stack.gatewayUrl}/api/v1/runs/${created.id}/stream`, {
-      headers: { authorization: `Bearer ${stack.bootstrap.key}` },
-    });
+    const sse = await api(`/runs/${created.id}/stream`);
     expect(sse.headers.get("content-type")).toMatch(/^text\/event-stream/);
     const events = await readSse(sse);
     const messages = events.filter((e) => e.event === "message");
@@ -205,11 +197,7 @@ describe("four processes over HTTP", () => {
         body: { interaction: interaction.id, stream: true, data: { name: "Margaret" } },
       }),
     );
-    const events = await readSse(
-      await fetch(`${stack.gatewayUrl}/api/v1/runs/${created.id}/stream`, {
-        headers: { authorization: `Bearer ${stack.bootstrap.key}` },
-      }),
-    );
+    const events = await readSse(await api(`/runs/${created.id}/stream`));
     const messages = events
       .filter((e) => e.event === "message")
       .map((e) => JSON.parse(e.data) as string);
@@ -244,16 +232,14 @@ describe("four processes over HTTP", () => {
     expect(await json(await api("/runs", { body: { stream: "yes" } }), 400)).toMatchObject({
       code: "invalid_request",
     });
-    const blocking = (await json<any[]>(await api("/runs?status=completed"))).find(
-      (r) => !r.stream,
+    // A blocking run of its own, which has no stream to open.
+    const interaction = await createInteraction(stack.bootstrap.environment);
+    const blocking = await json(
+      await api(`/interactions/${interaction.id}/execute`, { body: { data: { name: "Ada" } } }),
     );
+    expect(blocking).toMatchObject({ status: "completed", stream: false });
     expect(await json(await api(`/runs/${blocking.id}/stream`), 409)).toMatchObject({
       code: "conflict",
     });
-  });
-
-  it("shuts every process down cleanly on SIGTERM", async () => {
-    stopped = true;
-    expect(await stack.stop()).toEqual({ gateway: 0, executor: 0, runs: 0, catalog: 0 });
   });
 });
