@@ -1,5 +1,5 @@
 import { performance } from "node:perf_hooks";
-import { readSseIncrementally } from "./sse.mjs";
+import { readSseIncrementally } from "@pies/common/testing";
 
 /**
  * The four request kinds. Each takes (ctx, signal) and resolves to a sample
