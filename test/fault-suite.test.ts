@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   checkRuns,
+  expectJson,
+  gatewayApi,
   Load,
   startPrivateNats,
   startPrivatePostgres,
@@ -38,22 +40,13 @@ beforeAll(async () => {
       PIES_RUN_TTL_SECONDS: String(TTL_SECONDS),
     },
   });
-  const api = async (path: string, body: unknown) => {
-    const response = await fetch(`${stack!.gatewayUrl}/api/v1${path}`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${stack!.bootstrap.key}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify(body),
-    });
-    expect(response.status).toBe(201);
-    return (await response.json()) as { id: string };
-  };
+  const api = gatewayApi(stack.gatewayUrl, stack.bootstrap.key);
+  const post = async (path: string, body: unknown) =>
+    expectJson<{ id: string }>(await api(path, { body }), 201, () => stack!.output());
   // A text prompt: a jst template could miss its 100 ms limit on a loaded machine (a 400).
-  const prompt = await api("/prompts", { name: "p", content_type: "text", content: "Say hi" });
+  const prompt = await post("/prompts", { name: "p", content_type: "text", content: "Say hi" });
   const interaction = (name: string, model: string) =>
-    api("/interactions", {
+    post("/interactions", {
       name,
       model,
       environment: stack!.bootstrap.environment,

@@ -2,8 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createTestDatabase,
   createTestStream,
+  expectJson,
+  gatewayApi,
   readSse,
   startStack,
+  type ApiClient,
   type Stack,
   type TestDatabase,
   type TestStream,
@@ -18,6 +21,7 @@ const MODEL = `test-latency-${HEARTBEAT_SECONDS * 1000 + 200}`;
 let db: TestDatabase;
 let stream: TestStream;
 let stack: Stack;
+let api: ApiClient;
 
 beforeAll(async () => {
   db = await createTestDatabase("storm");
@@ -32,6 +36,7 @@ beforeAll(async () => {
       PIES_PROJECT_MAX_EXECUTIONS: String(STREAMS),
     },
   });
+  api = gatewayApi(stack.gatewayUrl, stack.bootstrap.key);
 });
 
 afterAll(async () => {
@@ -40,32 +45,34 @@ afterAll(async () => {
   await db?.drop();
 });
 
-const api = async (path: string, body?: unknown) => {
-  const response = await fetch(`${stack.gatewayUrl}/api/v1${path}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: { authorization: `Bearer ${stack.bootstrap.key}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return response;
-};
-const json = async (path: string, body?: unknown) => (await (await api(path, body)).json()) as any;
+/** POSTs `body` and returns the JSON answer, which must have `status`. */
+const post = async (path: string, body: unknown, status: number) =>
+  expectJson(await api(path, { body }), status, () => stack.output());
 
 describe("a storm of streams", () => {
   let runIds: string[];
 
   beforeAll(async () => {
-    const prompt = await json("/prompts", { name: "p", content: "Say hi", content_type: "text" });
-    const interaction = await json("/interactions", {
-      name: "storm",
-      model: MODEL,
-      environment: stack.bootstrap.environment,
-      prompts: [{ type: "template", template: prompt.id }],
-    });
+    const prompt = await post(
+      "/prompts",
+      { name: "p", content: "Say hi", content_type: "text" },
+      201,
+    );
+    const interaction = await post(
+      "/interactions",
+      {
+        name: "storm",
+        model: MODEL,
+        environment: stack.bootstrap.environment,
+        prompts: [{ type: "template", template: prompt.id }],
+      },
+      201,
+    );
     runIds = [];
     for (let i = 0; i < STREAMS; i += 50) {
       const batch = await Promise.all(
         Array.from({ length: Math.min(50, STREAMS - i) }, () =>
-          json("/runs", { interaction: interaction.id, stream: true }),
+          post("/runs", { interaction: interaction.id, stream: true }, 200),
         ),
       );
       runIds.push(...batch.map((run) => run.id as string));
