@@ -1,35 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  createTestDatabase,
-  createTestStream,
   expectJson,
   gatewayApi,
   readSse,
   startFakeOpenAI,
-  startStack,
+  startTestStack,
   type ApiClient,
   type FakeOpenAI,
   type Stack,
-  type TestDatabase,
-  type TestStream,
 } from "@pies/common/testing";
 
 // The four processes as Kubernetes runs them, real PostgreSQL and NATS, over HTTP as a client would.
 // Each test makes what it needs (environments, interactions, runs), so they pass in any order
 // (`vitest --sequence.shuffle`); the clean shutdown is checked once all are done, in afterAll.
-let db: TestDatabase;
-let stream: TestStream;
 let stack: Stack;
 let upstream: FakeOpenAI;
 let api: ApiClient;
 
 beforeAll(async () => {
-  db = await createTestDatabase("e2e");
-  stream = createTestStream();
   upstream = await startFakeOpenAI({ apiKey: "sk-upstream-secret" });
-  stack = await startStack({
-    databaseUrl: db.url,
-    natsEnv: stream.env,
+  stack = await startTestStack("e2e", {
     // The fake upstream listens on loopback, which the deployed default refuses.
     env: { PIES_ALLOWED_ENDPOINTS: "127.0.0.1" },
   });
@@ -42,8 +32,6 @@ afterAll(async () => {
     if (stack) expect(await stack.stop()).toEqual({ gateway: 0, executor: 0, runs: 0, catalog: 0 });
   } finally {
     await upstream?.close();
-    await stream?.remove();
-    await db?.drop();
   }
 });
 

@@ -1,30 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
-  createTestDatabase,
-  createTestStream,
   expectJson,
   gatewayApi,
   readSse,
-  startStack,
+  startTestStack,
   type ApiClient,
   type Stack,
-  type TestDatabase,
-  type TestStream,
 } from "@pies/common/testing";
 
 // The four processes with short clocks: heartbeats every second, a 3 s lease, a sweep every
 // second, a 2 s stream ttl; then faults, as in production, to see that no run is left stuck.
-let db: TestDatabase;
-let stream: TestStream;
 let stack: Stack;
 let api: ApiClient;
 
 beforeAll(async () => {
-  db = await createTestDatabase("faults");
-  stream = createTestStream();
-  stack = await startStack({
-    databaseUrl: db.url,
-    natsEnv: stream.env,
+  stack = await startTestStack("faults", {
     env: {
       PIES_RUN_HEARTBEAT_SECONDS: "1",
       PIES_RUN_LEASE_SECONDS: "3",
@@ -38,8 +28,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  await stream?.remove();
-  await db?.drop();
 });
 
 const json = <T = any>(response: Response, status = 200) =>

@@ -1,15 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  createTestDatabase,
-  createTestStream,
   expectJson,
   gatewayApi,
   readSse,
-  startStack,
+  startTestStack,
   type ApiClient,
   type Stack,
-  type TestDatabase,
-  type TestStream,
 } from "@pies/common/testing";
 
 // The four processes; 300 streamed runs opened at once that end together, just after a
@@ -18,17 +14,11 @@ const STREAMS = 300;
 const HEARTBEAT_SECONDS = 1;
 const MODEL = `test-latency-${HEARTBEAT_SECONDS * 1000 + 200}`;
 
-let db: TestDatabase;
-let stream: TestStream;
 let stack: Stack;
 let api: ApiClient;
 
 beforeAll(async () => {
-  db = await createTestDatabase("storm");
-  stream = createTestStream();
-  stack = await startStack({
-    databaseUrl: db.url,
-    natsEnv: stream.env,
+  stack = await startTestStack("storm", {
     env: {
       PIES_SSE_HEARTBEAT_SECONDS: String(HEARTBEAT_SECONDS),
       PIES_MAX_STREAMS_PER_KEY: String(STREAMS),
@@ -41,8 +31,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
-  await stream?.remove();
-  await db?.drop();
 });
 
 /** POSTs `body` and returns the JSON answer, which must have `status`. */

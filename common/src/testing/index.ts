@@ -7,3 +7,4 @@ export * from "./processes.js";
 export * from "./sse.js";
 export * from "./servers.js";
 export * from "./load.js";
+export * from "./test-stack.js";
