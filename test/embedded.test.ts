@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { readSse, repoRoot } from "@pies/common/testing";
 
 // `npm start` exactly as the README says, with no DATABASE_URL or NATS_URL: PGlite and the
@@ -53,12 +53,19 @@ function npmStart(dataDir: string): Promise<Started> {
 
 /**
  * SIGTERM to the whole process group (npm, its shell and node), as a terminal's Ctrl-C would;
- * resolves once npm has exited (npm itself dies by the signal, so its code says nothing).
+ * resolves once every process of the group has exited. npm itself dies by the signal at once (so
+ * its code says nothing) while node may still be closing PGlite's files: the data directory is
+ * reused or removed only after that.
  */
 async function stop(started: Started): Promise<void> {
+  const group = -started.child.pid!;
   const exited = new Promise<void>((resolve) => started.child.once("exit", () => resolve()));
-  process.kill(-started.child.pid!, "SIGTERM");
+  process.kill(group, "SIGTERM");
   await exited;
+  await vi.waitFor(
+    () => expect(() => process.kill(group, 0), "the process group is still running").toThrow(),
+    { timeout: 30_000, interval: 50 },
+  );
 }
 
 let dataDir: string;
