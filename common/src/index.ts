@@ -10,6 +10,8 @@ export * from "./memory-bus.js";
 export * from "./jetstream-bus.js";
 export * from "./health.js";
 export * from "./server.js";
+export * from "./connect-errors.js";
+export * from "./generation-limits.js";
 export * from "./client.js";
 export * from "./lifecycle.js";
 export * from "./db-service.js";

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { MIN_MAX_TOKENS } from "@pies/common";
 import {
   Visibility,
   type Interaction,
@@ -57,9 +58,12 @@ export const interactionBody = (limits: InputLimits) =>
         .nullish(),
       model: shortText(limits).optional(),
       temperature: z.number().optional(),
-      max_tokens: int32(1).optional(),
+      max_tokens: int32(MIN_MAX_TOKENS).optional(),
       model_options: z
-        .object({ temperature: z.number().optional(), max_tokens: int32(1).optional() })
+        .object({
+          temperature: z.number().optional(),
+          max_tokens: int32(MIN_MAX_TOKENS).optional(),
+        })
         .passthrough()
         .optional(),
       environment: z

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { fromValue, toTimestamp } from "@pies/common";
+import { fromValue, MIN_MAX_TOKENS, TEMPERATURE_RANGE, toTimestamp } from "@pies/common";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { AnchorDirection, RunStatus, type Run, type RunFiltersSchema } from "@pies/proto/runs";
 import type { CallerSchema, ExecuteRequest, ExecuteRequestSchema } from "@pies/proto/executor";
@@ -82,8 +82,8 @@ export const executeBody = (limits: InputLimits) =>
         .object({
           environment: shortText(limits).optional(),
           model: shortText(limits).optional(),
-          temperature: z.number().min(0).max(2).optional(),
-          max_tokens: int32(1).optional(),
+          temperature: z.number().min(TEMPERATURE_RANGE.min).max(TEMPERATURE_RANGE.max).optional(),
+          max_tokens: int32(MIN_MAX_TOKENS).optional(),
           formatter: z.union([shortText(limits), z.number()]).optional(),
         })
         .passthrough()

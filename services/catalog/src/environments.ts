@@ -1,9 +1,15 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
-import { EndpointRefusedError, newId, type EndpointPolicy } from "@pies/common";
+import {
+  EndpointRefusedError,
+  invalid,
+  newId,
+  notFound,
+  requireProject,
+  type EndpointPolicy,
+} from "@pies/common";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
-import { invalid, notFound, requireProject } from "./errors.js";
 import { environmentToProto } from "./mappers.js";
 import type { CatalogDatabase } from "./tables.js";
 import { secretHint } from "./secrets.js";

@@ -1,11 +1,18 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { sql, type Kysely } from "kysely";
-import { INT32_MAX, newId } from "@pies/common";
+import {
+  checkGenerationSettings,
+  INT32_MAX,
+  invalid,
+  newId,
+  notFound,
+  pageSize,
+  requireProject,
+} from "@pies/common";
 import { InteractionStatus, type CatalogService, type InteractionInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { findEnvironment } from "./environments.js";
-import { invalid, notFound, pageSize, requireProject } from "./errors.js";
 import {
   cachePolicyToJson,
   environmentToProto,
@@ -128,12 +135,7 @@ export function interactionHandlers({
       const projectId = requireProject(req.projectId);
       const input = req.interaction;
       if (!input?.name) throw invalid("name is required");
-      if (input.temperature !== undefined && (input.temperature < 0 || input.temperature > 2)) {
-        throw invalid("temperature must be between 0 and 2");
-      }
-      if (input.maxTokens !== undefined && input.maxTokens < 1) {
-        throw invalid("max_tokens must be at least 1");
-      }
+      checkGenerationSettings(input);
       const segments = await checkReferences(db, projectId, input);
       const row = await db
         .insertInto("catalog.interactions")

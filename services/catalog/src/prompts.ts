@@ -1,8 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import { newId } from "@pies/common";
+import { invalid, newId, notFound, pageSize, requireProject } from "@pies/common";
 import type { CatalogService, PromptTemplateInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
-import { invalid, notFound, pageSize, requireProject } from "./errors.js";
 import { promptToProto } from "./mappers.js";
 
 export const CONTENT_TYPES = ["jst", "handlebars", "text"];

@@ -1,6 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { newId } from "@pies/common";
+import { invalid, newId, notFound, requireProject } from "@pies/common";
 import type { Kysely, Selectable } from "kysely";
 import {
   ApiKeyRole,
@@ -9,7 +9,6 @@ import {
   type CatalogService,
 } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
-import { invalid, notFound, requireProject } from "./errors.js";
 import { accountToProto, apiKeyToProto, projectToProto } from "./mappers.js";
 import { hashApiKey, newApiKeySecret } from "./secrets.js";
 import type { CatalogDatabase, ProjectsTable } from "./tables.js";

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { newId, toValue, type JsonObject } from "@pies/common";
+import { checkGenerationSettings, invalid, newId, toValue, type JsonObject } from "@pies/common";
 import type { Environment, Interaction } from "@pies/proto/catalog";
 import type { ExecuteRequest } from "@pies/proto/executor";
 import { RunSchema, RunStatus, type Run } from "@pies/proto/runs";
@@ -18,8 +18,6 @@ export interface PreparedExecution {
   apiKey: string;
   request: CompletionRequest;
 }
-
-const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
 
 /**
  * Steps 1–4 of an execution (DESIGN.md §4): resolve the interaction, merge the configuration
@@ -58,8 +56,7 @@ export async function prepareExecution(
   }
   const temperature = req.config?.temperature ?? interaction.temperature ?? DEFAULT_TEMPERATURE;
   const maxTokens = req.config?.maxTokens ?? interaction.maxTokens;
-  if (temperature < 0 || temperature > 2) throw invalid("temperature must be between 0 and 2");
-  if (maxTokens !== undefined && maxTokens < 1) throw invalid("max_tokens must be at least 1");
+  checkGenerationSettings({ temperature, maxTokens });
 
   const run = create(RunSchema, {
     id: newId(),

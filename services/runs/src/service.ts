@@ -1,5 +1,6 @@
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
+import { invalid, notFound, pageSize, requireProject } from "@pies/common";
 import { RunsService, RunStatus } from "@pies/proto/runs";
 import { applyFilters } from "./filters.js";
 import { runToProto, runToRow, statusName, updateToColumns } from "./mappers.js";
@@ -7,14 +8,6 @@ import type { RunsDatabase } from "./tables.js";
 
 export interface RunsDeps {
   db: Kysely<RunsDatabase>;
-}
-
-const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
-const notFound = (id: string) => new ConnectError(`run ${id} not found`, Code.NotFound);
-
-function requireProject(projectId: string) {
-  if (!projectId) throw invalid("project_id is required");
-  return projectId;
 }
 
 /** Column values from a message; a JSON field that is not JSON (a Value of no kind) is the caller's error. */
@@ -38,7 +31,7 @@ async function checkParent(db: Kysely<RunsDatabase>, projectId: string, parentId
     .where("id", "=", parentId)
     .where("project_id", "=", projectId)
     .executeTakeFirst();
-  if (!parent) throw new ConnectError(`parent run ${parentId} not found`, Code.NotFound);
+  if (!parent) throw notFound("parent run", parentId);
 }
 
 /** Columns of a run reference (list results): all but the prompt and the output schema. */
@@ -117,7 +110,7 @@ export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof 
         .where("project_id", "=", projectId)
         .where("id", "=", req.id)
         .executeTakeFirst();
-      if (!current) throw notFound(req.id);
+      if (!current) throw notFound("run", req.id);
       throw new ConnectError(
         `run ${req.id} is ${current.status}, not ${statusName(req.expectedStatus)}`,
         Code.FailedPrecondition,
@@ -131,12 +124,12 @@ export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof 
         .where("project_id", "=", requireProject(req.projectId))
         .where("id", "=", req.id)
         .executeTakeFirst();
-      if (!row) throw notFound(req.id);
+      if (!row) throw notFound("run", req.id);
       return { run: runToProto(row) };
     },
 
     async listRuns(req) {
-      const limit = req.limit <= 0 ? 100 : Math.min(req.limit, 1000);
+      const limit = pageSize(req.limit);
       const query = db
         .selectFrom("runs.runs")
         .select(listColumns)

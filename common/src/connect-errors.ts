@@ -1,0 +1,22 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+/** INVALID_ARGUMENT with a message for the caller (the gateway answers 400). */
+export const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+
+/** NOT_FOUND naming what was looked for: `run r_1 not found`. */
+export const notFound = (kind: string, id: string) =>
+  new ConnectError(`${kind} ${id} not found`, Code.NotFound);
+
+/** The request's project id; INVALID_ARGUMENT when it is empty, as every record belongs to one. */
+export function requireProject(projectId: string): string {
+  if (!projectId) throw invalid("project_id is required");
+  return projectId;
+}
+
+/** Default and largest page of a list call. */
+export const PAGE_SIZE = { default: 100, max: 1000 } as const;
+
+/** Clamps a requested page size: the default for 0 (unset) or less, at most the largest. */
+export function pageSize(limit: number): number {
+  return limit <= 0 ? PAGE_SIZE.default : Math.min(limit, PAGE_SIZE.max);
+}
