@@ -1,26 +1,29 @@
-import { ApiKeyRole, ApiKeyRoleSchema } from "../gen/pies/catalog/v1/resources_pb.js";
+import {
+  ApiKeyRole,
+  ApiKeyRoleSchema,
+  InteractionStatusSchema,
+  VisibilitySchema,
+} from "../gen/pies/catalog/v1/resources_pb.js";
+import { enumNames } from "./enum-names.js";
 export * from "../gen/pies/catalog/v1/resources_pb.js";
 export * from "../gen/pies/catalog/v1/catalog_service_pb.js";
 
-const rolePrefix = "API_KEY_ROLE_";
+/** Interaction, version and template statuses by name (`draft`, `published`, `archived`). */
+export const interactionStatuses = enumNames(InteractionStatusSchema);
 
-/** A role's name as stored and shown (`admin`, `member`), from the enum's descriptor. */
-export function apiKeyRoleName(role: ApiKeyRole): string {
-  const value = ApiKeyRoleSchema.values.find((v) => v.number === role);
-  return value && role !== ApiKeyRole.UNSPECIFIED
-    ? value.name.slice(rolePrefix.length).toLowerCase()
-    : "";
-}
+/** Visibilities of a published version by name (`private`, `public`). */
+export const visibilities = enumNames(VisibilitySchema);
 
-/** The role of a name (`admin`, `member`); undefined for any other. */
-export function apiKeyRoleFromName(name: string): ApiKeyRole | undefined {
-  const value = ApiKeyRoleSchema.values.find(
-    (v) => v.number !== ApiKeyRole.UNSPECIFIED && v.name === rolePrefix + name.toUpperCase(),
-  );
-  return value?.number as ApiKeyRole | undefined;
-}
+/** Key roles by name (`admin`, `member`). */
+export const apiKeyRoles = enumNames(ApiKeyRoleSchema);
+
+/** A role's name as stored and shown (`admin`, `member`); "" for the unspecified role. */
+export const apiKeyRoleName = (role: ApiKeyRole): string => apiKeyRoles.name(role) ?? "";
+
+/** The role of a name, in any case (`admin`, `Member`); undefined for any other. */
+export const apiKeyRoleFromName = (name: string): ApiKeyRole | undefined =>
+  apiKeyRoles.value(name.toLowerCase());
 
 /** The names of the roles a key can have. */
-export const apiKeyRoleNames: readonly string[] = ApiKeyRoleSchema.values
-  .filter((v) => v.number !== ApiKeyRole.UNSPECIFIED)
-  .map((v) => v.name.slice(rolePrefix.length).toLowerCase());
+export const apiKeyRoleNames: readonly string[] = apiKeyRoles.names;
+export type { EnumNames } from "./enum-names.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { InteractionStatus } from "@pies/proto/catalog";
+import { interactionStatuses, type InteractionStatus } from "@pies/proto/catalog";
 import { fromTimestamp } from "@pies/common";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
@@ -14,11 +14,5 @@ export function compact<T extends Record<string, unknown>>(obj: T): T {
   return obj;
 }
 
-/** Status of interactions, versions and prompt templates, by name (SPEC.md). */
-export const statuses = ["draft", "published", "archived"] as const;
-export const statusByName: Record<string, InteractionStatus> = {
-  draft: InteractionStatus.DRAFT,
-  published: InteractionStatus.PUBLISHED,
-  archived: InteractionStatus.ARCHIVED,
-};
-export const statusNameOf = (s: InteractionStatus) => statuses[s - 1] ?? "draft";
+/** The name of an interaction's, version's or template's status (SPEC.md); unset reads as draft. */
+export const statusNameOf = (s: InteractionStatus) => interactionStatuses.name(s) ?? "draft";

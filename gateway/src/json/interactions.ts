@@ -2,15 +2,15 @@ import { z } from "zod";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { MIN_MAX_TOKENS } from "@pies/common";
 import {
-  Visibility,
+  interactionStatuses,
+  visibilities,
   type Interaction,
   type InteractionInput,
   type InteractionInputSchema,
 } from "@pies/proto/catalog";
-import { compact, iso, jsonObject, statusByName, statuses, statusNameOf } from "./common.js";
+import { compact, iso, jsonObject, statusNameOf } from "./common.js";
 import { int32, shortText, shortTextList, type InputLimits } from "./limits.js";
 
-export { statusByName };
 import { promptJson } from "./prompts.js";
 
 // A bare string is a template's id. The transform comes after the union: inside it, a string
@@ -43,7 +43,7 @@ export const interactionBody = (limits: InputLimits) =>
     .object({
       name: shortText(limits).min(1).optional(),
       description: z.string().optional(),
-      status: z.enum(statuses).optional(),
+      status: z.enum(interactionStatuses.names).optional(),
       test_data: jsonObject.nullish(),
       result_schema: jsonObject.nullish(),
       resultSchema: jsonObject.nullish(),
@@ -84,7 +84,7 @@ export function interactionInput(
   return compact({
     name: body.name,
     description: body.description,
-    status: body.status ? statusByName[body.status] : undefined,
+    status: body.status ? interactionStatuses.value(body.status) : undefined,
     testData: (body.test_data ?? undefined) as InteractionInput["testData"],
     resultSchema: schema as InteractionInput["resultSchema"],
     cachePolicy: body.cache_policy
@@ -148,7 +148,7 @@ export function interactionJson(i: Interaction) {
     project: i.projectId,
     version: i.version,
     latest: i.latest,
-    visibility: i.visibility === Visibility.PUBLIC ? "public" : "private",
+    visibility: visibilities.name(i.visibility) ?? "private",
     tags: i.tags,
     parent: i.parentId || undefined,
     formatter: i.formatter || undefined,

@@ -1,7 +1,14 @@
 import { z } from "zod";
 import { fromValue, MIN_MAX_TOKENS, TEMPERATURE_RANGE, toTimestamp } from "@pies/common";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { AnchorDirection, RunStatus, type Run, type RunFiltersSchema } from "@pies/proto/runs";
+import {
+  AnchorDirection,
+  anchorDirections,
+  RunStatus,
+  runStatuses,
+  type Run,
+  type RunFiltersSchema,
+} from "@pies/proto/runs";
 import type { CallerSchema, ExecuteRequest, ExecuteRequestSchema } from "@pies/proto/executor";
 import { compact, iso, jsonObject } from "./common.js";
 import {
@@ -13,8 +20,8 @@ import {
   type InputLimits,
 } from "./limits.js";
 
-const runStatuses = ["created", "processing", "completed", "failed"] as const;
-export const runStatusName = (s: RunStatus) => runStatuses[s - 1] ?? "created";
+/** The name of a run's status (SPEC.md); unset reads as created. */
+export const runStatusName = (s: RunStatus) => runStatuses.name(s) ?? "created";
 
 /** A run as JSON, with SPEC.md's field names. */
 export function runJson(run: Run) {
@@ -125,10 +132,10 @@ export const listRunsQuery = (limits: InputLimits) =>
       interaction: shortTextList(limits).default([]),
       model: shortTextList(limits).default([]),
       environment: shortTextList(limits).default([]),
-      status: z.enum(runStatuses).optional(),
+      status: z.enum(runStatuses.names).optional(),
       tag: shortTextList(limits).default([]),
       anchorDate: z.string().datetime({ offset: true }).optional(),
-      anchorDateDirection: z.enum(["before", "after"]).default("after"),
+      anchorDateDirection: z.enum(anchorDirections.names).default("after"),
       parent: shortText(limits).optional(),
     })
     .passthrough();
@@ -140,12 +147,13 @@ export function runFilters(
     interactionIds: q.interaction,
     models: q.model,
     environmentIds: q.environment,
-    status: q.status ? ((runStatuses.indexOf(q.status) + 1) as RunStatus) : RunStatus.UNSPECIFIED,
+    status: q.status
+      ? (runStatuses.value(q.status) ?? RunStatus.UNSPECIFIED)
+      : RunStatus.UNSPECIFIED,
     tags: q.tag,
     topLevelOnly: q.parent === "false",
     parentId: q.parent && q.parent !== "false" ? q.parent : "",
     anchorDate: toTimestamp(q.anchorDate),
-    anchorDirection:
-      q.anchorDateDirection === "before" ? AnchorDirection.BEFORE : AnchorDirection.AFTER,
+    anchorDirection: anchorDirections.value(q.anchorDateDirection) ?? AnchorDirection.AFTER,
   };
 }

@@ -6,7 +6,6 @@ import {
   interactionInput,
   interactionJson,
   interactionRefJson,
-  statusByName,
 } from "../json/interactions.js";
 import { promptBody, promptInput, promptJson } from "../json/prompts.js";
 import { accountJson, apiKeyJson, projectJson } from "../json/tenancy.js";
@@ -18,6 +17,8 @@ import {
   apiKeyRoleName,
   apiKeyRoleNames,
   InteractionStatus,
+  interactionStatuses,
+  visibilities,
   Visibility,
 } from "@pies/proto/catalog";
 
@@ -35,14 +36,14 @@ function schemas(limits: InputLimits) {
     promptBody: promptBody(limits),
     environmentBody: environmentBody(limits),
     listInteractionsQuery: listQuery.extend({
-      status: z.enum(["draft", "published", "archived"]).optional(),
+      status: z.enum(interactionStatuses.names).optional(),
       name: shortText(limits).optional(),
       version: queryInt32(1).optional(),
       tags: shortTextList(limits).optional(),
     }),
     publishBody: z
       .object({
-        visibility: z.enum(["private", "public"]).optional(),
+        visibility: z.enum(visibilities.names).optional(),
         tags: z.array(shortText(limits)).optional(),
       })
       .passthrough(),
@@ -97,7 +98,9 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       const q = listInteractionsQuery.parse(request.query ?? {});
       const { interactions } = await catalog.listInteractions({
         projectId: principal.projectId,
-        status: q.status ? statusByName[q.status] : InteractionStatus.UNSPECIFIED,
+        status: q.status
+          ? (interactionStatuses.value(q.status) ?? InteractionStatus.UNSPECIFIED)
+          : InteractionStatus.UNSPECIFIED,
         name: q.name ?? "",
         version: q.version,
         tags: q.tags ?? [],
@@ -148,7 +151,9 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       const { version } = await catalog.publishInteraction({
         projectId: principal.projectId,
         id: params(request).id!,
-        visibility: body.visibility === "public" ? Visibility.PUBLIC : Visibility.PRIVATE,
+        visibility: body.visibility
+          ? (visibilities.value(body.visibility) ?? Visibility.PRIVATE)
+          : Visibility.PRIVATE,
         tags: body.tags ?? [],
       });
       return interactionJson(version!);

@@ -8,6 +8,8 @@ import {
   EnvironmentSchema,
   InteractionSchema,
   InteractionStatus,
+  interactionStatuses,
+  visibilities,
   ProjectSchema,
   PromptTemplateSchema,
   Visibility,
@@ -25,18 +27,14 @@ import type {
   PromptRow,
 } from "./tables.js";
 
-const statusByName: Record<string, InteractionStatus> = {
-  draft: InteractionStatus.DRAFT,
-  published: InteractionStatus.PUBLISHED,
-  archived: InteractionStatus.ARCHIVED,
-};
-
+/** The status of a stored name; an unknown one reads as draft. */
 export function statusFromName(name: string): InteractionStatus {
-  return statusByName[name] ?? InteractionStatus.DRAFT;
+  return interactionStatuses.value(name) ?? InteractionStatus.DRAFT;
 }
 
+/** The stored name of a status; unset reads as draft. */
 export function statusName(status: InteractionStatus): string {
-  return Object.keys(statusByName).find((k) => statusByName[k] === status) ?? "draft";
+  return interactionStatuses.name(status) ?? "draft";
 }
 
 export function promptToProto(row: PromptRow): PromptTemplate {
@@ -109,7 +107,7 @@ export function interactionToProto(
     }),
     version: row.version,
     latest: row.latest,
-    visibility: row.visibility === "public" ? Visibility.PUBLIC : Visibility.PRIVATE,
+    visibility: visibilities.value(row.visibility) ?? Visibility.PRIVATE,
     tags: row.tags,
     parentId: row.parent_id ?? "",
     formatter: row.formatter,

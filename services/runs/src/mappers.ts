@@ -1,22 +1,14 @@
 import { create } from "@bufbuild/protobuf";
 import { fromValue, toTimestamp, toValue, type JsonObject } from "@pies/common";
-import { RunSchema, RunStatus, type Run, type RunUpdate } from "@pies/proto/runs";
+import { RunSchema, RunStatus, runStatuses, type Run, type RunUpdate } from "@pies/proto/runs";
 import type { RunRow } from "./tables.js";
 
-const statusNames: Record<RunStatus, string> = {
-  [RunStatus.UNSPECIFIED]: "",
-  [RunStatus.CREATED]: "created",
-  [RunStatus.PROCESSING]: "processing",
-  [RunStatus.COMPLETED]: "completed",
-  [RunStatus.FAILED]: "failed",
-};
+/** The stored name of a status; "" for the unspecified one. */
+export const statusName = (status: RunStatus) => runStatuses.name(status) ?? "";
 
-export const statusName = (status: RunStatus) => statusNames[status];
-
-export function statusFromName(name: string): RunStatus {
-  const found = Object.entries(statusNames).find(([, n]) => n === name);
-  return found ? (Number(found[0]) as RunStatus) : RunStatus.UNSPECIFIED;
-}
+/** The status of a stored name; unspecified for any other string. */
+export const statusFromName = (name: string): RunStatus =>
+  runStatuses.value(name) ?? RunStatus.UNSPECIFIED;
 
 const str = (json: JsonObject, key: string) => (typeof json[key] === "string" ? json[key] : "");
 const num = (json: JsonObject, key: string) =>
