@@ -92,3 +92,10 @@ export async function migrateToLatest(
     });
   }
 }
+
+/**
+ * `tags && $1::text[]`: the row carries any of the tags (a GIN index on `tags` serves it). One
+ * array parameter, as kysely would expand an array operand into a list of scalars.
+ */
+export const hasAnyTag = (tags: readonly string[]) =>
+  sql<boolean>`tags && ${sql.val(tags)}::text[]`;

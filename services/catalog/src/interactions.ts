@@ -1,8 +1,9 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { sql, type Kysely } from "kysely";
+import type { Kysely } from "kysely";
 import {
   checkGenerationSettings,
+  hasAnyTag,
   INT32_MAX,
   invalid,
   newId,
@@ -186,9 +187,7 @@ export function interactionHandlers({
       }
       if (req.name) query = query.where("name", "=", req.name);
       if (req.version !== undefined) query = query.where("version", "=", req.version);
-      // One array parameter: kysely would expand an array operand into a list of scalars.
-      if (req.tags.length > 0)
-        query = query.where(sql<boolean>`tags && ${sql.val(req.tags)}::text[]`);
+      if (req.tags.length > 0) query = query.where(hasAnyTag(req.tags));
       // Without a name filter, list drafts only: versions are reached by name or via /versions.
       if (!req.name && req.version === undefined) query = query.where("parent_id", "is", null);
       const rows = await query

@@ -1,5 +1,5 @@
-import { sql, type SelectQueryBuilder } from "kysely";
-import { fromTimestamp } from "@pies/common";
+import type { SelectQueryBuilder } from "kysely";
+import { fromTimestamp, hasAnyTag } from "@pies/common";
 import { AnchorDirection, RunStatus, type RunFilters } from "@pies/proto/runs";
 import { statusName } from "./mappers.js";
 import type { RunsDatabase } from "./tables.js";
@@ -22,9 +22,7 @@ export function applyFilters<O>(
   if (filters.status !== RunStatus.UNSPECIFIED) {
     query = query.where("status", "=", statusName(filters.status));
   }
-  // One array parameter: kysely would expand an array operand into a list of scalars.
-  if (filters.tags.length > 0)
-    query = query.where(sql<boolean>`tags && ${sql.val(filters.tags)}::text[]`);
+  if (filters.tags.length > 0) query = query.where(hasAnyTag(filters.tags));
   if (filters.topLevelOnly) query = query.where("parent_id", "is", null);
   if (filters.parentId) query = query.where("parent_id", "=", filters.parentId);
   const anchor = fromTimestamp(filters.anchorDate);
