@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { INT32_MAX } from "@pies/common";
+import { INT32_MAX, PAGE_SIZE } from "@pies/common";
 
 /** The configurable limits on what a request may carry (GatewayOptions, from the config). */
 export interface InputLimits {
@@ -65,3 +65,14 @@ export const int32 = (min: number, max = INT32_MAX) =>
 /** int32 from a query string parameter (`?offset=10`). */
 export const queryInt32 = (min: number, max = INT32_MAX) =>
   integerIn(z.coerce.number({ invalid_type_error: rangeMessage(min, max) }), min, max);
+
+/**
+ * `?limit=&offset=` of a list route, with the services' page sizes (PAGE_SIZE): other query
+ * parameters pass through for the route's own schema to `.extend` this one.
+ */
+export const pageQuery = z
+  .object({
+    limit: queryInt32(1, PAGE_SIZE.max).default(PAGE_SIZE.default),
+    offset: queryInt32(0).default(0),
+  })
+  .passthrough();

@@ -14,7 +14,7 @@ import { compact, iso, jsonObject } from "./common.js";
 import {
   int32,
   interactionRef,
-  queryInt32,
+  pageQuery,
   shortText,
   shortTextList,
   type InputLimits,
@@ -125,20 +125,16 @@ export function executeRequest(
 
 /** The query of GET /runs, within the limits. */
 export const listRunsQuery = (limits: InputLimits) =>
-  z
-    .object({
-      limit: queryInt32(1, 1000).default(100),
-      offset: queryInt32(0).default(0),
-      interaction: shortTextList(limits).default([]),
-      model: shortTextList(limits).default([]),
-      environment: shortTextList(limits).default([]),
-      status: z.enum(runStatuses.names).optional(),
-      tag: shortTextList(limits).default([]),
-      anchorDate: z.string().datetime({ offset: true }).optional(),
-      anchorDateDirection: z.enum(anchorDirections.names).default("after"),
-      parent: shortText(limits).optional(),
-    })
-    .passthrough();
+  pageQuery.extend({
+    interaction: shortTextList(limits).default([]),
+    model: shortTextList(limits).default([]),
+    environment: shortTextList(limits).default([]),
+    status: z.enum(runStatuses.names).optional(),
+    tag: shortTextList(limits).default([]),
+    anchorDate: z.string().datetime({ offset: true }).optional(),
+    anchorDateDirection: z.enum(anchorDirections.names).default("after"),
+    parent: shortText(limits).optional(),
+  });
 
 export function runFilters(
   q: z.infer<ReturnType<typeof listRunsQuery>>,

@@ -9,7 +9,13 @@ import {
 } from "../json/interactions.js";
 import { promptBody, promptInput, promptJson } from "../json/prompts.js";
 import { accountJson, apiKeyJson, projectJson } from "../json/tenancy.js";
-import { queryInt32, shortText, shortTextList, type InputLimits } from "../json/limits.js";
+import {
+  pageQuery,
+  queryInt32,
+  shortText,
+  shortTextList,
+  type InputLimits,
+} from "../json/limits.js";
 import { adminOnly, authed, params, type RouteContext } from "./context.js";
 import {
   ApiKeyRole,
@@ -22,20 +28,13 @@ import {
   Visibility,
 } from "@pies/proto/catalog";
 
-const listQuery = z
-  .object({
-    limit: queryInt32(1, 1000).default(100),
-    offset: queryInt32(0).default(0),
-  })
-  .passthrough();
-
 /** The request schemas of these routes, with the configured limits. */
 function schemas(limits: InputLimits) {
   return {
     interactionBody: interactionBody(limits),
     promptBody: promptBody(limits),
     environmentBody: environmentBody(limits),
-    listInteractionsQuery: listQuery.extend({
+    listInteractionsQuery: pageQuery.extend({
       status: z.enum(interactionStatuses.names).optional(),
       name: shortText(limits).optional(),
       version: queryInt32(1).optional(),
@@ -187,7 +186,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
   app.get(
     "/prompts",
     authed(ctx, async (request, principal) => {
-      const q = listQuery.parse(request.query ?? {});
+      const q = pageQuery.parse(request.query ?? {});
       const { prompts } = await catalog.listPrompts({ projectId: principal.projectId, ...q });
       return prompts.map(promptJson);
     }),
