@@ -1,14 +1,10 @@
 import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
+import { LRUCache } from "lru-cache";
 import type { Principal } from "@pies/proto/catalog";
 import type { GatewayDeps } from "./deps.js";
 import { unauthorized } from "./errors.js";
-
-interface Cached {
-  principal: Principal;
-  expires: number;
-}
 
 /** What every key the catalog makes looks like: `sk-` and 43 base62 characters. */
 const KEY_FORMAT = /^sk-[0-9A-Za-z]{43}$/;
@@ -16,7 +12,7 @@ const KEY_FORMAT = /^sk-[0-9A-Za-z]{43}$/;
 /** As the catalog says it. */
 const INVALID = "invalid API key";
 
-/** Entries of each cache: past this, the oldest entries go. */
+/** Entries of each cache: past this, the least recently used go. */
 const MAX_ENTRIES = 10_000;
 
 /**
@@ -29,8 +25,8 @@ const MAX_ENTRIES = 10_000;
  * concurrent requests with the same key share one verification.
  */
 export class Authenticator {
-  private readonly cache = new Map<string, Cached>();
-  private readonly refused = new Map<string, number>();
+  private readonly cache = new LRUCache<string, Principal>({ max: MAX_ENTRIES });
+  private readonly refused = new LRUCache<string, true>({ max: MAX_ENTRIES });
   private readonly pending = new Map<string, Promise<Principal>>();
 
   constructor(private readonly deps: GatewayDeps) {}
@@ -40,14 +36,10 @@ export class Authenticator {
     if (!token) throw unauthorized();
     if (!KEY_FORMAT.test(token)) throw unauthorized(INVALID);
     const key = createHash("sha256").update(token).digest("base64");
-    const now = Date.now();
+    // Entries past their time read as absent (and go).
     const hit = this.cache.get(key);
-    if (hit && hit.expires > now) return hit.principal;
-    const refusedUntil = this.refused.get(key);
-    if (refusedUntil !== undefined) {
-      if (refusedUntil > now) throw unauthorized(INVALID);
-      this.refused.delete(key);
-    }
+    if (hit) return hit;
+    if (this.refused.has(key)) throw unauthorized(INVALID);
     let verifying = this.pending.get(key);
     if (!verifying) {
       verifying = this.verify(token, key).finally(() => this.pending.delete(key));
@@ -67,20 +59,16 @@ export class Authenticator {
       throw err;
     }
     if (!principal) throw unauthorized();
-    if (this.cache.size >= MAX_ENTRIES) this.cache.clear();
-    this.cache.set(key, {
-      principal,
-      expires: Date.now() + this.deps.options.authCacheSeconds * 1000,
-    });
+    const seconds = this.deps.options.authCacheSeconds;
+    // A ttl of 0 would keep the entry for ever: 0 seconds means no caching.
+    if (seconds > 0) this.cache.set(key, principal, { ttl: seconds * 1000 });
     return principal;
   }
 
   private remember(key: string) {
     const seconds = this.deps.options.authNegativeCacheSeconds;
     if (seconds <= 0) return;
-    // A Map keeps insertion order: the first entry is the oldest.
-    if (this.refused.size >= MAX_ENTRIES) this.refused.delete(this.refused.keys().next().value!);
-    this.refused.set(key, Date.now() + seconds * 1000);
+    this.refused.set(key, true, { ttl: seconds * 1000 });
   }
 }
 

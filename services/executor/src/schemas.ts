@@ -1,5 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormatsModule from "ajv-formats";
+import { LRUCache } from "lru-cache";
 import type { JsonObject } from "@pies/common";
 import type { Interaction } from "@pies/proto/catalog";
 
@@ -11,7 +12,8 @@ export class SchemaError extends Error {}
 /** Compiles JSON Schemas once (by their text) and validates against them. */
 export class SchemaValidator {
   private readonly ajv = new Ajv({ allErrors: true, strict: false });
-  private readonly cache = new Map<string, ValidateFunction>();
+  /** By the schema's text; the least recently used go past 1,000. */
+  private readonly cache = new LRUCache<string, ValidateFunction>({ max: 1000 });
 
   constructor() {
     addFormats(this.ajv);
@@ -27,7 +29,6 @@ export class SchemaValidator {
       } catch (err) {
         throw new SchemaError(`invalid JSON Schema: ${(err as Error).message}`);
       }
-      if (this.cache.size >= 1000) this.cache.delete(this.cache.keys().next().value!);
       this.cache.set(key, validate);
     }
     return validate;

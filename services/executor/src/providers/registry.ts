@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { LRUCache } from "lru-cache";
 import type { EndpointPolicy } from "@pies/common";
 import type { Environment } from "@pies/proto/catalog";
 import { createGuardedFetch, type GuardedFetch } from "./guarded-fetch.js";
@@ -12,7 +13,8 @@ import { ProviderError, type LlmClient } from "./types.js";
  * to a provider are kept alive rather than set up per request.
  */
 export class ProviderRegistry {
-  private readonly clients = new Map<string, LlmClient>();
+  /** The least recently used client goes past 200 (clients hold no connection of their own). */
+  private readonly clients = new LRUCache<string, LlmClient>({ max: 200 });
   private readonly test = new TestClient();
   private readonly http: GuardedFetch;
   private readonly options: OpenAIProviderOptions;
@@ -40,7 +42,6 @@ export class ProviderRegistry {
     let client = this.clients.get(key);
     if (!client) {
       client = new OpenAIClient(environment, apiKey, this.options);
-      if (this.clients.size >= 200) this.clients.delete(this.clients.keys().next().value!);
       this.clients.set(key, client);
     }
     return client;

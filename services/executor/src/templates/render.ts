@@ -1,5 +1,6 @@
 import { ConnectError } from "@connectrpc/connect";
 import Handlebars from "handlebars";
+import { LRUCache } from "lru-cache";
 import type { JsonObject } from "@pies/common";
 import type { Interaction } from "@pies/proto/catalog";
 import { JstSandbox, TemplateError } from "./jst.js";
@@ -30,7 +31,8 @@ const ROLES = new Set(["system", "user", "assistant"]);
  */
 export class PromptRenderer {
   private readonly handlebars = Handlebars.create();
-  private readonly compiled = new Map<string, HandlebarsTemplateDelegate>();
+  /** Compiled Handlebars templates by their text; the least recently used go past 500. */
+  private readonly compiled = new LRUCache<string, HandlebarsTemplateDelegate>({ max: 500 });
 
   constructor(
     private readonly jst: JstSandbox,
@@ -102,7 +104,6 @@ export class PromptRenderer {
     let template = this.compiled.get(content);
     if (!template) {
       template = this.handlebars.compile(content, { noEscape: true });
-      if (this.compiled.size >= 500) this.compiled.delete(this.compiled.keys().next().value!);
       this.compiled.set(content, template);
     }
     return template;
