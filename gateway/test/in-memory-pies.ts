@@ -1,6 +1,6 @@
 import { PGlite } from "@electric-sql/pglite";
 import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
-import { ApiKeyRole } from "@pies/proto/catalog";
+import { seedAccount } from "@pies/catalog";
 import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
 import type { GatewayOptions } from "../src/deps.js";
 import type { Kysely } from "kysely";
@@ -65,21 +65,12 @@ export async function startTestPies(
       ...options.gateway,
     },
   });
-  const { project } = await pies.catalog.createAccount({ name: "acme" });
-  const { secret } = await pies.catalog.createApiKey({
-    projectId: project!.id,
-    name: options.keyName ?? "ci",
-    role: ApiKeyRole.ADMIN,
-  });
-  const { environment } = await pies.catalog.createEnvironment({
-    projectId: project!.id,
-    environment: { name: "test", provider: "test", defaultModel: "test" },
-  });
+  const seeded = await seedAccount(pies.catalog, { account: "acme", key: options.keyName ?? "ci" });
   return {
     ...pies,
-    key: secret,
-    projectId: project!.id,
-    environmentId: environment!.id,
+    key: seeded.key,
+    projectId: seeded.projectId,
+    environmentId: seeded.environmentId,
     db,
     async close() {
       await pies.stop(5000);

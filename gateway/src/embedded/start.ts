@@ -11,7 +11,7 @@ import {
   type RunEventBus,
 } from "@pies/common";
 import type { Kysely } from "kysely";
-import { ApiKeyRole } from "@pies/proto/catalog";
+import { seedAccount } from "@pies/catalog";
 import { gatewayOptions } from "../config.js";
 import { closeGracefully } from "../drain.js";
 import type { EmbeddedConfig } from "./config.js";
@@ -99,20 +99,15 @@ async function seed(catalog: InMemoryPies["catalog"], dataDir: string): Promise<
     () => undefined,
   );
   if (existing?.apiKey) return existing.apiKey;
-  const { project } = await catalog.createAccount({ name: "local", projectName: "default" });
-  await catalog.createEnvironment({
-    projectId: project!.id,
-    environment: { name: "test", provider: "test", defaultModel: "test" },
+  const { key } = await seedAccount(catalog, {
+    account: "local",
+    project: "default",
+    key: "local",
   });
-  const { secret } = await catalog.createApiKey({
-    projectId: project!.id,
-    name: "local",
-    role: ApiKeyRole.ADMIN,
-  });
-  await writeFile(file, JSON.stringify({ apiKey: secret } satisfies Credentials, null, 2), {
+  await writeFile(file, JSON.stringify({ apiKey: key } satisfies Credentials, null, 2), {
     mode: 0o600,
   });
-  return secret;
+  return key;
 }
 
 async function localSecret(dataDir: string, name: string, make: () => string): Promise<string> {

@@ -3,7 +3,6 @@ import { parseArgs } from "node:util";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { createDatabase, createLogger, EndpointPolicy, migrateToLatest } from "@pies/common";
 import {
-  ApiKeyRole,
   apiKeyRoleFromName,
   apiKeyRoleName,
   apiKeyRoleNames,
@@ -11,6 +10,7 @@ import {
 } from "@pies/proto/catalog";
 import { migrations } from "./migrations/index.js";
 import { SecretBox } from "./secrets.js";
+import { seedAccount } from "./seed.js";
 import { catalogRoutes } from "./service.js";
 import type { CatalogDatabase } from "./tables.js";
 
@@ -119,24 +119,16 @@ async function main(argv: string[]): Promise<number> {
         return 0;
       }
       case "bootstrap": {
-        const { account, project } = await catalog.createAccount({
-          name: values.name ?? "pies",
-          projectName: values.project ?? "",
-        });
-        const { environment } = await catalog.createEnvironment({
-          projectId: project!.id,
-          environment: { name: "test", provider: "test", defaultModel: "test" },
-        });
-        const { secret } = await catalog.createApiKey({
-          projectId: project!.id,
-          name: "bootstrap",
-          role: ApiKeyRole.ADMIN,
+        const seeded = await seedAccount(catalog, {
+          account: values.name ?? "pies",
+          project: values.project,
+          key: "bootstrap",
         });
         print({
-          account: account!.id,
-          project: project!.id,
-          environment: environment!.id,
-          key: secret,
+          account: seeded.accountId,
+          project: seeded.projectId,
+          environment: seeded.environmentId,
+          key: seeded.key,
         });
         return 0;
       }
