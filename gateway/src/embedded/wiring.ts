@@ -11,12 +11,7 @@ import {
   type RunEventBus,
 } from "@pies/common";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
-import {
-  ActiveRuns,
-  createExecutorDeps,
-  executorRoutes,
-  type ExecutorSettings,
-} from "@pies/executor";
+import { createExecutorDeps, startExecutorWork, type ExecutorSettings } from "@pies/executor";
 import { runsMigrations, runsRoutes, startSweeper } from "@pies/runs";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
@@ -70,18 +65,13 @@ export async function createInMemoryPies(options: {
     logger,
     config: options.executor,
   });
-  const active = new ActiveRuns();
-  const heartbeat = active.startHeartbeat(
-    (runIds) => executorDeps.runs.heartbeatRuns({ runIds }),
-    options.executor.PIES_RUN_HEARTBEAT_SECONDS * 1000,
-    logger,
-  );
+  const executor = startExecutorWork(executorDeps, options.executor.PIES_RUN_HEARTBEAT_SECONDS);
   const sweeper = startSweeper(db, logger, options.sweep, faults);
   const catalog = serviceClient(CatalogService, catalogTransport);
   const app = createGateway({
     catalog,
     runs: serviceClient(RunsService, runsTransport),
-    executor: serviceClient(ExecutorService, local(executorRoutes(executorDeps, active))),
+    executor: serviceClient(ExecutorService, local(executor.routes)),
     bus,
     logger,
     options: options.gateway,
@@ -91,10 +81,8 @@ export async function createInMemoryPies(options: {
     app,
     catalog,
     async stop(graceMs) {
-      await active.settle(graceMs);
-      heartbeat.stop();
+      await executor.stop(graceMs);
       await sweeper.stop();
-      await executorDeps.providers.close();
     },
   };
 }

@@ -1,5 +1,5 @@
 export { createExecutorService, executorRoutes } from "./service.js";
-export { ActiveRuns } from "./active-runs.js";
+export { startExecutorWork, type ExecutorWork } from "./work.js";
 export { createExecutorDeps, type ExecutorSettings } from "./deps.js";
 export type { ExecutorDeps } from "./context.js";
 export {

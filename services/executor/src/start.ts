@@ -9,8 +9,7 @@ import {
 import { ExecutorService } from "@pies/proto/executor";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";
-import { ActiveRuns } from "./active-runs.js";
-import { executorRoutes } from "./service.js";
+import { startExecutorWork } from "./work.js";
 
 export interface ExecutorProcess {
   server: RunningServer;
@@ -24,18 +23,13 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
   const catalog = peerTransport(config.CATALOG_URL, "catalog");
   const runs = peerTransport(config.RUNS_URL, "runs");
   const deps = await createExecutorDeps({ catalog, runs, bus, logger, config });
-  const active = new ActiveRuns();
-  const heartbeat = active.startHeartbeat(
-    (runIds) => deps.runs.heartbeatRuns({ runIds }),
-    config.PIES_RUN_HEARTBEAT_SECONDS * 1000,
-    logger,
-  );
+  const work = startExecutorWork(deps, config.PIES_RUN_HEARTBEAT_SECONDS);
   const server = await serveConnect({
     name: "executor",
     host: config.HOST,
     port: config.PORT,
     logger,
-    routes: executorRoutes(deps, active),
+    routes: work.routes,
     serviceNames: [ExecutorService.typeName],
     isReady: async () => (await bus.ready()) && (await peersServing([catalog, runs], "")),
   });
@@ -44,9 +38,7 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
     async stop() {
       await server.close();
       // Streamed runs already started finish and publish their end before NATS is drained.
-      await active.settle(config.PIES_PROVIDER_TIMEOUT_MS);
-      heartbeat.stop();
-      await deps.providers.close();
+      await work.stop(config.PIES_PROVIDER_TIMEOUT_MS);
       await bus.close();
     },
   };
