@@ -43,7 +43,7 @@ function piesHeaders(ctx, json = true) {
   };
 }
 
-export async function directBlocking(ctx, signal) {
+async function directBlocking(ctx, signal) {
   const started = performance.now();
   try {
     const response = await fetch(`${ctx.fakeUrl}/chat/completions`, {
@@ -67,7 +67,7 @@ export async function directBlocking(ctx, signal) {
   }
 }
 
-export async function piesBlocking(ctx, signal) {
+async function piesBlocking(ctx, signal) {
   const started = performance.now();
   try {
     const response = await fetch(
@@ -94,7 +94,7 @@ export async function piesBlocking(ctx, signal) {
   }
 }
 
-export async function directStreamed(ctx, signal) {
+async function directStreamed(ctx, signal) {
   const started = performance.now();
   try {
     const response = await fetch(`${ctx.fakeUrl}/chat/completions`, {
@@ -130,7 +130,7 @@ export async function directStreamed(ctx, signal) {
   }
 }
 
-export async function piesStreamed(ctx, signal) {
+async function piesStreamed(ctx, signal) {
   const started = performance.now();
   try {
     const created = await fetch(`${ctx.gatewayUrl}/api/v1/runs`, {

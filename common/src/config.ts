@@ -24,7 +24,6 @@ export const env = {
   port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
   int: (fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
     z.coerce.number().int().min(min).max(max).default(fallback),
-  url: () => z.string().url(),
   host: (fallback = "0.0.0.0") => z.string().min(1).default(fallback),
   logLevel: () =>
     z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

@@ -2,7 +2,7 @@ import { createClient, type ServiceImpl, type Transport } from "@connectrpc/conn
 import { Health, HealthCheckResponse_ServingStatus as Status } from "@pies/proto/health";
 
 /** Service name whose check covers the dependencies (PostgreSQL, NATS, peers). */
-export const READINESS = "readiness";
+const READINESS = "readiness";
 
 /**
  * grpc.health.v1.Health. The empty service name answers SERVING while the process serves (a

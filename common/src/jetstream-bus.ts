@@ -166,9 +166,4 @@ export class JetStreamRunEventBus implements RunEventBus {
   async close() {
     if (!this.nc.isClosed()) await this.nc.drain();
   }
-
-  /** Deletes the stream (tests use a stream of their own and remove it afterwards). */
-  async deleteStream() {
-    await this.jsm.streams.delete(this.options.stream);
-  }
 }

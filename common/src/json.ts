@@ -28,7 +28,3 @@ export function toTimestamp(date: Date | string | undefined | null): Timestamp |
 export function fromTimestamp(ts: Timestamp | undefined): Date | undefined {
   return ts ? timestampDate(ts) : undefined;
 }
-
-export function isJsonObject(v: unknown): v is JsonObject {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}

@@ -5,7 +5,7 @@ import { runsSweepSettingsSchema } from "@pies/runs";
 import { gatewaySettingsSchema } from "../config.js";
 
 /** The embedded mode's configuration: everything optional, defaults for a laptop. */
-export const embeddedConfigSchema = z.object({
+const embeddedConfigSchema = z.object({
   HOST: env.host("127.0.0.1"),
   PORT: env.port(8080),
   PIES_DATA_DIR: z.string().min(1).default("./.pies"),

@@ -21,7 +21,7 @@ import {
 } from "./limits.js";
 
 /** The name of a run's status (SPEC.md); unset reads as created. */
-export const runStatusName = (s: RunStatus) => runStatuses.name(s) ?? "created";
+const runStatusName = (s: RunStatus) => runStatuses.name(s) ?? "created";
 
 /** A run as JSON, with SPEC.md's field names. */
 export function runJson(run: Run) {

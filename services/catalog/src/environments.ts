@@ -39,7 +39,7 @@ async function checkEndpoint(endpoints: EndpointPolicy, url: string): Promise<vo
   }
 }
 
-export const PROVIDERS = ["openai", "openai_compatible", "test"];
+const PROVIDERS = ["openai", "openai_compatible", "test"];
 
 export function environmentHandlers({
   db,

@@ -4,7 +4,7 @@ import type { CatalogService, PromptTemplateInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { promptToProto } from "./mappers.js";
 
-export const CONTENT_TYPES = ["jst", "handlebars", "text"];
+const CONTENT_TYPES = ["jst", "handlebars", "text"];
 export const ROLES = ["system", "user", "assistant"];
 
 function checkPrompt(input: PromptTemplateInput | undefined, creating: boolean) {

@@ -9,7 +9,7 @@ import type { CompletionRequest } from "./providers/types.js";
 import { mergedInputSchema, SchemaError } from "./schemas.js";
 import { PromptTooLarge, TemplateError } from "./templates/render.js";
 
-export const DEFAULT_TEMPERATURE = 0.7;
+const DEFAULT_TEMPERATURE = 0.7;
 
 /** An execution ready to go: the run to record and the provider call to make. */
 export interface PreparedExecution {

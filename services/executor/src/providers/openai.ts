@@ -126,30 +126,24 @@ function usageOf(usage: OpenAI.CompletionUsage | null | undefined) {
 function toProviderError(err: unknown): ProviderError {
   if (err instanceof ProviderError) return err;
   if (err instanceof OpenAI.APIConnectionTimeoutError) {
-    return new ProviderError("the provider did not answer in time", "timeout", undefined, err);
+    return new ProviderError("the provider did not answer in time", "timeout", err);
   }
   if (err instanceof OpenAI.APIUserAbortError) {
-    return new ProviderError("the provider request was aborted", "provider_error", undefined, err);
+    return new ProviderError("the provider request was aborted", "provider_error", err);
   }
   const refused = refusalIn(err);
   if (refused) {
     return new ProviderError(
       "the provider endpoint is not allowed by the endpoint policy",
       "provider_error",
-      undefined,
       err,
     );
   }
   if (err instanceof OpenAI.APIError && err.status) {
     const reason = err.message || "provider request failed";
-    return new ProviderError(
-      `provider answered ${err.status}: ${reason}`,
-      "provider_error",
-      err.status,
-      err,
-    );
+    return new ProviderError(`provider answered ${err.status}: ${reason}`, "provider_error", err);
   }
-  return new ProviderError("the provider could not be reached", "provider_error", undefined, err);
+  return new ProviderError("the provider could not be reached", "provider_error", err);
 }
 
 /** The endpoint policy's refusal somewhere in an error's causes. */

@@ -32,7 +32,6 @@ export class ProviderError extends Error {
   constructor(
     message: string,
     readonly code: "provider_error" | "timeout" = "provider_error",
-    readonly status?: number,
     /** What really happened (addresses, errno): for the logs, never for the caller. */
     cause?: unknown,
   ) {
