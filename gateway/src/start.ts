@@ -17,7 +17,7 @@ export interface GatewayProcess {
   stop(): Promise<void>;
 }
 
-/** Serves the gateway on its own port against the three services over gRPC and NATS. */
+/** Serves the gateway on its own port against the three services (Connect over HTTP/2) and NATS. */
 export async function startGateway(config: GatewayConfig): Promise<GatewayProcess> {
   const logger = createLogger("gateway", config.LOG_LEVEL);
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-gateway");

@@ -100,7 +100,7 @@ export interface Stack {
 
 /**
  * pies as Kubernetes runs it: catalog, runs, executor and gateway as four OS processes talking
- * gRPC, with real PostgreSQL and NATS. Resolves when the gateway reports ready.
+ * Connect over HTTP/2, with real PostgreSQL and NATS. Resolves when the gateway reports ready.
  */
 export async function startStack(options: StackOptions): Promise<Stack> {
   const [catalogPort, runsPort, executorPort, gatewayPort] = await Promise.all(

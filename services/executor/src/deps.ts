@@ -26,7 +26,7 @@ export type ExecutorSettings = Pick<
   | "PIES_PROJECT_MAX_RENDERS"
 >;
 
-/** Builds the executor's dependencies over transports to its peers (gRPC, or in-memory). */
+/** Builds the executor's dependencies over transports to its peers (Connect over HTTP/2, or in memory). */
 export async function createExecutorDeps(options: {
   catalog: Transport;
   runs: Transport;
