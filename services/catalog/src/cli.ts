@@ -1,13 +1,20 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
-import { createDatabase, createLogger, EndpointPolicy, migrateToLatest } from "@pies/common";
+import {
+  ConfigError,
+  createDatabase,
+  createLogger,
+  EndpointPolicy,
+  migrateToLatest,
+} from "@pies/common";
 import {
   apiKeyRoleFromName,
   apiKeyRoleName,
   apiKeyRoleNames,
   CatalogService,
 } from "@pies/proto/catalog";
+import { loadCliConfig, type CliConfig } from "./config.js";
 import { migrations } from "./migrations/index.js";
 import { SecretBox } from "./secrets.js";
 import { seedAccount } from "./seed.js";
@@ -43,18 +50,23 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(usage + "\n");
     return command || values.help ? 0 : 2;
   }
-  const url = process.env.DATABASE_URL;
-  if (!url) {
-    process.stderr.write("DATABASE_URL is required\n");
+  let config: CliConfig;
+  try {
+    config = loadCliConfig();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${err.message}\n`);
     return 2;
   }
-  const db = createDatabase<CatalogDatabase>({ url, poolMax: 2, applicationName: "pies-cli" });
+  const db = createDatabase<CatalogDatabase>({
+    url: config.DATABASE_URL,
+    poolMax: 2,
+    applicationName: "pies-cli",
+  });
   try {
     await migrateToLatest(db, "catalog", migrations);
     // The same handlers as the service, called in memory: the CLI cannot drift from the API.
-    const secrets = new SecretBox(
-      process.env.PIES_SECRET_KEY ?? Buffer.alloc(32).toString("base64"),
-    );
+    const secrets = new SecretBox(config.PIES_SECRET_KEY);
     const logger = createLogger("pies-cli", "warn");
     // The CLI stores no endpoint (bootstrap's environment is the built-in test provider): the
     // strictest policy.

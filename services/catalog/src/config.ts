@@ -18,3 +18,18 @@ export type CatalogConfig = z.infer<typeof catalogConfigSchema>;
 
 export const loadCatalogConfig = (source?: Record<string, string | undefined>) =>
   loadConfig(catalogConfigSchema, source);
+
+/**
+ * The `pies` CLI's settings: the database, and the secret key, which only sealing or opening a
+ * provider key needs (no command does so today); without it such a call fails rather than using
+ * a made-up key.
+ */
+export const cliConfigSchema = z.object({
+  DATABASE_URL: z.string({ required_error: "is required" }).min(1, "is required"),
+  PIES_SECRET_KEY: catalogConfigSchema.shape.PIES_SECRET_KEY.optional(),
+});
+
+export type CliConfig = z.infer<typeof cliConfigSchema>;
+
+export const loadCliConfig = (source?: Record<string, string | undefined>) =>
+  loadConfig(cliConfigSchema, source);

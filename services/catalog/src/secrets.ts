@@ -3,23 +3,34 @@ import { randomBase62 } from "@pies/common";
 
 /** Encrypts provider API keys at rest (AES-256-GCM; stored as base64 of iv ‖ tag ‖ ciphertext). */
 export class SecretBox {
-  private readonly key: Buffer;
+  private readonly key: Buffer | undefined;
 
-  constructor(base64Key: string) {
-    this.key = Buffer.from(base64Key, "base64");
-    if (this.key.length !== 32) throw new Error("PIES_SECRET_KEY must be 32 bytes, base64-encoded");
+  /**
+   * @param base64Key PIES_SECRET_KEY. Undefined (the CLI without one) makes a box that refuses to
+   * seal or open, so that no provider key is ever sealed with a made-up key.
+   */
+  constructor(base64Key: string | undefined) {
+    this.key = base64Key === undefined ? undefined : Buffer.from(base64Key, "base64");
+    if (this.key && this.key.length !== 32) {
+      throw new Error("PIES_SECRET_KEY must be 32 bytes, base64-encoded");
+    }
+  }
+
+  private requireKey(): Buffer {
+    if (!this.key) throw new Error("PIES_SECRET_KEY is required to store or read provider keys");
+    return this.key;
   }
 
   seal(plaintext: string): string {
     const iv = randomBytes(12);
-    const cipher = createCipheriv("aes-256-gcm", this.key, iv);
+    const cipher = createCipheriv("aes-256-gcm", this.requireKey(), iv);
     const body = Buffer.concat([cipher.update(plaintext, "utf8"), cipher.final()]);
     return Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64");
   }
 
   open(sealed: string): string {
     const raw = Buffer.from(sealed, "base64");
-    const decipher = createDecipheriv("aes-256-gcm", this.key, raw.subarray(0, 12));
+    const decipher = createDecipheriv("aes-256-gcm", this.requireKey(), raw.subarray(0, 12));
     decipher.setAuthTag(raw.subarray(12, 28));
     return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
   }
