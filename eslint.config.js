@@ -1,5 +1,10 @@
 import tseslint from "typescript-eslint";
 
+/** The workspaces' own code, built by their tsconfig.json (tests excluded). */
+const source = ["{proto,common,gateway,services/*}/src/**/*.ts"];
+/** Tests and integration test support, type-checked by tsconfig.test.json. */
+const tests = ["**/*.test.ts", "**/test/**/*.ts"];
+
 export default tseslint.config(
   { ignores: ["**/dist/**", "**/node_modules/**", "proto/gen/**", "deploy/**", ".pies/**"] },
   ...tseslint.configs.recommended,
@@ -12,5 +17,28 @@ export default tseslint.config(
         { argsIgnorePattern: "^_", varsIgnorePattern: "^_" },
       ],
     },
+  },
+  // Rules that need the types: a promise nobody awaits or handles loses its rejection.
+  {
+    files: [...source, ...tests],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/no-misused-promises": "error",
+    },
+  },
+  {
+    files: tests,
+    languageOptions: {
+      parserOptions: { projectService: false, project: "./tsconfig.test.json" },
+    },
+  },
+  // Production code says why a value is there instead of asserting it (tests may assert).
+  {
+    files: source,
+    ignores: [...tests, "common/src/testing/**"],
+    rules: { "@typescript-eslint/no-non-null-assertion": "error" },
   },
 );

@@ -20,3 +20,12 @@ export const PAGE_SIZE = { default: 100, max: 1000 } as const;
 export function pageSize(limit: number): number {
   return limit <= 0 ? PAGE_SIZE.default : Math.min(limit, PAGE_SIZE.max);
 }
+
+/**
+ * A message field that a peer always sets in its answer (proto3 leaves every message field
+ * optional in the types): INTERNAL naming it when it is absent, rather than a TypeError later.
+ */
+export function answered<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new ConnectError(`the answer has no ${what}`, Code.Internal);
+  return value;
+}

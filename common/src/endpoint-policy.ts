@@ -191,8 +191,9 @@ export class EndpointPolicy {
       this.classes.add(lower as AddressClass);
       return;
     }
-    const [network, bits, extra] = entry.split("/");
-    const ip = ipLiteral(network!);
+    // split always yields a first part (the whole entry when there is no slash).
+    const [network = entry, bits, extra] = entry.split("/");
+    const ip = ipLiteral(network);
     if (ip) {
       const family = isIP(ip) === 4 ? "ipv4" : "ipv6";
       const max = family === "ipv4" ? 32 : 128;

@@ -52,7 +52,10 @@ export class MemoryRunEventBus implements RunEventBus {
     let next = log.events.findIndex((e) => e.seq > afterSeq);
     if (next < 0) next = log.events.length;
     while (!signal.aborted) {
-      while (next < log.events.length) yield log.events[next++]!;
+      while (next < log.events.length) {
+        const event = log.events[next++];
+        if (event) yield event;
+      }
       await new Promise<void>((resolve) => {
         const wake = () => {
           log.wake.delete(wake);

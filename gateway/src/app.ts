@@ -29,8 +29,11 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     clientErrorHandler: createClientErrorHandler(deps.logger),
     return503OnClosing: true,
     // Errors Fastify meets before a route runs (an over-long path parameter, say) get the same
-    // JSON body as the rest.
-    frameworkErrors: (err, _request, reply) => sendError(reply, toHttpError(err)),
+    // JSON body as the rest. The hook returns nothing: the reply is sent, and a reply is thenable
+    // only for `await reply`, so there is nothing to wait for.
+    frameworkErrors: (err, _request, reply) => {
+      void sendError(reply, toHttpError(err));
+    },
   });
   // JSON only: text/plain and the rest are 415.
   app.removeAllContentTypeParsers();

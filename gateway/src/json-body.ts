@@ -28,8 +28,8 @@ export function jsonBodyParser(maxDepth: number) {
 interface Node {
   value: unknown;
   depth: number;
-  parent?: Node;
-  key?: string | number;
+  /** Where it sits: its container and its key there; none at the root. */
+  in?: { parent: Node; key: string | number };
 }
 
 /**
@@ -39,8 +39,7 @@ interface Node {
  */
 export function checkJson(root: unknown, maxDepth: number): HttpError | undefined {
   const stack: Node[] = [{ value: root, depth: 0 }];
-  while (stack.length > 0) {
-    const node = stack.pop()!;
+  for (let node = stack.pop(); node; node = stack.pop()) {
     const { value } = node;
     if (typeof value === "string") {
       if (value.includes("\0")) return nulIn(node);
@@ -57,11 +56,11 @@ export function checkJson(root: unknown, maxDepth: number): HttpError | undefine
         );
       }
       if (Array.isArray(value)) {
-        value.forEach((item, key) => stack.push({ value: item, depth, parent: node, key }));
+        value.forEach((item, key) => stack.push({ value: item, depth, in: { parent: node, key } }));
       } else {
         for (const [key, item] of Object.entries(value)) {
-          if (key.includes("\0")) return nulIn({ value: key, depth, parent: node, key });
-          stack.push({ value: item, depth, parent: node, key });
+          if (key.includes("\0")) return nulIn({ value: key, depth, in: { parent: node, key } });
+          stack.push({ value: item, depth, in: { parent: node, key } });
         }
       }
     }
@@ -75,7 +74,7 @@ const nulIn = (node: Node) =>
 /** `data.items.3.name` for a node, as toHttpError names the fields of zod issues; `body` at the root. */
 function pathOf(node: Node): string {
   const keys: (string | number)[] = [];
-  for (let n: Node | undefined = node; n?.parent; n = n.parent) keys.push(n.key!);
+  for (let at = node.in; at; at = at.parent.in) keys.push(at.key);
   return keys.length > 0 ? keys.reverse().map(shownKey).join(".") : "body";
 }
 

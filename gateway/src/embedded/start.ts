@@ -40,15 +40,14 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
 
   // A lost pool connection counts as a fault for the sweeper, as in the runs service.
   const faults = new DatabaseFaults();
-  const pglite = config.DATABASE_URL ? undefined : await PGlite.create(path.join(dataDir, "pg"));
-  const db: Kysely<any> = pglite
-    ? createDatabase({ pglite })
-    : createDatabase({
-        url: config.DATABASE_URL!,
+  const db: Kysely<any> = config.DATABASE_URL
+    ? createDatabase({
+        url: config.DATABASE_URL,
         applicationName: "pies-embedded",
         logger,
         faults,
-      });
+      })
+    : createDatabase({ pglite: await PGlite.create(path.join(dataDir, "pg")) });
 
   const bus: RunEventBus = config.NATS_URL
     ? await JetStreamRunEventBus.fromConfig(

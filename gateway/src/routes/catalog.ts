@@ -16,7 +16,8 @@ import {
   shortTextList,
   type InputLimits,
 } from "../json/limits.js";
-import { adminOnly, authed, params, type RouteContext } from "./context.js";
+import { answered } from "@pies/common";
+import { adminOnly, authed, routeId, type RouteContext } from "./context.js";
 import {
   ApiKeyRole,
   apiKeyRoleFromName,
@@ -87,7 +88,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
         interaction: interactionInput(body),
       });
       reply.status(201);
-      return interactionJson(interaction!);
+      return interactionJson(answered(interaction, "interaction"));
     }),
   );
 
@@ -115,10 +116,10 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
     authed(ctx, async (request, principal) => {
       const { interaction } = await catalog.getInteraction({
         projectId: principal.projectId,
-        id: params(request).id!,
+        id: routeId(request),
         expandTemplates: true,
       });
-      return interactionJson(interaction!);
+      return interactionJson(answered(interaction, "interaction"));
     }),
   );
 
@@ -128,17 +129,17 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       const body = interactionBody.parse(request.body ?? {});
       const { interaction } = await catalog.updateInteraction({
         projectId: principal.projectId,
-        id: params(request).id!,
+        id: routeId(request),
         interaction: interactionInput(body),
       });
-      return interactionJson(interaction!);
+      return interactionJson(answered(interaction, "interaction"));
     }),
   );
 
   app.delete(
     "/interactions/:id",
     authed(ctx, async (request, principal, reply) => {
-      await catalog.deleteInteraction({ projectId: principal.projectId, id: params(request).id! });
+      await catalog.deleteInteraction({ projectId: principal.projectId, id: routeId(request) });
       return reply.status(204).send();
     }),
   );
@@ -149,13 +150,13 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       const body = publishBody.parse(request.body ?? {});
       const { version } = await catalog.publishInteraction({
         projectId: principal.projectId,
-        id: params(request).id!,
+        id: routeId(request),
         visibility: body.visibility
           ? (visibilities.value(body.visibility) ?? Visibility.PRIVATE)
           : Visibility.PRIVATE,
         tags: body.tags ?? [],
       });
-      return interactionJson(version!);
+      return interactionJson(answered(version, "version"));
     }),
   );
 
@@ -164,7 +165,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
     authed(ctx, async (request, principal) => {
       const { versions } = await catalog.listInteractionVersions({
         projectId: principal.projectId,
-        id: params(request).id!,
+        id: routeId(request),
       });
       return versions.map(interactionJson);
     }),
@@ -179,7 +180,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
         prompt: promptInput(body),
       });
       reply.status(201);
-      return promptJson(prompt!);
+      return promptJson(answered(prompt, "prompt"));
     }),
   );
 
@@ -197,9 +198,9 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
     authed(ctx, async (request, principal) => {
       const { prompt } = await catalog.getPrompt({
         projectId: principal.projectId,
-        id: params(request).id!,
+        id: routeId(request),
       });
-      return promptJson(prompt!);
+      return promptJson(answered(prompt, "prompt"));
     }),
   );
 
@@ -212,7 +213,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
         environment: environmentInput(body),
       });
       reply.status(201);
-      return environmentJson(environment!);
+      return environmentJson(answered(environment, "environment"));
     }),
   );
 
@@ -229,9 +230,9 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
     authed(ctx, async (request, principal) => {
       const { environment } = await catalog.getEnvironment({
         projectId: principal.projectId,
-        id: params(request).id!,
+        id: routeId(request),
       });
-      return environmentJson(environment!);
+      return environmentJson(answered(environment, "environment"));
     }),
   );
 
@@ -241,17 +242,17 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       const body = environmentBody.parse(request.body ?? {});
       const { environment } = await catalog.updateEnvironment({
         projectId: principal.projectId,
-        id: params(request).id!,
+        id: routeId(request),
         environment: environmentInput(body),
       });
-      return environmentJson(environment!);
+      return environmentJson(answered(environment, "environment"));
     }),
   );
 
   app.delete(
     "/environments/:id",
     adminOnly(ctx, async (request, principal, reply) => {
-      await catalog.deleteEnvironment({ projectId: principal.projectId, id: params(request).id! });
+      await catalog.deleteEnvironment({ projectId: principal.projectId, id: routeId(request) });
       return reply.status(204).send();
     }),
   );
@@ -261,7 +262,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
     authed(ctx, async (_request, principal) => {
       const { account } = await catalog.getAccount({ accountId: principal.accountId });
       return {
-        ...accountJson(account!),
+        ...accountJson(answered(account, "account")),
         project: { id: principal.projectId, name: principal.projectName },
         key: {
           id: principal.apiKeyId,
@@ -290,7 +291,10 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       });
       reply.status(201);
       // Keys act within their project: the new project's admin key is the way into it.
-      return { ...projectJson(project!), api_key: { ...apiKeyJson(apiKey!), key: secret } };
+      return {
+        ...projectJson(answered(project, "project")),
+        api_key: { ...apiKeyJson(answered(apiKey, "API key")), key: secret },
+      };
     }),
   );
 
@@ -310,18 +314,18 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
         projectId: principal.projectId,
         name: body.name ?? "",
         // Least privilege: a key is a member key unless an admin key is asked for.
-        role: body.role ? apiKeyRoleFromName(body.role)! : ApiKeyRole.MEMBER,
+        role: (body.role && apiKeyRoleFromName(body.role)) || ApiKeyRole.MEMBER,
       });
       reply.status(201);
       // The only response that ever carries the secret.
-      return { ...apiKeyJson(apiKey!), key: secret };
+      return { ...apiKeyJson(answered(apiKey, "API key")), key: secret };
     }),
   );
 
   app.delete(
     "/apikeys/:id",
     adminOnly(ctx, async (request, principal, reply) => {
-      await catalog.deleteApiKey({ projectId: principal.projectId, id: params(request).id! });
+      await catalog.deleteApiKey({ projectId: principal.projectId, id: routeId(request) });
       return reply.status(204).send();
     }),
   );

@@ -41,4 +41,9 @@ export function adminOnly(ctx: RouteContext, handler: Handler) {
   });
 }
 
-export const params = (request: FastifyRequest) => request.params as Params;
+/** The `:id` of the route (Fastify matches a route with `:id` only when it is there). */
+export function routeId(request: FastifyRequest): string {
+  const { id } = request.params as Params;
+  if (id === undefined) throw new Error(`route ${request.routeOptions.url} has no :id`);
+  return id;
+}

@@ -12,7 +12,8 @@ import {
   runJson,
   type ExecuteBody,
 } from "../json/runs.js";
-import { authed, params, type RouteContext } from "./context.js";
+import { answered } from "@pies/common";
+import { authed, routeId, type RouteContext } from "./context.js";
 
 /** Executions (blocking or streamed), and reading runs back. */
 export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
@@ -40,7 +41,7 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
         },
       }),
     );
-    return failedAsError(run!, reply);
+    return failedAsError(answered(run, "run"), reply);
   };
 
   app.post(
@@ -51,7 +52,7 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
         request,
         principal,
         body,
-        { case: "interactionId", value: params(request).id! },
+        { case: "interactionId", value: routeId(request) },
         reply,
       );
     }),
@@ -99,9 +100,9 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
     authed(ctx, async (request, principal) => {
       const { run } = await runs.getRun({
         projectId: principal.projectId,
-        id: params(request).id!,
+        id: routeId(request),
       });
-      return runJson(run!);
+      return runJson(answered(run, "run"));
     }),
   );
 

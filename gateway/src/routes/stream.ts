@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { KeySlots } from "@pies/common";
+import { answered, KeySlots } from "@pies/common";
 import { RunStatus } from "@pies/proto/runs";
 import { conflict, tooManyRequests } from "../errors.js";
 import { EventStream } from "../sse/event-stream.js";
 import { relayRun } from "../sse/run-relay.js";
-import { params, type RouteContext } from "./context.js";
+import { routeId, type RouteContext } from "./context.js";
 
 /**
  * Seconds a key over its open-stream bound is told to wait: streams free up as runs end, so soon,
@@ -33,12 +33,12 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
       );
     }
     try {
-      const runId = params(request).id!;
+      const runId = routeId(request);
       const projectId = principal.projectId;
-      let { run } = await runs.getRun({ projectId, id: runId });
-      if (!run!.stream) throw conflict(`run ${runId} was not created with stream: true`);
-      if (run!.status === RunStatus.CREATED) {
-        ({ run } = await executor.startRun({ projectId, runId }));
+      let run = answered((await runs.getRun({ projectId, id: runId })).run, "run");
+      if (!run.stream) throw conflict(`run ${runId} was not created with stream: true`);
+      if (run.status === RunStatus.CREATED) {
+        run = answered((await executor.startRun({ projectId, runId })).run, "run");
       }
       reply.hijack();
       const out = new EventStream(reply.raw, logger);
@@ -49,7 +49,7 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
         logger,
         heartbeatMs: options.sseHeartbeatSeconds * 1000,
         projectId,
-        run: run!,
+        run,
         afterSeq: lastEventId(request),
       });
     } finally {

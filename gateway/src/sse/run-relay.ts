@@ -69,7 +69,7 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
         id: runId,
       });
       endedBeats = current && terminal(current) ? endedBeats + 1 : 0;
-      if (endedBeats >= 2) close(current!);
+      if (current && endedBeats >= 2) close(current);
     } catch (err) {
       // Transient (the runs service is away): checked again at the next beat.
       logger.debug({ err, runId }, "run stream could not check the runs store");

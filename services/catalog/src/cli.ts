@@ -2,6 +2,7 @@
 import { parseArgs } from "node:util";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import {
+  answered,
   ConfigError,
   createDatabase,
   createLogger,
@@ -84,28 +85,32 @@ async function main(argv: string[]): Promise<number> {
         print({ migrated: true });
         return 0;
       case "create-account": {
-        const { account, project } = await catalog.createAccount({
+        const created = await catalog.createAccount({
           name: required(values.name, "--name"),
           projectName: values.project ?? "",
         });
+        const account = answered(created.account, "account");
+        const project = answered(created.project, "project");
         print({
-          account: { id: account!.id, name: account!.name },
-          project: { id: project!.id, name: project!.name },
+          account: { id: account.id, name: account.name },
+          project: { id: project.id, name: project.name },
         });
         return 0;
       }
       case "create-project": {
-        const { project, apiKey, secret } = await catalog.createProject({
+        const created = await catalog.createProject({
           accountId: required(values.account, "--account"),
           name: required(values.name, "--name"),
         });
+        const project = answered(created.project, "project");
+        const apiKey = answered(created.apiKey, "API key");
         print({
-          project: { id: project!.id, name: project!.name, account: project!.accountId },
+          project: { id: project.id, name: project.name, account: project.accountId },
           key: {
-            id: apiKey!.id,
-            name: apiKey!.name,
-            role: apiKeyRoleName(apiKey!.role),
-            key: secret,
+            id: apiKey.id,
+            name: apiKey.name,
+            role: apiKeyRoleName(apiKey.role),
+            key: created.secret,
           },
         });
         return 0;
@@ -116,17 +121,18 @@ async function main(argv: string[]): Promise<number> {
         const role = apiKeyRoleFromName(values.role ?? "admin");
         if (role === undefined)
           throw new Error(`--role must be one of ${apiKeyRoleNames.join(", ")}`);
-        const { apiKey, secret } = await catalog.createApiKey({
+        const created = await catalog.createApiKey({
           projectId: required(values.project, "--project"),
           name: values.name ?? "",
           role,
         });
+        const apiKey = answered(created.apiKey, "API key");
         print({
-          id: apiKey!.id,
-          name: apiKey!.name,
-          role: apiKeyRoleName(apiKey!.role),
-          project: apiKey!.projectId,
-          key: secret,
+          id: apiKey.id,
+          name: apiKey.name,
+          role: apiKeyRoleName(apiKey.role),
+          project: apiKey.projectId,
+          key: created.secret,
         });
         return 0;
       }

@@ -1,4 +1,5 @@
 import type { Client } from "@connectrpc/connect";
+import { answered } from "@pies/common";
 import { ApiKeyRole, type CatalogService } from "@pies/proto/catalog";
 
 /** What a seed made: ids, and the admin key's secret (shown once, never stored in clear). */
@@ -18,16 +19,16 @@ export async function seedAccount(
   catalog: Client<typeof CatalogService>,
   names: { account: string; project?: string; key: string },
 ): Promise<Seeded> {
-  const { account, project } = await catalog.createAccount({
+  const created = await catalog.createAccount({
     name: names.account,
     projectName: names.project ?? "",
   });
-  if (!account || !project) throw new Error("the catalog answered no account or project");
+  const account = answered(created.account, "account");
+  const project = answered(created.project, "project");
   const { environment } = await catalog.createEnvironment({
     projectId: project.id,
     environment: { name: "test", provider: "test", defaultModel: "test" },
   });
-  if (!environment) throw new Error("the catalog answered no environment");
   const { secret } = await catalog.createApiKey({
     projectId: project.id,
     name: names.key,
@@ -36,7 +37,7 @@ export async function seedAccount(
   return {
     accountId: account.id,
     projectId: project.id,
-    environmentId: environment.id,
+    environmentId: answered(environment, "environment").id,
     key: secret,
   };
 }

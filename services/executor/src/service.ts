@@ -1,6 +1,6 @@
 import { toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
-import { fromValue } from "@pies/common";
+import { answered, fromValue } from "@pies/common";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunSchema, RunStatus, type Run } from "@pies/proto/runs";
 import type { ChatMessage } from "./templates/render.js";
@@ -212,8 +212,9 @@ async function expire(deps: ExecutorDeps, run: Run): Promise<Run> {
     },
     expectedStatus: RunStatus.PROCESSING,
   });
-  await new ChunkPublisher(deps.bus, run.id).end(toBinary(RunSchema, failed!));
-  return failed!;
+  const ended = answered(failed, "run");
+  await new ChunkPublisher(deps.bus, run.id).end(toBinary(RunSchema, ended));
+  return ended;
 }
 
 /** Executes a streamed run that has just moved to processing, publishing its chunks and end. */

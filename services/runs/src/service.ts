@@ -93,10 +93,11 @@ export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof 
 
     async updateRun(req) {
       const projectId = requireProject(req.projectId);
-      if (!req.update) throw invalid("update is required");
+      const { update } = req;
+      if (!update) throw invalid("update is required");
       let query = db
         .updateTable("runs.runs")
-        .set(checked(() => updateToColumns(req.update!)))
+        .set(checked(() => updateToColumns(update)))
         .where("project_id", "=", projectId)
         .where("id", "=", req.id);
       if (req.expectedStatus !== RunStatus.UNSPECIFIED) {

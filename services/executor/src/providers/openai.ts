@@ -78,7 +78,9 @@ export class OpenAIClient implements LlmClient {
   }
 
   private params(request: CompletionRequest) {
-    const structured = request.schema && this.environment.config?.structured_output !== false;
+    // The schema itself when it is sent as the response format.
+    const structured =
+      this.environment.config?.structured_output !== false ? request.schema : undefined;
     const messages: ChatMessage[] =
       request.schema && !structured
         ? [
@@ -100,7 +102,7 @@ export class OpenAIClient implements LlmClient {
         ? {
             response_format: {
               type: "json_schema" as const,
-              json_schema: { name: "result", schema: request.schema! },
+              json_schema: { name: "result", schema: structured },
             },
           }
         : {}),

@@ -65,11 +65,13 @@ export class FairQueue<T> {
         best = state;
       }
     }
-    if (key === undefined || !best) return undefined;
+    // The chosen key has a queued item (keys without one were skipped above).
+    const item = best?.queued.shift();
+    if (key === undefined || !best || item === undefined) return undefined;
     best.running++;
     best.servedAt = ++this.served;
     this.total--;
-    return { key, item: best.queued.shift()! };
+    return { key, item };
   }
 
   /** An item of `key` taken earlier has finished (whichever way). */

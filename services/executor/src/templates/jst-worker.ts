@@ -10,6 +10,10 @@ export interface RenderJob {
   limits: SandboxLimits;
 }
 
+// Loaded only as JstSandbox's worker thread, where the port to the sandbox always exists.
+if (!parentPort) throw new Error("jst-worker runs as a worker thread of JstSandbox");
+const port = parentPort;
+
 const quickjs = await getQuickJS();
 // One throwaway render before taking work: V8 compiles QuickJS's WebAssembly lazily, so a fresh
 // worker's first render would otherwise spend much of a template's time limit compiling.
@@ -19,9 +23,9 @@ renderInQuickJS(
   { x: "warm" },
   { timeoutMs: 10_000, memoryBytes: 1 << 24 },
 );
-parentPort!.on("message", (job: RenderJob) => {
+port.on("message", (job: RenderJob) => {
   try {
-    parentPort!.postMessage({
+    port.postMessage({
       id: job.id,
       ...renderInQuickJS(quickjs, job.content, job.data, job.limits),
     });
@@ -30,9 +34,9 @@ parentPort!.on("message", (job: RenderJob) => {
       err instanceof SandboxCorrupted
         ? "template exhausted the sandbox"
         : "template could not be run";
-    parentPort!.postMessage({ id: job.id, ok: false, message });
+    port.postMessage({ id: job.id, ok: false, message });
     // The WebAssembly instance is suspect: this worker goes, the pool starts a fresh one.
     process.exit(1);
   }
 });
-parentPort!.postMessage({ ready: true });
+port.postMessage({ ready: true });

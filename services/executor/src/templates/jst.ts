@@ -109,7 +109,9 @@ export class JstSandbox {
     };
     worker.on("message", (message: RenderOutcome & { id?: number }) => {
       if (message.id === undefined || slot.busy?.job.id !== message.id) return;
-      const pending = this.release(slot)!;
+      // Busy with this job (checked above), so there is a pending render to settle.
+      const pending = this.release(slot);
+      if (!pending) return;
       if (message.ok) pending.resolve(message.value);
       else pending.reject(new TemplateError(message.message));
       this.dispatch();
