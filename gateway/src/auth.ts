@@ -12,8 +12,11 @@ const KEY_FORMAT = /^sk-[0-9A-Za-z]{43}$/;
 /** As the catalog says it. */
 const INVALID = "invalid API key";
 
-/** Entries of each cache: past this, the least recently used go. */
-const MAX_ENTRIES = 10_000;
+/**
+ * Each cache holds at most 10,000 keys (past this, the least recently used go). Entries expire by
+ * the wall clock, read at each look-up (no cached reading of it), as the seconds configured are.
+ */
+const CACHE_OPTIONS = { max: 10_000, perf: Date, ttlResolution: 0 };
 
 /**
  * Verifies `Authorization: Bearer sk-…` (or `?access_token=` where a browser EventSource cannot set
@@ -25,8 +28,8 @@ const MAX_ENTRIES = 10_000;
  * concurrent requests with the same key share one verification.
  */
 export class Authenticator {
-  private readonly cache = new LRUCache<string, Principal>({ max: MAX_ENTRIES });
-  private readonly refused = new LRUCache<string, true>({ max: MAX_ENTRIES });
+  private readonly cache = new LRUCache<string, Principal>(CACHE_OPTIONS);
+  private readonly refused = new LRUCache<string, true>(CACHE_OPTIONS);
   private readonly pending = new Map<string, Promise<Principal>>();
 
   constructor(private readonly deps: GatewayDeps) {}
