@@ -1,20 +1,16 @@
+// The light entry: configuration, logging, ids, JSON and Connect error helpers. It loads nothing
+// heavy — no pg (whose global type parser this would set), no NATS, no HTTP/2 server — so that the
+// gateway can read its config without them. Those live in @pies/common/db, /bus and /server.
 export * from "./config.js";
 export * from "./logger.js";
 export * from "./ids.js";
 export * from "./json.js";
 export * from "./json-sample.js";
-export * from "./db.js";
 export * from "./unavailable.js";
-export * from "./bus.js";
-export * from "./memory-bus.js";
-export * from "./jetstream-bus.js";
-export * from "./health.js";
-export * from "./server.js";
 export * from "./connect-errors.js";
 export * from "./generation-limits.js";
-export * from "./client.js";
 export * from "./lifecycle.js";
-export * from "./db-service.js";
 export * from "./endpoint-policy.js";
 export * from "./retry-after.js";
 export * from "./key-slots.js";
+export * from "./int32.js";

@@ -2,10 +2,10 @@ import { Code, ConnectError, createClient, createRouterTransport } from "@connec
 import type { ConnectRouter, Transport } from "@connectrpc/connect";
 import { RunsService } from "@pies/proto/runs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { peerTransport } from "./client.js";
+import { peerTransport } from "./server/client.js";
 import { createLogger } from "./logger.js";
 import { retryableError, retryAfterSeconds } from "./retry-after.js";
-import { serveConnect, type RunningServer } from "./server.js";
+import { serveConnect, type RunningServer } from "./server/server.js";
 
 // A service that is over its limit: every call asks to be tried again in 2 s.
 const routes = (router: ConnectRouter) =>

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { createLogger } from "./logger.js";
-import { errorInterceptor } from "./server.js";
+import { errorInterceptor } from "./server/server.js";
 import { DatabaseFaults, isConnectionError, isDatabaseUnavailable } from "./unavailable.js";
 
 const systemError = (code: string, message = code) => Object.assign(new Error(message), { code });

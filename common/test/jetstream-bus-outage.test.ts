@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JetStreamRunEventBus } from "@pies/common";
+import { JetStreamRunEventBus } from "@pies/common/bus";
 import { startPrivateNats, type PrivateNats } from "@pies/common/testing";
 
 // A NATS server of the test's own, so that it can be restarted.

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newId } from "@pies/common";
 import {
   JetStreamRunEventBus,
   MemoryRunEventBus,
-  newId,
   type RunEvent,
   type RunEventBus,
-} from "@pies/common";
+} from "@pies/common/bus";
 import { createTestStream, type TestStream } from "@pies/common/testing";
 
 const text = (e: RunEvent) => new TextDecoder().decode(e.data);

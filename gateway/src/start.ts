@@ -1,10 +1,6 @@
-import {
-  createLogger,
-  serviceClient,
-  peerTransport,
-  JetStreamRunEventBus,
-  peersServing,
-} from "@pies/common";
+import { createLogger } from "@pies/common";
+import { JetStreamRunEventBus } from "@pies/common/bus";
+import { serviceClient, peerTransport, peersServing } from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunsService } from "@pies/proto/runs";

@@ -1,5 +1,7 @@
 import { PGlite } from "@electric-sql/pglite";
-import { createDatabase, createLogger, MemoryRunEventBus, type RunEventBus } from "@pies/common";
+import { createLogger } from "@pies/common";
+import { MemoryRunEventBus, type RunEventBus } from "@pies/common/bus";
+import { createDatabase } from "@pies/common/db";
 import { seedAccount } from "@pies/catalog";
 import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
 import type { GatewayOptions } from "../src/deps.js";

@@ -2,14 +2,9 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
-import {
-  createDatabase,
-  createLogger,
-  DatabaseFaults,
-  JetStreamRunEventBus,
-  MemoryRunEventBus,
-  type RunEventBus,
-} from "@pies/common";
+import { createLogger, DatabaseFaults } from "@pies/common";
+import { JetStreamRunEventBus, MemoryRunEventBus, type RunEventBus } from "@pies/common/bus";
+import { createDatabase } from "@pies/common/db";
 import type { Kysely } from "kysely";
 import { seedAccount } from "@pies/catalog";
 import { gatewayOptions } from "../config.js";

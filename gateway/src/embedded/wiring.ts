@@ -1,15 +1,9 @@
 import { createRouterTransport, type ConnectRouter } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
-import {
-  DatabaseFaults,
-  errorInterceptor,
-  serviceClient,
-  migrateToLatest,
-  EndpointPolicy,
-  pingDatabase,
-  type Logger,
-  type RunEventBus,
-} from "@pies/common";
+import { DatabaseFaults, EndpointPolicy, type Logger } from "@pies/common";
+import { type RunEventBus } from "@pies/common/bus";
+import { migrateToLatest, pingDatabase } from "@pies/common/db";
+import { errorInterceptor, serviceClient } from "@pies/common/server";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createExecutorDeps, startExecutorWork, type ExecutorSettings } from "@pies/executor";
 import { runsMigrations, runsRoutes, startSweeper } from "@pies/runs";

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Client } from "@connectrpc/connect";
 import { fromBinary } from "@bufbuild/protobuf";
-import type { Logger, RunEventBus } from "@pies/common";
+import type { Logger } from "@pies/common";
+import type { RunEventBus } from "@pies/common/bus";
 import { RunSchema, RunStatus, type Run, type RunsService } from "@pies/proto/runs";
 import { runJson } from "../json/runs.js";
 import type { EventStream } from "./event-stream.js";

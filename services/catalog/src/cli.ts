@@ -1,14 +1,8 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
-import {
-  answered,
-  ConfigError,
-  createDatabase,
-  createLogger,
-  EndpointPolicy,
-  migrateToLatest,
-} from "@pies/common";
+import { answered, ConfigError, createLogger, EndpointPolicy } from "@pies/common";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
 import {
   apiKeyRoleFromName,
   apiKeyRoleName,

@@ -3,7 +3,6 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import {
   checkGenerationSettings,
-  hasAnyTag,
   INT32_MAX,
   invalid,
   newId,
@@ -11,6 +10,7 @@ import {
   pageSize,
   requireProject,
 } from "@pies/common";
+import { hasAnyTag } from "@pies/common/db";
 import { InteractionStatus, type CatalogService, type InteractionInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { findEnvironment } from "./environments.js";

@@ -1,4 +1,5 @@
-import { EndpointPolicy, startDatabaseService, type ServiceProcess } from "@pies/common";
+import { EndpointPolicy } from "@pies/common";
+import { startDatabaseService, type ServiceProcess } from "@pies/common/db";
 import { CatalogService } from "@pies/proto/catalog";
 import type { CatalogConfig } from "./config.js";
 import { migrations } from "./migrations/index.js";

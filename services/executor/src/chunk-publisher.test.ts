@@ -1,4 +1,4 @@
-import type { RunEvent, RunEventBus } from "@pies/common";
+import type { RunEvent, RunEventBus } from "@pies/common/bus";
 import { describe, expect, it } from "vitest";
 import { ChunkPublisher } from "./chunk-publisher.js";
 

@@ -1,4 +1,4 @@
-import type { RunEventBus } from "@pies/common";
+import type { RunEventBus } from "@pies/common/bus";
 
 const encoder = new TextEncoder();
 

@@ -1,5 +1,6 @@
 import type { Client } from "@connectrpc/connect";
-import type { Logger, RunEventBus } from "@pies/common";
+import type { Logger } from "@pies/common";
+import type { RunEventBus } from "@pies/common/bus";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { RunsService } from "@pies/proto/runs";
 import type { ProjectExecutions } from "./project-limits.js";

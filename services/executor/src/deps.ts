@@ -1,5 +1,7 @@
 import type { Transport } from "@connectrpc/connect";
-import { EndpointPolicy, serviceClient, type Logger, type RunEventBus } from "@pies/common";
+import { EndpointPolicy, type Logger } from "@pies/common";
+import { type RunEventBus } from "@pies/common/bus";
+import { serviceClient } from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
 import type { ExecutorConfig } from "./config.js";

@@ -10,17 +10,9 @@ import {
 } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
-import {
-  createDatabase,
-  createLogger,
-  EndpointPolicy,
-  fromValue,
-  MemoryRunEventBus,
-  migrateToLatest,
-  type JsonObject,
-  type RunEvent,
-  type RunEventBus,
-} from "@pies/common";
+import { createLogger, EndpointPolicy, fromValue, type JsonObject } from "@pies/common";
+import { MemoryRunEventBus, type RunEvent, type RunEventBus } from "@pies/common/bus";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/common/testing";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService, type ExecuteRequestSchema } from "@pies/proto/executor";

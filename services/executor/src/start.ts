@@ -1,11 +1,6 @@
-import {
-  createLogger,
-  peerTransport,
-  JetStreamRunEventBus,
-  peersServing,
-  serveConnect,
-  type RunningServer,
-} from "@pies/common";
+import { createLogger } from "@pies/common";
+import { JetStreamRunEventBus } from "@pies/common/bus";
+import { peerTransport, peersServing, serveConnect, type RunningServer } from "@pies/common/server";
 import { ExecutorService } from "@pies/proto/executor";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";

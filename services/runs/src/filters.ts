@@ -1,5 +1,6 @@
 import type { SelectQueryBuilder } from "kysely";
-import { fromTimestamp, hasAnyTag } from "@pies/common";
+import { fromTimestamp } from "@pies/common";
+import { hasAnyTag } from "@pies/common/db";
 import { AnchorDirection, RunStatus, type RunFilters } from "@pies/proto/runs";
 import { statusName } from "./mappers.js";
 import type { RunsDatabase } from "./tables.js";

@@ -3,14 +3,8 @@ import { Code, createClient, createRouterTransport, type Client } from "@connect
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { PGlite } from "@electric-sql/pglite";
 import { sql, type Kysely } from "kysely";
-import {
-  createDatabase,
-  fromValue,
-  migrateToLatest,
-  newId,
-  toTimestamp,
-  toValue,
-} from "@pies/common";
+import { fromValue, newId, toTimestamp, toValue } from "@pies/common";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/common/testing";
 import {
   AnchorDirection,

@@ -1,4 +1,4 @@
-import { startDatabaseService, type ServiceProcess } from "@pies/common";
+import { startDatabaseService, type ServiceProcess } from "@pies/common/db";
 import { RunsService } from "@pies/proto/runs";
 import type { RunsConfig } from "./config.js";
 import { migrations } from "./migrations/index.js";

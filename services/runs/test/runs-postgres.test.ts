@@ -8,7 +8,8 @@ import {
 } from "@connectrpc/connect";
 import { CompiledQuery, Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
-import { createDatabase, migrateToLatest, newId } from "@pies/common";
+import { newId } from "@pies/common";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, type TestDatabase } from "@pies/common/testing";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { RunsService, RunStatus, type RunFilters, type RunFiltersSchema } from "@pies/proto/runs";

@@ -1,6 +1,6 @@
 import { PGlite } from "@electric-sql/pglite";
 import { afterAll, expect, it } from "vitest";
-import { createDatabase, migrateToLatest } from "@pies/common";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { migrations } from "./index.js";
 
 const pglite = await PGlite.create();

@@ -8,7 +8,7 @@ import {
 } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
-import { isConnectionError } from "./unavailable.js";
+import { isConnectionError } from "../unavailable.js";
 
 /**
  * Turns a lost or refused connection to a peer into UNAVAILABLE naming the peer. connect-node

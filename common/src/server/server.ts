@@ -3,9 +3,9 @@ import type { AddressInfo } from "node:net";
 import { Code, ConnectError, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "@pies/proto/health";
-import type { Logger } from "./logger.js";
+import type { Logger } from "../logger.js";
 import { createHealthService } from "./health.js";
-import { databaseUnavailable, isDatabaseUnavailable, type DatabaseFaults } from "./unavailable.js";
+import { databaseUnavailable, isDatabaseUnavailable, type DatabaseFaults } from "../unavailable.js";
 
 export interface ServeOptions {
   name: string;

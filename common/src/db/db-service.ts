@@ -1,9 +1,9 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Kysely, Migration } from "kysely";
 import { createDatabase, migrateToLatest, pingDatabase } from "./db.js";
-import { createLogger } from "./logger.js";
-import { serveConnect, type RunningServer } from "./server.js";
-import { DatabaseFaults } from "./unavailable.js";
+import { createLogger } from "../logger.js";
+import { serveConnect, type RunningServer } from "../server/server.js";
+import { DatabaseFaults } from "../unavailable.js";
 
 export interface DatabaseServiceSettings {
   HOST: string;

@@ -10,14 +10,11 @@ import {
 import pg from "pg";
 import type { PGlite } from "@electric-sql/pglite";
 import { PGliteDialect } from "./pglite-dialect.js";
-import type { Logger } from "./logger.js";
-import type { DatabaseFaults } from "./unavailable.js";
+import type { Logger } from "../logger.js";
+import type { DatabaseFaults } from "../unavailable.js";
 
 // int8 (counts, sums) as numbers: pies never counts past 2^53.
 pg.types.setTypeParser(20, (v) => Number(v));
-
-/** Largest value of a protobuf int32 and of a PostgreSQL `integer` column. */
-export const INT32_MAX = 2_147_483_647;
 
 export type DatabaseOptions =
   | {

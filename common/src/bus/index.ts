@@ -1,0 +1,4 @@
+// @pies/common/bus: the run-event bus — its interface, JetStream (NATS) and in-memory.
+export * from "./bus.js";
+export * from "./memory-bus.js";
+export * from "./jetstream-bus.js";

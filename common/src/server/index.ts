@@ -1,0 +1,4 @@
+// @pies/common/server: the Connect server over HTTP/2, the health service and client transports.
+export * from "./server.js";
+export * from "./health.js";
+export * from "./client.js";
