@@ -1,7 +1,7 @@
 import tseslint from "typescript-eslint";
 
 /** The workspaces' own code, built by their tsconfig.json (tests excluded). */
-const source = ["{proto,common,gateway,services/*}/src/**/*.ts"];
+const source = ["{proto,common,gateway,embedded,services/*}/src/**/*.ts"];
 /** Tests and integration test support, type-checked by tsconfig.test.json. */
 const tests = ["**/*.test.ts", "**/test/**/*.ts"];
 

@@ -7,7 +7,7 @@ import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
 import type { GatewayOptions } from "../src/deps.js";
 import type { Kysely } from "kysely";
 import type { ExecutorSettings } from "@pies/executor";
-import { createInMemoryPies, type InMemoryPies } from "../src/embedded/wiring.js";
+import { createInMemoryPies, type InMemoryPies } from "@pies/embedded";
 
 export interface TestPies extends InMemoryPies {
   /** The admin key and `test` environment of a first project. */

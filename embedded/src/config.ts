@@ -2,7 +2,7 @@ import { z } from "zod";
 import { allowedEndpointsSetting, env, loadConfig, natsConfigSchema } from "@pies/common";
 import { executorSettingsSchema } from "@pies/executor";
 import { runsSweepSettingsSchema } from "@pies/runs";
-import { gatewaySettingsSchema } from "../config.js";
+import { gatewaySettingsSchema } from "@pies/gateway";
 
 /** The embedded mode's configuration: everything optional, defaults for a laptop. */
 const embeddedConfigSchema = z.object({

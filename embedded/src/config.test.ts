@@ -2,7 +2,7 @@ import { ConfigError } from "@pies/common";
 import { loadCatalogConfig } from "@pies/catalog";
 import { loadExecutorConfig } from "@pies/executor";
 import { describe, expect, it } from "vitest";
-import { loadGatewayConfig } from "../config.js";
+import { loadGatewayConfig } from "@pies/gateway";
 import { loadEmbeddedConfig } from "./config.js";
 
 describe("endpoint policy and auth settings", () => {

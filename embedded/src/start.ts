@@ -7,8 +7,7 @@ import { JetStreamRunEventBus, MemoryRunEventBus, type RunEventBus } from "@pies
 import { createDatabase } from "@pies/common/db";
 import type { Kysely } from "kysely";
 import { seedAccount } from "@pies/catalog";
-import { gatewayOptions } from "../config.js";
-import { closeGracefully } from "../drain.js";
+import { closeGracefully, gatewayOptions } from "@pies/gateway";
 import type { EmbeddedConfig } from "./config.js";
 import { createInMemoryPies, type InMemoryPies } from "./wiring.js";
 

@@ -11,8 +11,7 @@ import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunsService } from "@pies/proto/runs";
 import type { FastifyInstance } from "fastify";
-import { createGateway } from "../app.js";
-import type { GatewayOptions } from "../deps.js";
+import { createGateway, type GatewayOptions } from "@pies/gateway";
 
 export interface InMemoryPies {
   app: FastifyInstance;
