@@ -1,7 +1,7 @@
 import tseslint from "typescript-eslint";
 
 /** The workspaces' own code, built by their tsconfig.json (tests excluded). */
-const source = ["{proto,common,gateway,embedded,services/*}/src/**/*.ts"];
+const source = ["{proto,common,gateway,embedded,testkit,services/*}/src/**/*.ts"];
 /** Tests and integration test support, type-checked by tsconfig.test.json. */
 const tests = ["**/*.test.ts", "**/test/**/*.ts"];
 
@@ -38,7 +38,7 @@ export default tseslint.config(
   // Production code says why a value is there instead of asserting it (tests may assert).
   {
     files: source,
-    ignores: [...tests, "common/src/testing/**"],
+    ignores: [...tests, "testkit/src/**"],
     rules: { "@typescript-eslint/no-non-null-assertion": "error" },
   },
 );

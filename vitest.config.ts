@@ -11,7 +11,7 @@ export default defineConfig({
       {
         test: {
           name: "unit",
-          include: ["{common,gateway,embedded,services/*}/src/**/*.test.ts"],
+          include: ["{common,gateway,embedded,testkit,services/*}/src/**/*.test.ts"],
           testTimeout: 20_000,
           // Starting PGlite (a whole PostgreSQL in WebAssembly) takes seconds, more on a busy CI.
           hookTimeout: 60_000,
@@ -20,7 +20,10 @@ export default defineConfig({
       {
         test: {
           name: "integration",
-          include: ["{common,gateway,embedded,services/*}/test/**/*.test.ts", "test/**/*.test.ts"],
+          include: [
+            "{common,gateway,embedded,testkit,services/*}/test/**/*.test.ts",
+            "test/**/*.test.ts",
+          ],
           testTimeout: 60_000,
           hookTimeout: 120_000,
         },

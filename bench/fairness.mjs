@@ -9,7 +9,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { createTestDatabase, createTestStream, startStack } from "@pies/common/testing";
+import { createTestDatabase, createTestStream, startStack } from "@pies/testkit";
 import { api } from "./lib/api.mjs";
 import { percentile } from "./lib/stats.mjs";
 

@@ -11,7 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { createTestDatabase, createTestStream, startStack } from "@pies/common/testing";
+import { createTestDatabase, createTestStream, startStack } from "@pies/testkit";
 import { api as request } from "./lib/api.mjs";
 import { startCpuSample } from "./lib/cpu.mjs";
 import { startFakeInWorker } from "./lib/fake.mjs";

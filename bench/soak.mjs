@@ -6,13 +6,7 @@
 // Target: 0 lost, 0 stuck, no unexpected error. Exit code 1 when a target is missed.
 //   npm run soak -- [--clients 64] [--duration 60] [--faults] [--lease 5]
 import { parseArgs } from "node:util";
-import {
-  checkRuns,
-  Load,
-  startPrivateNats,
-  startPrivatePostgres,
-  startStack,
-} from "@pies/common/testing";
+import { checkRuns, Load, startPrivateNats, startPrivatePostgres, startStack } from "@pies/testkit";
 import { percentile } from "./lib/stats.mjs";
 
 const { values: args } = parseArgs({

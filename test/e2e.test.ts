@@ -8,7 +8,7 @@ import {
   type ApiClient,
   type FakeOpenAI,
   type Stack,
-} from "@pies/common/testing";
+} from "@pies/testkit";
 
 // The four processes as Kubernetes runs them, real PostgreSQL and NATS, over HTTP as a client would.
 // Each test makes what it needs (environments, interactions, runs), so they pass in any order

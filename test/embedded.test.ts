@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { readSse, repoRoot } from "@pies/common/testing";
+import { readSse, repoRoot } from "@pies/testkit";
 
 // `npm start` exactly as the README says, with no DATABASE_URL or NATS_URL: PGlite and the
 // in-process bus, data in PIES_DATA_DIR, the port from PORT (0: any free one).

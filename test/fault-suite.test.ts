@@ -11,7 +11,7 @@ import {
   type PrivateNats,
   type PrivatePostgres,
   type Stack,
-} from "@pies/common/testing";
+} from "@pies/testkit";
 
 // The fault suite: pies' four processes on a PostgreSQL cluster and a NATS server of the test's
 // own (never the shared ones), under a bounded load, while PostgreSQL restarts, NATS restarts, and

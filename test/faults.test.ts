@@ -6,7 +6,7 @@ import {
   startTestStack,
   type ApiClient,
   type Stack,
-} from "@pies/common/testing";
+} from "@pies/testkit";
 
 // The four processes with short clocks: heartbeats every second, a 3 s lease, a sweep every
 // second, a 2 s stream ttl; then faults, as in production, to see that no run is left stuck.

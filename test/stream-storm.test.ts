@@ -6,7 +6,7 @@ import {
   startTestStack,
   type ApiClient,
   type Stack,
-} from "@pies/common/testing";
+} from "@pies/testkit";
 
 // The four processes; 300 streamed runs opened at once that end together, just after a
 // heartbeat (1 s) has fired: the gateway once died here, writing to streams that had ended.

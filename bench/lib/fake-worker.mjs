@@ -2,7 +2,7 @@
 // event loop in the main thread does not delay the upstream's answers, and the other way round.
 import { EventEmitter } from "node:events";
 import { parentPort, workerData } from "node:worker_threads";
-import { startFakeOpenAI } from "@pies/common/testing";
+import { startFakeOpenAI } from "@pies/testkit";
 
 // The fake adds (and later removes) one abort listener per pending delay on a shared shutdown
 // signal, so above 10 concurrent requests node prints a MaxListenersExceededWarning that is not a

@@ -1,5 +1,5 @@
 import { performance } from "node:perf_hooks";
-import { readSseIncrementally } from "@pies/common/testing";
+import { readSseIncrementally } from "@pies/testkit";
 
 /**
  * The four request kinds. Each takes (ctx, signal) and resolves to a sample

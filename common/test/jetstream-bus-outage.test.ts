@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JetStreamRunEventBus } from "@pies/common/bus";
-import { startPrivateNats, type PrivateNats } from "@pies/common/testing";
+import { startPrivateNats, type PrivateNats } from "@pies/testkit";
 
 // A NATS server of the test's own, so that it can be restarted.
 let nats: PrivateNats | undefined;

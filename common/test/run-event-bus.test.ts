@@ -6,7 +6,7 @@ import {
   type RunEvent,
   type RunEventBus,
 } from "@pies/common/bus";
-import { createTestStream, type TestStream } from "@pies/common/testing";
+import { createTestStream, type TestStream } from "@pies/testkit";
 
 const text = (e: RunEvent) => new TextDecoder().decode(e.data);
 const bytes = (s: string) => new TextEncoder().encode(s);

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseSse } from "@pies/common/testing";
+import { parseSse } from "@pies/testkit";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 import { request } from "../test/requests.js";
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseSse } from "@pies/common/testing";
+import { parseSse } from "@pies/testkit";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 import { request } from "../test/requests.js";
 

@@ -1,6 +1,6 @@
 import { connect, type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseSse } from "@pies/common/testing";
+import { parseSse } from "@pies/testkit";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 
 // The gateway on a real port, with short timeouts: what Node's HTTP layer does before (or

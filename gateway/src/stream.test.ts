@@ -1,7 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryRunEventBus, type RunEvent, type SubscribeOptions } from "@pies/common/bus";
-import { parseSse } from "@pies/common/testing";
+import { parseSse } from "@pies/testkit";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 import { createStreamedRun } from "../test/requests.js";
 

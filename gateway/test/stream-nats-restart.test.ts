@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JetStreamRunEventBus } from "@pies/common/bus";
-import { parseSse, startPrivateNats, type PrivateNats } from "@pies/common/testing";
+import { parseSse, startPrivateNats, type PrivateNats } from "@pies/testkit";
 import { startTestPies, type TestPies } from "./in-memory-pies.js";
 import { createStreamedRun, requester } from "./requests.js";
 

@@ -5,7 +5,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { createLogger } from "@pies/common";
 import { MemoryRunEventBus, type RunEventBus } from "@pies/common/bus";
-import { parseSse } from "@pies/common/testing";
+import { parseSse } from "@pies/testkit";
 import { RunSchema, RunStatus, type Run, type RunsService } from "@pies/proto/runs";
 import { EventStream } from "./event-stream.js";
 import { relayRun, type RelayOptions } from "./run-relay.js";

@@ -5,7 +5,7 @@ import { PGlite } from "@electric-sql/pglite";
 import type { Kysely } from "kysely";
 import { createLogger, EndpointPolicy } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
-import { expectCode } from "@pies/common/testing";
+import { expectCode } from "@pies/testkit";
 import { ApiKeyRole, CatalogService, InteractionStatus } from "@pies/proto/catalog";
 import { migrations } from "./migrations/index.js";
 import { SecretBox } from "./secrets.js";

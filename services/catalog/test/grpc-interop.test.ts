@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { newId } from "@pies/common";
-import { createTestDatabase, type TestDatabase } from "@pies/common/testing";
+import { createTestDatabase, type TestDatabase } from "@pies/testkit";
 import { startRuns, type RunsProcess } from "@pies/runs";
 import { startCatalog, type CatalogProcess } from "../src/start.js";
 

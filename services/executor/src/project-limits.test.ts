@@ -1,6 +1,6 @@
 import { Code } from "@connectrpc/connect";
 import { retryAfterSeconds } from "@pies/common";
-import { expectCode } from "@pies/common/testing";
+import { expectCode } from "@pies/testkit";
 import { describe, expect, it } from "vitest";
 import { ProjectExecutions } from "./project-limits.js";
 

@@ -13,7 +13,7 @@ import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createLogger, EndpointPolicy, fromValue, type JsonObject } from "@pies/common";
 import { MemoryRunEventBus, type RunEvent, type RunEventBus } from "@pies/common/bus";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
-import { expectCode } from "@pies/common/testing";
+import { expectCode } from "@pies/testkit";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService, type ExecuteRequestSchema } from "@pies/proto/executor";
 import { RunSchema, RunsService, RunStatus, type Run } from "@pies/proto/runs";

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { retryAfterSeconds } from "@pies/common";
-import { expectCode } from "@pies/common/testing";
+import { expectCode } from "@pies/testkit";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
 import { describe, expect, it } from "vitest";

@@ -5,7 +5,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { sql, type Kysely } from "kysely";
 import { fromValue, newId, toTimestamp, toValue } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
-import { expectCode } from "@pies/common/testing";
+import { expectCode } from "@pies/testkit";
 import {
   AnchorDirection,
   RunsService,

@@ -10,7 +10,7 @@ import { CompiledQuery, Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { newId } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
-import { createTestDatabase, type TestDatabase } from "@pies/common/testing";
+import { createTestDatabase, type TestDatabase } from "@pies/testkit";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { RunsService, RunStatus, type RunFilters, type RunFiltersSchema } from "@pies/proto/runs";
 import { migrations } from "../src/migrations/index.js";

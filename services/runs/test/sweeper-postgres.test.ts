@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql, type Kysely } from "kysely";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
-import { createTestDatabase, type TestDatabase } from "@pies/common/testing";
+import { createTestDatabase, type TestDatabase } from "@pies/testkit";
 import { migrations } from "../src/migrations/index.js";
 import { sweepRuns, type SweepResult } from "../src/sweeper.js";
 import type { RunsDatabase } from "../src/tables.js";

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { EndpointPolicy, type JsonObject } from "@pies/common";
-import { startFakeOpenAI, type FakeOpenAI } from "@pies/common/testing";
+import { startFakeOpenAI, type FakeOpenAI } from "@pies/testkit";
 import { EnvironmentSchema, type Environment } from "@pies/proto/catalog";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { SchemaValidator } from "../schemas.js";

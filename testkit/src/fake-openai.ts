@@ -58,8 +58,7 @@ import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { JsonObject } from "../json.js";
-import { sampleJson, seededRandom, seedOf, violateJson } from "../json-sample.js";
+import { sampleJson, seededRandom, seedOf, violateJson, type JsonObject } from "@pies/common";
 
 /** Options for {@link startFakeOpenAI}. */
 export interface FakeOpenAIOptions {

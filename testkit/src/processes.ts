@@ -5,8 +5,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
-/** The repository root (this file is common/dist/testing/processes.js once built). */
-export const repoRoot = path.resolve(fileURLToPath(import.meta.url), "../../../..");
+/** The repository root (this file is testkit/dist/processes.js once built). */
+export const repoRoot = path.resolve(fileURLToPath(import.meta.url), "../../..");
 
 /** A port that was free a moment ago (the OS picks it). */
 export async function freePort(): Promise<number> {
