@@ -6,7 +6,7 @@
 // Target: 0 lost, 0 stuck, no unexpected error. Exit code 1 when a target is missed.
 //   npm run soak -- [--clients 64] [--duration 60] [--faults] [--lease 5]
 import { parseArgs } from "node:util";
-import { checkRuns, Load, startPrivateNats, startPrivatePostgres, startStack } from "@pies/testkit";
+import { checkRuns, Load, startFaultStack } from "@pies/testkit";
 import { percentile } from "./lib/stats.mjs";
 
 const { values: args } = parseArgs({
@@ -43,78 +43,33 @@ process.on("SIGINT", () => {
   log("SIGINT: stopping the load and cleaning up (again to force)");
 });
 
-let pg, nats, stack;
+let faulty;
 let failed = false;
 try {
   log("starting PostgreSQL, NATS and the four processes");
-  [pg, nats] = await Promise.all([startPrivatePostgres(), startPrivateNats()]);
-  stack = await startStack({
-    databaseUrl: pg.url,
-    natsEnv: nats.env,
-    env: {
-      PIES_RUN_HEARTBEAT_SECONDS: "1",
-      PIES_RUN_LEASE_SECONDS: String(leaseSeconds),
-      PIES_SWEEP_INTERVAL_SECONDS: "1",
-      PIES_RUN_TTL_SECONDS: String(leaseSeconds),
-      PIES_SSE_HEARTBEAT_SECONDS: "5",
-    },
+  faulty = await startFaultStack({
+    leaseSeconds,
+    ttlSeconds: leaseSeconds,
+    sseHeartbeatSeconds: 5,
+    blockingModel: "test-latency-100",
   });
-  const api = async (path, body) => {
-    const response = await fetch(`${stack.gatewayUrl}/api/v1${path}`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${stack.bootstrap.key}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify(body),
-    });
-    if (!response.ok) throw new Error(`POST ${path}: ${response.status} ${await response.text()}`);
-    return response.json();
-  };
-  const prompt = await api("/prompts", { name: "soak", content_type: "text", content: "Say hi" });
-  const interaction = (name, model) =>
-    api("/interactions", {
-      name,
-      model,
-      environment: stack.bootstrap.environment,
-      prompts: [{ type: "template", template: prompt.id }],
-    });
-  const blocking = await interaction("soak-blocking", "test-latency-100");
-  const streamed = await interaction("soak-streamed", "test-slow");
-
-  let gatewayDown = false;
-  const faults = args.faults
-    ? [
-        ["restart PostgreSQL", () => pg.restart()],
-        ["restart NATS", () => nats.restart()],
-        ...["catalog", "runs", "executor", "gateway"].map((name) => [
-          `kill -9 ${name}`,
-          async () => {
-            gatewayDown = name === "gateway";
-            try {
-              await stack.restart(name);
-            } finally {
-              gatewayDown = false;
-            }
-          },
-        ]),
-      ]
-    : [];
+  const { pg, stack } = faulty;
+  const faults = args.faults ? faulty.faults : [];
   log(`load: ${clients} clients for ${durationMs / 1000} s${faults.length ? ", with faults" : ""}`);
   const load = new Load({
     gatewayUrl: stack.gatewayUrl,
     key: stack.bootstrap.key,
-    blockingInteraction: blocking.id,
-    streamedInteraction: streamed.id,
+    blockingInteraction: faulty.blockingInteraction,
+    streamedInteraction: faulty.streamedInteraction,
     clients,
-    gatewayDown: () => gatewayDown,
+    gatewayDown: faulty.gatewayDown,
   }).start();
   const started = Date.now();
   const applied = [];
   for (let i = 0; i < faults.length && !interrupted; i++) {
     const at = started + (durationMs * (i + 1)) / (faults.length + 1);
     while (Date.now() < at && !interrupted) await sleep(100);
-    const [name, apply] = faults[i];
+    const { name, apply } = faults[i];
     const before = Date.now();
     await apply();
     applied.push(`${name} (${Date.now() - before} ms)`);
@@ -177,7 +132,6 @@ try {
   log(`soak failed: ${err?.stack ?? err}`);
 } finally {
   log("cleaning up");
-  await stack?.stop().catch((err) => log(`stopping the stack: ${err}`));
-  await Promise.all([nats?.stop(), pg?.stop()]);
+  await faulty?.stop();
 }
 process.exitCode = failed ? 1 : 0;

@@ -1,17 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  checkRuns,
-  expectJson,
-  gatewayApi,
-  Load,
-  startPrivateNats,
-  startPrivatePostgres,
-  startStack,
-  type LoadReport,
-  type PrivateNats,
-  type PrivatePostgres,
-  type Stack,
-} from "@pies/testkit";
+import { checkRuns, Load, startFaultStack, type FaultStack, type LoadReport } from "@pies/testkit";
 
 // The fault suite: pies' four processes on a PostgreSQL cluster and a NATS server of the test's
 // own (never the shared ones), under a bounded load, while PostgreSQL restarts, NATS restarts, and
@@ -21,46 +9,21 @@ const LEASE_SECONDS = 3;
 const TTL_SECONDS = 3;
 const CLIENTS = 8;
 
-let pg: PrivatePostgres | undefined;
-let nats: PrivateNats | undefined;
-let stack: Stack | undefined;
-let blocking: string;
-let streamed: string;
+let faulty: FaultStack | undefined;
 
 beforeAll(async () => {
-  [pg, nats] = await Promise.all([startPrivatePostgres(), startPrivateNats()]);
-  stack = await startStack({
-    databaseUrl: pg.url,
-    natsEnv: nats.env,
-    env: {
-      PIES_RUN_HEARTBEAT_SECONDS: "1",
-      PIES_RUN_LEASE_SECONDS: String(LEASE_SECONDS),
-      PIES_SWEEP_INTERVAL_SECONDS: "1",
-      PIES_SSE_HEARTBEAT_SECONDS: "1",
-      PIES_RUN_TTL_SECONDS: String(TTL_SECONDS),
-    },
+  faulty = await startFaultStack({
+    leaseSeconds: LEASE_SECONDS,
+    ttlSeconds: TTL_SECONDS,
+    sseHeartbeatSeconds: 1,
+    // Long enough that every fault finds executions in flight.
+    blockingModel: "test-latency-200",
   });
-  const api = gatewayApi(stack.gatewayUrl, stack.bootstrap.key);
-  const post = async (path: string, body: unknown) =>
-    expectJson<{ id: string }>(await api(path, { body }), 201, () => stack!.output());
-  // A text prompt: a jst template could miss its 100 ms limit on a loaded machine (a 400).
-  const prompt = await post("/prompts", { name: "p", content_type: "text", content: "Say hi" });
-  const interaction = (name: string, model: string) =>
-    post("/interactions", {
-      name,
-      model,
-      environment: stack!.bootstrap.environment,
-      prompts: [{ type: "template", template: prompt.id }],
-    });
-  // Long enough that every fault finds executions in flight.
-  blocking = (await interaction("blocking", "test-latency-200")).id;
-  streamed = (await interaction("streamed", "test-slow")).id;
 }, 120_000);
 
 afterAll(async () => {
   // Every process, server and directory goes, also when the test failed.
-  await stack?.stop().catch(() => {});
-  await Promise.all([nats?.stop(), pg?.stop()]);
+  await faulty?.stop();
 });
 
 /** Resolves once the load has `n` more successes than now: pies recovered by itself. */
@@ -85,33 +48,27 @@ const describeReport = (report: LoadReport) =>
 
 describe("the fault suite", () => {
   it("survives PostgreSQL and NATS restarts and the loss of each process, losing no run", async () => {
-    let gatewayDown = false;
+    const { stack, pg, faults } = faulty!;
     const load = new Load({
-      gatewayUrl: stack!.gatewayUrl,
-      key: stack!.bootstrap.key,
-      blockingInteraction: blocking,
-      streamedInteraction: streamed,
+      gatewayUrl: stack.gatewayUrl,
+      key: stack.bootstrap.key,
+      blockingInteraction: faulty!.blockingInteraction,
+      streamedInteraction: faulty!.streamedInteraction,
       clients: CLIENTS,
-      gatewayDown: () => gatewayDown,
+      gatewayDown: faulty!.gatewayDown,
     }).start();
     let report: LoadReport;
     try {
       await recovered(load, "the start");
-      await pg!.restart();
-      await recovered(load, "a PostgreSQL restart");
-      await nats!.restart();
-      await recovered(load, "a NATS restart");
-      for (const name of ["catalog", "runs", "executor", "gateway"]) {
-        gatewayDown = name === "gateway";
-        await stack!.restart(name);
-        gatewayDown = false;
-        await recovered(load, `killing ${name}`);
+      for (const fault of faults) {
+        await fault.apply();
+        await recovered(load, fault.name);
       }
     } finally {
       report = await load.stop();
     }
     // The report, and what the processes logged apart from the 503s they answered.
-    const logged = stack!
+    const logged = stack
       .output()
       .split("\n")
       .filter((line) => !line.includes('"code":14'))
@@ -119,7 +76,7 @@ describe("the fault suite", () => {
       .map((line) => line.slice(0, 1500));
     const context = `${describeReport(report)}\n${logged.join("\n")}`;
     // Soft: one failing promise does not hide whether the others held.
-    expect.soft(stack!.unexpectedExits(), context).toEqual([]);
+    expect.soft(stack.unexpectedExits(), context).toEqual([]);
     expect.soft(report.unexpectedErrors, context).toEqual({});
     expect.soft(report.streams.cut, context).toBe(0);
     expect.soft(report.streams.closed).toBeGreaterThan(0);
@@ -128,10 +85,10 @@ describe("the fault suite", () => {
     // After the lease (and the ttl of streamed runs whose stream could not be opened) nothing is
     // left created or processing, and every run answered as completed is recorded so.
     const deadline = Date.now() + (LEASE_SECONDS + TTL_SECONDS + 10) * 1000;
-    let check = await checkRuns(pg!.url, report.completedRunIds);
+    let check = await checkRuns(pg.url, report.completedRunIds);
     while (check.stuck > 0 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 250));
-      check = await checkRuns(pg!.url, report.completedRunIds);
+      check = await checkRuns(pg.url, report.completedRunIds);
     }
     expect.soft(check.stuck, JSON.stringify(check.byStatus)).toBe(0);
     expect.soft(check.lost, context).toEqual([]);

@@ -395,14 +395,17 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       dropAfterFirstContent: boolean;
     },
   ): Promise<void> {
+    const envelope = {
+      id: s.id,
+      object: "chat.completion.chunk",
+      created: s.created,
+      model: s.model,
+      system_fingerprint: "fp_pies_fake",
+    };
     // Real OpenAI puts `usage: null` on every chunk when usage was requested.
     const chunk = (delta: Record<string, unknown>, finish: string | null): string =>
       sse({
-        id: s.id,
-        object: "chat.completion.chunk",
-        created: s.created,
-        model: s.model,
-        system_fingerprint: "fp_pies_fake",
+        ...envelope,
         choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
         ...(s.includeUsage ? { usage: null } : {}),
       });
@@ -412,17 +415,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     for (const piece of pieces) events.push(chunk({ content: piece }, null));
     events.push(chunk({}, "stop"));
     if (s.includeUsage) {
-      events.push(
-        sse({
-          id: s.id,
-          object: "chat.completion.chunk",
-          created: s.created,
-          model: s.model,
-          system_fingerprint: "fp_pies_fake",
-          choices: [],
-          usage: s.usage,
-        }),
-      );
+      events.push(sse({ ...envelope, choices: [], usage: s.usage }));
     }
     events.push("data: [DONE]\n\n");
 

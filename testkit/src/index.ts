@@ -8,3 +8,4 @@ export * from "./sse.js";
 export * from "./servers.js";
 export * from "./load.js";
 export * from "./test-stack.js";
+export * from "./fault-stack.js";
