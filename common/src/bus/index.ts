@@ -2,3 +2,4 @@
 export * from "./bus.js";
 export * from "./memory-bus.js";
 export * from "./jetstream-bus.js";
+export * from "./nats.js";

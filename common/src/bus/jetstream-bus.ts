@@ -1,4 +1,4 @@
-import { connect, nanos, type NatsConnection, type Status } from "@nats-io/transport-node";
+import { nanos, type NatsConnection, type Status } from "@nats-io/transport-node";
 import {
   DeliverPolicy,
   JetStreamApiCodes,
@@ -10,6 +10,7 @@ import {
   type JetStreamManager,
 } from "@nats-io/jetstream";
 import type { RunEvent, RunEventBus, SubscribeOptions } from "./bus.js";
+import { connectNats, natsReady } from "./nats.js";
 
 export interface NatsSettings {
   NATS_URL: string;
@@ -36,7 +37,7 @@ export class JetStreamRunEventBus implements RunEventBus {
     private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
-    private readonly options: JetStreamBusOptions,
+    private readonly options: Omit<JetStreamBusOptions, "url" | "name">,
   ) {}
 
   /** Connects with the NATS_URL / PIES_NATS_* settings of a component's configuration. */
@@ -51,21 +52,29 @@ export class JetStreamRunEventBus implements RunEventBus {
   }
 
   static async connect(options: JetStreamBusOptions): Promise<JetStreamRunEventBus> {
-    const nc = await connect({
-      servers: options.url,
-      name: options.name,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 500,
-    });
+    const nc = await connectNats(options.url, options.name);
     try {
-      const jsm = await jetstreamManager(nc);
-      const bus = new JetStreamRunEventBus(nc, jetstream(nc), jsm, options);
-      await bus.ensureStream();
-      return bus;
+      return await JetStreamRunEventBus.over(nc, options);
     } catch (err) {
       await nc.close();
       throw err;
     }
+  }
+
+  /** The bus over a connection the process already has (it then owns it: `close` drains it). */
+  static async over(
+    nc: NatsConnection,
+    options: Omit<JetStreamBusOptions, "url" | "name">,
+  ): Promise<JetStreamRunEventBus> {
+    const jsm = await jetstreamManager(nc);
+    const bus = new JetStreamRunEventBus(nc, jetstream(nc), jsm, options);
+    await bus.ensureStream();
+    return bus;
+  }
+
+  /** The NATS connection, for the other components of the process that use NATS. */
+  get connection(): NatsConnection {
+    return this.nc;
   }
 
   private subject(runId: string, kind: RunEvent["kind"] | ">") {
@@ -144,23 +153,8 @@ export class JetStreamRunEventBus implements RunEventBus {
     return msg !== null;
   }
 
-  /**
-   * Whether the server answers a ping within `timeoutMs`. While disconnected a flush waits for the
-   * reconnection, so without the limit a readiness probe would hang instead of answering false.
-   */
-  async ready(timeoutMs = 2000) {
-    if (this.nc.isClosed()) return false;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([
-        this.nc.flush().then(() => true),
-        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
-      ]);
-    } catch {
-      return false;
-    } finally {
-      clearTimeout(timer);
-    }
+  ready(timeoutMs = 2000) {
+    return natsReady(this.nc, timeoutMs);
   }
 
   async close() {

@@ -1,0 +1,41 @@
+import { connect, type NatsConnection, type Status } from "@nats-io/transport-node";
+
+/**
+ * The process's one NATS connection, reconnecting forever. The run-event bus, the run records and
+ * the catalog's change events all ride on it.
+ */
+export function connectNats(url: string, name: string): Promise<NatsConnection> {
+  return connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+}
+
+/**
+ * Whether the server answers a ping within `timeoutMs`. While disconnected a flush waits for the
+ * reconnection, so without the limit a readiness probe would hang instead of answering false.
+ */
+export async function natsReady(nc: NatsConnection, timeoutMs = 2000): Promise<boolean> {
+  if (nc.isClosed()) return false;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      nc.flush().then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+    ]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Calls `onReconnect` each time the connection is re-established after an outage (messages sent
+ * meanwhile on core NATS subjects were lost). Returns a function that stops watching.
+ */
+export function onReconnect(nc: NatsConnection, onReconnect: () => void): () => void {
+  // The iterator has a stop() that its published type does not show.
+  const status = nc.status() as AsyncIterable<Status> & { stop?: () => void };
+  void (async () => {
+    for await (const s of status) if (s.type === "reconnect") onReconnect();
+  })().catch(() => {});
+  return () => status.stop?.();
+}
