@@ -40,4 +40,7 @@ export const natsConfigSchema = {
     .regex(/^[A-Za-z0-9_-]+$/)
     .default("pies"),
   PIES_STREAM_MAX_AGE_SECONDS: env.int(3600, 1),
+  // How long the record log keeps a run's last record: the longest the runs store may fall
+  // behind (runs service or PostgreSQL down) without losing a record.
+  PIES_RECORD_MAX_AGE_SECONDS: env.int(24 * 3600, 60),
 };

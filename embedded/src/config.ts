@@ -15,6 +15,7 @@ const embeddedConfigSchema = z.object({
   PIES_NATS_STREAM: natsConfigSchema.PIES_NATS_STREAM,
   PIES_NATS_SUBJECT_PREFIX: natsConfigSchema.PIES_NATS_SUBJECT_PREFIX,
   PIES_STREAM_MAX_AGE_SECONDS: natsConfigSchema.PIES_STREAM_MAX_AGE_SECONDS,
+  PIES_RECORD_MAX_AGE_SECONDS: natsConfigSchema.PIES_RECORD_MAX_AGE_SECONDS,
   // Unset: generated once into the data dir.
   PIES_SECRET_KEY: z.string().optional(),
   ...executorSettingsSchema,

@@ -3,7 +3,14 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { createLogger, DatabaseFaults } from "@pies/common";
-import { JetStreamRunEventBus, MemoryRunEventBus, type RunEventBus } from "@pies/common/bus";
+import {
+  JetStreamRunEventBus,
+  MemoryRunEventBus,
+  MemoryRunRecords,
+  recordsFromConfig,
+  type RunEventBus,
+  type RunRecords,
+} from "@pies/common/bus";
 import { createDatabase } from "@pies/common/db";
 import type { Kysely } from "kysely";
 import { seedAccount } from "@pies/catalog";
@@ -43,12 +50,19 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
       })
     : createDatabase({ pglite: await PGlite.create(path.join(dataDir, "pg")) });
 
-  const bus: RunEventBus = config.NATS_URL
-    ? await JetStreamRunEventBus.fromConfig(
-        { ...config, NATS_URL: config.NATS_URL },
-        "pies-embedded",
-      )
-    : new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
+  let bus: RunEventBus;
+  let records: RunRecords;
+  if (config.NATS_URL) {
+    const jetStream = await JetStreamRunEventBus.fromConfig(
+      { ...config, NATS_URL: config.NATS_URL },
+      "pies-embedded",
+    );
+    bus = jetStream;
+    records = await recordsFromConfig(jetStream.connection, config);
+  } else {
+    bus = new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
+    records = new MemoryRunRecords();
+  }
 
   const secretKey =
     config.PIES_SECRET_KEY ??
@@ -56,6 +70,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
   const pies = await createInMemoryPies({
     db,
     bus,
+    records,
     secretKey,
     logger,
     executor: config,

@@ -1,12 +1,12 @@
 import { createRouterTransport, type ConnectRouter } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import { DatabaseFaults, EndpointPolicy, type Logger } from "@pies/common";
-import { type RunEventBus } from "@pies/common/bus";
+import { type RunEventBus, type RunRecords } from "@pies/common/bus";
 import { migrateToLatest, pingDatabase } from "@pies/common/db";
 import { errorInterceptor, serviceClient } from "@pies/common/server";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createExecutorDeps, startExecutorWork, type ExecutorSettings } from "@pies/executor";
-import { runsMigrations, runsRoutes, startSweeper } from "@pies/runs";
+import { runsMigrations, runsRoutes, startRunsStore, startSweeper } from "@pies/runs";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunsService } from "@pies/proto/runs";
@@ -27,6 +27,8 @@ export interface InMemoryPies {
 export async function createInMemoryPies(options: {
   db: Kysely<any>;
   bus: RunEventBus;
+  /** The record log (in memory, or JetStream when NATS_URL is set). */
+  records: RunRecords;
   secretKey: string;
   logger: Logger;
   executor: ExecutorSettings;
@@ -50,16 +52,19 @@ export async function createInMemoryPies(options: {
       endpoints: new EndpointPolicy(options.executor.PIES_ALLOWED_ENDPOINTS),
     }),
   );
-  const runsTransport = local(runsRoutes({ db }));
+  const store = startRunsStore(db, options.records, logger, faults);
+  const log = store.log;
+  const runsTransport = local(runsRoutes({ db, log }));
   const executorDeps = await createExecutorDeps({
     catalog: catalogTransport,
     runs: runsTransport,
     bus,
+    log,
     logger,
     config: options.executor,
   });
   const executor = startExecutorWork(executorDeps, options.executor.PIES_RUN_HEARTBEAT_SECONDS);
-  const sweeper = startSweeper(db, logger, options.sweep, faults);
+  const sweeper = startSweeper(db, log, logger, options.sweep, faults);
   const catalog = serviceClient(CatalogService, catalogTransport);
   const app = createGateway({
     catalog,
@@ -68,7 +73,8 @@ export async function createInMemoryPies(options: {
     bus,
     logger,
     options: options.gateway,
-    isReady: async () => (await pingDatabase(db)) && (await bus.ready()),
+    isReady: async () =>
+      (await pingDatabase(db)) && (await bus.ready()) && (await options.records.ready()),
   });
   return {
     app,
@@ -76,6 +82,7 @@ export async function createInMemoryPies(options: {
     async stop(graceMs) {
       await executor.stop(graceMs);
       await sweeper.stop();
+      await store.stop();
     },
   };
 }

@@ -1,6 +1,6 @@
 import { PGlite } from "@electric-sql/pglite";
 import { createLogger } from "@pies/common";
-import { MemoryRunEventBus, type RunEventBus } from "@pies/common/bus";
+import { MemoryRunEventBus, MemoryRunRecords, type RunEventBus } from "@pies/common/bus";
 import { createDatabase } from "@pies/common/db";
 import { seedAccount } from "@pies/catalog";
 import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
@@ -35,6 +35,7 @@ export async function startTestPies(
   const pies = await createInMemoryPies({
     db,
     bus: options.bus ?? new MemoryRunEventBus(),
+    records: new MemoryRunRecords(),
     secretKey: Buffer.alloc(32, 1).toString("base64"),
     logger: createLogger("test", "silent"),
     executor: {

@@ -29,6 +29,8 @@ export function createTestStream(): TestStream {
       try {
         const jsm = await jetstreamManager(nc);
         await jsm.streams.delete(stream).catch(() => false);
+        // The run record log beside it (see recordsFromConfig).
+        await jsm.streams.delete(`${stream}_RECORDS`).catch(() => false);
       } finally {
         await nc.close();
       }

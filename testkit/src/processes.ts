@@ -126,7 +126,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     {
       name: "runs",
       script: "services/runs/dist/main.js",
-      env: { ...common, PORT: String(runsPort), DATABASE_URL: options.databaseUrl },
+      env: {
+        ...common,
+        ...options.natsEnv,
+        PORT: String(runsPort),
+        DATABASE_URL: options.databaseUrl,
+      },
     },
     {
       name: "executor",

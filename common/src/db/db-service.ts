@@ -33,6 +33,8 @@ export async function startDatabaseService<DB>(options: {
     db: Kysely<DB>,
     logger: ReturnType<typeof createLogger>,
   ) => (router: ConnectRouter) => void;
+  /** What else must answer for the service to be ready (besides its database). */
+  isReady?: () => Promise<boolean>;
   /** Work the service does on its own (a sweeper, say): started once serving, stopped first. */
   background?: (
     db: Kysely<DB>,
@@ -59,7 +61,7 @@ export async function startDatabaseService<DB>(options: {
       logger,
       routes: options.routes(db, logger),
       serviceNames: [options.serviceName],
-      isReady: () => pingDatabase(db),
+      isReady: async () => (await pingDatabase(db)) && (await (options.isReady?.() ?? true)),
       databaseFaults: faults,
     });
     const background = options.background?.(db, logger, faults);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { newId } from "@pies/common";
-import { createTestDatabase, type TestDatabase } from "@pies/testkit";
+import { createTestDatabase, createTestStream, type TestDatabase } from "@pies/testkit";
 import { startRuns, type RunsProcess } from "@pies/runs";
 import { startCatalog, type CatalogProcess } from "../src/start.js";
 
@@ -40,6 +40,8 @@ let runs: grpc.Client;
 let catalogHealth: grpc.Client;
 let runsHealth: grpc.Client;
 
+const stream = createTestStream();
+
 beforeAll(async () => {
   testDb = await createTestDatabase("grpc");
   const common = {
@@ -57,6 +59,11 @@ beforeAll(async () => {
   });
   runsProcess = await startRuns({
     ...common,
+    NATS_URL: stream.url,
+    PIES_NATS_STREAM: stream.stream,
+    PIES_NATS_SUBJECT_PREFIX: stream.subjectPrefix,
+    PIES_STREAM_MAX_AGE_SECONDS: 600,
+    PIES_RECORD_MAX_AGE_SECONDS: 600,
     PIES_RUN_LEASE_SECONDS: 60,
     PIES_SWEEP_INTERVAL_SECONDS: 10,
   });
@@ -73,6 +80,7 @@ afterAll(async () => {
   for (const client of [catalog, runs, catalogHealth, runsHealth]) client?.close();
   await catalogProcess?.stop();
   await runsProcess?.stop();
+  await stream.remove();
   await testDb?.drop();
 });
 

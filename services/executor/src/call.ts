@@ -1,6 +1,6 @@
 import { toValue, type JsonValue } from "@pies/common";
-import { create } from "@bufbuild/protobuf";
-import { RunStatus, RunUpdateSchema, type RunUpdate } from "@pies/proto/runs";
+import { clone, create } from "@bufbuild/protobuf";
+import { RunErrorSchema, RunSchema, RunStatus, TokenUsageSchema, type Run } from "@pies/proto/runs";
 import type { Environment } from "@pies/proto/catalog";
 import type { ExecutorDeps } from "./context.js";
 import { estimateUsage } from "./providers/tokens.js";
@@ -67,21 +67,21 @@ export async function callProvider(
   return { ok: true, result: parsed, usage };
 }
 
-/** The update that records an outcome. */
-export function outcomeUpdate(outcome: Outcome, startedAt: number): RunUpdate {
-  const executionTime = BigInt(Date.now() - startedAt);
+/** The run as an outcome ends it (a copy: the run given is left as it was). */
+export function endedRun(run: Run, outcome: Outcome, startedAt: number): Run {
+  const ended = clone(RunSchema, run);
+  ended.executionTime = BigInt(Date.now() - startedAt);
+  ended.tokenUse = outcome.usage && create(TokenUsageSchema, outcome.usage);
   if (outcome.ok) {
-    return create(RunUpdateSchema, {
-      status: RunStatus.COMPLETED,
-      result: toValue(outcome.result),
-      tokenUse: outcome.usage,
-      executionTime,
+    ended.status = RunStatus.COMPLETED;
+    ended.result = toValue(outcome.result);
+  } else {
+    ended.status = RunStatus.FAILED;
+    ended.error = create(RunErrorSchema, {
+      code: outcome.code,
+      message: outcome.message,
+      data: toValue(outcome.data),
     });
   }
-  return create(RunUpdateSchema, {
-    status: RunStatus.FAILED,
-    tokenUse: outcome.usage,
-    executionTime,
-    error: { code: outcome.code, message: outcome.message, data: toValue(outcome.data) },
-  });
+  return ended;
 }

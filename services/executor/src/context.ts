@@ -1,6 +1,6 @@
 import type { Client } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
-import type { RunEventBus } from "@pies/common/bus";
+import type { RunEventBus, RunLog } from "@pies/common/bus";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { RunsService } from "@pies/proto/runs";
 import type { ProjectExecutions } from "./project-limits.js";
@@ -13,6 +13,8 @@ export interface ExecutorDeps {
   catalog: Client<typeof CatalogService>;
   runs: Client<typeof RunsService>;
   bus: RunEventBus;
+  /** Where runs are recorded: durable once a put resolves, written to the runs store in batches. */
+  log: RunLog;
   providers: ProviderRegistry;
   renderer: PromptRenderer;
   schemas: SchemaValidator;

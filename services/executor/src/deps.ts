@@ -1,6 +1,6 @@
 import type { Transport } from "@connectrpc/connect";
 import { EndpointPolicy, type Logger } from "@pies/common";
-import { type RunEventBus } from "@pies/common/bus";
+import { type RunEventBus, type RunLog } from "@pies/common/bus";
 import { serviceClient } from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
@@ -33,6 +33,7 @@ export async function createExecutorDeps(options: {
   catalog: Transport;
   runs: Transport;
   bus: RunEventBus;
+  log: RunLog;
   logger: Logger;
   config: ExecutorSettings;
 }): Promise<ExecutorDeps> {
@@ -46,6 +47,7 @@ export async function createExecutorDeps(options: {
     catalog: serviceClient(CatalogService, options.catalog),
     runs: serviceClient(RunsService, options.runs),
     bus: options.bus,
+    log: options.log,
     providers: new ProviderRegistry(
       { timeoutMs: config.PIES_PROVIDER_TIMEOUT_MS, maxRetries: config.PIES_PROVIDER_MAX_RETRIES },
       new EndpointPolicy(config.PIES_ALLOWED_ENDPOINTS),

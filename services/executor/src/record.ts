@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
+import { RecordConflict } from "@pies/common/bus";
 
 /** Answers that retrying cannot change: the request itself is wrong, or the state moved on. */
 const final = new Set([
@@ -13,8 +14,12 @@ const final = new Set([
   Code.Unauthenticated,
 ]);
 
-/** Whether a failed attempt at recording is worth repeating (the peer or its database was down). */
-export const isRetryable = (err: unknown) => !(err instanceof ConnectError && final.has(err.code));
+/**
+ * Whether a failed attempt at recording is worth repeating (NATS, the peer or its database was
+ * down); a conditional put that found the run moved on is final.
+ */
+export const isRetryable = (err: unknown) =>
+  !(err instanceof RecordConflict) && !(err instanceof ConnectError && final.has(err.code));
 
 export interface RetryOptions {
   logger: Logger;

@@ -2,23 +2,28 @@ import { randomBytes } from "node:crypto";
 import { fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   Code,
-  ConnectError,
   createClient,
   createRouterTransport,
   type Client,
-  type Interceptor,
 } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createLogger, EndpointPolicy, fromValue, type JsonObject } from "@pies/common";
-import { MemoryRunEventBus, type RunEvent, type RunEventBus } from "@pies/common/bus";
+import {
+  MemoryRunEventBus,
+  MemoryRunRecords,
+  RunLog,
+  type RunEvent,
+  type RunEventBus,
+  type RunRecords,
+} from "@pies/common/bus";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService, type ExecuteRequestSchema } from "@pies/proto/executor";
 import { RunSchema, RunsService, RunStatus, type Run } from "@pies/proto/runs";
-import { runsMigrations, runsRoutes } from "@pies/runs";
-import { sql, type Kysely } from "kysely";
+import { runsMigrations, runsRoutes, startRunsStore } from "@pies/runs";
+import type { Kysely } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ExecutorDeps } from "./context.js";
 import { createExecutorDeps } from "./deps.js";
@@ -45,6 +50,8 @@ let catalog: Client<typeof CatalogService>;
 let runs: Client<typeof RunsService>;
 let executor: Client<typeof ExecutorService>;
 let deps: ExecutorDeps;
+let records: MemoryRunRecords;
+let store: ReturnType<typeof startRunsStore>;
 
 interface Project {
   accountId: string;
@@ -127,12 +134,15 @@ beforeAll(async () => {
       endpoints: new EndpointPolicy(),
     }),
   );
-  const runsTransport = createRouterTransport(runsRoutes({ db }));
+  records = new MemoryRunRecords();
+  store = startRunsStore(db, records, logger);
+  const runsTransport = createRouterTransport(runsRoutes({ db, log: store.log }));
   bus = new MemoryRunEventBus();
   deps = await createExecutorDeps({
     catalog: catalogTransport,
     runs: runsTransport,
     bus,
+    log: store.log,
     logger,
     config: {
       PIES_RUN_TTL_SECONDS: RUN_TTL,
@@ -159,6 +169,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await inFlight?.settle(5000);
   await bus?.close();
+  await store?.stop();
   await db?.destroy();
 });
 
@@ -443,9 +454,10 @@ describe("ExecutorService.Execute (blocking)", () => {
 describe("ExecutorService streamed runs", () => {
   it("fails a run opened after its ttl with stream_expired, and ends its stream", async () => {
     const { run: created } = await execute({ data: { name: "Late" }, stream: true, ttl: 1 });
-    await sql`update runs.runs set created_at = created_at - interval '5 seconds' where id = ${created!.id}`.execute(
-      db,
-    );
+    // Five seconds later, as the log has it.
+    const recorded = (await store.log.last(created!.id))!;
+    recorded.run.createdAt!.seconds -= 5n;
+    await store.log.put(recorded.run, recorded.seq);
     const { run } = await executor.startRun({ projectId: main.projectId, runId: created!.id });
     expect(run).toMatchObject({ status: RunStatus.FAILED, error: { code: "stream_expired" } });
     const events = await eventsUntilEnd(created!.id);
@@ -609,24 +621,26 @@ describe("ExecutorService streamed runs", () => {
   });
 });
 
-describe("ExecutorService while the runs store or NATS is down", () => {
-  /** Failures still to answer, by RunsService method (UpdateRun: only the recording of an end). */
-  const failures = new Map<string, number>();
+describe("ExecutorService while the record log (NATS) is down", () => {
+  /** Puts still to fail, by what they record: a run's start (processing) or its end. */
+  const failures = new Map<"start" | "end", number>();
   let endPublishFailures = 0;
-  const fail = (method: string) => {
-    const left = failures.get(method) ?? 0;
-    if (left > 0) failures.set(method, left - 1);
+  const fail = (kind: "start" | "end") => {
+    const left = failures.get(kind) ?? 0;
+    if (left > 0) failures.set(kind, left - 1);
     return left > 0;
   };
-  const outage: Interceptor = (next) => async (req) => {
-    const recordsEnd =
-      req.method.name !== "UpdateRun" ||
-      (req.message as { expectedStatus?: RunStatus }).expectedStatus === RunStatus.PROCESSING;
-    if (recordsEnd && fail(req.method.name)) {
-      throw new ConnectError("the runs service is unavailable", Code.Unavailable);
-    }
-    return next(req);
-  };
+  const flakyRecords = (): RunRecords => ({
+    put(runId, data, options) {
+      const { status } = fromBinary(RunSchema, data);
+      const kind = status === RunStatus.PROCESSING ? "start" : status > 2 ? "end" : undefined;
+      if (kind && fail(kind)) return Promise.reject(new Error("NATS: disconnected"));
+      return records.put(runId, data, options);
+    },
+    last: (runId) => records.last(runId),
+    consume: (write, options) => records.consume(write, options),
+    ready: () => records.ready(),
+  });
   let active: ActiveRuns;
   let flaky: Client<typeof ExecutorService>;
   const RECORD_WAIT = 1500;
@@ -640,15 +654,12 @@ describe("ExecutorService while the runs store or NATS is down", () => {
         return bus.publish(...args);
       },
     });
-    const flakyRuns = createRouterTransport(runsRoutes({ db }), {
-      transport: { interceptors: [outage] },
-    });
     active = new ActiveRuns();
     flaky = createClient(
       ExecutorService,
       createRouterTransport(
         executorRoutes(
-          { ...deps, runs: createClient(RunsService, flakyRuns), bus: flakyBus },
+          { ...deps, log: new RunLog(flakyRecords()), bus: flakyBus },
           active,
           RECORD_WAIT,
         ),
@@ -673,19 +684,19 @@ describe("ExecutorService while the runs store or NATS is down", () => {
       ...init,
     });
 
-  it("retries recording a blocking run's start and end until the runs store answers", async () => {
-    failures.set("CreateRun", 2).set("UpdateRun", 3);
+  it("retries recording a blocking run's start and end until the record log answers", async () => {
+    failures.set("start", 2).set("end", 3);
     const { run } = await flakyExecute({ data: { name: "Outage" } });
     expect(run!.status).toBe(RunStatus.COMPLETED);
-    expect(failures.get("CreateRun")).toBe(0);
-    expect(failures.get("UpdateRun")).toBe(0);
+    expect(failures.get("start")).toBe(0);
+    expect(failures.get("end")).toBe(0);
     const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
     expect(stored!.status).toBe(RunStatus.COMPLETED);
   });
 
-  it("answers UNAVAILABLE at once for a child run while the runs store is down", async () => {
+  it("answers UNAVAILABLE at once for a child run while the record log is down", async () => {
     const { run: parent } = await execute({ data: { name: "Parent" } });
-    failures.set("CreateRun", 1_000_000);
+    failures.set("start", 1_000_000);
     try {
       await expectCode(
         flakyExecute({ data: { name: "Child" }, parentRunId: parent!.id }),
@@ -693,7 +704,7 @@ describe("ExecutorService while the runs store or NATS is down", () => {
       );
       expect(active.ids()).toEqual([]);
     } finally {
-      failures.set("CreateRun", 0);
+      failures.set("start", 0);
     }
     const { runs: children } = await runs.listRuns({
       projectId: main.projectId,
@@ -703,14 +714,14 @@ describe("ExecutorService while the runs store or NATS is down", () => {
   });
 
   it("answers UNAVAILABLE past the wait, keeps the run active (heartbeats), and records it later", async () => {
-    failures.set("UpdateRun", 1_000_000);
+    failures.set("end", 1_000_000);
     const err = await expectCode(flakyExecute({ data: { name: "Long outage" } }), Code.Unavailable);
     const runId = /run (\S+) ended/.exec(err.rawMessage)?.[1];
     expect(active.ids()).toEqual([runId]);
     const { run: meanwhile } = await runs.getRun({ projectId: main.projectId, id: runId! });
     expect(meanwhile!.status).toBe(RunStatus.PROCESSING);
 
-    failures.set("UpdateRun", 0);
+    failures.set("end", 0);
     await active.settle(10_000);
     expect(active.ids()).toEqual([]);
     const { run: stored } = await runs.getRun({ projectId: main.projectId, id: runId! });
@@ -719,12 +730,12 @@ describe("ExecutorService while the runs store or NATS is down", () => {
 
   it("retries recording and publishing a streamed run's end, so its stream closes completed", async () => {
     const { run: created } = await execute({ data: { name: "Streamed outage" }, stream: true });
-    failures.set("UpdateRun", 3);
+    failures.set("end", 3);
     endPublishFailures = 4; // more than the publisher's own attempts
     await flaky.startRun({ projectId: main.projectId, runId: created!.id });
     const final = endRun(await eventsUntilEnd(created!.id, 15_000));
     expect(final.status).toBe(RunStatus.COMPLETED);
-    expect(failures.get("UpdateRun")).toBe(0);
+    expect(failures.get("end")).toBe(0);
     expect(endPublishFailures).toBeLessThan(0);
   });
 

@@ -1,10 +1,11 @@
-import { toBinary } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
-import { answered, fromValue } from "@pies/common";
+import { answered, fromValue, notFound } from "@pies/common";
+import { newPutId, RecordConflict, withFields } from "@pies/common/bus";
 import { ExecutorService } from "@pies/proto/executor";
-import { RunSchema, RunStatus, type Run } from "@pies/proto/runs";
+import { RunErrorSchema, RunSchema, RunStatus, type Run } from "@pies/proto/runs";
 import type { ChatMessage } from "./templates/render.js";
-import { callProvider, outcomeUpdate, type Outcome } from "./call.js";
+import { callProvider, endedRun, type Outcome } from "./call.js";
 import { ChunkPublisher } from "./chunk-publisher.js";
 import type { ExecutorDeps } from "./context.js";
 import { prepareExecution, type PreparedExecution } from "./prepare.js";
@@ -34,8 +35,11 @@ export function createExecutorService(
       try {
         const prepared = await prepareExecution(deps, req);
         if (req.stream) {
-          const { run } = await deps.runs.createRun({ run: prepared.run });
-          return { run };
+          if (prepared.run.parentId) {
+            await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
+          }
+          await deps.log.put(prepared.run, 0);
+          return { run: prepared.run };
         }
         // The run stays active (heartbeats go on) until recorded, even if the caller stops waiting.
         let answered!: () => void;
@@ -61,37 +65,28 @@ export function createExecutorService(
         release = deps.executions.take(req.projectId);
       } catch (err) {
         // Over the project's limit. A run that another request started is only being read again.
-        const { run: current } = await deps.runs.getRun({
-          projectId: req.projectId,
-          id: req.runId,
-        });
-        if (current && current.status !== RunStatus.CREATED)
-          return { started: false, run: current };
+        const current = await currentRun(deps, req.projectId, req.runId);
+        if (current.run.status !== RunStatus.CREATED) return { started: false, run: current.run };
         throw err;
       }
       let running = false;
       try {
-        let run: Run | undefined;
+        const current = await currentRun(deps, req.projectId, req.runId);
+        if (current.run.status !== RunStatus.CREATED) return { started: false, run: current.run };
+        // Exactly one request starts the run: the put is conditional on the record it read.
+        const run = withFields(current.run, { status: RunStatus.PROCESSING });
+        let seq: number;
         try {
-          ({ run } = await deps.runs.updateRun({
-            projectId: req.projectId,
-            id: req.runId,
-            update: { status: RunStatus.PROCESSING },
-            expectedStatus: RunStatus.CREATED,
-          }));
+          seq = await deps.log.put(run, current.seq);
         } catch (err) {
-          if (err instanceof ConnectError && err.code === Code.FailedPrecondition) {
-            const current = await deps.runs.getRun({ projectId: req.projectId, id: req.runId });
-            return { started: false, run: current.run };
-          }
-          throw err;
+          if (!(err instanceof RecordConflict)) throw err;
+          const latest = await currentRun(deps, req.projectId, req.runId);
+          return { started: false, run: latest.run };
         }
-        if (!run) throw new ConnectError("runs answered no run", Code.Internal);
-        if (expired(run)) return { started: true, run: await expire(deps, run) };
-        const started = run;
-        void active.run(started.id, () => executeStreamed(deps, started)).then(release, release);
+        if (expired(run)) return { started: true, run: await expire(deps, run, seq) };
+        void active.run(run.id, () => executeStreamed(deps, run, seq)).then(release, release);
         running = true;
-        return { started: true, run: started };
+        return { started: true, run };
       } finally {
         // Until the execution is under way, the slot is this request's to give back.
         if (!running) release();
@@ -101,8 +96,22 @@ export function createExecutorService(
 }
 
 /**
+ * The run as its last record has it; a run the log no longer holds (older than its maximum age) is
+ * read from the runs store. Another project's run is NOT_FOUND.
+ */
+async function currentRun(deps: ExecutorDeps, projectId: string, id: string) {
+  const recorded = await deps.log.last(id);
+  if (recorded) {
+    if (recorded.run.projectId !== projectId) throw notFound("run", id);
+    return recorded;
+  }
+  const { run } = await deps.runs.getRun({ projectId, id });
+  return { seq: 0, run: answered(run, "run") };
+}
+
+/**
  * Steps 5–9 of a blocking execution, for a run already in status processing. Resolves once the
- * run's end is recorded (retried while the runs service or its database is down).
+ * run's end is recorded (retried while NATS is down).
  */
 async function executeBlocking(
   deps: ExecutorDeps,
@@ -110,55 +119,58 @@ async function executeBlocking(
   answered: () => void,
 ): Promise<Run> {
   const startedAt = Date.now();
-  const { id, projectId } = prepared.run;
-  prepared.run.status = RunStatus.PROCESSING;
+  const run = prepared.run;
+  run.status = RunStatus.PROCESSING;
   // A child run is recorded first, in one attempt: an unknown parent is a 404 before the provider
-  // is called, and while the runs store is down the caller gets 503 at once (nothing has been done
+  // is called, and while the log is down the caller gets 503 at once (nothing has been done
   // that a retry would keep; retrying here held the request open for the whole outage).
-  if (prepared.run.parentId) await deps.runs.createRun({ run: prepared.run });
-  // Otherwise recording the run and calling the provider overlap: the insert costs the caller
-  // nothing, and it is retried until the runs store answers.
-  const created = prepared.run.parentId
-    ? Promise.resolve(undefined)
-    : untilRecorded(() => deps.runs.createRun({ run: prepared.run }), {
-        logger: deps.logger,
-        what: `the start of run ${id}`,
-      }).then(
-        () => undefined,
-        // A retry after an insert whose answer was lost finds the run there: it is recorded.
-        (err: unknown) => (isCode(err, Code.AlreadyExists) ? undefined : err),
-      );
+  let started: Promise<number>;
+  if (run.parentId) {
+    await checkParent(deps, run.projectId, run.parentId);
+    started = Promise.resolve(await deps.log.put(run, 0));
+  } else {
+    // Otherwise recording the start and calling the provider overlap: the put costs the caller
+    // nothing, and it is retried until the log answers.
+    const putId = newPutId();
+    started = untilRecorded(() => deps.log.put(run, 0, putId), {
+      logger: deps.logger,
+      what: `the start of run ${run.id}`,
+    });
+  }
+  // The start is recorded before anything else happens to the run, even if the provider fails.
+  started.catch(() => {});
   const outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
   answered();
-  const createError = await created;
-  if (createError) throw createError;
-  return recordEnd(deps, projectId, id, outcomeUpdate(outcome, startedAt));
+  const seq = await started;
+  return recordEnd(deps, endedRun(run, outcome, startedAt), seq);
+}
+
+/** A parent must be a run of the same project (NOT_FOUND naming it otherwise). */
+async function checkParent(deps: ExecutorDeps, projectId: string, parentId: string) {
+  try {
+    await deps.runs.getRun({ projectId, id: parentId });
+  } catch (err) {
+    if (isCode(err, Code.NotFound)) throw notFound("parent run", parentId);
+    throw err;
+  }
 }
 
 /**
- * Records the end of a processing run, retrying until the runs service answers. If the run is no
- * longer processing (an earlier attempt was stored though its answer was lost, or the sweeper
- * failed it), the run as stored is the end.
+ * Records the end of a processing run whose last record has sequence `seq`, retrying until the
+ * log answers. If the run moved on meanwhile (the sweeper failed it), the run as recorded is the
+ * end.
  */
-async function recordEnd(
-  deps: ExecutorDeps,
-  projectId: string,
-  id: string,
-  update: ReturnType<typeof outcomeUpdate>,
-): Promise<Run> {
-  const options = { logger: deps.logger, what: `the end of run ${id}` };
+async function recordEnd(deps: ExecutorDeps, ended: Run, seq: number): Promise<Run> {
+  const options = { logger: deps.logger, what: `the end of run ${ended.id}` };
   try {
-    const { run } = await untilRecorded(
-      () => deps.runs.updateRun({ projectId, id, update, expectedStatus: RunStatus.PROCESSING }),
-      options,
-    );
-    if (run) return run;
+    const putId = newPutId();
+    await untilRecorded(() => deps.log.put(ended, seq, putId), options);
+    return ended;
   } catch (err) {
-    if (!isCode(err, Code.FailedPrecondition)) throw err;
+    if (!(err instanceof RecordConflict)) throw err;
   }
-  const { run } = await untilRecorded(() => deps.runs.getRun({ projectId, id }), options);
-  if (!run) throw new ConnectError("runs answered no run", Code.Internal);
-  return run;
+  const latest = await untilRecorded(() => currentRun(deps, ended.projectId, ended.id), options);
+  return latest.run;
 }
 
 const isCode = (err: unknown, code: Code) => err instanceof ConnectError && err.code === code;
@@ -181,7 +193,7 @@ async function withinRecordWait(
       () =>
         reject(
           new ConnectError(
-            `run ${id} ended but is not recorded yet (the runs store is unavailable); it will be`,
+            `run ${id} ended but is not recorded yet (the record log is unavailable); it will be`,
             Code.Unavailable,
           ),
         ),
@@ -202,23 +214,21 @@ function expired(run: Run): boolean {
 }
 
 /** Fails a streamed run opened too late, and publishes its end so that the stream closes. */
-async function expire(deps: ExecutorDeps, run: Run): Promise<Run> {
-  const { run: failed } = await deps.runs.updateRun({
-    projectId: run.projectId,
-    id: run.id,
-    update: {
-      status: RunStatus.FAILED,
-      error: { code: "stream_expired", message: `the stream was not opened within ${run.ttl} s` },
-    },
-    expectedStatus: RunStatus.PROCESSING,
+async function expire(deps: ExecutorDeps, run: Run, seq: number): Promise<Run> {
+  const failed = withFields(run, {
+    status: RunStatus.FAILED,
+    error: create(RunErrorSchema, {
+      code: "stream_expired",
+      message: `the stream was not opened within ${run.ttl} s`,
+    }),
   });
-  const ended = answered(failed, "run");
+  const ended = await recordEnd(deps, failed, seq);
   await new ChunkPublisher(deps.bus, run.id).end(toBinary(RunSchema, ended));
   return ended;
 }
 
 /** Executes a streamed run that has just moved to processing, publishing its chunks and end. */
-async function executeStreamed(deps: ExecutorDeps, run: Run): Promise<void> {
+async function executeStreamed(deps: ExecutorDeps, run: Run, seq: number): Promise<void> {
   const startedAt = Date.now();
   const publisher = new ChunkPublisher(deps.bus, run.id);
   let outcome: Outcome;
@@ -251,7 +261,7 @@ async function executeStreamed(deps: ExecutorDeps, run: Run): Promise<void> {
   // Until both are done the run stays active, so its heartbeats go on while the runs service, its
   // database or NATS is down.
   try {
-    const final = await recordEnd(deps, run.projectId, run.id, outcomeUpdate(outcome, startedAt));
+    const final = await recordEnd(deps, endedRun(run, outcome, startedAt), seq);
     const end = toBinary(RunSchema, final);
     await untilRecorded(() => publisher.end(end), {
       logger: deps.logger,

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { retryAfterSeconds } from "@pies/common";
+import { RecordConflict } from "@pies/common/bus";
 import { expectCode } from "@pies/testkit";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
@@ -9,14 +10,14 @@ import type { ExecutorDeps } from "./context.js";
 import { ProjectExecutions } from "./project-limits.js";
 import { createExecutorService } from "./service.js";
 
-/** An executor whose runs store answers `status` for every run and fails updates with `update`. */
+/** An executor whose record log answers `status` for every run and fails puts with `update`. */
 function executor(status: RunStatus, update: () => never, executions = new ProjectExecutions(1)) {
   let updates = 0;
   const deps = {
     executions,
-    runs: {
-      getRun: async () => ({ run: create(RunSchema, { id: "r", projectId: "p", status }) }),
-      updateRun: async () => {
+    log: {
+      last: async () => ({ seq: 1, run: create(RunSchema, { id: "r", projectId: "p", status }) }),
+      put: async () => {
         updates++;
         update();
       },
@@ -56,8 +57,8 @@ describe("startRun and the project's execution limit", () => {
   });
 
   it("gives the slot back when the run cannot be started", async () => {
-    const raced = executor(RunStatus.PROCESSING, () => {
-      throw new ConnectError("not created", Code.FailedPrecondition);
+    const raced = executor(RunStatus.CREATED, () => {
+      throw new RecordConflict("r");
     });
     expect((await raced.client.startRun({ projectId: "p", runId: "r" })).started).toBe(false);
     expect(raced.executions.count("p")).toBe(0);

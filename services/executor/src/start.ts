@@ -1,5 +1,5 @@
 import { createLogger } from "@pies/common";
-import { JetStreamRunEventBus } from "@pies/common/bus";
+import { JetStreamRunEventBus, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { peerTransport, peersServing, serveConnect, type RunningServer } from "@pies/common/server";
 import { ExecutorService } from "@pies/proto/executor";
 import type { ExecutorConfig } from "./config.js";
@@ -15,9 +15,10 @@ export interface ExecutorProcess {
 export async function startExecutor(config: ExecutorConfig): Promise<ExecutorProcess> {
   const logger = createLogger("executor", config.LOG_LEVEL);
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-executor");
+  const log = new RunLog(await recordsFromConfig(bus.connection, config));
   const catalog = peerTransport(config.CATALOG_URL, "catalog");
   const runs = peerTransport(config.RUNS_URL, "runs");
-  const deps = await createExecutorDeps({ catalog, runs, bus, logger, config });
+  const deps = await createExecutorDeps({ catalog, runs, bus, log, logger, config });
   const work = startExecutorWork(deps, config.PIES_RUN_HEARTBEAT_SECONDS);
   const server = await serveConnect({
     name: "executor",

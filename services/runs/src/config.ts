@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { env, loadConfig } from "@pies/common";
+import { env, loadConfig, natsConfigSchema } from "@pies/common";
 
 /** When runs that nothing will end are failed (shared with the embedded mode). */
 export const runsSweepSettingsSchema = {
@@ -12,6 +12,7 @@ export const runsConfigSchema = z.object({
   PORT: env.port(50052),
   DATABASE_URL: z.string().min(1, "DATABASE_URL is required"),
   DATABASE_POOL_MAX: env.int(10, 1),
+  ...natsConfigSchema,
   ...runsSweepSettingsSchema,
   LOG_LEVEL: env.logLevel(),
 });

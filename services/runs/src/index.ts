@@ -9,3 +9,4 @@ export {
 } from "./config.js";
 export { startRuns, type RunsProcess } from "./start.js";
 export { leaseObserved, startSweeper, sweepRuns, type SweepOptions } from "./sweeper.js";
+export { startRecordWriter, startRunsStore, writeRecords } from "./record-writer.js";

@@ -1,5 +1,5 @@
-import { create } from "@bufbuild/protobuf";
-import { fromValue, toTimestamp, toValue, type JsonObject } from "@pies/common";
+import { clone, create } from "@bufbuild/protobuf";
+import { fromTimestamp, fromValue, toTimestamp, toValue, type JsonObject } from "@pies/common";
 import { RunSchema, RunStatus, runStatuses, type Run, type RunUpdate } from "@pies/proto/runs";
 import type { RunRow } from "./tables.js";
 
@@ -15,7 +15,7 @@ const num = (json: JsonObject, key: string) =>
   typeof json[key] === "number" ? (json[key] as number) : undefined;
 
 /** A run row as a message (the heartbeat is bookkeeping, not part of the run). */
-export function runToProto(row: Omit<RunRow, "heartbeat_at">): Run {
+export function runToProto(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Run {
   const config = row.config ?? {};
   const source = row.source ?? {};
   const error = row.error;
@@ -83,9 +83,13 @@ export function runToProto(row: Omit<RunRow, "heartbeat_at">): Run {
 const json = (v: unknown) =>
   JSON.stringify(v ?? null).replace(/(?<!\\)((?:\\\\)*)\\u0000/g, "$1\\ufffd");
 
-/** Column values of a new run. */
+/** Column values of a new run (its dates, when it has them, are its own). */
 export function runToRow(run: Run) {
+  const createdAt = fromTimestamp(run.createdAt);
+  const updatedAt = fromTimestamp(run.updatedAt);
   return {
+    ...(createdAt ? { created_at: createdAt } : {}),
+    ...(updatedAt ? { updated_at: updatedAt } : {}),
     id: run.id,
     project_id: run.projectId,
     account_id: run.accountId,
@@ -138,18 +142,14 @@ function errorJson(error: NonNullable<Run["error"]>) {
   return { code: error.code, message: error.message, data: fromValue(error.data) ?? null };
 }
 
-/** Column values an update sets (only the fields it carries). */
-export function updateToColumns(update: RunUpdate) {
-  const now = new Date();
-  return {
-    // A run that starts processing starts its lease now.
-    ...(update.status === RunStatus.PROCESSING ? { heartbeat_at: now } : {}),
-    ...(update.status !== RunStatus.UNSPECIFIED ? { status: statusName(update.status) } : {}),
-    ...(update.result !== undefined ? { result: json(fromValue(update.result)) } : {}),
-    ...(update.prompt !== undefined ? { prompt: json(fromValue(update.prompt)) } : {}),
-    ...(update.tokenUse !== undefined ? tokenColumns(update.tokenUse) : {}),
-    ...(update.executionTime !== undefined ? { execution_time: Number(update.executionTime) } : {}),
-    ...(update.error !== undefined ? { error: json(errorJson(update.error)) } : {}),
-    updated_at: now,
-  };
+/** The run with an update applied (only the fields it carries). */
+export function applyUpdate(run: Run, update: RunUpdate): Run {
+  const next = clone(RunSchema, run);
+  if (update.status !== RunStatus.UNSPECIFIED) next.status = update.status;
+  if (update.result !== undefined) next.result = update.result;
+  if (update.prompt !== undefined) next.prompt = update.prompt;
+  if (update.tokenUse !== undefined) next.tokenUse = update.tokenUse;
+  if (update.executionTime !== undefined) next.executionTime = update.executionTime;
+  if (update.error !== undefined) next.error = update.error;
+  return next;
 }

@@ -3,7 +3,7 @@ import { Code, createClient, createRouterTransport, type Client } from "@connect
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { PGlite } from "@electric-sql/pglite";
 import { sql, type Kysely } from "kysely";
-import { fromValue, newId, toTimestamp, toValue } from "@pies/common";
+import { createLogger, fromValue, newId, toTimestamp, toValue } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
 import {
@@ -15,7 +15,9 @@ import {
   type RunFiltersSchema,
   type RunSchema,
 } from "@pies/proto/runs";
+import { MemoryRunRecords } from "@pies/common/bus";
 import { migrations } from "./migrations/index.js";
+import { startRunsStore } from "./record-writer.js";
 import { runsRoutes } from "./service.js";
 import type { RunsDatabase } from "./tables.js";
 
@@ -24,15 +26,18 @@ import type { RunsDatabase } from "./tables.js";
 let pglite: PGlite;
 let db: Kysely<RunsDatabase>;
 let runs: Client<typeof RunsService>;
+let store: ReturnType<typeof startRunsStore>;
 
 beforeAll(async () => {
   pglite = await PGlite.create();
   db = createDatabase<RunsDatabase>({ pglite });
   await migrateToLatest(db, "runs", migrations);
-  runs = createClient(RunsService, createRouterTransport(runsRoutes({ db })));
+  store = startRunsStore(db, new MemoryRunRecords(), createLogger("runs-test", "silent"));
+  runs = createClient(RunsService, createRouterTransport(runsRoutes({ db, log: store.log })));
 });
 
 afterAll(async () => {
+  await store?.stop();
   await db?.destroy();
 });
 

@@ -1,13 +1,17 @@
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import { invalid, notFound, pageSize, requireProject } from "@pies/common";
+import { RecordConflict, type RunLog } from "@pies/common/bus";
 import { RunsService, RunStatus } from "@pies/proto/runs";
 import { applyFilters } from "./filters.js";
-import { runToProto, runToRow, statusName, updateToColumns } from "./mappers.js";
+import { applyUpdate, runToProto, runToRow, statusName } from "./mappers.js";
+import { findRun } from "./find-run.js";
 import type { RunsDatabase } from "./tables.js";
 
 export interface RunsDeps {
   db: Kysely<RunsDatabase>;
+  /** The record log: every write goes through it, and reads see what it holds before the store. */
+  log: RunLog;
 }
 
 /** Column values from a message; a JSON field that is not JSON (a Value of no kind) is the caller's error. */
@@ -21,17 +25,13 @@ function checked<T>(columns: () => T): T {
 
 /**
  * A parent must be a run of the same project: NOT_FOUND naming it otherwise (another project's
- * run is as unknown as a run that never was). One lookup by primary key, only for child runs;
- * runs are never deleted, so the parent cannot vanish between this check and the insert.
+ * run is as unknown as a run that never was). One lookup, only for child runs; runs are never
+ * deleted, so the parent cannot vanish between this check and the record.
  */
-async function checkParent(db: Kysely<RunsDatabase>, projectId: string, parentId: string) {
-  const parent = await db
-    .selectFrom("runs.runs")
-    .select("id")
-    .where("id", "=", parentId)
-    .where("project_id", "=", projectId)
-    .executeTakeFirst();
-  if (!parent) throw notFound("parent run", parentId);
+async function checkParent(deps: RunsDeps, projectId: string, parentId: string) {
+  if (!(await findRun(deps, projectId, parentId, { ended: true }))) {
+    throw notFound("parent run", parentId);
+  }
 }
 
 /** Columns of a run reference (list results): all but the prompt and the output schema. */
@@ -69,7 +69,8 @@ const listColumns = [
  * The runs store's handlers. SearchRuns (Lucene queries, facets) is not built yet and answers
  * UNIMPLEMENTED naming the method.
  */
-export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof RunsService>> {
+export function createRunsService(deps: RunsDeps): Partial<ServiceImpl<typeof RunsService>> {
+  const { db, log } = deps;
   return {
     async createRun({ run }) {
       if (!run) throw invalid("run is required");
@@ -77,56 +78,46 @@ export function createRunsService({ db }: RunsDeps): Partial<ServiceImpl<typeof 
         throw invalid("run id, project_id and interaction_id are required");
       }
       if (run.status === RunStatus.UNSPECIFIED) throw invalid("run status is required");
-      if (run.parentId) await checkParent(db, run.projectId, run.parentId);
-      const row = await db
-        .insertInto("runs.runs")
-        .values(checked(() => runToRow(run)))
-        .returningAll()
-        .executeTakeFirstOrThrow()
-        .catch((err: unknown) => {
-          // A retried insert whose first answer was lost: the caller learns it is recorded.
-          if ((err as { code?: unknown }).code !== "23505") throw err;
-          throw new ConnectError(`run ${run.id} already exists`, Code.AlreadyExists);
-        });
-      return { run: runToProto(row) };
+      checked(() => runToRow(run));
+      if (run.parentId) await checkParent(deps, run.projectId, run.parentId);
+      try {
+        await log.put(run, 0);
+      } catch (err) {
+        // A retried create whose first answer was lost is stored once (the same record).
+        if (!(err instanceof RecordConflict)) throw err;
+        throw new ConnectError(`run ${run.id} already exists`, Code.AlreadyExists);
+      }
+      return { run };
     },
 
     async updateRun(req) {
       const projectId = requireProject(req.projectId);
       const { update } = req;
       if (!update) throw invalid("update is required");
-      let query = db
-        .updateTable("runs.runs")
-        .set(checked(() => updateToColumns(update)))
-        .where("project_id", "=", projectId)
-        .where("id", "=", req.id);
-      if (req.expectedStatus !== RunStatus.UNSPECIFIED) {
-        query = query.where("status", "=", statusName(req.expectedStatus));
-      }
-      const row = await query.returningAll().executeTakeFirst();
-      if (row) return { run: runToProto(row) };
-      const current = await db
-        .selectFrom("runs.runs")
-        .select("status")
-        .where("project_id", "=", projectId)
-        .where("id", "=", req.id)
-        .executeTakeFirst();
+      const current = await findRun(deps, projectId, req.id, { ended: true });
       if (!current) throw notFound("run", req.id);
-      throw new ConnectError(
-        `run ${req.id} is ${current.status}, not ${statusName(req.expectedStatus)}`,
-        Code.FailedPrecondition,
-      );
+      const expected = req.expectedStatus;
+      const conflict = () =>
+        new ConnectError(
+          `run ${req.id} is ${statusName(current.run.status)}, not ${statusName(expected)}`,
+          Code.FailedPrecondition,
+        );
+      if (expected !== RunStatus.UNSPECIFIED && current.run.status !== expected) throw conflict();
+      const next = applyUpdate(current.run, update);
+      checked(() => runToRow(next));
+      try {
+        await log.put(next, current.seq);
+      } catch (err) {
+        if (!(err instanceof RecordConflict)) throw err;
+        throw new ConnectError(`run ${req.id} changed meanwhile`, Code.FailedPrecondition);
+      }
+      return { run: next };
     },
 
     async getRun(req) {
-      const row = await db
-        .selectFrom("runs.runs")
-        .selectAll()
-        .where("project_id", "=", requireProject(req.projectId))
-        .where("id", "=", req.id)
-        .executeTakeFirst();
-      if (!row) throw notFound("run", req.id);
-      return { run: runToProto(row) };
+      const found = await findRun(deps, requireProject(req.projectId), req.id);
+      if (!found) throw notFound("run", req.id);
+      return { run: found.run };
     },
 
     async listRuns(req) {

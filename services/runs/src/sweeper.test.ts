@@ -5,21 +5,26 @@ import { sql, type Kysely } from "kysely";
 import { createLogger, DatabaseFaults, newId } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { RunsService, RunStatus } from "@pies/proto/runs";
+import { MemoryRunRecords } from "@pies/common/bus";
 import { migrations } from "./migrations/index.js";
+import { startRunsStore } from "./record-writer.js";
 import { runsRoutes } from "./service.js";
 import { leaseObserved, startSweeper, sweepRuns } from "./sweeper.js";
 import type { RunsDatabase } from "./tables.js";
 
 let db: Kysely<RunsDatabase>;
 let runs: Client<typeof RunsService>;
+let store: ReturnType<typeof startRunsStore>;
 
 beforeAll(async () => {
   db = createDatabase<RunsDatabase>({ pglite: await PGlite.create() });
   await migrateToLatest(db, "runs", migrations);
-  runs = createClient(RunsService, createRouterTransport(runsRoutes({ db })));
+  store = startRunsStore(db, new MemoryRunRecords(), createLogger("sweeper-test", "silent"));
+  runs = createClient(RunsService, createRouterTransport(runsRoutes({ db, log: store.log })));
 });
 
 afterAll(async () => {
+  await store.stop();
   await db.destroy();
 });
 
@@ -60,7 +65,7 @@ describe("the run sweeper", () => {
     const fresh = await run(RunStatus.CREATED, { stream: true, ttl: 30 });
     await age(late, 31);
     await age(fresh, 10);
-    const result = await sweepRuns(db, { leaseSeconds: 60 });
+    const result = await sweepRuns(db, store.log, { leaseSeconds: 60 });
     expect(result.expired).toBeGreaterThanOrEqual(1);
     expect(await state(late)).toEqual({ status: RunStatus.FAILED, code: "stream_expired" });
     expect(await state(fresh)).toEqual({ status: RunStatus.CREATED, code: undefined });
@@ -74,7 +79,7 @@ describe("the run sweeper", () => {
     expect(await runs.heartbeatRuns({ runIds: [alive, done, "unknown"] })).toMatchObject({
       alive: 1,
     });
-    await sweepRuns(db, { leaseSeconds: 60 });
+    await sweepRuns(db, store.log, { leaseSeconds: 60 });
     expect(await state(orphan)).toEqual({ status: RunStatus.FAILED, code: "executor_lost" });
     expect(await state(alive)).toEqual({ status: RunStatus.PROCESSING, code: undefined });
     expect(await state(done)).toEqual({ status: RunStatus.COMPLETED, code: undefined });
@@ -89,7 +94,7 @@ describe("the run sweeper", () => {
       update: { status: RunStatus.PROCESSING },
       expectedStatus: RunStatus.CREATED,
     });
-    await sweepRuns(db, { leaseSeconds: 60 });
+    await sweepRuns(db, store.log, { leaseSeconds: 60 });
     expect((await state(id)).status).toBe(RunStatus.PROCESSING);
   });
 
@@ -97,7 +102,7 @@ describe("the run sweeper", () => {
     const orphan = await run(RunStatus.PROCESSING);
     const late = await run(RunStatus.CREATED, { stream: true, ttl: 30 });
     for (const id of [orphan, late]) await age(id, 120);
-    const result = await sweepRuns(db, { leaseSeconds: 60, orphans: false });
+    const result = await sweepRuns(db, store.log, { leaseSeconds: 60, orphans: false });
     expect(result.orphaned).toBe(0);
     expect(await state(orphan)).toEqual({ status: RunStatus.PROCESSING, code: undefined });
     expect(await state(late)).toEqual({ status: RunStatus.FAILED, code: "stream_expired" });
@@ -123,7 +128,13 @@ describe("the sweeper's grace after a start or a database fault", () => {
     const faults = new DatabaseFaults();
     const orphan = await run(RunStatus.PROCESSING);
     await age(orphan, 120);
-    const sweeper = startSweeper(db, logger, { leaseSeconds: 2, intervalMs: 50 }, faults);
+    const sweeper = startSweeper(
+      db,
+      store.log,
+      logger,
+      { leaseSeconds: 2, intervalMs: 50 },
+      faults,
+    );
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
     try {
       // Sweeps run every 50 ms; within the first lease after the start they leave it alone.

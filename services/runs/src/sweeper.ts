@@ -1,6 +1,10 @@
+import { clone, create } from "@bufbuild/protobuf";
 import { sql, type Kysely } from "kysely";
 import { DatabaseFaults, type Logger } from "@pies/common";
-import type { RunsDatabase } from "./tables.js";
+import { RecordConflict, type RunLog } from "@pies/common/bus";
+import { RunErrorSchema, RunSchema, RunStatus, type Run } from "@pies/proto/runs";
+import { runToProto } from "./mappers.js";
+import type { RunRow, RunsDatabase } from "./tables.js";
 
 export interface SweepOptions {
   /** A processing run without a heartbeat for this long has lost its executor. */
@@ -19,35 +23,66 @@ export interface SweepResult {
 /**
  * Ends the runs that nothing will end: streamed runs not opened within their ttl fail with
  * `stream_expired`, processing runs whose executor stopped sending heartbeats fail with
- * `executor_lost`. Every replica may sweep at once: rows are claimed with `skip locked` and
- * updated only while still in the state that qualified them.
+ * `executor_lost`. Candidates come from the store; each is failed by a conditional put to the
+ * record log, only if the log's last record of it is still the one in the state that qualified it
+ * (a run that ended meanwhile, recorded but not yet written, is left alone). Every replica may
+ * sweep at once: of two sweepers that fail the same run, one put succeeds and the other conflicts.
  */
 export async function sweepRuns(
   db: Kysely<RunsDatabase>,
+  log: RunLog,
   { leaseSeconds, batch = 1000, orphans = true }: SweepOptions,
 ): Promise<SweepResult> {
-  const expired = await sql<{ id: string }>`
-    update runs.runs set status = 'failed', updated_at = now(),
-      error = jsonb_build_object('code', 'stream_expired', 'message',
-        'the stream was not opened within ' || ttl || ' s')
-    where id in (
-      select id from runs.runs
-      where status = 'created' and stream and created_at + make_interval(secs => ttl) < now()
-      limit ${batch} for update skip locked)
-    and status = 'created'
-    returning id`.execute(db);
-  if (!orphans) return { expired: expired.rows.length, orphaned: 0 };
-  const orphaned = await sql<{ id: string }>`
-    update runs.runs set status = 'failed', updated_at = now(),
-      error = jsonb_build_object('code', 'executor_lost', 'message',
-        'the executor stopped before the run ended')
-    where id in (
-      select id from runs.runs
-      where status = 'processing' and heartbeat_at < now() - make_interval(secs => ${leaseSeconds})
-      limit ${batch} for update skip locked)
-    and status = 'processing'
-    returning id`.execute(db);
-  return { expired: expired.rows.length, orphaned: orphaned.rows.length };
+  const late = await db
+    .selectFrom("runs.runs")
+    .selectAll()
+    .where("status", "=", "created")
+    .where("stream", "=", true)
+    .where(sql<boolean>`created_at + make_interval(secs => ttl) < now()`)
+    .limit(batch)
+    .execute();
+  const expired = await failAll(log, late, (run) => ({
+    code: "stream_expired",
+    message: `the stream was not opened within ${run.ttl} s`,
+  }));
+  if (!orphans) return { expired, orphaned: 0 };
+  const lost = await db
+    .selectFrom("runs.runs")
+    .selectAll()
+    .where("status", "=", "processing")
+    .where(sql<boolean>`heartbeat_at < now() - make_interval(secs => ${leaseSeconds})`)
+    .limit(batch)
+    .execute();
+  const orphaned = await failAll(log, lost, () => ({
+    code: "executor_lost",
+    message: "the executor stopped before the run ended",
+  }));
+  return { expired, orphaned };
+}
+
+/** Fails each run unless it moved on meanwhile; resolves with how many this sweep failed. */
+async function failAll(
+  log: RunLog,
+  rows: RunRow[],
+  error: (run: Run) => { code: string; message: string },
+): Promise<number> {
+  let failed = 0;
+  for (const row of rows) {
+    const stored = runToProto(row);
+    const last = await log.last(row.id);
+    if (last && last.run.status !== stored.status) continue;
+    const run = last?.run ?? stored;
+    try {
+      const failedRun = clone(RunSchema, run);
+      failedRun.status = RunStatus.FAILED;
+      failedRun.error = create(RunErrorSchema, error(run));
+      await log.put(failedRun, last?.seq ?? 0);
+      failed++;
+    } catch (err) {
+      if (!(err instanceof RecordConflict)) throw err;
+    }
+  }
+  return failed;
 }
 
 /**
@@ -71,6 +106,7 @@ export function leaseObserved(options: {
  */
 export function startSweeper(
   db: Kysely<RunsDatabase>,
+  log: RunLog,
   logger: Logger,
   options: SweepOptions & { intervalMs: number },
   faults = new DatabaseFaults(),
@@ -84,7 +120,7 @@ export function startSweeper(
       lastFaultAt: faults.lastAt,
       leaseSeconds: options.leaseSeconds,
     });
-    running = sweepRuns(db, { ...options, orphans }).then(
+    running = sweepRuns(db, log, { ...options, orphans }).then(
       (result) => {
         if (result.expired || result.orphaned) logger.info(result, "swept runs");
       },

@@ -33,6 +33,8 @@ export interface RunsTable {
   cached: boolean;
   created_at: ColumnType<Date, Date | undefined, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
+  /** Position in the record log of the record this row holds (0: written directly). */
+  record_seq: ColumnType<number, number | undefined, number>;
   /** Last sign of life from the executor of a processing run. */
   heartbeat_at: ColumnType<Date, Date | undefined, Date>;
 }

@@ -8,18 +8,31 @@ import {
 } from "@connectrpc/connect";
 import { CompiledQuery, Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
-import { newId } from "@pies/common";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { createLogger, newId } from "@pies/common";
+import { connectNats, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
-import { createTestDatabase, type TestDatabase } from "@pies/testkit";
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import { RunsService, RunStatus, type RunFilters, type RunFiltersSchema } from "@pies/proto/runs";
+import { createTestDatabase, createTestStream, type TestDatabase } from "@pies/testkit";
+import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  RunSchema,
+  RunsService,
+  RunStatus,
+  type RunFilters,
+  type RunFiltersSchema,
+} from "@pies/proto/runs";
 import { migrations } from "../src/migrations/index.js";
+import { startRecordWriter, writeRecords } from "../src/record-writer.js";
 import { runsRoutes } from "../src/service.js";
 import type { RunsDatabase } from "../src/tables.js";
 
-// The runs store on the real PostgreSQL server: migrations, the conditional update under
-// concurrency, and the indexes behind the list query.
+// The runs store on the real PostgreSQL server and JetStream: migrations, the record log written
+// in batches, the conditional update under concurrency, and the indexes behind the list query.
 let testDb: TestDatabase;
+const stream = createTestStream();
+let nc: NatsConnection;
+let log: RunLog;
+let writer: { stop(): Promise<void> } | undefined;
 let db: Kysely<RunsDatabase>;
 let runs: Client<typeof RunsService>;
 let logged: Kysely<RunsDatabase>;
@@ -53,14 +66,32 @@ beforeAll(async () => {
     },
   });
   await migrateToLatest(db, "runs", migrations);
-  runs = createClient(RunsService, createRouterTransport(runsRoutes({ db: logged })));
+  nc = await connectNats(stream.url, "runs-test");
+  log = new RunLog(
+    await recordsFromConfig(nc, {
+      PIES_NATS_STREAM: stream.stream,
+      PIES_NATS_SUBJECT_PREFIX: stream.subjectPrefix,
+      PIES_RECORD_MAX_AGE_SECONDS: 600,
+    }),
+  );
+  runs = createClient(RunsService, createRouterTransport(runsRoutes({ db: logged, log })));
 });
 
 afterAll(async () => {
+  await writer?.stop();
+  await nc?.close();
+  await stream.remove();
   await logged?.destroy();
   await db?.destroy();
   await testDb?.drop();
 });
+
+const rowOf = (id: string) =>
+  db
+    .selectFrom("runs.runs")
+    .select(["status", "record_seq"])
+    .where("id", "=", id)
+    .executeTakeFirst();
 
 async function indexNames(kysely: Kysely<any>): Promise<string[]> {
   const { rows } = await sql<{ indexname: string }>`
@@ -112,6 +143,49 @@ describe("migrations", () => {
       await b.destroy();
       await fresh.drop();
     }
+  });
+});
+
+describe("the record log and the store", () => {
+  it("answers a recorded run before any writer has stored it (read-your-writes)", async () => {
+    const projectId = `project-${newId()}`;
+    const id = newId();
+    await runs.createRun({
+      run: { id, projectId, interactionId: "i", status: RunStatus.PROCESSING },
+    });
+    expect(await rowOf(id)).toBeUndefined();
+    expect((await runs.getRun({ projectId, id })).run?.status).toBe(RunStatus.PROCESSING);
+    // Another project's run is as unknown as one that never was.
+    await expect(runs.getRun({ projectId: "project-other", id })).rejects.toMatchObject({
+      code: Code.NotFound,
+    });
+    await runs.updateRun({ projectId, id, update: { status: RunStatus.COMPLETED } });
+    expect((await runs.getRun({ projectId, id })).run?.status).toBe(RunStatus.COMPLETED);
+    writer ??= startRecordWriter(db, log.records, createLogger("runs-test", "silent"));
+    await expect.poll(async () => (await rowOf(id))?.status, { timeout: 10_000 }).toBe("completed");
+  });
+
+  it("writes batches that repeat or arrive out of order as the latest records say", async () => {
+    const projectId = `project-${newId()}`;
+    const record = (id: string, status: RunStatus, seq: number) => ({
+      runId: id,
+      seq,
+      data: toBinary(RunSchema, create(RunSchema, { id, projectId, interactionId: "i", status })),
+    });
+    const [a, b, c] = [newId(), newId(), newId()];
+    // a: its end comes before its start; b: the same batch twice; c: start and end in one batch.
+    await writeRecords(db, [
+      record(a, RunStatus.COMPLETED, 11),
+      record(b, RunStatus.PROCESSING, 12),
+    ]);
+    await writeRecords(db, [
+      record(a, RunStatus.PROCESSING, 10),
+      record(b, RunStatus.PROCESSING, 12),
+    ]);
+    await writeRecords(db, [record(c, RunStatus.FAILED, 14), record(c, RunStatus.PROCESSING, 13)]);
+    expect(await rowOf(a)).toEqual({ status: "completed", record_seq: 11 });
+    expect(await rowOf(b)).toEqual({ status: "processing", record_seq: 12 });
+    expect(await rowOf(c)).toEqual({ status: "failed", record_seq: 14 });
   });
 });
 

@@ -1,0 +1,216 @@
+import { nanos, type NatsConnection } from "@nats-io/transport-node";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  StorageType,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from "@nats-io/jetstream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { natsReady } from "./nats.js";
+import {
+  RecordConflict,
+  retryDelayMs,
+  type ConsumeOptions,
+  type RecordBatchWriter,
+  type RunRecords,
+} from "./run-records.js";
+
+export interface JetStreamRecordsOptions {
+  /** The stream's name (`<PIES_NATS_STREAM>_RECORDS`). */
+  stream: string;
+  subjectPrefix: string;
+  /** How long a record is kept: the longest the runs store may fall behind without losing one. */
+  maxAgeSeconds: number;
+}
+
+/** The durable consumer that the runs service's replicas share. */
+const WRITER = "runs-store";
+/** Records delivered to a writer and not yet acknowledged, per replica. */
+const MAX_IN_FLIGHT = 4096;
+const ACK_WAIT_MS = 30_000;
+
+/**
+ * The run record log on NATS JetStream: subject `<prefix>.record.<runId>`, one message kept per
+ * subject (each run's last record; an earlier one is replaced), for `maxAgeSeconds`. A put is an
+ * acknowledged publish, so it is durable once it resolves; conditional puts use JetStream's
+ * expected last subject sequence. The runs service consumes the stream through one durable
+ * consumer, in batches.
+ */
+export class JetStreamRunRecords implements RunRecords {
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly options: JetStreamRecordsOptions,
+  ) {}
+
+  /** Over the process's NATS connection (which the caller keeps and closes). */
+  static async over(nc: NatsConnection, options: JetStreamRecordsOptions) {
+    const records = new JetStreamRunRecords(nc, jetstream(nc), await jetstreamManager(nc), options);
+    await records.ensureStream();
+    return records;
+  }
+
+  private subject(runId: string) {
+    return `${this.options.subjectPrefix}.record.${runId}`;
+  }
+
+  private async ensureStream() {
+    const config = {
+      name: this.options.stream,
+      subjects: [`${this.options.subjectPrefix}.record.>`],
+      max_msgs_per_subject: 1,
+      max_age: nanos(this.options.maxAgeSeconds * 1000),
+      discard: DiscardPolicy.Old,
+      storage: StorageType.File,
+      duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
+    };
+    try {
+      await this.jsm.streams.info(config.name);
+      await this.jsm.streams.update(config.name, config);
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
+        throw err;
+      }
+      await this.jsm.streams.add(config);
+    }
+  }
+
+  async put(runId: string, data: Uint8Array, options: { dedupId: string; expectSeq?: number }) {
+    try {
+      const ack = await this.js.publish(this.subject(runId), data, {
+        msgID: options.dedupId,
+        ...(options.expectSeq !== undefined
+          ? { expect: { lastSubjectSequence: options.expectSeq } }
+          : {}),
+      });
+      return ack.seq;
+    } catch (err) {
+      if (
+        err instanceof JetStreamApiError &&
+        err.code === JetStreamApiCodes.StreamWrongLastSequence
+      )
+        throw new RecordConflict(runId);
+      throw err;
+    }
+  }
+
+  async last(runId: string) {
+    // The stream's leader answers (not a direct get, which any replica may serve from behind).
+    const msg = await this.jsm.streams.getMessage(this.options.stream, {
+      last_by_subj: this.subject(runId),
+    });
+    return msg ? { runId, seq: msg.seq, data: msg.data } : undefined;
+  }
+
+  consume(write: RecordBatchWriter, { onError, maxBatch = 1000 }: ConsumeOptions) {
+    const stop = new AbortController();
+    const loop = this.consumeLoop(write, onError, maxBatch, stop.signal);
+    return {
+      async stop() {
+        stop.abort();
+        await loop;
+      },
+    };
+  }
+
+  /**
+   * Pulls records and writes them as they come: what arrives while a batch is being written forms
+   * the next batch, so a batch is one record when the load is light and grows with it. A consumer
+   * that fails (NATS restarted, the consumer was lost) is made again after a pause.
+   */
+  private async consumeLoop(
+    write: RecordBatchWriter,
+    onError: ConsumeOptions["onError"],
+    maxBatch: number,
+    signal: AbortSignal,
+  ) {
+    const prefix = `${this.options.subjectPrefix}.record.`;
+    for (let failures = 0; !signal.aborted;) {
+      try {
+        await this.jsm.consumers.add(this.options.stream, {
+          durable_name: WRITER,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          ack_wait: nanos(ACK_WAIT_MS),
+          max_ack_pending: MAX_IN_FLIGHT * 4,
+        });
+        const consumer = await this.js.consumers.get(this.options.stream, WRITER);
+        const messages = await consumer.consume({ max_messages: MAX_IN_FLIGHT });
+        const abort = () => void messages.stop();
+        signal.addEventListener("abort", abort, { once: true });
+        const buffer: JsMsg[] = [];
+        let writing: Promise<void> | undefined;
+        const writeBatches = async () => {
+          while (buffer.length > 0) {
+            const batch = buffer.splice(0, maxBatch);
+            let written = false;
+            for (let attempt = 0; !written && !signal.aborted; attempt++) {
+              try {
+                await write(
+                  batch.map((m) => ({
+                    runId: m.subject.slice(prefix.length),
+                    seq: m.seq,
+                    data: m.data,
+                  })),
+                );
+                written = true;
+              } catch (err) {
+                onError(err, attempt);
+                // Held longer than the ack wait, the records would be delivered again elsewhere.
+                for (const m of batch) m.working();
+                await sleep(retryDelayMs(attempt), undefined, { signal }).catch(() => {});
+              }
+            }
+            // Unwritten at shutdown: not acknowledged, so delivered again (to another replica).
+            if (written) for (const m of batch) m.ack();
+          }
+          writing = undefined;
+        };
+        try {
+          for await (const m of messages) {
+            buffer.push(m);
+            writing ??= writeBatches();
+          }
+          await writing;
+        } finally {
+          signal.removeEventListener("abort", abort);
+        }
+        // The consumer ended without an error (stopped, or deleted under us): made again.
+        if (!signal.aborted) await sleep(500, undefined, { signal }).catch(() => {});
+        failures = 0;
+      } catch (err) {
+        if (signal.aborted) return;
+        onError(err, failures);
+        await sleep(retryDelayMs(failures++), undefined, { signal }).catch(() => {});
+      }
+    }
+  }
+
+  ready() {
+    return natsReady(this.nc);
+  }
+}
+
+/** The record log of a component's NATS settings: stream `<PIES_NATS_STREAM>_RECORDS`. */
+export function recordsFromConfig(
+  nc: NatsConnection,
+  config: {
+    PIES_NATS_STREAM: string;
+    PIES_NATS_SUBJECT_PREFIX: string;
+    PIES_RECORD_MAX_AGE_SECONDS: number;
+  },
+): Promise<JetStreamRunRecords> {
+  return JetStreamRunRecords.over(nc, {
+    stream: `${config.PIES_NATS_STREAM}_RECORDS`,
+    subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
+    maxAgeSeconds: config.PIES_RECORD_MAX_AGE_SECONDS,
+  });
+}

@@ -1,0 +1,82 @@
+import { randomBytes } from "node:crypto";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { timestampNow } from "@bufbuild/protobuf/wkt";
+import { RunConfigSchema, RunSchema, RunSourceSchema, RunStatus, type Run } from "@pies/proto/runs";
+import { RecordConflict, type RunRecords } from "./run-records.js";
+
+let putCount = 0;
+const putPrefix = randomBytes(6).toString("hex");
+/** An id for one put and its repeats, unique across processes (a random prefix and a count). */
+export const newPutId = () => `${putPrefix}${(putCount++).toString(36)}`;
+
+/** A run as its last record holds it, with the record's sequence (for a conditional put). */
+export interface RecordedRun {
+  seq: number;
+  run: Run;
+}
+
+/**
+ * Statuses in the order a run moves through them; a record replaces another of the same run only
+ * if it is later in this order, or as late and later in the log.
+ */
+export const statusRank = (status: RunStatus): number =>
+  status === RunStatus.CREATED
+    ? 1
+    : status === RunStatus.PROCESSING
+      ? 2
+      : status === RunStatus.COMPLETED || status === RunStatus.FAILED
+        ? 3
+        : 0;
+
+export const isEnded = (status: RunStatus) => statusRank(status) === 3;
+
+/** The run record log in terms of runs: what the executor, the runs service and the sweeper use. */
+export class RunLog {
+  constructor(readonly records: RunRecords) {}
+
+  /**
+   * Records the run as it stands now (its `updatedAt` is set to now) and resolves with the
+   * record's sequence once it is durable. `expectSeq` makes it conditional (RecordConflict).
+   * Attempts that repeat one put (after a failure whose answer was lost) pass the same `putId`,
+   * so that it is stored once; two different puts never share one, or the second would be taken
+   * for a repeat of the first and "succeed" without being stored.
+   */
+  put(run: Run, expectSeq?: number, putId = newPutId()): Promise<number> {
+    run.updatedAt = timestampNow();
+    run.createdAt ??= run.updatedAt;
+    // As the store answers it: without a configuration, the run's own environment and model are
+    // its configuration; the source is always there.
+    run.config ??= create(RunConfigSchema, {
+      environmentId: run.environmentId,
+      model: run.modelId,
+    });
+    run.source ??= create(RunSourceSchema);
+    run.parameters ??= {};
+    return this.records
+      .put(run.id, toBinary(RunSchema, run), { dedupId: putId, expectSeq })
+      .catch(unavailable);
+  }
+
+  /** The run's last record, if the log still holds it. */
+  async last(runId: string): Promise<RecordedRun | undefined> {
+    const record = await this.records.last(runId).catch(unavailable);
+    return record && { seq: record.seq, run: fromBinary(RunSchema, record.data) };
+  }
+}
+
+/** A failure of the log other than a conflict: NATS is down or restarting, and a retry may do. */
+function unavailable(err: unknown): never {
+  if (err instanceof RecordConflict || err instanceof ConnectError) throw err;
+  throw new ConnectError(
+    "the record log is unavailable",
+    Code.Unavailable,
+    undefined,
+    undefined,
+    err,
+  );
+}
+
+/** A copy of the run with the fields given (the rest as they were). */
+export const withFields = (run: Run, fields: Partial<Run>): Run =>
+  create(RunSchema, { ...run, ...fields });

@@ -1,0 +1,64 @@
+/**
+ * One stored record of a run: the whole run as it stood (protobuf `pies.runs.v1.Run`), and its
+ * position in the record log. A later record of the same run replaces an earlier one.
+ */
+export interface RunRecord {
+  runId: string;
+  /** Position in the log, strictly increasing; the version that a conditional put expects. */
+  seq: number;
+  data: Uint8Array;
+}
+
+/** A conditional put found another last record than the one it expected. */
+export class RecordConflict extends Error {
+  constructor(runId: string) {
+    super(`run ${runId} was recorded meanwhile`);
+  }
+}
+
+/** What a writer does with a batch of records; it throws to have the whole batch tried again. */
+export type RecordBatchWriter = (records: RunRecord[]) => Promise<void>;
+
+export interface RecordConsumer {
+  stop(): Promise<void>;
+}
+
+/**
+ * The log that carries every run's records from the executor to the runs store (DESIGN.md §4, the
+ * hot path): a put is durable when it resolves, the runs service writes records to PostgreSQL in
+ * batches, and until then the log answers for the run (read-your-writes). Deployed it is a
+ * JetStream stream that keeps each run's last record; embedded, an in-process stand-in whose puts
+ * resolve once the writer has stored them.
+ */
+export interface RunRecords {
+  /**
+   * Stores the run's record and resolves with its sequence. With `expectSeq`, only if the run's
+   * last record has that sequence (0: the run has none), else RecordConflict: the conditional
+   * update that lets exactly one request start a streamed run, and keeps a late end from
+   * overwriting the sweeper's. `dedupId` makes a retried put of the same record idempotent.
+   */
+  put(
+    runId: string,
+    data: Uint8Array,
+    options: { dedupId: string; expectSeq?: number },
+  ): Promise<number>;
+  /** The run's last record, if the log still holds it. */
+  last(runId: string): Promise<RunRecord | undefined>;
+  /**
+   * Delivers records in batches to `write`, one batch at a time, until stopped; a batch whose
+   * write fails is tried again (with backoff) until it succeeds. Every replica of the runs service
+   * may consume at once: each record goes to one of them.
+   */
+  consume(write: RecordBatchWriter, options: ConsumeOptions): RecordConsumer;
+  ready(): Promise<boolean>;
+}
+
+export interface ConsumeOptions {
+  /** Called with each failed write (the database is down, say). */
+  onError(err: unknown, attempt: number): void;
+  /** Most records in one batch. */
+  maxBatch?: number;
+}
+
+/** Capped exponential backoff for a failed batch: 0.1 s doubling up to 5 s. */
+export const retryDelayMs = (attempt: number) => Math.min(100 * 2 ** Math.min(attempt, 6), 5000);
