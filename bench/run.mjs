@@ -1,25 +1,29 @@
 #!/usr/bin/env node
 // pies overhead benchmark: the same chat completion sent straight to a loopback fake OpenAI
-// upstream ("direct") and through the full pies stack (gateway -> executor -> upstream, with runs
-// in PostgreSQL and chunks over NATS: "pies"), blocking and streamed, at several concurrencies.
-// See bench/README.md. Loopback only. Settings (environment variables, all optional):
+// upstream ("direct"), through Portkey's gateway, the peer ("portkey"), and through the full pies
+// stack (gateway -> executor -> upstream, with runs in PostgreSQL and chunks over NATS: "pies"),
+// blocking and streamed, at several concurrencies. See bench/README.md. Loopback only. Settings
+// (environment variables, all optional):
 //   BENCH_CONCURRENCY=1,16,64  BENCH_WARMUP_MS=1500  BENCH_DURATION_MS=5000
 //   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=300000
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
+//   BENCH_PEER_START_MS=120000
 import { mkdir, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { createTestDatabase, createTestStream, startStack } from "@pies/testkit";
+import { createTestDatabase, createTestStream, freePort, startStack } from "@pies/testkit";
 import { api as request } from "./lib/api.mjs";
 import { startCpuSample } from "./lib/cpu.mjs";
 import { startFakeInWorker } from "./lib/fake.mjs";
 import { runCell } from "./lib/load.mjs";
 import { modes } from "./lib/modes.mjs";
+import { portkeyScript, startPortkey } from "./lib/portkey.mjs";
 import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+const repoRoot = path.resolve(here, "..");
 const int = (name, fallback) => {
   const raw = process.env[name];
   const value = raw === undefined || raw === "" ? fallback : Number(raw);
@@ -44,10 +48,21 @@ const config = {
   requestTimeoutMs: int("BENCH_REQUEST_TIMEOUT_MS", 30_000),
   deadlineMs: int("BENCH_DEADLINE_MS", 300_000),
   upstream: { latencyMs: int("BENCH_LATENCY_MS", 5), chunkDelayMs: int("BENCH_CHUNK_DELAY_MS", 1) },
+  peerStartMs: int("BENCH_PEER_START_MS", 120_000),
   model: "gpt-4o-mini",
   text: "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.",
 };
 for (const m of config.modes) if (!modes[m]) throw new Error(`unknown mode "${m}" in BENCH_MODES`);
+const isPortkey = (mode) => mode.startsWith("portkey ");
+// The peer: Portkey, run by ../shared/peers/portkey.sh next to the repository, when it is there.
+const peerScript = portkeyScript(repoRoot);
+const notes = [];
+if (!peerScript && config.modes.some(isPortkey)) {
+  notes.push(
+    `Portkey modes skipped: ${path.resolve(repoRoot, "../shared/peers/portkey.sh")} not found`,
+  );
+  config.modes = config.modes.filter((m) => !isPortkey(m));
+}
 
 const startedAt = new Date();
 const t0 = performance.now();
@@ -64,15 +79,26 @@ const deadline = setTimeout(() => {
   stopper.abort(new Error("overall deadline reached"));
 }, config.deadlineMs);
 deadline.unref();
+/** Kills what we started, at once (for exits that cannot wait for cleanup). */
+function killAll() {
+  for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
+  resources.portkey?.kill();
+}
 // Last resort if stopping or cleanup itself hangs: kill what we started and leave.
 const guard = setTimeout(() => {
   log("cleanup did not finish within 60 s after the deadline: killing the stack's processes");
-  for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
+  killAll();
   process.exit(3);
 }, config.deadlineMs + 60_000);
 guard.unref();
 
-const resources = { fake: undefined, db: undefined, stream: undefined, stack: undefined };
+const resources = {
+  fake: undefined,
+  db: undefined,
+  stream: undefined,
+  stack: undefined,
+  portkey: undefined,
+};
 let cleaning;
 /** Stops and removes everything started, once; resolves to [{ step, ms, result | error }]. */
 function cleanup() {
@@ -83,6 +109,7 @@ function cleanup() {
       .reverse()
       .map((p) => [`stop ${p.name}`, async () => `exit ${await p.stop()}`]);
     const steps = [
+      ["stop portkey", async () => resources.portkey && `exit ${await resources.portkey.stop()}`],
       ...stackSteps,
       ["stack.stop()", () => resources.stack?.stop()],
       ["fake.close()", () => resources.fake?.close()],
@@ -117,7 +144,7 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
     signalled++;
     if (signalled > 1) {
       log(`${sig} again: killing the stack's processes and exiting without full cleanup`);
-      for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
+      killAll();
       process.exit(130);
     }
     log(`${sig}: stopping; cleaning up (press again to force)`);
@@ -152,6 +179,26 @@ async function setup() {
     // The fake provider listens on loopback, which the deployed default refuses.
     env: { PIES_ALLOWED_ENDPOINTS: "loopback" },
   });
+  let portkeyUrl;
+  if (config.modes.some(isPortkey)) {
+    log(`starting Portkey (${peerScript})`);
+    try {
+      resources.portkey = await startPortkey({
+        script: peerScript,
+        port: await freePort(),
+        timeoutMs: config.peerStartMs,
+        signal: stop,
+      });
+      portkeyUrl = resources.portkey.url;
+    } catch (err) {
+      if (stop.aborted) throw err;
+      // pies is still measured; the run counts as failed (exit code 2).
+      peerFailed = `Portkey did not start, its modes skipped: ${err.message}`;
+      notes.push(peerFailed.split("\n")[0]);
+      log(peerFailed);
+      config.modes = config.modes.filter((m) => !isPortkey(m));
+    }
+  }
   const { gatewayUrl, bootstrap } = resources.stack;
   const environment = await api(gatewayUrl, bootstrap.key, "/environments", {
     name: "bench-upstream",
@@ -173,6 +220,7 @@ async function setup() {
     prompts: [{ type: "template", template: prompt.id }],
   });
   return {
+    portkeyUrl,
     fakeUrl: resources.fake.url,
     fakeKey,
     model: config.model,
@@ -182,6 +230,8 @@ async function setup() {
     text: config.text,
   };
 }
+
+let peerFailed;
 
 /** One request of each mode, so a broken setup fails loudly before the timed part. */
 async function smokeTest(ctx) {
@@ -234,7 +284,12 @@ async function main() {
         maxRequests: config.maxRequests,
         requestTimeoutMs: config.requestTimeoutMs,
         stop,
-        onMeasure: () => startCpuSample(resources.stack.processes),
+        onMeasure: () => {
+          const processes = [...resources.stack.processes];
+          if (resources.portkey)
+            processes.push({ name: "portkey", child: resources.portkey.child });
+          return startCpuSample(processes);
+        },
       });
       if (cell.samples.length === 0 && cell.stoppedEarly) {
         log(`${mode} c=${concurrency}: stopped before any request was measured; no row`);
@@ -285,6 +340,8 @@ async function main() {
     stopReason: stop.aborted ? String(stop.reason?.message ?? stop.reason) : null,
     machine: machine(),
     config,
+    notes,
+    peerFailed: peerFailed ?? null,
     totalErrors,
     rows,
     errorSamples,
@@ -295,9 +352,11 @@ async function main() {
   console.log(formatTable(rows));
   console.log("");
   console.log(
-    "p50 ratio = pies p50 / direct p50; thr ratio = pies req/s / direct req/s; " +
-      "ttfc ratio = pies ttfc p50 / direct ttfc p50 (same concurrency, same run)",
+    "added p50 = p50 - direct p50 (ms); p50 ratio = p50 / direct p50; thr ratio = req/s / direct req/s; " +
+      "ttfc ratio = ttfc p50 / direct ttfc p50;\np50 vs portkey = pies p50 / portkey p50; " +
+      "thr vs portkey = pies req/s / portkey req/s (same kind, same concurrency, same run)",
   );
+  for (const note of notes) console.log(`note: ${note}`);
   console.log(
     "\nCPU during each measured phase (% of one core; bench = load generator + fake upstream; postgres/nats = all such processes; other = rest of the machine):",
   );
@@ -327,7 +386,7 @@ async function main() {
     `\nwrote ${path.relative(process.cwd(), out) || out}; total ${result.totalSeconds} s`,
   );
   if (signalled > 0) return 130;
-  return totalErrors > 0 || stop.aborted ? 2 : 0;
+  return totalErrors > 0 || stop.aborted || peerFailed ? 2 : 0;
 }
 
 let code;

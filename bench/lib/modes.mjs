@@ -2,9 +2,12 @@ import { performance } from "node:perf_hooks";
 import { readSseIncrementally } from "@pies/testkit";
 
 /**
- * The four request kinds. Each takes (ctx, signal) and resolves to a sample
- * { ok, latencyMs, ttfcMs?, phases?, error? } — it never throws, so every failure is counted and described.
- * ctx: { fakeUrl, fakeKey, model, gatewayUrl, apiKey, interactionId, text }.
+ * The request kinds. Each takes (ctx, signal) and resolves to a sample
+ * { ok, latencyMs, ttfcMs?, phases?, error? } — it never throws, so every failure is counted and
+ * described.
+ * ctx: { fakeUrl, fakeKey, model, gatewayUrl, apiKey, interactionId, text, portkeyUrl? }.
+ * The direct and portkey modes send the same chat completion (the one pies sends) to the same fake
+ * upstream; portkey goes through Portkey's gateway, which forwards it to the fake.
  */
 
 const snippet = (text) => text.replace(/\s+/g, " ").slice(0, 300);
@@ -36,6 +39,22 @@ function fakeHeaders(ctx) {
   return { "content-type": "application/json", authorization: `Bearer ${ctx.fakeKey}` };
 }
 
+/** Where a chat completion goes: straight to the fake, or through Portkey to the fake. */
+function directTarget(ctx) {
+  return { url: `${ctx.fakeUrl}/chat/completions`, headers: fakeHeaders(ctx) };
+}
+
+function portkeyTarget(ctx) {
+  return {
+    url: `${ctx.portkeyUrl}/v1/chat/completions`,
+    headers: {
+      ...fakeHeaders(ctx),
+      "x-portkey-provider": "openai",
+      "x-portkey-custom-host": ctx.fakeUrl,
+    },
+  };
+}
+
 function piesHeaders(ctx, json = true) {
   return {
     authorization: `Bearer ${ctx.apiKey}`,
@@ -43,12 +62,12 @@ function piesHeaders(ctx, json = true) {
   };
 }
 
-async function directBlocking(ctx, signal) {
+async function chatBlocking(ctx, target, signal) {
   const started = performance.now();
   try {
-    const response = await fetch(`${ctx.fakeUrl}/chat/completions`, {
+    const response = await fetch(target.url, {
       method: "POST",
-      headers: fakeHeaders(ctx),
+      headers: target.headers,
       body: JSON.stringify(chatBody(ctx, false)),
       signal,
     });
@@ -94,12 +113,12 @@ async function piesBlocking(ctx, signal) {
   }
 }
 
-async function directStreamed(ctx, signal) {
+async function chatStreamed(ctx, target, signal) {
   const started = performance.now();
   try {
-    const response = await fetch(`${ctx.fakeUrl}/chat/completions`, {
+    const response = await fetch(target.url, {
       method: "POST",
-      headers: fakeHeaders(ctx),
+      headers: target.headers,
       body: JSON.stringify(chatBody(ctx, true)),
       signal,
     });
@@ -192,8 +211,10 @@ async function piesStreamed(ctx, signal) {
 }
 
 export const modes = {
-  "direct blocking": directBlocking,
+  "direct blocking": (ctx, signal) => chatBlocking(ctx, directTarget(ctx), signal),
+  "portkey blocking": (ctx, signal) => chatBlocking(ctx, portkeyTarget(ctx), signal),
   "pies blocking": piesBlocking,
-  "direct streamed": directStreamed,
+  "direct streamed": (ctx, signal) => chatStreamed(ctx, directTarget(ctx), signal),
+  "portkey streamed": (ctx, signal) => chatStreamed(ctx, portkeyTarget(ctx), signal),
   "pies streamed": piesStreamed,
 };
