@@ -7,7 +7,7 @@
 //   BENCH_CONCURRENCY=1,16,64  BENCH_WARMUP_MS=1500  BENCH_DURATION_MS=5000
 //   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=300000
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
-//   BENCH_PEER_START_MS=120000
+//   BENCH_PIN=0 (no CPU pinning)  BENCH_PEER_START_MS=120000
 import { mkdir, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -19,6 +19,7 @@ import { startCpuSample } from "./lib/cpu.mjs";
 import { startFakeInWorker } from "./lib/fake.mjs";
 import { runCell } from "./lib/load.mjs";
 import { modes } from "./lib/modes.mjs";
+import { cpusOf, pinSelf, planPinning } from "./lib/pin.mjs";
 import { portkeyScript, startPortkey } from "./lib/portkey.mjs";
 import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
 
@@ -63,6 +64,8 @@ if (!peerScript && config.modes.some(isPortkey)) {
   );
   config.modes = config.modes.filter((m) => !isPortkey(m));
 }
+const pinning = planPinning();
+config.pinning = pinning;
 
 const startedAt = new Date();
 const t0 = performance.now();
@@ -163,6 +166,11 @@ async function api(gatewayUrl, key, pathname, body) {
 
 async function setup() {
   const fakeKey = "sk-bench-upstream";
+  if (pinning.enabled) {
+    // Before the fake's worker thread starts, so that it inherits this CPU.
+    pinSelf(pinning.loadCpu);
+  }
+  log(pinning.note);
   log("starting fake upstream, test database, test stream");
   resources.fake = await startFakeInWorker({
     apiKey: fakeKey,
@@ -178,6 +186,7 @@ async function setup() {
     natsEnv: resources.stream.env,
     // The fake provider listens on loopback, which the deployed default refuses.
     env: { PIES_ALLOWED_ENDPOINTS: "loopback" },
+    launcher: pinning.launcher,
   });
   let portkeyUrl;
   if (config.modes.some(isPortkey)) {
@@ -186,6 +195,7 @@ async function setup() {
       resources.portkey = await startPortkey({
         script: peerScript,
         port: await freePort(),
+        launcher: pinning.launcher,
         timeoutMs: config.peerStartMs,
         signal: stop,
       });
@@ -342,6 +352,15 @@ async function main() {
     config,
     notes,
     peerFailed: peerFailed ?? null,
+    pinnedCpus: pinning.enabled
+      ? Object.fromEntries(
+          [
+            ["bench", process.pid],
+            ...(resources.stack?.processes ?? []).map((p) => [p.name, p.child.pid]),
+            ...(resources.portkey ? [["portkey", resources.portkey.child.pid]] : []),
+          ].map(([name, pid]) => [name, cpusOf(pid) ?? null]),
+        )
+      : null,
     totalErrors,
     rows,
     errorSamples,
@@ -356,6 +375,7 @@ async function main() {
       "ttfc ratio = ttfc p50 / direct ttfc p50;\np50 vs portkey = pies p50 / portkey p50; " +
       "thr vs portkey = pies req/s / portkey req/s (same kind, same concurrency, same run)",
   );
+  console.log(pinning.note);
   for (const note of notes) console.log(`note: ${note}`);
   console.log(
     "\nCPU during each measured phase (% of one core; bench = load generator + fake upstream; postgres/nats = all such processes; other = rest of the machine):",
