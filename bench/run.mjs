@@ -7,7 +7,7 @@
 //   BENCH_CONCURRENCY=1,16,64  BENCH_WARMUP_MS=1500  BENCH_DURATION_MS=5000
 //   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=300000
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
-//   BENCH_PIN=0 (no CPU pinning)  BENCH_PEER_START_MS=120000
+//   BENCH_PIN=0 (no CPU pinning)  BENCH_RUNS_WAIT_MS=30000  BENCH_PEER_START_MS=120000
 import { mkdir, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -21,6 +21,7 @@ import { runCell } from "./lib/load.mjs";
 import { modes } from "./lib/modes.mjs";
 import { cpusOf, pinSelf, planPinning } from "./lib/pin.mjs";
 import { portkeyScript, startPortkey } from "./lib/portkey.mjs";
+import { waitForRecordedRuns } from "./lib/runs-check.mjs";
 import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -49,12 +50,14 @@ const config = {
   requestTimeoutMs: int("BENCH_REQUEST_TIMEOUT_MS", 30_000),
   deadlineMs: int("BENCH_DEADLINE_MS", 300_000),
   upstream: { latencyMs: int("BENCH_LATENCY_MS", 5), chunkDelayMs: int("BENCH_CHUNK_DELAY_MS", 1) },
+  runsWaitMs: int("BENCH_RUNS_WAIT_MS", 30_000),
   peerStartMs: int("BENCH_PEER_START_MS", 120_000),
   model: "gpt-4o-mini",
   text: "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.",
 };
 for (const m of config.modes) if (!modes[m]) throw new Error(`unknown mode "${m}" in BENCH_MODES`);
 const isPortkey = (mode) => mode.startsWith("portkey ");
+const isPies = (mode) => mode.startsWith("pies ");
 // The peer: Portkey, run by ../shared/peers/portkey.sh next to the repository, when it is there.
 const peerScript = portkeyScript(repoRoot);
 const notes = [];
@@ -243,10 +246,26 @@ async function setup() {
 
 let peerFailed;
 
+/**
+ * pies executions the bench saw answered naming a run (successful or not), and pies requests
+ * abandoned (stopped) before any answer, whose runs may exist all the same.
+ */
+const piesRuns = { answered: 0, abandoned: 0 };
+
+/** One request of `mode`, counting the runs pies answered. */
+async function send(mode, ctx, signal) {
+  const sample = await modes[mode](ctx, signal);
+  if (isPies(mode)) {
+    if (sample.runId !== undefined) piesRuns.answered++;
+    else if (!sample.ok && signal.aborted) piesRuns.abandoned++;
+  }
+  return sample;
+}
+
 /** One request of each mode, so a broken setup fails loudly before the timed part. */
 async function smokeTest(ctx) {
   for (const mode of config.modes) {
-    const sample = await modes[mode](ctx, AbortSignal.any([stop, AbortSignal.timeout(30_000)]));
+    const sample = await send(mode, ctx, AbortSignal.any([stop, AbortSignal.timeout(30_000)]));
     if (!sample.ok) throw new Error(`smoke test of "${mode}" failed: ${sample.error}`);
   }
 }
@@ -285,7 +304,7 @@ async function main() {
   outer: for (const concurrency of config.concurrency) {
     for (const mode of config.modes) {
       if (stop.aborted) break outer;
-      const request = (signal) => modes[mode](ctx, signal);
+      const request = (signal) => send(mode, ctx, signal);
       const cell = await runCell({
         request,
         concurrency,
@@ -331,6 +350,23 @@ async function main() {
   }
   addRatios(rows);
 
+  // Every execution pies answered naming a run must be recorded, exactly once; recording may lag.
+  let runsCheck;
+  if (signalled === 0 && config.modes.some(isPies)) {
+    log(`waiting for the runs store to hold ${piesRuns.answered} run(s)`);
+    try {
+      runsCheck = await waitForRecordedRuns({
+        databaseUrl: resources.db.url,
+        expected: piesRuns.answered,
+        timeoutMs: config.runsWaitMs,
+      });
+      runsCheck.abandoned = piesRuns.abandoned;
+      runsCheck.ok = runsCheck.recorded === runsCheck.expected;
+    } catch (err) {
+      runsCheck = { ...piesRuns, ok: false, error: String(err?.message ?? err) };
+    }
+  }
+
   const totalErrors = rows.reduce((n, r) => n + r.errors, 0);
   const piesErrors = rows.some((r) => r.mode.startsWith("pies") && r.errors > 0);
   // The processes run at LOG_LEVEL=warn, so these are their warnings and errors (last 200 lines each).
@@ -361,6 +397,7 @@ async function main() {
           ].map(([name, pid]) => [name, cpusOf(pid) ?? null]),
         )
       : null,
+    runsCheck: runsCheck ?? null,
     totalErrors,
     rows,
     errorSamples,
@@ -375,6 +412,17 @@ async function main() {
       "ttfc ratio = ttfc p50 / direct ttfc p50;\np50 vs portkey = pies p50 / portkey p50; " +
       "thr vs portkey = pies req/s / portkey req/s (same kind, same concurrency, same run)",
   );
+  if (runsCheck) {
+    const { recorded, expected, waitedMs, byStatus, abandoned, error } = runsCheck;
+    console.log(
+      error
+        ? `runs recorded: could not be counted (${error}); ${expected ?? piesRuns.answered} answered`
+        : `runs recorded: ${recorded} of ${expected} answered` +
+            ` (after ${(waitedMs / 1000).toFixed(1)} s; by status ${JSON.stringify(byStatus)})` +
+            (runsCheck.ok ? "" : " MISMATCH") +
+            (abandoned > 0 ? `; ${abandoned} pies request(s) abandoned unanswered` : ""),
+    );
+  } else if (signalled > 0) console.log("runs recorded: not checked (interrupted)");
   console.log(pinning.note);
   for (const note of notes) console.log(`note: ${note}`);
   console.log(
@@ -406,7 +454,7 @@ async function main() {
     `\nwrote ${path.relative(process.cwd(), out) || out}; total ${result.totalSeconds} s`,
   );
   if (signalled > 0) return 130;
-  return totalErrors > 0 || stop.aborted || peerFailed ? 2 : 0;
+  return totalErrors > 0 || stop.aborted || peerFailed || (runsCheck && !runsCheck.ok) ? 2 : 0;
 }
 
 let code;

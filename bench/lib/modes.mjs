@@ -3,8 +3,9 @@ import { readSseIncrementally } from "@pies/testkit";
 
 /**
  * The request kinds. Each takes (ctx, signal) and resolves to a sample
- * { ok, latencyMs, ttfcMs?, phases?, error? } — it never throws, so every failure is counted and
- * described.
+ * { ok, latencyMs, ttfcMs?, phases?, error?, runId? } — it never throws, so every failure is
+ * counted and described. runId (pies modes) is set when pies answered naming a run, successful or
+ * not: the bench checks at the end that the runs store holds exactly that many runs.
  * ctx: { fakeUrl, fakeKey, model, gatewayUrl, apiKey, interactionId, text, portkeyUrl? }.
  * The direct and portkey modes send the same chat completion (the one pies sends) to the same fake
  * upstream; portkey goes through Portkey's gateway, which forwards it to the fake.
@@ -25,6 +26,24 @@ function describe(err, signal) {
 async function httpError(what, response) {
   const body = await response.text().catch((e) => `<body unreadable: ${e.message}>`);
   return `${what} HTTP ${response.status}: ${snippet(body)}`;
+}
+
+/**
+ * A pies error answer and the run it names, if any: a failed execution answers 502/504 with the
+ * run in `details.run_id`; a run that ended but is not recorded yet answers 503 naming it.
+ */
+async function piesError(what, response) {
+  const body = await response.text().catch((e) => `<body unreadable: ${e.message}>`);
+  let runId;
+  try {
+    const json = JSON.parse(body);
+    runId =
+      json?.details?.run_id ??
+      /^run (\S+) ended but is not recorded yet/.exec(json?.message ?? "")?.[1];
+  } catch {
+    // not JSON: no run named
+  }
+  return { error: `${what} HTTP ${response.status}: ${snippet(body)}`, runId };
 }
 
 function chatBody(ctx, stream) {
@@ -98,16 +117,20 @@ async function piesBlocking(ctx, signal) {
         signal,
       },
     );
-    if (!response.ok) return failure(started, await httpError("execute", response));
+    if (!response.ok) {
+      const { error, runId } = await piesError("execute", response);
+      return { ...failure(started, error), runId };
+    }
     const run = await response.json();
     const latencyMs = performance.now() - started;
+    const runId = typeof run?.id === "string" ? run.id : undefined;
     if (run?.status !== "completed" || typeof run.result !== "string") {
-      return failure(
-        started,
-        `execute 200 but run ${run?.status}: ${snippet(JSON.stringify(run))}`,
-      );
+      return {
+        ...failure(started, `execute 200 but run ${run?.status}: ${snippet(JSON.stringify(run))}`),
+        runId,
+      };
     }
-    return { ok: true, latencyMs };
+    return { ok: true, latencyMs, runId };
   } catch (err) {
     return failure(started, describe(err, signal));
   }
@@ -151,6 +174,9 @@ async function chatStreamed(ctx, target, signal) {
 
 async function piesStreamed(ctx, signal) {
   const started = performance.now();
+  // Set once POST /runs named the run: from then on the run exists, whatever happens to its stream.
+  let runId;
+  const fail = (error) => ({ ...failure(started, error), runId });
   try {
     const created = await fetch(`${ctx.gatewayUrl}/api/v1/runs`, {
       method: "POST",
@@ -162,17 +188,22 @@ async function piesStreamed(ctx, signal) {
       }),
       signal,
     });
-    if (!created.ok) return failure(started, await httpError("POST /runs", created));
+    if (!created.ok) {
+      const answer = await piesError("POST /runs", created);
+      runId = answer.runId;
+      return fail(answer.error);
+    }
     const run = await created.json();
     if (typeof run?.id !== "string") {
       return failure(started, `POST /runs 2xx without id: ${snippet(JSON.stringify(run))}`);
     }
+    runId = run.id;
     const createMs = performance.now() - started;
     const response = await fetch(`${ctx.gatewayUrl}/api/v1/runs/${run.id}/stream`, {
       headers: piesHeaders(ctx, false),
       signal,
     });
-    if (!response.ok) return failure(started, await httpError("GET /runs/:id/stream", response));
+    if (!response.ok) return fail(await httpError("GET /runs/:id/stream", response));
     const headersMs = performance.now() - started;
     let ttfcMs;
     let closedAt;
@@ -194,19 +225,19 @@ async function piesStreamed(ctx, signal) {
         streamError ??= `SSE error event: ${snippet(event.data)}`;
       }
     });
-    if (streamError) return failure(started, streamError);
+    if (streamError) return fail(streamError);
     if (closedAt === undefined) {
-      return failure(started, `stream ended without event: close (after ${messages} messages)`);
+      return fail(`stream ended without event: close (after ${messages} messages)`);
     }
     if (final?.status !== "completed") {
       const error = final?.error ? ` ${snippet(JSON.stringify(final.error))}` : "";
-      return failure(started, `close with run status ${final?.status}${error}`);
+      return fail(`close with run status ${final?.status}${error}`);
     }
-    if (ttfcMs === undefined) return failure(started, "close without any event: message");
+    if (ttfcMs === undefined) return fail("close without any event: message");
     // Breakdown (ms from the POST start): run created, stream response headers, first chunk, close.
-    return { ok: true, latencyMs: closedAt, ttfcMs, phases: { createMs, headersMs } };
+    return { ok: true, latencyMs: closedAt, ttfcMs, phases: { createMs, headersMs }, runId };
   } catch (err) {
-    return failure(started, describe(err, signal));
+    return fail(describe(err, signal));
   }
 }
 
