@@ -8,6 +8,8 @@
 //   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=300000
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
 //   BENCH_PIN=0 (no CPU pinning)  BENCH_RUNS_WAIT_MS=30000  BENCH_PEER_START_MS=120000
+//   BENCH_PROFILE=1 (CPU profiles of executor and gateway)  BENCH_PROFILE_INTERVAL_US
+//   BENCH_PROFILE_NODE_ARGS (more node arguments for the profiled processes)  BENCH_PROFILE_TOP=15
 import { mkdir, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -21,6 +23,13 @@ import { runCell } from "./lib/load.mjs";
 import { modes } from "./lib/modes.mjs";
 import { cpusOf, pinSelf, planPinning } from "./lib/pin.mjs";
 import { portkeyScript, startPortkey } from "./lib/portkey.mjs";
+import {
+  addSelfTimes,
+  formatTopFrames,
+  listProfiles,
+  loadProfile,
+  topFrames,
+} from "./lib/profile.mjs";
 import { waitForRecordedRuns } from "./lib/runs-check.mjs";
 import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
 
@@ -52,6 +61,10 @@ const config = {
   upstream: { latencyMs: int("BENCH_LATENCY_MS", 5), chunkDelayMs: int("BENCH_CHUNK_DELAY_MS", 1) },
   runsWaitMs: int("BENCH_RUNS_WAIT_MS", 30_000),
   peerStartMs: int("BENCH_PEER_START_MS", 120_000),
+  profile: process.env.BENCH_PROFILE === "1",
+  profileIntervalUs: int("BENCH_PROFILE_INTERVAL_US", 0) || undefined,
+  profileNodeArgs: (process.env.BENCH_PROFILE_NODE_ARGS ?? "").split(/\s+/).filter(Boolean),
+  profileTop: int("BENCH_PROFILE_TOP", 15),
   model: "gpt-4o-mini",
   text: "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.",
 };
@@ -167,6 +180,27 @@ async function api(gatewayUrl, key, pathname, body) {
   return response.json;
 }
 
+/** Where the CPU profiles go (BENCH_PROFILE=1): a directory per process under bench/results. */
+const profileDir = config.profile
+  ? path.join(here, "results", `profile-${startedAt.toISOString().replace(/[:.]/g, "-")}`)
+  : undefined;
+const PROFILED = ["executor", "gateway"];
+
+function profileNodeArgs() {
+  if (!profileDir) return undefined;
+  return Object.fromEntries(
+    PROFILED.map((name) => [
+      name,
+      [
+        "--cpu-prof",
+        `--cpu-prof-dir=${path.join(profileDir, name)}`,
+        ...(config.profileIntervalUs ? [`--cpu-prof-interval=${config.profileIntervalUs}`] : []),
+        ...config.profileNodeArgs,
+      ],
+    ]),
+  );
+}
+
 async function setup() {
   const fakeKey = "sk-bench-upstream";
   if (pinning.enabled) {
@@ -190,6 +224,7 @@ async function setup() {
     // The fake provider listens on loopback, which the deployed default refuses.
     env: { PIES_ALLOWED_ENDPOINTS: "loopback" },
     launcher: pinning.launcher,
+    processNodeArgs: profileNodeArgs(),
   });
   let portkeyUrl;
   if (config.modes.some(isPortkey)) {
@@ -270,6 +305,8 @@ async function smokeTest(ctx) {
   }
 }
 
+const nowUs = () => Number(process.hrtime.bigint() / 1000n);
+
 function machine() {
   const cpus = os.cpus();
   return {
@@ -305,6 +342,7 @@ async function main() {
     for (const mode of config.modes) {
       if (stop.aborted) break outer;
       const request = (signal) => send(mode, ctx, signal);
+      let window;
       const cell = await runCell({
         request,
         concurrency,
@@ -314,10 +352,15 @@ async function main() {
         requestTimeoutMs: config.requestTimeoutMs,
         stop,
         onMeasure: () => {
+          const from = nowUs();
           const processes = [...resources.stack.processes];
           if (resources.portkey)
             processes.push({ name: "portkey", child: resources.portkey.child });
-          return startCpuSample(processes);
+          const end = startCpuSample(processes);
+          return () => {
+            window = { fromUs: from, toUs: nowUs() };
+            return end();
+          };
         },
       });
       if (cell.samples.length === 0 && cell.stoppedEarly) {
@@ -331,6 +374,7 @@ async function main() {
         stoppedEarly: cell.stoppedEarly,
         interruptedByStop: cell.interrupted,
         cpu: cell.measured,
+        window,
       };
       rows.push(row);
       log(
@@ -448,6 +492,8 @@ async function main() {
   await mkdir(path.dirname(out), { recursive: true });
   await writeFile(out, JSON.stringify(result, null, 2) + "\n");
   result.cleanup = await cleanup();
+  // The processes write their profiles as they exit, so only now.
+  if (profileDir) result.profiles = reportProfiles(rows);
   result.totalSeconds = Number(((performance.now() - t0) / 1000).toFixed(1));
   await writeFile(out, JSON.stringify(result, null, 2) + "\n");
   console.log(
@@ -455,6 +501,43 @@ async function main() {
   );
   if (signalled > 0) return 130;
   return totalErrors > 0 || stop.aborted || peerFailed || (runsCheck && !runsCheck.ok) ? 2 : 0;
+}
+
+/**
+ * Prints, for each pies row's measured phase, the top frames by self time of each profiled
+ * process: its main thread, then its worker threads together. Returns the same as data.
+ */
+function reportProfiles(rows) {
+  const files = listProfiles(profileDir);
+  console.log(`\nCPU profiles in ${path.relative(process.cwd(), profileDir)}:`);
+  if (files.length === 0) {
+    console.log("  none written (a process that is killed writes no profile)");
+    return [];
+  }
+  const profiles = files.map((f) => ({ ...f, profile: loadProfile(f.file) }));
+  const report = [];
+  for (const row of rows.filter((r) => isPies(r.mode) && r.window)) {
+    for (const name of PROFILED) {
+      const mine = profiles.filter((p) => p.process === name);
+      for (const [label, group] of [
+        ["main thread", mine.filter((p) => p.tid === 0)],
+        ["worker threads", mine.filter((p) => p.tid !== 0)],
+      ]) {
+        if (group.length === 0) continue;
+        const agg = { totalUs: 0, frames: new Map() };
+        for (const p of group) addSelfTimes(p.profile, row.window, agg);
+        const top = topFrames(agg, { limit: config.profileTop, repoRoot });
+        const threads = label === "main thread" ? "" : ` x${group.length}`;
+        console.log(
+          `\n  ${name} ${label}${threads}, ${row.mode} c=${row.concurrency}: ` +
+            `${top.totalMs} ms sampled, busy ${top.busyPercent}% (top ${top.frames.length} by self time)`,
+        );
+        for (const line of formatTopFrames(top)) console.log(line);
+        report.push({ mode: row.mode, concurrency: row.concurrency, process: name, label, ...top });
+      }
+    }
+  }
+  return report;
 }
 
 let code;
