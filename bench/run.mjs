@@ -1,25 +1,40 @@
 #!/usr/bin/env node
 // pies overhead benchmark: the same chat completion sent straight to a loopback fake OpenAI
-// upstream ("direct") and through the full pies stack (gateway -> executor -> upstream, with runs
-// in PostgreSQL and chunks over NATS: "pies"), blocking and streamed, at several concurrencies.
-// See bench/README.md. Loopback only. Settings (environment variables, all optional):
+// upstream ("direct"), through Portkey's gateway, the peer ("portkey"), and through the full pies
+// stack (gateway -> executor -> upstream, with runs in PostgreSQL and chunks over NATS: "pies"),
+// blocking and streamed, at several concurrencies. See bench/README.md. Loopback only. Settings
+// (environment variables, all optional):
 //   BENCH_CONCURRENCY=1,16,64  BENCH_WARMUP_MS=1500  BENCH_DURATION_MS=5000
 //   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=300000
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
+//   BENCH_PIN=0 (no CPU pinning)  BENCH_RUNS_WAIT_MS=30000  BENCH_PEER_START_MS=120000
+//   BENCH_PROFILE=1 (CPU profiles of executor and gateway)  BENCH_PROFILE_INTERVAL_US
+//   BENCH_PROFILE_NODE_ARGS (more node arguments for the profiled processes)  BENCH_PROFILE_TOP=15
 import { mkdir, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { createTestDatabase, createTestStream, startStack } from "@pies/testkit";
+import { createTestDatabase, createTestStream, freePort, startStack } from "@pies/testkit";
 import { api as request } from "./lib/api.mjs";
 import { startCpuSample } from "./lib/cpu.mjs";
 import { startFakeInWorker } from "./lib/fake.mjs";
 import { runCell } from "./lib/load.mjs";
 import { modes } from "./lib/modes.mjs";
+import { cpusOf, pinSelf, planPinning } from "./lib/pin.mjs";
+import { portkeyScript, startPortkey } from "./lib/portkey.mjs";
+import {
+  addSelfTimes,
+  formatTopFrames,
+  listProfiles,
+  loadProfile,
+  topFrames,
+} from "./lib/profile.mjs";
+import { waitForRecordedRuns } from "./lib/runs-check.mjs";
 import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+const repoRoot = path.resolve(here, "..");
 const int = (name, fallback) => {
   const raw = process.env[name];
   const value = raw === undefined || raw === "" ? fallback : Number(raw);
@@ -44,10 +59,29 @@ const config = {
   requestTimeoutMs: int("BENCH_REQUEST_TIMEOUT_MS", 30_000),
   deadlineMs: int("BENCH_DEADLINE_MS", 300_000),
   upstream: { latencyMs: int("BENCH_LATENCY_MS", 5), chunkDelayMs: int("BENCH_CHUNK_DELAY_MS", 1) },
+  runsWaitMs: int("BENCH_RUNS_WAIT_MS", 30_000),
+  peerStartMs: int("BENCH_PEER_START_MS", 120_000),
+  profile: process.env.BENCH_PROFILE === "1",
+  profileIntervalUs: int("BENCH_PROFILE_INTERVAL_US", 0) || undefined,
+  profileNodeArgs: (process.env.BENCH_PROFILE_NODE_ARGS ?? "").split(/\s+/).filter(Boolean),
+  profileTop: int("BENCH_PROFILE_TOP", 15),
   model: "gpt-4o-mini",
   text: "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.",
 };
 for (const m of config.modes) if (!modes[m]) throw new Error(`unknown mode "${m}" in BENCH_MODES`);
+const isPortkey = (mode) => mode.startsWith("portkey ");
+const isPies = (mode) => mode.startsWith("pies ");
+// The peer: Portkey, run by ../shared/peers/portkey.sh next to the repository, when it is there.
+const peerScript = portkeyScript(repoRoot);
+const notes = [];
+if (!peerScript && config.modes.some(isPortkey)) {
+  notes.push(
+    `Portkey modes skipped: ${path.resolve(repoRoot, "../shared/peers/portkey.sh")} not found`,
+  );
+  config.modes = config.modes.filter((m) => !isPortkey(m));
+}
+const pinning = planPinning();
+config.pinning = pinning;
 
 const startedAt = new Date();
 const t0 = performance.now();
@@ -64,15 +98,26 @@ const deadline = setTimeout(() => {
   stopper.abort(new Error("overall deadline reached"));
 }, config.deadlineMs);
 deadline.unref();
+/** Kills what we started, at once (for exits that cannot wait for cleanup). */
+function killAll() {
+  for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
+  resources.portkey?.kill();
+}
 // Last resort if stopping or cleanup itself hangs: kill what we started and leave.
 const guard = setTimeout(() => {
   log("cleanup did not finish within 60 s after the deadline: killing the stack's processes");
-  for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
+  killAll();
   process.exit(3);
 }, config.deadlineMs + 60_000);
 guard.unref();
 
-const resources = { fake: undefined, db: undefined, stream: undefined, stack: undefined };
+const resources = {
+  fake: undefined,
+  db: undefined,
+  stream: undefined,
+  stack: undefined,
+  portkey: undefined,
+};
 let cleaning;
 /** Stops and removes everything started, once; resolves to [{ step, ms, result | error }]. */
 function cleanup() {
@@ -83,6 +128,7 @@ function cleanup() {
       .reverse()
       .map((p) => [`stop ${p.name}`, async () => `exit ${await p.stop()}`]);
     const steps = [
+      ["stop portkey", async () => resources.portkey && `exit ${await resources.portkey.stop()}`],
       ...stackSteps,
       ["stack.stop()", () => resources.stack?.stop()],
       ["fake.close()", () => resources.fake?.close()],
@@ -117,7 +163,7 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
     signalled++;
     if (signalled > 1) {
       log(`${sig} again: killing the stack's processes and exiting without full cleanup`);
-      for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
+      killAll();
       process.exit(130);
     }
     log(`${sig}: stopping; cleaning up (press again to force)`);
@@ -134,8 +180,34 @@ async function api(gatewayUrl, key, pathname, body) {
   return response.json;
 }
 
+/** Where the CPU profiles go (BENCH_PROFILE=1): a directory per process under bench/results. */
+const profileDir = config.profile
+  ? path.join(here, "results", `profile-${startedAt.toISOString().replace(/[:.]/g, "-")}`)
+  : undefined;
+const PROFILED = ["executor", "gateway"];
+
+function profileNodeArgs() {
+  if (!profileDir) return undefined;
+  return Object.fromEntries(
+    PROFILED.map((name) => [
+      name,
+      [
+        "--cpu-prof",
+        `--cpu-prof-dir=${path.join(profileDir, name)}`,
+        ...(config.profileIntervalUs ? [`--cpu-prof-interval=${config.profileIntervalUs}`] : []),
+        ...config.profileNodeArgs,
+      ],
+    ]),
+  );
+}
+
 async function setup() {
   const fakeKey = "sk-bench-upstream";
+  if (pinning.enabled) {
+    // Before the fake's worker thread starts, so that it inherits this CPU.
+    pinSelf(pinning.loadCpu);
+  }
+  log(pinning.note);
   log("starting fake upstream, test database, test stream");
   resources.fake = await startFakeInWorker({
     apiKey: fakeKey,
@@ -151,7 +223,30 @@ async function setup() {
     natsEnv: resources.stream.env,
     // The fake provider listens on loopback, which the deployed default refuses.
     env: { PIES_ALLOWED_ENDPOINTS: "loopback" },
+    launcher: pinning.launcher,
+    processNodeArgs: profileNodeArgs(),
   });
+  let portkeyUrl;
+  if (config.modes.some(isPortkey)) {
+    log(`starting Portkey (${peerScript})`);
+    try {
+      resources.portkey = await startPortkey({
+        script: peerScript,
+        port: await freePort(),
+        launcher: pinning.launcher,
+        timeoutMs: config.peerStartMs,
+        signal: stop,
+      });
+      portkeyUrl = resources.portkey.url;
+    } catch (err) {
+      if (stop.aborted) throw err;
+      // pies is still measured; the run counts as failed (exit code 2).
+      peerFailed = `Portkey did not start, its modes skipped: ${err.message}`;
+      notes.push(peerFailed.split("\n")[0]);
+      log(peerFailed);
+      config.modes = config.modes.filter((m) => !isPortkey(m));
+    }
+  }
   const { gatewayUrl, bootstrap } = resources.stack;
   const environment = await api(gatewayUrl, bootstrap.key, "/environments", {
     name: "bench-upstream",
@@ -173,6 +268,7 @@ async function setup() {
     prompts: [{ type: "template", template: prompt.id }],
   });
   return {
+    portkeyUrl,
     fakeUrl: resources.fake.url,
     fakeKey,
     model: config.model,
@@ -183,13 +279,33 @@ async function setup() {
   };
 }
 
+let peerFailed;
+
+/**
+ * pies executions the bench saw answered naming a run (successful or not), and pies requests
+ * abandoned (stopped) before any answer, whose runs may exist all the same.
+ */
+const piesRuns = { answered: 0, abandoned: 0 };
+
+/** One request of `mode`, counting the runs pies answered. */
+async function send(mode, ctx, signal) {
+  const sample = await modes[mode](ctx, signal);
+  if (isPies(mode)) {
+    if (sample.runId !== undefined) piesRuns.answered++;
+    else if (!sample.ok && signal.aborted) piesRuns.abandoned++;
+  }
+  return sample;
+}
+
 /** One request of each mode, so a broken setup fails loudly before the timed part. */
 async function smokeTest(ctx) {
   for (const mode of config.modes) {
-    const sample = await modes[mode](ctx, AbortSignal.any([stop, AbortSignal.timeout(30_000)]));
+    const sample = await send(mode, ctx, AbortSignal.any([stop, AbortSignal.timeout(30_000)]));
     if (!sample.ok) throw new Error(`smoke test of "${mode}" failed: ${sample.error}`);
   }
 }
+
+const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 
 function machine() {
   const cpus = os.cpus();
@@ -225,7 +341,8 @@ async function main() {
   outer: for (const concurrency of config.concurrency) {
     for (const mode of config.modes) {
       if (stop.aborted) break outer;
-      const request = (signal) => modes[mode](ctx, signal);
+      const request = (signal) => send(mode, ctx, signal);
+      let window;
       const cell = await runCell({
         request,
         concurrency,
@@ -234,7 +351,17 @@ async function main() {
         maxRequests: config.maxRequests,
         requestTimeoutMs: config.requestTimeoutMs,
         stop,
-        onMeasure: () => startCpuSample(resources.stack.processes),
+        onMeasure: () => {
+          const from = nowUs();
+          const processes = [...resources.stack.processes];
+          if (resources.portkey)
+            processes.push({ name: "portkey", child: resources.portkey.child });
+          const end = startCpuSample(processes);
+          return () => {
+            window = { fromUs: from, toUs: nowUs() };
+            return end();
+          };
+        },
       });
       if (cell.samples.length === 0 && cell.stoppedEarly) {
         log(`${mode} c=${concurrency}: stopped before any request was measured; no row`);
@@ -247,6 +374,7 @@ async function main() {
         stoppedEarly: cell.stoppedEarly,
         interruptedByStop: cell.interrupted,
         cpu: cell.measured,
+        window,
       };
       rows.push(row);
       log(
@@ -265,6 +393,23 @@ async function main() {
     }
   }
   addRatios(rows);
+
+  // Every execution pies answered naming a run must be recorded, exactly once; recording may lag.
+  let runsCheck;
+  if (signalled === 0 && config.modes.some(isPies)) {
+    log(`waiting for the runs store to hold ${piesRuns.answered} run(s)`);
+    try {
+      runsCheck = await waitForRecordedRuns({
+        databaseUrl: resources.db.url,
+        expected: piesRuns.answered,
+        timeoutMs: config.runsWaitMs,
+      });
+      runsCheck.abandoned = piesRuns.abandoned;
+      runsCheck.ok = runsCheck.recorded === runsCheck.expected;
+    } catch (err) {
+      runsCheck = { ...piesRuns, ok: false, error: String(err?.message ?? err) };
+    }
+  }
 
   const totalErrors = rows.reduce((n, r) => n + r.errors, 0);
   const piesErrors = rows.some((r) => r.mode.startsWith("pies") && r.errors > 0);
@@ -285,6 +430,18 @@ async function main() {
     stopReason: stop.aborted ? String(stop.reason?.message ?? stop.reason) : null,
     machine: machine(),
     config,
+    notes,
+    peerFailed: peerFailed ?? null,
+    pinnedCpus: pinning.enabled
+      ? Object.fromEntries(
+          [
+            ["bench", process.pid],
+            ...(resources.stack?.processes ?? []).map((p) => [p.name, p.child.pid]),
+            ...(resources.portkey ? [["portkey", resources.portkey.child.pid]] : []),
+          ].map(([name, pid]) => [name, cpusOf(pid) ?? null]),
+        )
+      : null,
+    runsCheck: runsCheck ?? null,
     totalErrors,
     rows,
     errorSamples,
@@ -295,9 +452,23 @@ async function main() {
   console.log(formatTable(rows));
   console.log("");
   console.log(
-    "p50 ratio = pies p50 / direct p50; thr ratio = pies req/s / direct req/s; " +
-      "ttfc ratio = pies ttfc p50 / direct ttfc p50 (same concurrency, same run)",
+    "added p50 = p50 - direct p50 (ms); p50 ratio = p50 / direct p50; thr ratio = req/s / direct req/s; " +
+      "ttfc ratio = ttfc p50 / direct ttfc p50;\np50 vs portkey = pies p50 / portkey p50; " +
+      "thr vs portkey = pies req/s / portkey req/s (same kind, same concurrency, same run)",
   );
+  if (runsCheck) {
+    const { recorded, expected, waitedMs, byStatus, abandoned, error } = runsCheck;
+    console.log(
+      error
+        ? `runs recorded: could not be counted (${error}); ${expected ?? piesRuns.answered} answered`
+        : `runs recorded: ${recorded} of ${expected} answered` +
+            ` (after ${(waitedMs / 1000).toFixed(1)} s; by status ${JSON.stringify(byStatus)})` +
+            (runsCheck.ok ? "" : " MISMATCH") +
+            (abandoned > 0 ? `; ${abandoned} pies request(s) abandoned unanswered` : ""),
+    );
+  } else if (signalled > 0) console.log("runs recorded: not checked (interrupted)");
+  console.log(pinning.note);
+  for (const note of notes) console.log(`note: ${note}`);
   console.log(
     "\nCPU during each measured phase (% of one core; bench = load generator + fake upstream; postgres/nats = all such processes; other = rest of the machine):",
   );
@@ -321,13 +492,52 @@ async function main() {
   await mkdir(path.dirname(out), { recursive: true });
   await writeFile(out, JSON.stringify(result, null, 2) + "\n");
   result.cleanup = await cleanup();
+  // The processes write their profiles as they exit, so only now.
+  if (profileDir) result.profiles = reportProfiles(rows);
   result.totalSeconds = Number(((performance.now() - t0) / 1000).toFixed(1));
   await writeFile(out, JSON.stringify(result, null, 2) + "\n");
   console.log(
     `\nwrote ${path.relative(process.cwd(), out) || out}; total ${result.totalSeconds} s`,
   );
   if (signalled > 0) return 130;
-  return totalErrors > 0 || stop.aborted ? 2 : 0;
+  return totalErrors > 0 || stop.aborted || peerFailed || (runsCheck && !runsCheck.ok) ? 2 : 0;
+}
+
+/**
+ * Prints, for each pies row's measured phase, the top frames by self time of each profiled
+ * process: its main thread, then its worker threads together. Returns the same as data.
+ */
+function reportProfiles(rows) {
+  const files = listProfiles(profileDir);
+  console.log(`\nCPU profiles in ${path.relative(process.cwd(), profileDir)}:`);
+  if (files.length === 0) {
+    console.log("  none written (a process that is killed writes no profile)");
+    return [];
+  }
+  const profiles = files.map((f) => ({ ...f, profile: loadProfile(f.file) }));
+  const report = [];
+  for (const row of rows.filter((r) => isPies(r.mode) && r.window)) {
+    for (const name of PROFILED) {
+      const mine = profiles.filter((p) => p.process === name);
+      for (const [label, group] of [
+        ["main thread", mine.filter((p) => p.tid === 0)],
+        ["worker threads", mine.filter((p) => p.tid !== 0)],
+      ]) {
+        if (group.length === 0) continue;
+        const agg = { totalUs: 0, frames: new Map() };
+        for (const p of group) addSelfTimes(p.profile, row.window, agg);
+        const top = topFrames(agg, { limit: config.profileTop, repoRoot });
+        const threads = label === "main thread" ? "" : ` x${group.length}`;
+        console.log(
+          `\n  ${name} ${label}${threads}, ${row.mode} c=${row.concurrency}: ` +
+            `${top.totalMs} ms sampled, busy ${top.busyPercent}% (top ${top.frames.length} by self time)`,
+        );
+        for (const line of formatTopFrames(top)) console.log(line);
+        report.push({ mode: row.mode, concurrency: row.concurrency, process: name, label, ...top });
+      }
+    }
+  }
+  return report;
 }
 
 let code;

@@ -2,9 +2,13 @@ import { performance } from "node:perf_hooks";
 import { readSseIncrementally } from "@pies/testkit";
 
 /**
- * The four request kinds. Each takes (ctx, signal) and resolves to a sample
- * { ok, latencyMs, ttfcMs?, phases?, error? } — it never throws, so every failure is counted and described.
- * ctx: { fakeUrl, fakeKey, model, gatewayUrl, apiKey, interactionId, text }.
+ * The request kinds. Each takes (ctx, signal) and resolves to a sample
+ * { ok, latencyMs, ttfcMs?, phases?, error?, runId? } — it never throws, so every failure is
+ * counted and described. runId (pies modes) is set when pies answered naming a run, successful or
+ * not: the bench checks at the end that the runs store holds exactly that many runs.
+ * ctx: { fakeUrl, fakeKey, model, gatewayUrl, apiKey, interactionId, text, portkeyUrl? }.
+ * The direct and portkey modes send the same chat completion (the one pies sends) to the same fake
+ * upstream; portkey goes through Portkey's gateway, which forwards it to the fake.
  */
 
 const snippet = (text) => text.replace(/\s+/g, " ").slice(0, 300);
@@ -24,6 +28,24 @@ async function httpError(what, response) {
   return `${what} HTTP ${response.status}: ${snippet(body)}`;
 }
 
+/**
+ * A pies error answer and the run it names, if any: a failed execution answers 502/504 with the
+ * run in `details.run_id`; a run that ended but is not recorded yet answers 503 naming it.
+ */
+async function piesError(what, response) {
+  const body = await response.text().catch((e) => `<body unreadable: ${e.message}>`);
+  let runId;
+  try {
+    const json = JSON.parse(body);
+    runId =
+      json?.details?.run_id ??
+      /^run (\S+) ended but is not recorded yet/.exec(json?.message ?? "")?.[1];
+  } catch {
+    // not JSON: no run named
+  }
+  return { error: `${what} HTTP ${response.status}: ${snippet(body)}`, runId };
+}
+
 function chatBody(ctx, stream) {
   return {
     model: ctx.model,
@@ -36,6 +58,22 @@ function fakeHeaders(ctx) {
   return { "content-type": "application/json", authorization: `Bearer ${ctx.fakeKey}` };
 }
 
+/** Where a chat completion goes: straight to the fake, or through Portkey to the fake. */
+function directTarget(ctx) {
+  return { url: `${ctx.fakeUrl}/chat/completions`, headers: fakeHeaders(ctx) };
+}
+
+function portkeyTarget(ctx) {
+  return {
+    url: `${ctx.portkeyUrl}/v1/chat/completions`,
+    headers: {
+      ...fakeHeaders(ctx),
+      "x-portkey-provider": "openai",
+      "x-portkey-custom-host": ctx.fakeUrl,
+    },
+  };
+}
+
 function piesHeaders(ctx, json = true) {
   return {
     authorization: `Bearer ${ctx.apiKey}`,
@@ -43,12 +81,12 @@ function piesHeaders(ctx, json = true) {
   };
 }
 
-async function directBlocking(ctx, signal) {
+async function chatBlocking(ctx, target, signal) {
   const started = performance.now();
   try {
-    const response = await fetch(`${ctx.fakeUrl}/chat/completions`, {
+    const response = await fetch(target.url, {
       method: "POST",
-      headers: fakeHeaders(ctx),
+      headers: target.headers,
       body: JSON.stringify(chatBody(ctx, false)),
       signal,
     });
@@ -79,27 +117,31 @@ async function piesBlocking(ctx, signal) {
         signal,
       },
     );
-    if (!response.ok) return failure(started, await httpError("execute", response));
+    if (!response.ok) {
+      const { error, runId } = await piesError("execute", response);
+      return { ...failure(started, error), runId };
+    }
     const run = await response.json();
     const latencyMs = performance.now() - started;
+    const runId = typeof run?.id === "string" ? run.id : undefined;
     if (run?.status !== "completed" || typeof run.result !== "string") {
-      return failure(
-        started,
-        `execute 200 but run ${run?.status}: ${snippet(JSON.stringify(run))}`,
-      );
+      return {
+        ...failure(started, `execute 200 but run ${run?.status}: ${snippet(JSON.stringify(run))}`),
+        runId,
+      };
     }
-    return { ok: true, latencyMs };
+    return { ok: true, latencyMs, runId };
   } catch (err) {
     return failure(started, describe(err, signal));
   }
 }
 
-async function directStreamed(ctx, signal) {
+async function chatStreamed(ctx, target, signal) {
   const started = performance.now();
   try {
-    const response = await fetch(`${ctx.fakeUrl}/chat/completions`, {
+    const response = await fetch(target.url, {
       method: "POST",
-      headers: fakeHeaders(ctx),
+      headers: target.headers,
       body: JSON.stringify(chatBody(ctx, true)),
       signal,
     });
@@ -132,6 +174,9 @@ async function directStreamed(ctx, signal) {
 
 async function piesStreamed(ctx, signal) {
   const started = performance.now();
+  // Set once POST /runs named the run: from then on the run exists, whatever happens to its stream.
+  let runId;
+  const fail = (error) => ({ ...failure(started, error), runId });
   try {
     const created = await fetch(`${ctx.gatewayUrl}/api/v1/runs`, {
       method: "POST",
@@ -143,17 +188,22 @@ async function piesStreamed(ctx, signal) {
       }),
       signal,
     });
-    if (!created.ok) return failure(started, await httpError("POST /runs", created));
+    if (!created.ok) {
+      const answer = await piesError("POST /runs", created);
+      runId = answer.runId;
+      return fail(answer.error);
+    }
     const run = await created.json();
     if (typeof run?.id !== "string") {
       return failure(started, `POST /runs 2xx without id: ${snippet(JSON.stringify(run))}`);
     }
+    runId = run.id;
     const createMs = performance.now() - started;
     const response = await fetch(`${ctx.gatewayUrl}/api/v1/runs/${run.id}/stream`, {
       headers: piesHeaders(ctx, false),
       signal,
     });
-    if (!response.ok) return failure(started, await httpError("GET /runs/:id/stream", response));
+    if (!response.ok) return fail(await httpError("GET /runs/:id/stream", response));
     const headersMs = performance.now() - started;
     let ttfcMs;
     let closedAt;
@@ -175,25 +225,27 @@ async function piesStreamed(ctx, signal) {
         streamError ??= `SSE error event: ${snippet(event.data)}`;
       }
     });
-    if (streamError) return failure(started, streamError);
+    if (streamError) return fail(streamError);
     if (closedAt === undefined) {
-      return failure(started, `stream ended without event: close (after ${messages} messages)`);
+      return fail(`stream ended without event: close (after ${messages} messages)`);
     }
     if (final?.status !== "completed") {
       const error = final?.error ? ` ${snippet(JSON.stringify(final.error))}` : "";
-      return failure(started, `close with run status ${final?.status}${error}`);
+      return fail(`close with run status ${final?.status}${error}`);
     }
-    if (ttfcMs === undefined) return failure(started, "close without any event: message");
+    if (ttfcMs === undefined) return fail("close without any event: message");
     // Breakdown (ms from the POST start): run created, stream response headers, first chunk, close.
-    return { ok: true, latencyMs: closedAt, ttfcMs, phases: { createMs, headersMs } };
+    return { ok: true, latencyMs: closedAt, ttfcMs, phases: { createMs, headersMs }, runId };
   } catch (err) {
-    return failure(started, describe(err, signal));
+    return fail(describe(err, signal));
   }
 }
 
 export const modes = {
-  "direct blocking": directBlocking,
+  "direct blocking": (ctx, signal) => chatBlocking(ctx, directTarget(ctx), signal),
+  "portkey blocking": (ctx, signal) => chatBlocking(ctx, portkeyTarget(ctx), signal),
   "pies blocking": piesBlocking,
-  "direct streamed": directStreamed,
+  "direct streamed": (ctx, signal) => chatStreamed(ctx, directTarget(ctx), signal),
+  "portkey streamed": (ctx, signal) => chatStreamed(ctx, portkeyTarget(ctx), signal),
   "pies streamed": piesStreamed,
 };

@@ -59,16 +59,27 @@ export function summarise(samples, wallMs) {
   };
 }
 
-/** Adds p50/throughput/ttfc ratios of each pies row against direct at the same concurrency. */
+/**
+ * Adds to each row its p50/throughput/ttfc ratios and added p50/ttfc (ms) against direct at the
+ * same concurrency, and to each pies row its p50 and throughput ratios against Portkey.
+ */
 export function addRatios(rows) {
+  const ratio = (a, b) => (a == null || b == null || b === 0 ? null : round(a / b, 2));
+  const diff = (a, b) => (a == null || b == null ? null : round(a - b, 2));
   for (const row of rows) {
-    const kind = row.mode.split(" ")[1]; // "blocking" | "streamed"
-    const base = rows.find((r) => r.mode === `direct ${kind}` && r.concurrency === row.concurrency);
-    const ratio = (a, b) => (a == null || b == null || b === 0 ? null : round(a / b, 2));
+    const [system, kind] = row.mode.split(" "); // "direct" | "portkey" | "pies", "blocking" | "streamed"
+    const same = (mode) => rows.find((r) => r.mode === mode && r.concurrency === row.concurrency);
+    const base = same(`direct ${kind}`);
     row.baseline = base ? base.mode : null;
     row.p50Ratio = base ? ratio(row.p50Ms, base.p50Ms) : null;
     row.throughputRatio = base ? ratio(row.reqPerSec, base.reqPerSec) : null;
     row.ttfcP50Ratio = base ? ratio(row.ttfcP50Ms, base.ttfcP50Ms) : null;
+    row.addedP50Ms = base ? diff(row.p50Ms, base.p50Ms) : null;
+    row.addedTtfcP50Ms = base ? diff(row.ttfcP50Ms, base.ttfcP50Ms) : null;
+    const peer = system === "pies" ? same(`portkey ${kind}`) : undefined;
+    row.peer = peer ? peer.mode : null;
+    row.p50VsPortkey = peer ? ratio(row.p50Ms, peer.p50Ms) : null;
+    row.throughputVsPortkey = peer ? ratio(row.reqPerSec, peer.reqPerSec) : null;
   }
   return rows;
 }
@@ -84,10 +95,13 @@ export function formatTable(rows) {
     ["p99 ms", (r) => fmt(r.p99Ms)],
     ["req/s", (r) => fmt(r.reqPerSec, 1)],
     ["ttfc p50 ms", (r) => fmt(r.ttfcP50Ms)],
-    ["ttfc mean ms", (r) => fmt(r.ttfcMeanMs)],
+    ["added p50 ms", (r) => fmt(r.addedP50Ms)],
+    ["added ttfc ms", (r) => fmt(r.addedTtfcP50Ms)],
     ["p50 ratio", (r) => fmt(r.p50Ratio)],
     ["thr ratio", (r) => fmt(r.throughputRatio)],
     ["ttfc ratio", (r) => fmt(r.ttfcP50Ratio)],
+    ["p50 vs portkey", (r) => fmt(r.p50VsPortkey)],
+    ["thr vs portkey", (r) => fmt(r.throughputVsPortkey)],
   ];
   const cells = rows.map((r) => columns.map(([, get]) => String(get(r))));
   const widths = columns.map(([name], i) =>

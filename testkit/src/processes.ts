@@ -30,14 +30,19 @@ export interface ManagedProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts `node <script>` from the repository root with the given environment. */
+/**
+ * Starts `node <script>` from the repository root with the given environment; under `launcher`
+ * when given (a command and its arguments that end by running the rest, e.g. `taskset -c 1`).
+ */
 export function startProcess(
   name: string,
   script: string,
   env: Record<string, string>,
   nodeArgs: string[] = [],
+  launcher: string[] = [],
 ): ManagedProcess {
-  const child = spawn(process.execPath, [...nodeArgs, script], {
+  const argv = [...launcher, process.execPath, ...nodeArgs, script];
+  const child = spawn(argv[0]!, argv.slice(1), {
     cwd: repoRoot,
     env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -75,6 +80,10 @@ export interface StackOptions {
   env?: Record<string, string>;
   /** Extra arguments to node for every process, e.g. `--cpu-prof` when profiling. */
   nodeArgs?: string[];
+  /** Extra arguments to node for some processes by name (after `nodeArgs`), e.g. `{ executor: [...] }`. */
+  processNodeArgs?: Partial<Record<"catalog" | "runs" | "executor" | "gateway", string[]>>;
+  /** A command each process runs under, e.g. `["taskset", "-c", "1"]` to pin them to one CPU. */
+  launcher?: string[];
 }
 
 export interface Stack {
@@ -112,7 +121,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const executorUrl = `http://127.0.0.1:${executorPort}`;
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const common = { HOST: "127.0.0.1", ...options.env };
-  const specs: { name: string; script: string; env: Record<string, string> }[] = [
+  const specs: {
+    name: "catalog" | "runs" | "executor" | "gateway";
+    script: string;
+    env: Record<string, string>;
+  }[] = [
     {
       name: "catalog",
       script: "services/catalog/dist/main.js",
@@ -161,7 +174,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const intended = new WeakSet<ManagedProcess>();
   const unexpected: { name: string; code: number | null; signal: string | null }[] = [];
   const launch = (spec: (typeof specs)[number]) => {
-    const managed = startProcess(spec.name, spec.script, spec.env, options.nodeArgs);
+    const nodeArgs = [...(options.nodeArgs ?? []), ...(options.processNodeArgs?.[spec.name] ?? [])];
+    const managed = startProcess(spec.name, spec.script, spec.env, nodeArgs, options.launcher);
     launched.push(managed);
     void managed.exited.then((code) => {
       if (!intended.has(managed)) {
