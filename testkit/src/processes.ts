@@ -101,6 +101,10 @@ export interface Stack {
    * port and settings; resolves once the gateway reports ready again.
    */
   restart(name: string, signal?: NodeJS.Signals): Promise<void>;
+  /** Kills a process (SIGKILL by default) and leaves it down until `start`. */
+  kill(name: string, signal?: NodeJS.Signals): Promise<void>;
+  /** Starts a killed process again, same port and settings; resolves once the gateway is ready. */
+  start(name: string): Promise<void>;
   /** Processes that exited without being stopped or restarted by the test, with their code. */
   unexpectedExits(): { name: string; code: number | null; signal: string | null }[];
   /** SIGTERM to each process, front to back; resolves with their exit codes by name. */
@@ -195,15 +199,25 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     }
     return codes;
   };
-  const restart = async (name: string, signal: NodeJS.Signals = "SIGKILL") => {
+  const indexOf = (name: string) => {
     const index = processes.findIndex((p) => p.name === name);
-    const old = processes[index];
-    if (!old) throw new Error(`no process ${name}`);
+    if (index < 0) throw new Error(`no process ${name}`);
+    return index;
+  };
+  const kill = async (name: string, signal: NodeJS.Signals = "SIGKILL") => {
+    const old = processes[indexOf(name)]!;
     intended.add(old);
     if (old.child.exitCode === null && old.child.signalCode === null) old.child.kill(signal);
     await old.exited;
+  };
+  const start = async (name: string) => {
+    const index = indexOf(name);
     processes[index] = launch(specs[index]!);
     await waitUntilReady(`${gatewayUrl}/readyz`, processes, 30_000);
+  };
+  const restart = async (name: string, signal: NodeJS.Signals = "SIGKILL") => {
+    await kill(name, signal);
+    await start(name);
   };
   try {
     await waitUntilReady(`${gatewayUrl}/readyz`, processes, 30_000);
@@ -221,6 +235,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       bootstrap: JSON.parse(stdout),
       output,
       restart,
+      kill,
+      start,
       unexpectedExits: () => [...unexpected],
       stop,
     };
