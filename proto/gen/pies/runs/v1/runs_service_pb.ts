@@ -554,12 +554,16 @@ export const FacetTypeSchema: GenEnum<FacetType> = /*@__PURE__*/
 
 /**
  * The runs store: records every execution and lists, searches and facets them. Every request names
- * its project; another project's run answers NOT_FOUND.
+ * its project; another project's run answers NOT_FOUND. Runs are written through the record log
+ * (JetStream), which the service writes to PostgreSQL in batches; the executor puts its records
+ * there directly, and these write methods do the same for other internal callers.
  *
  * @generated from service pies.runs.v1.RunsService
  */
 export const RunsService: GenService<{
   /**
+   * Records a new run (ALREADY_EXISTS if it has a record). Readable by GetRun once answered.
+   *
    * @generated from rpc pies.runs.v1.RunsService.CreateRun
    */
   createRun: {
@@ -569,7 +573,7 @@ export const RunsService: GenService<{
   },
   /**
    * Applies an update, optionally only when the run is in expected_status (FAILED_PRECONDITION
-   * otherwise): the conditional update that lets exactly one stream request start a run.
+   * otherwise, or when the run changed between the read and the write).
    *
    * @generated from rpc pies.runs.v1.RunsService.UpdateRun
    */
@@ -579,6 +583,8 @@ export const RunsService: GenService<{
     output: typeof UpdateRunResponseSchema;
   },
   /**
+   * The run as stored, or as its last record has it when that is later (read-your-writes).
+   *
    * @generated from rpc pies.runs.v1.RunsService.GetRun
    */
   getRun: {
