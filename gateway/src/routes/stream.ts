@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { answered, KeySlots } from "@pies/common";
-import { RunStatus } from "@pies/proto/runs";
-import { conflict, tooManyRequests } from "../errors.js";
+import { tooManyRequests } from "../errors.js";
 import { EventStream } from "../sse/event-stream.js";
 import { relayRun } from "../sse/run-relay.js";
 import { routeId, type RouteContext } from "./context.js";
@@ -35,11 +34,9 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
     try {
       const runId = routeId(request);
       const projectId = principal.projectId;
-      let run = answered((await runs.getRun({ projectId, id: runId })).run, "run");
-      if (!run.stream) throw conflict(`run ${runId} was not created with stream: true`);
-      if (run.status === RunStatus.CREATED) {
-        run = answered((await executor.startRun({ projectId, runId })).run, "run");
-      }
+      // One call reads the run and starts it if it is still created: a run not created with
+      // stream: true is FAILED_PRECONDITION (409), an unknown one NOT_FOUND.
+      const run = answered((await executor.startRun({ projectId, runId })).run, "run");
       reply.hijack();
       const out = new EventStream(reply.raw, logger);
       out.signal.addEventListener("abort", release, { once: true });

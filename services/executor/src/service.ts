@@ -65,13 +65,13 @@ export function createExecutorService(
         release = deps.executions.take(req.projectId);
       } catch (err) {
         // Over the project's limit. A run that another request started is only being read again.
-        const current = await currentRun(deps, req.projectId, req.runId);
+        const current = await streamedRun(deps, req.projectId, req.runId);
         if (current.run.status !== RunStatus.CREATED) return { started: false, run: current.run };
         throw err;
       }
       let running = false;
       try {
-        const current = await currentRun(deps, req.projectId, req.runId);
+        const current = await streamedRun(deps, req.projectId, req.runId);
         if (current.run.status !== RunStatus.CREATED) return { started: false, run: current.run };
         // Exactly one request starts the run: the put is conditional on the record it read.
         const run = withFields(current.run, { status: RunStatus.PROCESSING });
@@ -107,6 +107,15 @@ async function currentRun(deps: ExecutorDeps, projectId: string, id: string) {
   }
   const { run } = await deps.runs.getRun({ projectId, id });
   return { seq: 0, run: answered(run, "run") };
+}
+
+/** The run a stream request names, which must have been created with stream: true. */
+async function streamedRun(deps: ExecutorDeps, projectId: string, id: string) {
+  const current = await currentRun(deps, projectId, id);
+  if (!current.run.stream) {
+    throw new ConnectError(`run ${id} was not created with stream: true`, Code.FailedPrecondition);
+  }
+  return current;
 }
 
 /**

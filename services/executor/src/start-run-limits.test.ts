@@ -16,7 +16,10 @@ function executor(status: RunStatus, update: () => never, executions = new Proje
   const deps = {
     executions,
     log: {
-      last: async () => ({ seq: 1, run: create(RunSchema, { id: "r", projectId: "p", status }) }),
+      last: async () => ({
+        seq: 1,
+        run: create(RunSchema, { id: "r", projectId: "p", status, stream: true }),
+      }),
       put: async () => {
         updates++;
         update();

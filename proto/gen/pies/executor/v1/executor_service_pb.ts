@@ -287,7 +287,8 @@ export const ExecutorService: GenService<{
   },
   /**
    * Moves a streamed run from created to processing and executes it in the background. Exactly one
-   * call starts a run; the others answer started: false with the run as it is.
+   * call starts a run; the others answer started: false with the run as it is. A run not created
+   * with stream: true is FAILED_PRECONDITION.
    *
    * @generated from rpc pies.executor.v1.ExecutorService.StartRun
    */
