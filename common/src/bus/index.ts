@@ -1,5 +1,8 @@
-// @pies/common/bus: the run-event bus — its interface, JetStream (NATS) and in-memory.
+// @pies/common/bus: the run-event bus — its interface, JetStream (NATS) and in-memory — and the
+// catalog's change events (core NATS, and in-memory) with the cache that follows them.
 export * from "./bus.js";
 export * from "./memory-bus.js";
 export * from "./jetstream-bus.js";
 export * from "./nats.js";
+export * from "./catalog-events.js";
+export * from "./catalog-cache.js";
