@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { newId } from "@pies/common";
-import { createTestDatabase, type TestDatabase } from "@pies/testkit";
+import { createTestDatabase, testNatsUrl, type TestDatabase } from "@pies/testkit";
 import { startRuns, type RunsProcess } from "@pies/runs";
 import { startCatalog, type CatalogProcess } from "../src/start.js";
 
@@ -54,6 +54,11 @@ beforeAll(async () => {
     PIES_SECRET_KEY: randomBytes(32).toString("base64"),
     // The environment below points at loopback: allowed explicitly, as an operator would.
     PIES_ALLOWED_ENDPOINTS: "127.0.0.1",
+    // Its change events go to NATS (nothing listens here), on subjects of this test's own.
+    NATS_URL: testNatsUrl(),
+    PIES_NATS_SUBJECT_PREFIX: `piestest${randomBytes(4).toString("hex")}`,
+    PIES_NATS_STREAM: "unused",
+    PIES_STREAM_MAX_AGE_SECONDS: 60,
   });
   runsProcess = await startRuns({
     ...common,
