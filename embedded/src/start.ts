@@ -3,7 +3,14 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { createLogger, DatabaseFaults } from "@pies/common";
-import { JetStreamRunEventBus, MemoryRunEventBus, type RunEventBus } from "@pies/common/bus";
+import {
+  JetStreamRunEventBus,
+  MemoryCatalogEvents,
+  MemoryRunEventBus,
+  NatsCatalogEvents,
+  type CatalogEvents,
+  type RunEventBus,
+} from "@pies/common/bus";
 import { createDatabase } from "@pies/common/db";
 import type { Kysely } from "kysely";
 import { seedAccount } from "@pies/catalog";
@@ -43,12 +50,24 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
       })
     : createDatabase({ pglite: await PGlite.create(path.join(dataDir, "pg")) });
 
-  const bus: RunEventBus = config.NATS_URL
-    ? await JetStreamRunEventBus.fromConfig(
-        { ...config, NATS_URL: config.NATS_URL },
-        "pies-embedded",
-      )
-    : new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
+  let bus: RunEventBus;
+  let catalogEvents: CatalogEvents;
+  if (config.NATS_URL) {
+    const jetstream = await JetStreamRunEventBus.fromConfig(
+      { ...config, NATS_URL: config.NATS_URL },
+      "pies-embedded",
+    );
+    bus = jetstream;
+    // With NATS, other pies processes on it see this one's catalog changes, and the other way.
+    catalogEvents = await NatsCatalogEvents.over(jetstream.connection, {
+      subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
+      logger,
+      listen: true,
+    });
+  } else {
+    bus = new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
+    catalogEvents = new MemoryCatalogEvents();
+  }
 
   const secretKey =
     config.PIES_SECRET_KEY ??
@@ -56,6 +75,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
   const pies = await createInMemoryPies({
     db,
     bus,
+    catalogEvents,
     secretKey,
     logger,
     executor: config,
@@ -75,6 +95,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
     async stop() {
       await closeGracefully(app, 10_000);
       await pies.stop(10_000);
+      await catalogEvents.close();
       await bus.close();
       await db.destroy();
     },

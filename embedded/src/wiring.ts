@@ -1,7 +1,7 @@
 import { createRouterTransport, type ConnectRouter } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import { DatabaseFaults, EndpointPolicy, type Logger } from "@pies/common";
-import { type RunEventBus } from "@pies/common/bus";
+import { MemoryCatalogEvents, type CatalogEvents, type RunEventBus } from "@pies/common/bus";
 import { migrateToLatest, pingDatabase } from "@pies/common/db";
 import { errorInterceptor, serviceClient } from "@pies/common/server";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
@@ -27,6 +27,8 @@ export interface InMemoryPies {
 export async function createInMemoryPies(options: {
   db: Kysely<any>;
   bus: RunEventBus;
+  /** The catalog's change events: in this process unless given (NATS, with NATS_URL). */
+  catalogEvents?: CatalogEvents;
   secretKey: string;
   logger: Logger;
   executor: ExecutorSettings;
@@ -36,6 +38,7 @@ export async function createInMemoryPies(options: {
   faults?: DatabaseFaults;
 }): Promise<InMemoryPies> {
   const { db, bus, logger, faults = new DatabaseFaults() } = options;
+  const catalogEvents = options.catalogEvents ?? new MemoryCatalogEvents();
   // As in a service process: unexpected errors are logged with their cause, answered as INTERNAL;
   // a database that is down is UNAVAILABLE, and the sweeper waits a lease after it.
   const local = (routes: (router: ConnectRouter) => void) =>
@@ -48,6 +51,7 @@ export async function createInMemoryPies(options: {
       secrets: new SecretBox(options.secretKey),
       logger,
       endpoints: new EndpointPolicy(options.executor.PIES_ALLOWED_ENDPOINTS),
+      events: catalogEvents,
     }),
   );
   const runsTransport = local(runsRoutes({ db }));
@@ -55,6 +59,7 @@ export async function createInMemoryPies(options: {
     catalog: catalogTransport,
     runs: runsTransport,
     bus,
+    catalogEvents,
     logger,
     config: options.executor,
   });
@@ -66,6 +71,7 @@ export async function createInMemoryPies(options: {
     runs: serviceClient(RunsService, runsTransport),
     executor: serviceClient(ExecutorService, local(executor.routes)),
     bus,
+    catalogEvents,
     logger,
     options: options.gateway,
     isReady: async () => (await pingDatabase(db)) && (await bus.ready()),
@@ -76,6 +82,7 @@ export async function createInMemoryPies(options: {
     async stop(graceMs) {
       await executor.stop(graceMs);
       await sweeper.stop();
+      if (!options.catalogEvents) await catalogEvents.close();
     },
   };
 }

@@ -11,7 +11,12 @@ import {
 import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createLogger, EndpointPolicy, fromValue, type JsonObject } from "@pies/common";
-import { MemoryRunEventBus, type RunEvent, type RunEventBus } from "@pies/common/bus";
+import {
+  MemoryCatalogEvents,
+  MemoryRunEventBus,
+  type RunEvent,
+  type RunEventBus,
+} from "@pies/common/bus";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
 import { CatalogService } from "@pies/proto/catalog";
@@ -40,6 +45,7 @@ const inputSchema: JsonObject = {
 
 let db: Kysely<any>;
 let bus: MemoryRunEventBus;
+const catalogEvents = new MemoryCatalogEvents();
 let inFlight: ActiveRuns;
 let catalog: Client<typeof CatalogService>;
 let runs: Client<typeof RunsService>;
@@ -125,6 +131,7 @@ beforeAll(async () => {
       secrets: new SecretBox(randomBytes(32).toString("base64")),
       logger,
       endpoints: new EndpointPolicy(),
+      events: catalogEvents,
     }),
   );
   const runsTransport = createRouterTransport(runsRoutes({ db }));
@@ -133,6 +140,7 @@ beforeAll(async () => {
     catalog: catalogTransport,
     runs: runsTransport,
     bus,
+    catalogEvents,
     logger,
     config: {
       PIES_RUN_TTL_SECONDS: RUN_TTL,
@@ -146,6 +154,7 @@ beforeAll(async () => {
       PIES_MAX_PROMPT_BYTES: 64 * 1024,
       PIES_PROJECT_MAX_EXECUTIONS: 256,
       PIES_PROJECT_MAX_RENDERS: 64,
+      PIES_CATALOG_CACHE_SECONDS: 60,
     },
   });
   inFlight = new ActiveRuns();
