@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { connectNats } from "@pies/common/bus";
 import {
   createTestDatabase,
   createTestStream,
@@ -32,6 +34,21 @@ let db: TestDatabase;
 let stream: TestStream;
 let stack: Stack;
 let sql: pg.Client;
+/** The test's own subscriber to the catalog's events, and when it saw the last one. */
+let watcher: NatsConnection;
+let lastEventAt = 0;
+/** When the last catalog write was sent. */
+let lastWriteAt = 0;
+
+/** A gateway client that notes when it sends a catalog write (anything but reads and executions). */
+function tracked(url: string, key: string): ApiClient {
+  const api = gatewayApi(url, key);
+  return (path, request = {}) => {
+    const write = (request.method ?? (request.body === undefined ? "GET" : "POST")) !== "GET";
+    if (write && !path.endsWith("/execute")) lastWriteAt = performance.now();
+    return api(path, request);
+  };
+}
 const extra: ManagedProcess[] = [];
 /** Gateway A and gateway B, with the bootstrap's admin key. */
 let gateways: { name: string; url: string; api: ApiClient }[];
@@ -85,16 +102,22 @@ beforeAll(async () => {
   const gatewayBUrl = `http://127.0.0.1:${gatewayPort}`;
   await untilReady(`${gatewayBUrl}/readyz`, gatewayB);
   gateways = [
-    { name: "A", url: stack.gatewayUrl, api: gatewayApi(stack.gatewayUrl, stack.bootstrap.key) },
-    { name: "B", url: gatewayBUrl, api: gatewayApi(gatewayBUrl, stack.bootstrap.key) },
+    { name: "A", url: stack.gatewayUrl, api: tracked(stack.gatewayUrl, stack.bootstrap.key) },
+    { name: "B", url: gatewayBUrl, api: tracked(gatewayBUrl, stack.bootstrap.key) },
   ];
   environmentId = stack.bootstrap.environment;
   sql = new pg.Client({ connectionString: db.url });
   await sql.connect();
+  watcher = await connectNats(stream.url, "catalog-cache-test");
+  watcher.subscribe(`${stream.subjectPrefix}.catalog.>`, {
+    callback: () => void (lastEventAt = performance.now()),
+  });
+  await watcher.flush();
 }, 120_000);
 
 afterAll(async () => {
   await sql?.end();
+  await watcher?.close();
   for (const p of extra.reverse()) await p.stop();
   if (stack) {
     const codes = await stack.stop();
@@ -150,6 +173,19 @@ async function setModelInDatabase(model: string) {
   ]);
 }
 
+/**
+ * Waits until the events of the writes made so far have arrived (an event after the last write,
+ * then none for `quietMs`): the event of a write reaches the other processes a moment after the
+ * write answered, and a late one must not be taken for the effect of the next step.
+ */
+async function settled(quietMs = 200) {
+  const deadline = performance.now() + 5000;
+  while (lastEventAt < lastWriteAt || performance.now() - lastEventAt < quietMs) {
+    if (performance.now() > deadline) throw new Error("the last write's event never came");
+    await sleep(20);
+  }
+}
+
 /** Polls until `check` passes on every gateway; resolves with the time it took. */
 async function within(deadlineMs: number, check: () => Promise<boolean>): Promise<number> {
   const start = performance.now();
@@ -200,6 +236,8 @@ describe("the gateways' key cache, across two gateway processes", () => {
 
   it("keeps a verified key while no event says otherwise, and drops it on its project's key events", async () => {
     const { id, key } = await newKey("held");
+    // Its own creation's event has come and gone; then both gateways verify it, and keep it.
+    await settled();
     expect(await statuses(key)).toEqual([200, 200]);
     // Revoked below the catalog: no event. Both gateways still let it in from their caches.
     await sql.query("update catalog.api_keys set revoked_at = now() where id = $1", [id]);
@@ -229,6 +267,7 @@ describe("the executors' catalog cache, across two executor processes", () => {
    */
   async function droppedBy(write: () => Promise<unknown>) {
     // Entries loaded now: the previous step's write dropped them.
+    await settled();
     await within(EVENT_DEADLINE_MS, async () =>
       (await models(interaction)).every((m) => m === model),
     );
@@ -295,13 +334,14 @@ describe("the executors' catalog cache, across two executor processes", () => {
   });
 
   it("keeps a project's answers when another project changes", async () => {
+    await settled();
     await within(EVENT_DEADLINE_MS, async () =>
       (await models(interaction)).every((m) => m === model),
     );
     await setModelInDatabase("test-latency-500");
     // A new project (with its admin key) and a write in it: events that name another project.
     const created = await json(await admin()("/projects", { body: { name: "elsewhere" } }), 201);
-    const other = gatewayApi(stack.gatewayUrl, created.api_key.key);
+    const other = tracked(stack.gatewayUrl, created.api_key.key);
     await json(
       await other("/prompts", {
         body: { name: "x", role: "user", content_type: "text", content: "x" },
@@ -321,6 +361,7 @@ describe("the executors' catalog cache, across two executor processes", () => {
       }),
       201,
     );
+    await settled();
     await within(EVENT_DEADLINE_MS, async () =>
       (await models(interaction)).every((m) => m === model),
     );
