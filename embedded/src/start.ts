@@ -5,9 +5,12 @@ import { PGlite } from "@electric-sql/pglite";
 import { createLogger, DatabaseFaults } from "@pies/common";
 import {
   JetStreamRunEventBus,
+  MemoryCatalogEvents,
   MemoryRunEventBus,
   MemoryRunRecords,
+  NatsCatalogEvents,
   recordsFromConfig,
+  type CatalogEvents,
   type RunEventBus,
   type RunRecords,
 } from "@pies/common/bus";
@@ -52,16 +55,24 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
 
   let bus: RunEventBus;
   let records: RunRecords;
+  let catalogEvents: CatalogEvents;
   if (config.NATS_URL) {
-    const jetStream = await JetStreamRunEventBus.fromConfig(
+    const jetstream = await JetStreamRunEventBus.fromConfig(
       { ...config, NATS_URL: config.NATS_URL },
       "pies-embedded",
     );
-    bus = jetStream;
-    records = await recordsFromConfig(jetStream.connection, config);
+    bus = jetstream;
+    records = await recordsFromConfig(jetstream.connection, config);
+    // With NATS, other pies processes on it see this one's catalog changes, and the other way.
+    catalogEvents = await NatsCatalogEvents.over(jetstream.connection, {
+      subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
+      logger,
+      listen: true,
+    });
   } else {
     bus = new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
     records = new MemoryRunRecords();
+    catalogEvents = new MemoryCatalogEvents();
   }
 
   const secretKey =
@@ -71,6 +82,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
     db,
     bus,
     records,
+    catalogEvents,
     secretKey,
     logger,
     executor: config,
@@ -90,6 +102,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
     async stop() {
       await closeGracefully(app, 10_000);
       await pies.stop(10_000);
+      await catalogEvents.close();
       await bus.close();
       await db.destroy();
     },

@@ -1,7 +1,12 @@
 import { createRouterTransport, type ConnectRouter } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import { DatabaseFaults, EndpointPolicy, type Logger } from "@pies/common";
-import { type RunEventBus, type RunRecords } from "@pies/common/bus";
+import {
+  MemoryCatalogEvents,
+  type CatalogEvents,
+  type RunEventBus,
+  type RunRecords,
+} from "@pies/common/bus";
 import { migrateToLatest, pingDatabase } from "@pies/common/db";
 import { errorInterceptor, serviceClient } from "@pies/common/server";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
@@ -29,6 +34,8 @@ export async function createInMemoryPies(options: {
   bus: RunEventBus;
   /** The record log (in memory, or JetStream when NATS_URL is set). */
   records: RunRecords;
+  /** The catalog's change events: in this process unless given (NATS, with NATS_URL). */
+  catalogEvents?: CatalogEvents;
   secretKey: string;
   logger: Logger;
   executor: ExecutorSettings;
@@ -38,6 +45,7 @@ export async function createInMemoryPies(options: {
   faults?: DatabaseFaults;
 }): Promise<InMemoryPies> {
   const { db, bus, logger, faults = new DatabaseFaults() } = options;
+  const catalogEvents = options.catalogEvents ?? new MemoryCatalogEvents();
   // As in a service process: unexpected errors are logged with their cause, answered as INTERNAL;
   // a database that is down is UNAVAILABLE, and the sweeper waits a lease after it.
   const local = (routes: (router: ConnectRouter) => void) =>
@@ -50,6 +58,7 @@ export async function createInMemoryPies(options: {
       secrets: new SecretBox(options.secretKey),
       logger,
       endpoints: new EndpointPolicy(options.executor.PIES_ALLOWED_ENDPOINTS),
+      events: catalogEvents,
     }),
   );
   const store = startRunsStore(db, options.records, logger, faults);
@@ -60,6 +69,7 @@ export async function createInMemoryPies(options: {
     runs: runsTransport,
     bus,
     log,
+    catalogEvents,
     logger,
     config: options.executor,
   });
@@ -71,6 +81,7 @@ export async function createInMemoryPies(options: {
     runs: serviceClient(RunsService, runsTransport),
     executor: serviceClient(ExecutorService, local(executor.routes)),
     bus,
+    catalogEvents,
     logger,
     options: options.gateway,
     isReady: async () =>
@@ -83,6 +94,7 @@ export async function createInMemoryPies(options: {
       await executor.stop(graceMs);
       await sweeper.stop();
       await store.stop();
+      if (!options.catalogEvents) await catalogEvents.close();
     },
   };
 }

@@ -43,7 +43,9 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     jsonBodyParser(deps.options.maxJsonDepth),
   );
   app.addHook("onRequest", (request, _reply, done) => done(nulInParams(request)));
-  const ctx = { deps, auth: new Authenticator(deps) };
+  const auth = new Authenticator(deps);
+  app.addHook("onClose", async () => auth.close());
+  const ctx = { deps, auth };
   trackInFlight(app);
 
   app.setErrorHandler((err, _request, reply) => {

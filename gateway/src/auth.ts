@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import { LRUCache } from "lru-cache";
+import { CatalogCache, type CatalogChange } from "@pies/common/bus";
 import type { Principal } from "@pies/proto/catalog";
 import type { GatewayDeps } from "./deps.js";
 import { unauthorized } from "./errors.js";
@@ -16,39 +17,64 @@ const INVALID = "invalid API key";
  * Each cache holds at most 10,000 keys (past this, the least recently used go). Entries expire by
  * the wall clock, read at each look-up (no cached reading of it), as the seconds configured are.
  */
-const CACHE_OPTIONS = { max: 10_000, perf: Date, ttlResolution: 0 };
+const MAX_KEYS = 10_000;
+const CACHE_OPTIONS = { max: MAX_KEYS, perf: Date, ttlResolution: 0 };
+
+/** The catalog changes that can change what a key verifies as: its keys, projects and accounts. */
+const concernsKeys = (change: CatalogChange) =>
+  !["interaction", "prompt", "environment"].includes(change.kind);
 
 /**
  * Verifies `Authorization: Bearer sk-…` (or `?access_token=` where a browser EventSource cannot set
- * headers) with the catalog, remembering a verified key for a short time so that a request does
- * not cost a catalog round trip. Keys are held by their hash, never in clear.
+ * headers) with the catalog, remembering a verified key so that a request does not cost a catalog
+ * round trip. Keys are held by their hash, never in clear.
+ *
+ * A project's verified keys are dropped on the catalog's change events for its keys (a revoked
+ * key is refused within the event's delivery, well under a second), every key when events may
+ * have been lost (NATS reconnected), and each after `authCacheSeconds` whatever happens to the
+ * events.
  *
  * Bad keys cost no more than good ones: a token that is not shaped like a key is refused without
- * asking; a key the catalog refused is remembered as bad for `authNegativeCacheSeconds`; and
- * concurrent requests with the same key share one verification.
+ * asking; a key the catalog refused is remembered as bad for `authNegativeCacheSeconds` (or until
+ * any key or project is created: the refused keys' projects are unknown); and concurrent requests
+ * with the same key share one verification.
  */
 export class Authenticator {
-  private readonly cache = new LRUCache<string, Principal>(CACHE_OPTIONS);
+  private readonly cache: CatalogCache<Principal>;
   private readonly refused = new LRUCache<string, true>(CACHE_OPTIONS);
-  private readonly pending = new Map<string, Promise<Principal>>();
+  /** Stops following the catalog's events. */
+  readonly close: () => void;
 
-  constructor(private readonly deps: GatewayDeps) {}
+  constructor(private readonly deps: GatewayDeps) {
+    this.cache = new CatalogCache<Principal>({
+      // A ttl of 0 would keep the entry for ever: 0 seconds means no caching.
+      maxAgeMs: deps.options.authCacheSeconds * 1000,
+      max: MAX_KEYS,
+      projectOf: (principal) => principal.projectId,
+      concerns: concernsKeys,
+    });
+    const stopCache = this.cache.follow(deps.catalogEvents);
+    const stopRefused = deps.catalogEvents.listen({
+      change: (change) => {
+        // A key just created must work at once, whatever was tried before.
+        if (concernsKeys(change)) this.refused.clear();
+      },
+      reset: () => this.refused.clear(),
+    });
+    this.close = () => {
+      stopCache();
+      stopRefused();
+    };
+  }
 
   async authenticate(request: FastifyRequest, allowQueryToken = false): Promise<Principal> {
     const token = bearer(request) ?? (allowQueryToken ? queryToken(request) : undefined);
     if (!token) throw unauthorized();
     if (!KEY_FORMAT.test(token)) throw unauthorized(INVALID);
     const key = createHash("sha256").update(token).digest("base64");
-    // Entries past their time read as absent (and go).
-    const hit = this.cache.get(key);
-    if (hit) return hit;
+    // Entries past their time read as absent (and go); so do refused keys.
     if (this.refused.has(key)) throw unauthorized(INVALID);
-    let verifying = this.pending.get(key);
-    if (!verifying) {
-      verifying = this.verify(token, key).finally(() => this.pending.delete(key));
-      this.pending.set(key, verifying);
-    }
-    return verifying;
+    return this.cache.get(key, () => this.verify(token, key));
   }
 
   private async verify(token: string, key: string): Promise<Principal> {
@@ -56,15 +82,11 @@ export class Authenticator {
     try {
       ({ principal } = await this.deps.catalog.verifyApiKey({ secret: token }));
     } catch (err) {
-      this.cache.delete(key);
       // Only the catalog's "no such key" is remembered: an outage must not lock good keys out.
       if (err instanceof ConnectError && err.code === Code.Unauthenticated) this.remember(key);
       throw err;
     }
     if (!principal) throw unauthorized();
-    const seconds = this.deps.options.authCacheSeconds;
-    // A ttl of 0 would keep the entry for ever: 0 seconds means no caching.
-    if (seconds > 0) this.cache.set(key, principal, { ttl: seconds * 1000 });
     return principal;
   }
 

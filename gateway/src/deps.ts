@@ -1,6 +1,6 @@
 import type { Client } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
-import type { RunEventBus } from "@pies/common/bus";
+import type { CatalogEvents, RunEventBus } from "@pies/common/bus";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { ExecutorService } from "@pies/proto/executor";
 import type { RunsService } from "@pies/proto/runs";
@@ -12,6 +12,8 @@ export interface GatewayDeps {
   runs: Client<typeof RunsService>;
   executor: Client<typeof ExecutorService>;
   bus: RunEventBus;
+  /** The catalog's change events: they drop the verified keys of a project whose keys changed. */
+  catalogEvents: CatalogEvents;
   logger: Logger;
   /** Whether every dependency is reachable (GET /readyz). */
   isReady: () => Promise<boolean>;
@@ -22,7 +24,10 @@ export interface GatewayOptions extends InputLimits {
   maxBodyBytes: number;
   /** Deepest nesting of a JSON body (PIES_MAX_JSON_DEPTH); deeper is a 400. */
   maxJsonDepth: number;
-  /** How long a verified API key is trusted without asking the catalog again. */
+  /**
+   * How long a verified API key is trusted without asking the catalog again when no change event
+   * comes (events drop it at once: this bounds what a lost event costs).
+   */
   authCacheSeconds: number;
   /** How long a key the catalog refused is refused without asking again (0: always ask). */
   authNegativeCacheSeconds: number;

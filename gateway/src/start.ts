@@ -1,5 +1,5 @@
 import { createLogger } from "@pies/common";
-import { JetStreamRunEventBus } from "@pies/common/bus";
+import { JetStreamRunEventBus, NatsCatalogEvents } from "@pies/common/bus";
 import { serviceClient, peerTransport, peersServing } from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
@@ -17,6 +17,12 @@ export interface GatewayProcess {
 export async function startGateway(config: GatewayConfig): Promise<GatewayProcess> {
   const logger = createLogger("gateway", config.LOG_LEVEL);
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-gateway");
+  // On the bus's connection: one NATS connection per process.
+  const catalogEvents = await NatsCatalogEvents.over(bus.connection, {
+    subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
+    logger,
+    listen: true,
+  });
   const catalog = peerTransport(config.CATALOG_URL, "catalog");
   const runs = peerTransport(config.RUNS_URL, "runs");
   const executor = peerTransport(config.EXECUTOR_URL, "executor");
@@ -25,6 +31,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
     runs: serviceClient(RunsService, runs),
     executor: serviceClient(ExecutorService, executor),
     bus,
+    catalogEvents,
     logger,
     options: gatewayOptions(config),
     // Ready when NATS answers and every service is ready (each checks its own dependencies).
@@ -37,6 +44,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
     url,
     async stop() {
       await closeGracefully(app, 10_000);
+      await catalogEvents.close();
       await bus.close();
     },
   };

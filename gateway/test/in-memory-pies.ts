@@ -51,6 +51,7 @@ export async function startTestPies(
       PIES_ALLOWED_ENDPOINTS: "",
       PIES_PROJECT_MAX_EXECUTIONS: 256,
       PIES_PROJECT_MAX_RENDERS: 64,
+      PIES_CATALOG_CACHE_SECONDS: 60,
       ...options.executor,
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },

@@ -135,6 +135,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       script: "services/catalog/dist/main.js",
       env: {
         ...common,
+        // Its change events go to NATS.
+        ...options.natsEnv,
         PORT: String(catalogPort),
         DATABASE_URL: options.databaseUrl,
         PIES_SECRET_KEY: secretKey,

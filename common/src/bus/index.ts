@@ -1,4 +1,5 @@
-// @pies/common/bus: the run-event bus — its interface, JetStream (NATS) and in-memory.
+// @pies/common/bus: the run-event bus — its interface, JetStream (NATS) and in-memory — and the
+// catalog's change events (core NATS, and in-memory) with the cache that follows them.
 export * from "./bus.js";
 export * from "./memory-bus.js";
 export * from "./jetstream-bus.js";
@@ -7,3 +8,5 @@ export * from "./run-records.js";
 export * from "./memory-records.js";
 export * from "./jetstream-records.js";
 export * from "./run-log.js";
+export * from "./catalog-events.js";
+export * from "./catalog-cache.js";

@@ -138,7 +138,7 @@ A map of annotations with every value quoted: Kubernetes wants strings, and YAML
   value: {{ .Values.database.poolMax | int64 | quote }}
 {{- end }}
 
-{{/* NATS connection settings, shared by executor and gateway. */}}
+{{/* NATS connection settings, shared by catalog, executor and gateway. */}}
 {{- define "pies.env.nats" -}}
 - name: NATS_URL
   value: {{ required "nats.url is required" .Values.nats.url | quote }}

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { allowedEndpointsSetting, env, loadConfig } from "@pies/common";
+import { allowedEndpointsSetting, env, loadConfig, natsConfigSchema } from "@pies/common";
 
 export const catalogConfigSchema = z.object({
   HOST: env.host(),
@@ -11,6 +11,8 @@ export const catalogConfigSchema = z.object({
     .refine((v) => Buffer.from(v, "base64").length === 32, "must be 32 bytes, base64-encoded"),
   // Deployed: endpoints on loopback, private, link-local or metadata addresses only when listed.
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting(""),
+  // Change events go to <PIES_NATS_SUBJECT_PREFIX>.catalog.<project>.<kind> (core NATS).
+  ...natsConfigSchema,
   LOG_LEVEL: env.logLevel(),
 });
 

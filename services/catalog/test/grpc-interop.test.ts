@@ -56,6 +56,12 @@ beforeAll(async () => {
     PIES_SECRET_KEY: randomBytes(32).toString("base64"),
     // The environment below points at loopback: allowed explicitly, as an operator would.
     PIES_ALLOWED_ENDPOINTS: "127.0.0.1",
+    // Its change events go to NATS (nothing listens here), on subjects of this test's own.
+    NATS_URL: stream.url,
+    PIES_NATS_SUBJECT_PREFIX: stream.subjectPrefix,
+    PIES_NATS_STREAM: stream.stream,
+    PIES_STREAM_MAX_AGE_SECONDS: 60,
+    PIES_RECORD_MAX_AGE_SECONDS: 600,
   });
   runsProcess = await startRuns({
     ...common,

@@ -18,6 +18,9 @@ export const executorSettingsSchema = {
   // Per project and per executor replica; 0 turns the limit off.
   PIES_PROJECT_MAX_EXECUTIONS: env.int(256, 0),
   PIES_PROJECT_MAX_RENDERS: env.int(64, 0),
+  // The longest the executor keeps what it resolved from the catalog when a change event is lost
+  // (events drop it at once); 0: ask the catalog at every execution.
+  PIES_CATALOG_CACHE_SECONDS: env.int(60, 0),
 };
 
 export const executorConfigSchema = z.object({

@@ -5,12 +5,15 @@ import type { CatalogService } from "@pies/proto/catalog";
 import type { RunsService } from "@pies/proto/runs";
 import type { ProjectExecutions } from "./project-limits.js";
 import type { ProviderRegistry } from "./providers/registry.js";
+import type { CatalogResolver } from "./resolver.js";
 import type { SchemaValidator } from "./schemas.js";
 import type { PromptRenderer } from "./templates/render.js";
 
 /** What the executor is built over: peers, the bus, providers, templates. */
 export interface ExecutorDeps {
   catalog: Client<typeof CatalogService>;
+  /** ResolveExecution with its answers kept until the catalog changes (the hot path). */
+  resolver: CatalogResolver;
   runs: Client<typeof RunsService>;
   bus: RunEventBus;
   /** Where runs are recorded: durable once a put resolves, written to the runs store in batches. */

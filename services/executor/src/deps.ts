@@ -1,6 +1,6 @@
 import type { Transport } from "@connectrpc/connect";
 import { EndpointPolicy, type Logger } from "@pies/common";
-import { type RunEventBus, type RunLog } from "@pies/common/bus";
+import { type CatalogEvents, type RunEventBus, type RunLog } from "@pies/common/bus";
 import { serviceClient } from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
@@ -8,6 +8,7 @@ import type { ExecutorConfig } from "./config.js";
 import type { ExecutorDeps } from "./context.js";
 import { ProjectExecutions } from "./project-limits.js";
 import { ProviderRegistry } from "./providers/registry.js";
+import { CatalogResolver } from "./resolver.js";
 import { SchemaValidator } from "./schemas.js";
 import { JstSandbox } from "./templates/jst.js";
 import { PromptRenderer } from "./templates/render.js";
@@ -26,6 +27,7 @@ export type ExecutorSettings = Pick<
   | "PIES_ALLOWED_ENDPOINTS"
   | "PIES_PROJECT_MAX_EXECUTIONS"
   | "PIES_PROJECT_MAX_RENDERS"
+  | "PIES_CATALOG_CACHE_SECONDS"
 >;
 
 /** Builds the executor's dependencies over transports to its peers (Connect over HTTP/2, or in memory). */
@@ -34,6 +36,8 @@ export async function createExecutorDeps(options: {
   runs: Transport;
   bus: RunEventBus;
   log: RunLog;
+  /** The catalog's change events, which drop what the executor keeps from the catalog. */
+  catalogEvents: CatalogEvents;
   logger: Logger;
   config: ExecutorSettings;
 }): Promise<ExecutorDeps> {
@@ -43,15 +47,23 @@ export async function createExecutorDeps(options: {
     config.PIES_TEMPLATE_WORKERS,
     config.PIES_PROJECT_MAX_RENDERS,
   );
+  const catalog = serviceClient(CatalogService, options.catalog);
+  const resolver = new CatalogResolver(catalog, {
+    maxAgeSeconds: config.PIES_CATALOG_CACHE_SECONDS,
+  });
+  resolver.follow(options.catalogEvents);
+  const providers = new ProviderRegistry(
+    { timeoutMs: config.PIES_PROVIDER_TIMEOUT_MS, maxRetries: config.PIES_PROVIDER_MAX_RETRIES },
+    new EndpointPolicy(config.PIES_ALLOWED_ENDPOINTS),
+  );
+  providers.follow(options.catalogEvents);
   return {
-    catalog: serviceClient(CatalogService, options.catalog),
+    catalog,
+    resolver,
     runs: serviceClient(RunsService, options.runs),
     bus: options.bus,
     log: options.log,
-    providers: new ProviderRegistry(
-      { timeoutMs: config.PIES_PROVIDER_TIMEOUT_MS, maxRetries: config.PIES_PROVIDER_MAX_RETRIES },
-      new EndpointPolicy(config.PIES_ALLOWED_ENDPOINTS),
-    ),
+    providers,
     renderer: new PromptRenderer(sandbox, { maxPromptBytes: config.PIES_MAX_PROMPT_BYTES }),
     schemas: new SchemaValidator(),
     logger: options.logger,

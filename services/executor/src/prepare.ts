@@ -32,7 +32,7 @@ export async function prepareExecution(
   const caller = req.caller;
   if (!caller?.projectId) throw invalid("caller project is required");
   if (!req.interaction.case || !req.interaction.value) throw invalid("interaction is required");
-  const { interaction, environment, apiKey } = await deps.catalog.resolveExecution({
+  const { interaction, environment, apiKey } = await deps.resolver.resolve({
     projectId: caller.projectId,
     interaction: req.interaction,
     environmentId: req.config?.environmentId ?? "",

@@ -10,6 +10,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createLogger, EndpointPolicy, fromValue, type JsonObject } from "@pies/common";
 import {
+  MemoryCatalogEvents,
   MemoryRunEventBus,
   MemoryRunRecords,
   RunLog,
@@ -45,6 +46,7 @@ const inputSchema: JsonObject = {
 
 let db: Kysely<any>;
 let bus: MemoryRunEventBus;
+const catalogEvents = new MemoryCatalogEvents();
 let inFlight: ActiveRuns;
 let catalog: Client<typeof CatalogService>;
 let runs: Client<typeof RunsService>;
@@ -132,6 +134,7 @@ beforeAll(async () => {
       secrets: new SecretBox(randomBytes(32).toString("base64")),
       logger,
       endpoints: new EndpointPolicy(),
+      events: catalogEvents,
     }),
   );
   records = new MemoryRunRecords();
@@ -143,6 +146,7 @@ beforeAll(async () => {
     runs: runsTransport,
     bus,
     log: store.log,
+    catalogEvents,
     logger,
     config: {
       PIES_RUN_TTL_SECONDS: RUN_TTL,
@@ -156,6 +160,7 @@ beforeAll(async () => {
       PIES_MAX_PROMPT_BYTES: 64 * 1024,
       PIES_PROJECT_MAX_EXECUTIONS: 256,
       PIES_PROJECT_MAX_RENDERS: 64,
+      PIES_CATALOG_CACHE_SECONDS: 60,
     },
   });
   inFlight = new ActiveRuns();

@@ -242,7 +242,7 @@ async function executeStreamed(deps: ExecutorDeps, run: Run, seq: number): Promi
   const publisher = new ChunkPublisher(deps.bus, run.id);
   let outcome: Outcome;
   try {
-    const { environment, apiKey } = await deps.catalog.resolveExecution({
+    const { environment, apiKey } = await deps.resolver.resolve({
       projectId: run.projectId,
       environmentId: run.environmentId,
       environmentOnly: true,

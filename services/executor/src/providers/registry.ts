@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import type { EndpointPolicy } from "@pies/common";
+import type { CatalogEvents } from "@pies/common/bus";
 import type { Environment } from "@pies/proto/catalog";
 import { createGuardedFetch, type GuardedFetch } from "./guarded-fetch.js";
 import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
@@ -10,11 +11,15 @@ import { ProviderError, type LlmClient } from "./types.js";
 /**
  * Hands out one client per environment version and key, reused across calls, all over one
  * connection pool that checks every connection against the endpoint policy, so that connections
- * to a provider are kept alive rather than set up per request.
+ * to a provider are kept alive rather than set up per request. A project's clients go when its
+ * catalog changes (they hold the environment's provider key in clear: a replaced key does not
+ * linger); the next call makes a new one over the same pool.
  */
 export class ProviderRegistry {
   /** The least recently used client goes past 200 (clients hold no connection of their own). */
-  private readonly clients = new LRUCache<string, LlmClient>({ max: 200 });
+  private readonly clients = new LRUCache<string, { client: LlmClient; projectId: string }>({
+    max: 200,
+  });
   private readonly test = new TestClient();
   private readonly http: GuardedFetch;
   private readonly options: OpenAIProviderOptions;
@@ -22,6 +27,20 @@ export class ProviderRegistry {
   constructor(options: Omit<OpenAIProviderOptions, "fetch">, endpoints: EndpointPolicy) {
     this.http = createGuardedFetch(endpoints);
     this.options = { ...options, fetch: this.http.fetch };
+  }
+
+  /** Drops a project's clients on its change events, and every client on a reset. */
+  follow(events: CatalogEvents): () => void {
+    return events.listen({
+      change: ({ projectId }) => {
+        const dropped: string[] = [];
+        for (const [key, entry] of this.clients.entries()) {
+          if (!projectId || entry.projectId === projectId) dropped.push(key);
+        }
+        for (const key of dropped) this.clients.delete(key);
+      },
+      reset: () => this.clients.clear(),
+    });
   }
 
   /** Closes the provider connections kept alive. */
@@ -39,11 +58,10 @@ export class ProviderRegistry {
         `${environment.id}|${environment.updatedAt?.seconds}|${environment.updatedAt?.nanos}|${environment.endpointUrl}|${apiKey}`,
       )
       .digest("base64");
-    let client = this.clients.get(key);
-    if (!client) {
-      client = new OpenAIClient(environment, apiKey, this.options);
-      this.clients.set(key, client);
-    }
+    const kept = this.clients.get(key);
+    if (kept) return kept.client;
+    const client = new OpenAIClient(environment, apiKey, this.options);
+    this.clients.set(key, { client, projectId: environment.projectId });
     return client;
   }
 }
