@@ -1,11 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
-import {
-  Code,
-  createClient,
-  createRouterTransport,
-  type Client,
-} from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createLogger, EndpointPolicy, fromValue, type JsonObject } from "@pies/common";
