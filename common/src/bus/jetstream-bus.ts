@@ -1,8 +1,6 @@
 import { nanos, type NatsConnection, type Status } from "@nats-io/transport-node";
 import {
   DeliverPolicy,
-  JetStreamApiCodes,
-  JetStreamApiError,
   jetstream,
   jetstreamManager,
   StorageType,
@@ -10,7 +8,7 @@ import {
   type JetStreamManager,
 } from "@nats-io/jetstream";
 import type { RunEvent, RunEventBus, SubscribeOptions } from "./bus.js";
-import { connectNats, natsReady } from "./nats.js";
+import { connectNats, ensureStream, natsReady } from "./nats.js";
 
 export interface NatsSettings {
   NATS_URL: string;
@@ -81,23 +79,14 @@ export class JetStreamRunEventBus implements RunEventBus {
     return `${this.options.subjectPrefix}.run.${runId}.${kind}`;
   }
 
-  private async ensureStream() {
-    const config = {
+  private ensureStream() {
+    return ensureStream(this.jsm, {
       name: this.options.stream,
       subjects: [`${this.options.subjectPrefix}.run.>`],
       max_age: nanos(this.options.maxAgeSeconds * 1000),
       storage: StorageType.File,
       duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
-    };
-    try {
-      await this.jsm.streams.info(config.name);
-      await this.jsm.streams.update(config.name, config);
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
-        throw err;
-      }
-      await this.jsm.streams.add(config);
-    }
+    });
   }
 
   async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string) {

@@ -13,7 +13,7 @@ import {
   type JsMsg,
 } from "@nats-io/jetstream";
 import { setTimeout as sleep } from "node:timers/promises";
-import { natsReady } from "./nats.js";
+import { ensureStream, natsReady } from "./nats.js";
 import {
   RecordConflict,
   retryDelayMs,
@@ -62,8 +62,8 @@ export class JetStreamRunRecords implements RunRecords {
     return `${this.options.subjectPrefix}.record.${runId}`;
   }
 
-  private async ensureStream() {
-    const config = {
+  private ensureStream() {
+    return ensureStream(this.jsm, {
       name: this.options.stream,
       subjects: [`${this.options.subjectPrefix}.record.>`],
       max_msgs_per_subject: 1,
@@ -71,16 +71,7 @@ export class JetStreamRunRecords implements RunRecords {
       discard: DiscardPolicy.Old,
       storage: StorageType.File,
       duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
-    };
-    try {
-      await this.jsm.streams.info(config.name);
-      await this.jsm.streams.update(config.name, config);
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
-        throw err;
-      }
-      await this.jsm.streams.add(config);
-    }
+    });
   }
 
   async put(runId: string, data: Uint8Array, options: { dedupId: string; expectSeq?: number }) {

@@ -1,4 +1,10 @@
 import { connect, type NatsConnection, type Status } from "@nats-io/transport-node";
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamManager,
+  type StreamConfig,
+} from "@nats-io/jetstream";
 
 /**
  * The process's one NATS connection, reconnecting forever. The run-event bus, the run records and
@@ -38,4 +44,23 @@ export function onReconnect(nc: NatsConnection, onReconnect: () => void): () => 
     for await (const s of status) if (s.type === "reconnect") onReconnect();
   })().catch(() => {});
   return () => status.stop?.();
+}
+
+/** A stream's settings: its name, subjects and limits (see JetStream's StreamConfig). */
+export type StreamSettings = Partial<StreamConfig> & Pick<StreamConfig, "name" | "subjects">;
+
+/**
+ * Creates the stream, or updates its limits to these, so that any component may start first and
+ * a changed setting (a maximum age) takes effect on the next start.
+ */
+export async function ensureStream(jsm: JetStreamManager, config: StreamSettings): Promise<void> {
+  try {
+    await jsm.streams.info(config.name);
+    await jsm.streams.update(config.name, config);
+  } catch (err) {
+    if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
+      throw err;
+    }
+    await jsm.streams.add(config);
+  }
 }
