@@ -184,7 +184,7 @@ async function api(gatewayUrl, key, pathname, body) {
 const profileDir = config.profile
   ? path.join(here, "results", `profile-${startedAt.toISOString().replace(/[:.]/g, "-")}`)
   : undefined;
-const PROFILED = ["executor", "gateway"];
+const PROFILED = (process.env.BENCH_PROFILE_PROCESSES ?? "executor,gateway").split(",");
 
 function profileNodeArgs() {
   if (!profileDir) return undefined;
