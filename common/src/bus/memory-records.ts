@@ -56,13 +56,12 @@ export class MemoryRunRecords implements RunRecords {
 
   consume(write: RecordBatchWriter, { onError, maxBatch = 1000 }: ConsumeOptions) {
     const stop = new AbortController();
+    // One listener for the consumer's life: stopping wakes a consumer that waits for records.
+    stop.signal.addEventListener("abort", () => this.wake?.(), { once: true });
     const loop = (async () => {
       while (!stop.signal.aborted) {
         if (this.pending.length === 0) {
-          await new Promise<void>((resolve) => {
-            this.wake = resolve;
-            stop.signal.addEventListener("abort", () => resolve(), { once: true });
-          });
+          await new Promise<void>((resolve) => (this.wake = resolve));
           this.wake = undefined;
           continue;
         }
