@@ -6,7 +6,7 @@
 // streamed, at several concurrencies. See bench/README.md. Loopback only. Settings (environment
 // variables, all optional):
 //   BENCH_CONCURRENCY=1,16,64  BENCH_WARMUP_MS=1500  BENCH_DURATION_MS=5000
-//   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=300000
+//   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=420000
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
 //   BENCH_PIN=0 (no CPU pinning)  BENCH_RUNS_WAIT_MS=30000  BENCH_PEER_START_MS=120000
 //   BENCH_PROFILE=1 (CPU profiles of executor, gateway, embedded)  BENCH_PROFILE_INTERVAL_US
@@ -60,7 +60,7 @@ const config = {
   durationMs: int("BENCH_DURATION_MS", 5000),
   maxRequests: int("BENCH_MAX_REQUESTS", 100_000),
   requestTimeoutMs: int("BENCH_REQUEST_TIMEOUT_MS", 30_000),
-  deadlineMs: int("BENCH_DEADLINE_MS", 300_000),
+  deadlineMs: int("BENCH_DEADLINE_MS", 420_000),
   upstream: { latencyMs: int("BENCH_LATENCY_MS", 5), chunkDelayMs: int("BENCH_CHUNK_DELAY_MS", 1) },
   runsWaitMs: int("BENCH_RUNS_WAIT_MS", 30_000),
   peerStartMs: int("BENCH_PEER_START_MS", 120_000),
