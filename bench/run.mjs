@@ -495,7 +495,11 @@ async function main() {
       .filter((l) => l.trim())
       .slice(-200);
   const stackLogs = piesErrors ? lastLines(resources.stack.output()) : [];
-  const embeddedLogs = embeddedErrors ? lastLines(resources.embedded.output()) : [];
+  // Without the banner main.js prints on stdout (its URL, API key and a curl example): not a log.
+  const banner = /\] (pies is running at |API key: |Try it:|  curl )/;
+  const embeddedLogs = embeddedErrors
+    ? lastLines(resources.embedded.output()).filter((l) => !banner.test(l))
+    : [];
   const finishedAt = new Date();
   const result = {
     timestamp: startedAt.toISOString(),
