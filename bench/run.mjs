@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 // pies overhead benchmark: the same chat completion sent straight to a loopback fake OpenAI
-// upstream ("direct"), through Portkey's gateway, the peer ("portkey"), and through the full pies
+// upstream ("direct"), through Portkey's gateway, the peer ("portkey"), through the full pies
 // stack (gateway -> executor -> upstream, with runs in PostgreSQL and chunks over NATS: "pies"),
-// blocking and streamed, at several concurrencies. See bench/README.md. Loopback only. Settings
-// (environment variables, all optional):
+// and through pies' embedded mode (one process, PGlite, in-process bus: "embedded"), blocking and
+// streamed, at several concurrencies. See bench/README.md. Loopback only. Settings (environment
+// variables, all optional):
 //   BENCH_CONCURRENCY=1,16,64  BENCH_WARMUP_MS=1500  BENCH_DURATION_MS=5000
-//   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=300000
+//   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=420000
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
 //   BENCH_PIN=0 (no CPU pinning)  BENCH_RUNS_WAIT_MS=30000  BENCH_PEER_START_MS=120000
-//   BENCH_PROFILE=1 (CPU profiles of executor and gateway)  BENCH_PROFILE_INTERVAL_US
+//   BENCH_PROFILE=1 (CPU profiles of executor, gateway, embedded)  BENCH_PROFILE_INTERVAL_US
 //   BENCH_PROFILE_NODE_ARGS (more node arguments for the profiled processes)  BENCH_PROFILE_TOP=15
 import { mkdir, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -16,8 +17,10 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { createTestDatabase, createTestStream, freePort, startStack } from "@pies/testkit";
+import { rmSync } from "node:fs";
 import { api as request } from "./lib/api.mjs";
 import { startCpuSample } from "./lib/cpu.mjs";
+import { startEmbedded } from "./lib/embedded.mjs";
 import { startFakeInWorker } from "./lib/fake.mjs";
 import { runCell } from "./lib/load.mjs";
 import { modes } from "./lib/modes.mjs";
@@ -30,7 +33,7 @@ import {
   loadProfile,
   topFrames,
 } from "./lib/profile.mjs";
-import { waitForRecordedRuns } from "./lib/runs-check.mjs";
+import { waitForRecordedRuns, waitForRunsViaApi } from "./lib/runs-check.mjs";
 import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -57,7 +60,7 @@ const config = {
   durationMs: int("BENCH_DURATION_MS", 5000),
   maxRequests: int("BENCH_MAX_REQUESTS", 100_000),
   requestTimeoutMs: int("BENCH_REQUEST_TIMEOUT_MS", 30_000),
-  deadlineMs: int("BENCH_DEADLINE_MS", 300_000),
+  deadlineMs: int("BENCH_DEADLINE_MS", 420_000),
   upstream: { latencyMs: int("BENCH_LATENCY_MS", 5), chunkDelayMs: int("BENCH_CHUNK_DELAY_MS", 1) },
   runsWaitMs: int("BENCH_RUNS_WAIT_MS", 30_000),
   peerStartMs: int("BENCH_PEER_START_MS", 120_000),
@@ -71,6 +74,10 @@ const config = {
 for (const m of config.modes) if (!modes[m]) throw new Error(`unknown mode "${m}" in BENCH_MODES`);
 const isPortkey = (mode) => mode.startsWith("portkey ");
 const isPies = (mode) => mode.startsWith("pies ");
+const isEmbedded = (mode) => mode.startsWith("embedded ");
+/** The systems whose answers name runs, checked against their runs store at the end. */
+const RUN_SYSTEMS = ["pies", "embedded"];
+const systemOf = (mode) => mode.split(" ")[0];
 // The peer: Portkey, run by ../shared/peers/portkey.sh next to the repository, when it is there.
 const peerScript = portkeyScript(repoRoot);
 const notes = [];
@@ -102,10 +109,19 @@ deadline.unref();
 function killAll() {
   for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
   resources.portkey?.kill();
+  if (resources.embedded) {
+    resources.embedded.kill();
+    // Best effort: the process may not be gone yet.
+    try {
+      rmSync(resources.embedded.dataDir, { recursive: true, force: true });
+    } catch {
+      // left in the temporary directory
+    }
+  }
 }
 // Last resort if stopping or cleanup itself hangs: kill what we started and leave.
 const guard = setTimeout(() => {
-  log("cleanup did not finish within 60 s after the deadline: killing the stack's processes");
+  log("cleanup did not finish within 60 s after the deadline: killing the pies processes");
   killAll();
   process.exit(3);
 }, config.deadlineMs + 60_000);
@@ -117,6 +133,7 @@ const resources = {
   stream: undefined,
   stack: undefined,
   portkey: undefined,
+  embedded: undefined,
 };
 let cleaning;
 /** Stops and removes everything started, once; resolves to [{ step, ms, result | error }]. */
@@ -129,6 +146,11 @@ function cleanup() {
       .map((p) => [`stop ${p.name}`, async () => `exit ${await p.stop()}`]);
     const steps = [
       ["stop portkey", async () => resources.portkey && `exit ${await resources.portkey.stop()}`],
+      // SIGTERM, SIGKILL after 10 s; then its temporary data directory is removed.
+      [
+        "stop embedded",
+        async () => resources.embedded && `exit ${await resources.embedded.stop(10_000)}`,
+      ],
       ...stackSteps,
       ["stack.stop()", () => resources.stack?.stop()],
       ["fake.close()", () => resources.fake?.close()],
@@ -162,7 +184,7 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
   process.on(sig, () => {
     signalled++;
     if (signalled > 1) {
-      log(`${sig} again: killing the stack's processes and exiting without full cleanup`);
+      log(`${sig} again: killing the pies processes and exiting without full cleanup`);
       killAll();
       process.exit(130);
     }
@@ -184,21 +206,53 @@ async function api(gatewayUrl, key, pathname, body) {
 const profileDir = config.profile
   ? path.join(here, "results", `profile-${startedAt.toISOString().replace(/[:.]/g, "-")}`)
   : undefined;
-const PROFILED = (process.env.BENCH_PROFILE_PROCESSES ?? "executor,gateway").split(",");
+/** The processes profiled for the rows of each system (BENCH_PROFILE_PROCESSES for pies). */
+const PROFILED = {
+  pies: (process.env.BENCH_PROFILE_PROCESSES ?? "executor,gateway").split(","),
+  embedded: ["embedded"],
+};
+
+/** The node arguments that profile the process `name` into its directory. */
+function profileArgs(name) {
+  return [
+    "--cpu-prof",
+    `--cpu-prof-dir=${path.join(profileDir, name)}`,
+    ...(config.profileIntervalUs ? [`--cpu-prof-interval=${config.profileIntervalUs}`] : []),
+    ...config.profileNodeArgs,
+  ];
+}
 
 function profileNodeArgs() {
   if (!profileDir) return undefined;
-  return Object.fromEntries(
-    PROFILED.map((name) => [
-      name,
-      [
-        "--cpu-prof",
-        `--cpu-prof-dir=${path.join(profileDir, name)}`,
-        ...(config.profileIntervalUs ? [`--cpu-prof-interval=${config.profileIntervalUs}`] : []),
-        ...config.profileNodeArgs,
-      ],
-    ]),
-  );
+  return Object.fromEntries(PROFILED.pies.map((name) => [name, profileArgs(name)]));
+}
+
+/**
+ * The benchmark's catalog on one pies (the stack's gateway or the embedded process): an
+ * `openai_compatible` environment pointing at the fake, the jst prompt template, the interaction.
+ * Resolves to the interaction's id.
+ */
+async function createInteraction(gatewayUrl, key, fakeKey) {
+  const environment = await api(gatewayUrl, key, "/environments", {
+    name: "bench-upstream",
+    provider: "openai_compatible",
+    endpoint_url: resources.fake.url,
+    apiKey: fakeKey,
+    default_model: config.model,
+  });
+  const prompt = await api(gatewayUrl, key, "/prompts", {
+    name: "summarise",
+    role: "user",
+    content_type: "jst",
+    content: "return `Summarise ${text}`",
+    inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+  });
+  const interaction = await api(gatewayUrl, key, "/interactions", {
+    name: "Summary",
+    environment: environment.id,
+    prompts: [{ type: "template", template: prompt.id }],
+  });
+  return interaction.id;
 }
 
 async function setup() {
@@ -208,24 +262,35 @@ async function setup() {
     pinSelf(pinning.loadCpu);
   }
   log(pinning.note);
-  log("starting fake upstream, test database, test stream");
+  log("starting fake upstream");
   resources.fake = await startFakeInWorker({
     apiKey: fakeKey,
     latencyMs: config.upstream.latencyMs,
     chunkDelayMs: config.upstream.chunkDelayMs,
     maxRecordedRequests: 0,
   });
-  resources.db = await createTestDatabase("bench");
-  resources.stream = createTestStream();
-  log("starting the stack (catalog, runs, executor, gateway)");
-  resources.stack = await startStack({
-    databaseUrl: resources.db.url,
-    natsEnv: resources.stream.env,
-    // The fake provider listens on loopback, which the deployed default refuses.
-    env: { PIES_ALLOWED_ENDPOINTS: "loopback" },
-    launcher: pinning.launcher,
-    processNodeArgs: profileNodeArgs(),
-  });
+  // The four-process stack, its database and stream only when a pies mode is measured.
+  if (config.modes.some(isPies)) {
+    log("starting test database, test stream, the stack (catalog, runs, executor, gateway)");
+    resources.db = await createTestDatabase("bench");
+    resources.stream = createTestStream();
+    resources.stack = await startStack({
+      databaseUrl: resources.db.url,
+      natsEnv: resources.stream.env,
+      // The fake provider listens on loopback, which the deployed default refuses.
+      env: { PIES_ALLOWED_ENDPOINTS: "loopback" },
+      launcher: pinning.launcher,
+      processNodeArgs: profileNodeArgs(),
+    });
+  }
+  if (config.modes.some(isEmbedded)) {
+    log("starting the embedded mode (node embedded/dist/main.js, PGlite, in-process bus)");
+    resources.embedded = await startEmbedded({
+      launcher: pinning.launcher,
+      nodeArgs: profileDir ? profileArgs("embedded") : [],
+      signal: stop,
+    });
+  }
   let portkeyUrl;
   if (config.modes.some(isPortkey)) {
     log(`starting Portkey (${peerScript})`);
@@ -247,52 +312,42 @@ async function setup() {
       config.modes = config.modes.filter((m) => !isPortkey(m));
     }
   }
-  const { gatewayUrl, bootstrap } = resources.stack;
-  const environment = await api(gatewayUrl, bootstrap.key, "/environments", {
-    name: "bench-upstream",
-    provider: "openai_compatible",
-    endpoint_url: resources.fake.url,
-    apiKey: fakeKey,
-    default_model: config.model,
-  });
-  const prompt = await api(gatewayUrl, bootstrap.key, "/prompts", {
-    name: "summarise",
-    role: "user",
-    content_type: "jst",
-    content: "return `Summarise ${text}`",
-    inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
-  });
-  const interaction = await api(gatewayUrl, bootstrap.key, "/interactions", {
-    name: "Summary",
-    environment: environment.id,
-    prompts: [{ type: "template", template: prompt.id }],
+  /** The same interaction on one pies, as the pies modes' ctx. */
+  const target = async (gatewayUrl, apiKey) => ({
+    gatewayUrl,
+    apiKey,
+    interactionId: await createInteraction(gatewayUrl, apiKey, fakeKey),
+    text: config.text,
   });
   return {
     portkeyUrl,
     fakeUrl: resources.fake.url,
     fakeKey,
     model: config.model,
-    gatewayUrl,
-    apiKey: bootstrap.key,
-    interactionId: interaction.id,
     text: config.text,
+    pies:
+      resources.stack && (await target(resources.stack.gatewayUrl, resources.stack.bootstrap.key)),
+    embedded:
+      resources.embedded && (await target(resources.embedded.url, resources.embedded.apiKey)),
   };
 }
 
 let peerFailed;
 
 /**
- * pies executions the bench saw answered naming a run (successful or not), and pies requests
- * abandoned (stopped) before any answer, whose runs may exist all the same.
+ * Per system (the four-process stack, the embedded mode): executions the bench saw answered naming
+ * a run (successful or not), and requests abandoned (stopped) before any answer, whose runs may
+ * exist all the same.
  */
-const piesRuns = { answered: 0, abandoned: 0 };
+const runsSeen = Object.fromEntries(RUN_SYSTEMS.map((s) => [s, { answered: 0, abandoned: 0 }]));
 
 /** One request of `mode`, counting the runs pies answered. */
 async function send(mode, ctx, signal) {
   const sample = await modes[mode](ctx, signal);
-  if (isPies(mode)) {
-    if (sample.runId !== undefined) piesRuns.answered++;
-    else if (!sample.ok && signal.aborted) piesRuns.abandoned++;
+  const seen = runsSeen[systemOf(mode)];
+  if (seen) {
+    if (sample.runId !== undefined) seen.answered++;
+    else if (!sample.ok && signal.aborted) seen.abandoned++;
   }
   return sample;
 }
@@ -329,11 +384,17 @@ async function main() {
   } catch (err) {
     log(`setup failed: ${err?.stack ?? err}`);
     if (resources.stack) log(`recent stack process logs:\n${resources.stack.output()}`);
+    if (resources.embedded) log(`recent embedded process logs:\n${resources.embedded.output()}`);
     await cleanup();
     return 1;
   }
   log(
-    `setup done; gateway ${ctx.gatewayUrl}, upstream ${ctx.fakeUrl}, interaction ${ctx.interactionId}`,
+    `setup done; upstream ${ctx.fakeUrl}` +
+      (ctx.pies ? `; gateway ${ctx.pies.gatewayUrl}, interaction ${ctx.pies.interactionId}` : "") +
+      (ctx.embedded
+        ? `; embedded ${ctx.embedded.gatewayUrl} (data ${resources.embedded.dataDir}), ` +
+          `interaction ${ctx.embedded.interactionId}`
+        : ""),
   );
 
   const rows = [];
@@ -353,7 +414,8 @@ async function main() {
         stop,
         onMeasure: () => {
           const from = nowUs();
-          const processes = [...resources.stack.processes];
+          const processes = [...(resources.stack?.processes ?? [])];
+          if (resources.embedded) processes.push(resources.embedded.process);
           if (resources.portkey)
             processes.push({ name: "portkey", child: resources.portkey.child });
           const end = startCpuSample(processes);
@@ -395,31 +457,51 @@ async function main() {
   addRatios(rows);
 
   // Every execution pies answered naming a run must be recorded, exactly once; recording may lag.
-  let runsCheck;
-  if (signalled === 0 && config.modes.some(isPies)) {
-    log(`waiting for the runs store to hold ${piesRuns.answered} run(s)`);
+  // The stack's runs are counted with SQL in its database, the embedded mode's (PGlite inside the
+  // process) through its API.
+  const runsChecks = {};
+  for (const system of RUN_SYSTEMS) {
+    if (signalled > 0 || !config.modes.some((m) => systemOf(m) === system)) continue;
+    const seen = runsSeen[system];
+    log(`waiting for the ${system} runs store to hold ${seen.answered} run(s)`);
+    let check;
     try {
-      runsCheck = await waitForRecordedRuns({
-        databaseUrl: resources.db.url,
-        expected: piesRuns.answered,
-        timeoutMs: config.runsWaitMs,
-      });
-      runsCheck.abandoned = piesRuns.abandoned;
-      runsCheck.ok = runsCheck.recorded === runsCheck.expected;
+      check =
+        system === "pies"
+          ? await waitForRecordedRuns({
+              databaseUrl: resources.db.url,
+              expected: seen.answered,
+              timeoutMs: config.runsWaitMs,
+            })
+          : await waitForRunsViaApi({
+              ...ctx.embedded,
+              expected: seen.answered,
+              timeoutMs: config.runsWaitMs,
+            });
+      check.abandoned = seen.abandoned;
+      check.ok = check.recorded === check.expected;
     } catch (err) {
-      runsCheck = { ...piesRuns, ok: false, error: String(err?.message ?? err) };
+      check = { ...seen, ok: false, error: String(err?.message ?? err) };
     }
+    runsChecks[system] = check;
   }
+  const runsCheck = runsChecks.pies;
+  const embeddedRunsCheck = runsChecks.embedded;
 
   const totalErrors = rows.reduce((n, r) => n + r.errors, 0);
-  const piesErrors = rows.some((r) => r.mode.startsWith("pies") && r.errors > 0);
-  // The processes run at LOG_LEVEL=warn, so these are their warnings and errors (last 200 lines each).
-  const stackLogs = piesErrors
-    ? resources.stack
-        .output()
-        .split("\n")
-        .filter((l) => l.trim())
-        .slice(-200)
+  const piesErrors = rows.some((r) => isPies(r.mode) && r.errors > 0);
+  const embeddedErrors = rows.some((r) => isEmbedded(r.mode) && r.errors > 0);
+  // The processes run at LOG_LEVEL=warn, so these are their warnings and errors (last 200 lines).
+  const lastLines = (text) =>
+    text
+      .split("\n")
+      .filter((l) => l.trim())
+      .slice(-200);
+  const stackLogs = piesErrors ? lastLines(resources.stack.output()) : [];
+  // Without the banner main.js prints on stdout (its URL, API key and a curl example): not a log.
+  const banner = /\] (pies is running at |API key: |Try it:|  curl )/;
+  const embeddedLogs = embeddedErrors
+    ? lastLines(resources.embedded.output()).filter((l) => !banner.test(l))
     : [];
   const finishedAt = new Date();
   const result = {
@@ -437,15 +519,18 @@ async function main() {
           [
             ["bench", process.pid],
             ...(resources.stack?.processes ?? []).map((p) => [p.name, p.child.pid]),
+            ...(resources.embedded ? [["embedded", resources.embedded.process.child.pid]] : []),
             ...(resources.portkey ? [["portkey", resources.portkey.child.pid]] : []),
           ].map(([name, pid]) => [name, cpusOf(pid) ?? null]),
         )
       : null,
     runsCheck: runsCheck ?? null,
+    embeddedRunsCheck: embeddedRunsCheck ?? null,
     totalErrors,
     rows,
     errorSamples,
     stackLogs,
+    embeddedLogs,
   };
 
   console.log("");
@@ -453,20 +538,22 @@ async function main() {
   console.log("");
   console.log(
     "added p50 = p50 - direct p50 (ms); p50 ratio = p50 / direct p50; thr ratio = req/s / direct req/s; " +
-      "ttfc ratio = ttfc p50 / direct ttfc p50;\np50 vs portkey = pies p50 / portkey p50; " +
-      "thr vs portkey = pies req/s / portkey req/s (same kind, same concurrency, same run)",
+      "ttfc ratio = ttfc p50 / direct ttfc p50;\np50 vs portkey = p50 / portkey p50; " +
+      "thr vs portkey = req/s / portkey req/s (pies and embedded rows; same kind, same concurrency, same run)",
   );
-  if (runsCheck) {
-    const { recorded, expected, waitedMs, byStatus, abandoned, error } = runsCheck;
+  for (const [system, check] of Object.entries(runsChecks)) {
+    const { recorded, expected, waitedMs, byStatus, abandoned, error } = check;
+    const label = system === "pies" ? "runs recorded" : `runs recorded (${system})`;
     console.log(
       error
-        ? `runs recorded: could not be counted (${error}); ${expected ?? piesRuns.answered} answered`
-        : `runs recorded: ${recorded} of ${expected} answered` +
+        ? `${label}: could not be counted (${error}); ${expected ?? runsSeen[system].answered} answered`
+        : `${label}: ${recorded} of ${expected} answered` +
             ` (after ${(waitedMs / 1000).toFixed(1)} s; by status ${JSON.stringify(byStatus)})` +
-            (runsCheck.ok ? "" : " MISMATCH") +
-            (abandoned > 0 ? `; ${abandoned} pies request(s) abandoned unanswered` : ""),
+            (check.ok ? "" : " MISMATCH") +
+            (abandoned > 0 ? `; ${abandoned} ${system} request(s) abandoned unanswered` : ""),
     );
-  } else if (signalled > 0) console.log("runs recorded: not checked (interrupted)");
+  }
+  if (signalled > 0) console.log("runs recorded: not checked (interrupted)");
   console.log(pinning.note);
   for (const note of notes) console.log(`note: ${note}`);
   console.log(
@@ -482,6 +569,13 @@ async function main() {
         stackLogs.length > 0
           ? `\nrecent stack process logs (warn and above):\n${stackLogs.join("\n")}`
           : "\nthe pies processes logged nothing at warn level or above",
+      );
+    }
+    if (embeddedErrors) {
+      console.log(
+        embeddedLogs.length > 0
+          ? `\nrecent embedded process logs (warn and above):\n${embeddedLogs.join("\n")}`
+          : "\nthe embedded process logged nothing at warn level or above",
       );
     }
   }
@@ -500,12 +594,14 @@ async function main() {
     `\nwrote ${path.relative(process.cwd(), out) || out}; total ${result.totalSeconds} s`,
   );
   if (signalled > 0) return 130;
-  return totalErrors > 0 || stop.aborted || peerFailed || (runsCheck && !runsCheck.ok) ? 2 : 0;
+  const runsMismatch = Object.values(runsChecks).some((c) => !c.ok);
+  return totalErrors > 0 || stop.aborted || peerFailed || runsMismatch ? 2 : 0;
 }
 
 /**
- * Prints, for each pies row's measured phase, the top frames by self time of each profiled
- * process: its main thread, then its worker threads together. Returns the same as data.
+ * Prints, for each pies and embedded row's measured phase, the top frames by self time of each
+ * profiled process of that system: its main thread, then its worker threads together. Returns the
+ * same as data.
  */
 function reportProfiles(rows) {
   const files = listProfiles(profileDir);
@@ -516,8 +612,8 @@ function reportProfiles(rows) {
   }
   const profiles = files.map((f) => ({ ...f, profile: loadProfile(f.file) }));
   const report = [];
-  for (const row of rows.filter((r) => isPies(r.mode) && r.window)) {
-    for (const name of PROFILED) {
+  for (const row of rows.filter((r) => PROFILED[systemOf(r.mode)] && r.window)) {
+    for (const name of PROFILED[systemOf(row.mode)]) {
       const mine = profiles.filter((p) => p.process === name);
       for (const [label, group] of [
         ["main thread", mine.filter((p) => p.tid === 0)],

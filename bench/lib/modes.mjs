@@ -4,9 +4,11 @@ import { readSseIncrementally } from "@pies/testkit";
 /**
  * The request kinds. Each takes (ctx, signal) and resolves to a sample
  * { ok, latencyMs, ttfcMs?, phases?, error?, runId? } — it never throws, so every failure is
- * counted and described. runId (pies modes) is set when pies answered naming a run, successful or
- * not: the bench checks at the end that the runs store holds exactly that many runs.
- * ctx: { fakeUrl, fakeKey, model, gatewayUrl, apiKey, interactionId, text, portkeyUrl? }.
+ * counted and described. runId (pies and embedded modes) is set when pies answered naming a run,
+ * successful or not: the bench checks at the end that the runs store holds exactly that many runs.
+ * ctx: { fakeUrl, fakeKey, model, text, portkeyUrl?, pies?, embedded? }, where pies (the
+ * four-process stack) and embedded (the one-process embedded mode) are each
+ * { gatewayUrl, apiKey, interactionId, text }: the same interaction on either.
  * The direct and portkey modes send the same chat completion (the one pies sends) to the same fake
  * upstream; portkey goes through Portkey's gateway, which forwards it to the fake.
  */
@@ -244,8 +246,10 @@ async function piesStreamed(ctx, signal) {
 export const modes = {
   "direct blocking": (ctx, signal) => chatBlocking(ctx, directTarget(ctx), signal),
   "portkey blocking": (ctx, signal) => chatBlocking(ctx, portkeyTarget(ctx), signal),
-  "pies blocking": piesBlocking,
+  "pies blocking": (ctx, signal) => piesBlocking(ctx.pies, signal),
+  "embedded blocking": (ctx, signal) => piesBlocking(ctx.embedded, signal),
   "direct streamed": (ctx, signal) => chatStreamed(ctx, directTarget(ctx), signal),
   "portkey streamed": (ctx, signal) => chatStreamed(ctx, portkeyTarget(ctx), signal),
-  "pies streamed": piesStreamed,
+  "pies streamed": (ctx, signal) => piesStreamed(ctx.pies, signal),
+  "embedded streamed": (ctx, signal) => piesStreamed(ctx.embedded, signal),
 };

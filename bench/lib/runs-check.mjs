@@ -1,4 +1,5 @@
 import pg from "pg";
+import { api } from "./api.mjs";
 
 /**
  * Waits (polling, at most `timeoutMs`) until the runs store (table runs.runs of the database at
@@ -34,4 +35,41 @@ export async function waitForRecordedRuns({ databaseUrl, expected, timeoutMs, po
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+/**
+ * The same wait through pies' API, for a runs store that cannot be reached with SQL from outside
+ * (the embedded mode's PGlite): pages of `GET /api/v1/runs?interaction=<id>&limit=1000&offset=…`
+ * read to the last, the runs counted by id. The list is ordered by last update, so a run updated
+ * while the pages are read can move between pages: a pass may see fewer runs than there are (never
+ * more, ids are counted once), and the next pass counts again. Same result shape as above.
+ */
+export async function waitForRunsViaApi({
+  gatewayUrl,
+  apiKey,
+  interactionId,
+  expected,
+  timeoutMs,
+  pollMs = 250,
+  pageSize = 1000,
+}) {
+  const started = Date.now();
+  let seen;
+  for (;;) {
+    seen = new Map();
+    for (let offset = 0; ; offset += pageSize) {
+      const query = `interaction=${encodeURIComponent(interactionId)}&limit=${pageSize}&offset=${offset}`;
+      const page = await api(gatewayUrl, apiKey, `/runs?${query}`);
+      if (page.status !== 200 || !Array.isArray(page.json)) {
+        throw new Error(`GET /runs?${query}: HTTP ${page.status}: ${page.text.slice(0, 300)}`);
+      }
+      for (const run of page.json) seen.set(run.id, run.status);
+      if (page.json.length < pageSize) break;
+    }
+    if (seen.size >= expected || Date.now() - started >= timeoutMs) break;
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+  const byStatus = {};
+  for (const status of [...seen.values()].sort()) byStatus[status] = (byStatus[status] ?? 0) + 1;
+  return { expected, recorded: seen.size, waitedMs: Date.now() - started, byStatus };
 }

@@ -61,13 +61,15 @@ export function summarise(samples, wallMs) {
 
 /**
  * Adds to each row its p50/throughput/ttfc ratios and added p50/ttfc (ms) against direct at the
- * same concurrency, and to each pies row its p50 and throughput ratios against Portkey.
+ * same concurrency, and to each pies row (four processes or embedded) its p50 and throughput ratios
+ * against Portkey.
  */
 export function addRatios(rows) {
   const ratio = (a, b) => (a == null || b == null || b === 0 ? null : round(a / b, 2));
   const diff = (a, b) => (a == null || b == null ? null : round(a - b, 2));
   for (const row of rows) {
-    const [system, kind] = row.mode.split(" "); // "direct" | "portkey" | "pies", "blocking" | "streamed"
+    // "direct" | "portkey" | "pies" | "embedded", "blocking" | "streamed"
+    const [system, kind] = row.mode.split(" ");
     const same = (mode) => rows.find((r) => r.mode === mode && r.concurrency === row.concurrency);
     const base = same(`direct ${kind}`);
     row.baseline = base ? base.mode : null;
@@ -76,7 +78,7 @@ export function addRatios(rows) {
     row.ttfcP50Ratio = base ? ratio(row.ttfcP50Ms, base.ttfcP50Ms) : null;
     row.addedP50Ms = base ? diff(row.p50Ms, base.p50Ms) : null;
     row.addedTtfcP50Ms = base ? diff(row.ttfcP50Ms, base.ttfcP50Ms) : null;
-    const peer = system === "pies" ? same(`portkey ${kind}`) : undefined;
+    const peer = system === "pies" || system === "embedded" ? same(`portkey ${kind}`) : undefined;
     row.peer = peer ? peer.mode : null;
     row.p50VsPortkey = peer ? ratio(row.p50Ms, peer.p50Ms) : null;
     row.throughputVsPortkey = peer ? ratio(row.reqPerSec, peer.reqPerSec) : null;

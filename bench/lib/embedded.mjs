@@ -1,0 +1,90 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { freePort, startProcess } from "@pies/testkit";
+
+/**
+ * pies' embedded mode (`node embedded/dist/main.js`, what `npm start` runs): gateway, catalog,
+ * runs and executor in one process, on PGlite in a fresh temporary PIES_DATA_DIR and the
+ * in-process event bus (no DATABASE_URL, no NATS_URL), on a free port, under `launcher` (e.g.
+ * `taskset -c 1`) with `nodeArgs` (e.g. `--cpu-prof`). It prints its URL and the API key it seeded
+ * once it listens; this resolves then, within `timeoutMs`, to
+ * { url, apiKey, dataDir, process, output(), stop(), kill() }. url is the origin (without
+ * /api/v1). stop() sends SIGTERM, SIGKILL after `graceMs`, then removes the data directory; kill()
+ * sends SIGKILL at once (for exits that cannot wait; the directory stays). On failure the process
+ * is stopped, the directory removed, and the error carries the process's output.
+ */
+export async function startEmbedded({ launcher = [], nodeArgs = [], timeoutMs = 60_000, signal }) {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), "pies-bench-embedded-"));
+  const port = await freePort();
+  const managed = startProcess(
+    "embedded",
+    "embedded/dist/main.js",
+    {
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      PIES_DATA_DIR: dataDir,
+      // The fake provider listens on loopback (the embedded default too, set here all the same).
+      PIES_ALLOWED_ENDPOINTS: "loopback",
+      LOG_LEVEL: "warn",
+    },
+    nodeArgs,
+    launcher,
+  );
+  let stopping;
+  const embedded = {
+    url: undefined,
+    apiKey: undefined,
+    dataDir,
+    process: managed,
+    output: managed.output,
+    kill: () => managed.child.kill("SIGKILL"),
+    stop(graceMs = 10_000) {
+      stopping ??= (async () => {
+        const code = await managed.stop(graceMs);
+        await rm(dataDir, { recursive: true, force: true });
+        return code ?? managed.child.signalCode;
+      })();
+      return stopping;
+    },
+  };
+  try {
+    const { url, apiKey } = await new Promise((resolve, reject) => {
+      let text = "";
+      const done = (fn, value) => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        managed.child.stdout.off("data", onData);
+        fn(value);
+      };
+      const timer = setTimeout(
+        () => done(reject, new Error(`the embedded process did not start within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      const onAbort = () =>
+        done(reject, new Error(`stopped while the embedded process started: ${signal.reason}`));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      // main.js writes "pies is running at <url>/api/v1" and "API key: <key>" to stdout.
+      const onData = (chunk) => {
+        text += chunk.toString();
+        const running = /pies is running at (\S+)/.exec(text)?.[1];
+        const key = /API key: (sk-[A-Za-z0-9]+)/.exec(text)?.[1];
+        if (running && key)
+          done(resolve, { url: running.replace(/\/api\/v1\/?$/, ""), apiKey: key });
+      };
+      managed.child.stdout.on("data", onData);
+      void managed.exited.then((code) =>
+        done(
+          reject,
+          new Error(`the embedded process exited (${code ?? managed.child.signalCode})`),
+        ),
+      );
+    });
+    embedded.url = url;
+    embedded.apiKey = apiKey;
+    return embedded;
+  } catch (err) {
+    await embedded.stop(2_000);
+    throw new Error(`${err.message}\n${managed.output()}`);
+  }
+}
