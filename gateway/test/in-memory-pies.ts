@@ -52,6 +52,7 @@ export async function startTestPies(
       PIES_PROJECT_MAX_EXECUTIONS: 256,
       PIES_PROJECT_MAX_RENDERS: 64,
       PIES_CATALOG_CACHE_SECONDS: 60,
+      PIES_RECORD_START_AFTER_MS: 250,
       ...options.executor,
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },

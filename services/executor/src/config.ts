@@ -13,6 +13,9 @@ export const executorSettingsSchema = {
   // a small request with a template that repeats its input could otherwise make it any size.
   PIES_MAX_PROMPT_BYTES: env.int(1024 * 1024, 1024),
   PIES_RUN_HEARTBEAT_SECONDS: env.int(10, 1),
+  // A blocking run still waiting for its provider after this long is recorded as processing; one
+  // that ends sooner is recorded once, at its end (0: always at its start too).
+  PIES_RECORD_START_AFTER_MS: env.int(250, 0),
   // Deployed: providers on loopback, private, link-local or metadata addresses only when listed.
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting(""),
   // Per project and per executor replica; 0 turns the limit off.

@@ -24,6 +24,8 @@ export interface ExecutorDeps {
   logger: Logger;
   /** Seconds a streamed run may wait in status created. */
   runTtlSeconds: number;
+  /** How long a blocking run may wait for its provider before its start is recorded. */
+  recordStartAfterMs: number;
   /** Each project's concurrent executions, against its limit. */
   executions: ProjectExecutions;
 }

@@ -24,6 +24,7 @@ export type ExecutorSettings = Pick<
   | "PIES_TEMPLATE_WORKERS"
   | "PIES_MAX_PROMPT_BYTES"
   | "PIES_RUN_HEARTBEAT_SECONDS"
+  | "PIES_RECORD_START_AFTER_MS"
   | "PIES_ALLOWED_ENDPOINTS"
   | "PIES_PROJECT_MAX_EXECUTIONS"
   | "PIES_PROJECT_MAX_RENDERS"
@@ -68,6 +69,7 @@ export async function createExecutorDeps(options: {
     schemas: new SchemaValidator(),
     logger: options.logger,
     runTtlSeconds: config.PIES_RUN_TTL_SECONDS,
+    recordStartAfterMs: config.PIES_RECORD_START_AFTER_MS,
     executions: new ProjectExecutions(config.PIES_PROJECT_MAX_EXECUTIONS),
   };
 }

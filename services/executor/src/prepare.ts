@@ -1,4 +1,5 @@
 import { create } from "@bufbuild/protobuf";
+import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { checkGenerationSettings, invalid, newId, toValue, type JsonObject } from "@pies/common";
 import type { Environment, Interaction } from "@pies/proto/catalog";
@@ -84,6 +85,7 @@ export async function prepareExecution(
     ttl: req.stream ? req.ttl || deps.runTtlSeconds : 0,
     parentId: req.parentRunId,
     resultSchema,
+    createdAt: timestampNow(),
   });
   return {
     run,

@@ -156,6 +156,8 @@ beforeAll(async () => {
       PIES_PROJECT_MAX_EXECUTIONS: 256,
       PIES_PROJECT_MAX_RENDERS: 64,
       PIES_CATALOG_CACHE_SECONDS: 60,
+      // Every blocking run's start is recorded (the outage tests count those puts).
+      PIES_RECORD_START_AFTER_MS: 0,
     },
   });
   inFlight = new ActiveRuns();
@@ -618,6 +620,57 @@ describe("ExecutorService streamed runs", () => {
     const events = await eventsUntilEnd(created!.id);
     expect(events.filter((e) => e.kind === "end")).toHaveLength(1);
     expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+  });
+});
+
+describe("ExecutorService recording a blocking run", () => {
+  /** An executor whose log counts the statuses put, by run, with the start deferred 150 ms. */
+  function countingExecutor() {
+    const puts = new Map<string, RunStatus[]>();
+    const counting: RunRecords = {
+      put(runId, data, options) {
+        puts.set(runId, [...(puts.get(runId) ?? []), fromBinary(RunSchema, data).status]);
+        return records.put(runId, data, options);
+      },
+      last: (runId) => records.last(runId),
+      consume: (write, options) => records.consume(write, options),
+      ready: () => records.ready(),
+    };
+    const client = createClient(
+      ExecutorService,
+      createRouterTransport(
+        executorRoutes({ ...deps, log: new RunLog(counting), recordStartAfterMs: 150 }, inFlight),
+      ),
+    );
+    return { client, puts };
+  }
+  const request = (model: string) => ({
+    caller: { accountId: main.accountId, projectId: main.projectId, source: { type: "api" } },
+    interaction: { case: "interactionId" as const, value: main.greetingId },
+    data: { name: model },
+    config: { model },
+  });
+
+  it("records a run that ends before recordStartAfterMs once, at its end", async () => {
+    const { client, puts } = countingExecutor();
+    const { run } = await client.execute(request("test"));
+    expect(puts.get(run!.id)).toEqual([RunStatus.COMPLETED]);
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored).toMatchObject({ status: RunStatus.COMPLETED, createdAt: run!.createdAt });
+  });
+
+  it("records a slower run as processing meanwhile, then its end", async () => {
+    const { client, puts } = countingExecutor();
+    const execution = client.execute(request("test-latency-600"));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const [id] = [...puts.keys()];
+    expect(puts.get(id!)).toEqual([RunStatus.PROCESSING]);
+    const { run: meanwhile } = await runs.getRun({ projectId: main.projectId, id: id! });
+    expect(meanwhile!.status).toBe(RunStatus.PROCESSING);
+    const { run } = await execution;
+    expect(run!.id).toBe(id);
+    expect(puts.get(id!)).toEqual([RunStatus.PROCESSING, RunStatus.COMPLETED]);
+    expect(run!.createdAt!.seconds).toBe(meanwhile!.createdAt!.seconds);
   });
 });
 

@@ -133,24 +133,38 @@ async function executeBlocking(
   // A child run is recorded first, in one attempt: an unknown parent is a 404 before the provider
   // is called, and while the log is down the caller gets 503 at once (nothing has been done
   // that a retry would keep; retrying here held the request open for the whole outage).
-  let started: Promise<number>;
+  let started: Promise<number> | undefined;
+  let startTimer: NodeJS.Timeout | undefined;
   if (run.parentId) {
     await checkParent(deps, run.projectId, run.parentId);
     started = Promise.resolve(await deps.log.put(run, 0));
   } else {
-    // Otherwise recording the start and calling the provider overlap: the put costs the caller
-    // nothing, and it is retried until the log answers.
+    // Otherwise recording the start and calling the provider overlap, and the start is recorded
+    // only if the provider has not answered within recordStartAfterMs: a fast run is recorded
+    // once, at its end (half the records to write); a slow one is there as processing meanwhile,
+    // so that the sweeper fails it if this executor dies. The put is retried until the log
+    // answers.
     const putId = newPutId();
-    started = untilRecorded(() => deps.log.put(run, 0, putId), {
-      logger: deps.logger,
-      what: `the start of run ${run.id}`,
-    });
+    const recordStart = () => {
+      started = untilRecorded(() => deps.log.put(run, 0, putId), {
+        logger: deps.logger,
+        what: `the start of run ${run.id}`,
+      });
+      // Awaited below; until then a failure must not count as unhandled.
+      started.catch(() => {});
+    };
+    if (deps.recordStartAfterMs > 0) startTimer = setTimeout(recordStart, deps.recordStartAfterMs);
+    else recordStart();
   }
-  // The start is recorded before anything else happens to the run, even if the provider fails.
-  started.catch(() => {});
-  const outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
+  let outcome: Outcome;
+  try {
+    outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
+  } finally {
+    clearTimeout(startTimer);
+  }
   answered();
-  const seq = await started;
+  // With no start recorded, the end is the run's first record (a put conditional on none).
+  const seq = started ? await started : 0;
   return recordEnd(deps, endedRun(run, outcome, startedAt), seq);
 }
 
