@@ -17,8 +17,22 @@ export interface GuardedFetch {
  * no request reaches a refused address. Connections are reused across calls and clients.
  */
 export function createGuardedFetch(policy: EndpointPolicy): GuardedFetch {
+  const agent = guardedAgent(policy);
+  const guarded = (
+    input: Parameters<typeof undiciFetch>[0],
+    init?: Parameters<typeof undiciFetch>[1],
+  ) => undiciFetch(input, { ...init, dispatcher: agent });
+  return {
+    // undici's fetch is the one Node's global fetch is built on; their types differ in details.
+    fetch: guarded as unknown as typeof globalThis.fetch,
+    close: () => agent.close(),
+  };
+}
+
+/** The connection pool whose every connection the endpoint policy allowed (see above). */
+export function guardedAgent(policy: EndpointPolicy): Agent {
   const connector = buildConnector({ lookup: policy.lookup, timeout: 10_000 });
-  const agent = new Agent({
+  return new Agent({
     connect: (options, callback) => {
       try {
         policy.checkAddresses(
@@ -32,15 +46,6 @@ export function createGuardedFetch(policy: EndpointPolicy): GuardedFetch {
       connector(options, callback);
     },
   });
-  const guarded = (
-    input: Parameters<typeof undiciFetch>[0],
-    init?: Parameters<typeof undiciFetch>[1],
-  ) => undiciFetch(input, { ...init, dispatcher: agent });
-  return {
-    // undici's fetch is the one Node's global fetch is built on; their types differ in details.
-    fetch: guarded as unknown as typeof globalThis.fetch,
-    close: () => agent.close(),
-  };
 }
 
 const isLiteral = (hostname: string) => isIP(hostname.replace(/^\[(.*)\]$/, "$1")) !== 0;
