@@ -121,7 +121,7 @@ const variants = {
       close: () => agent.close(),
     };
   },
-  // What the executor uses now: createGuardedFetch (the lean fetch since it was brought in).
+  // What the executor uses: createGuardedFetch.
   executor() {
     const http = createGuardedFetch(policy);
     const client = clientOver(http.fetch);
