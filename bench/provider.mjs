@@ -1,0 +1,190 @@
+#!/usr/bin/env node
+// CPU per provider call: the executor's OpenAI client against a zero-latency fake upstream, with
+// each way of doing the HTTP underneath, blocking and streamed, one call at a time and 16 at once.
+// Run it pinned, the fake goes to the other CPU:
+//   npx tsc -b tsconfig.build.json && taskset -c 1 node bench/provider.mjs
+// Settings (environment variables, all optional): PROVIDER_BENCH_CALLS=3000 (per cell and round),
+// PROVIDER_BENCH_WARMUP=500, PROVIDER_BENCH_ROUNDS=3 (interleaved; the median is reported),
+// PROVIDER_BENCH_VARIANTS=current,global,floor,executor  PROVIDER_BENCH_FAKE_CPU=0
+// PROVIDER_BENCH_CELLS=blocking:1,blocking:16,streamed:1,streamed:16
+// To see where one variant's time goes: PROVIDER_BENCH_VARIANTS=current PROVIDER_BENCH_CELLS=
+// blocking:16 PROVIDER_BENCH_ROUNDS=1 taskset -c 1 node --cpu-prof bench/provider.mjs
+import { spawn } from "node:child_process";
+import { performance } from "node:perf_hooks";
+import { create } from "@bufbuild/protobuf";
+import { EndpointPolicy } from "@pies/common";
+import { EnvironmentSchema } from "@pies/proto/catalog";
+import { Agent, fetch as undiciFetch, request } from "undici";
+import {
+  createGuardedFetch,
+  guardedAgent,
+} from "../services/executor/dist/providers/guarded-fetch.js";
+import { OpenAIClient } from "../services/executor/dist/providers/openai.js";
+
+const int = (name, fallback) => {
+  const value = Number(process.env[name] ?? fallback);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be an integer`);
+  return value;
+};
+const calls = int("PROVIDER_BENCH_CALLS", 3000);
+const warmup = int("PROVIDER_BENCH_WARMUP", 500);
+const rounds = int("PROVIDER_BENCH_ROUNDS", 3);
+const fakeCpu = process.env.PROVIDER_BENCH_FAKE_CPU ?? "0";
+const variantNames = (process.env.PROVIDER_BENCH_VARIANTS ?? "current,global,floor,executor").split(
+  ",",
+);
+const cells = (process.env.PROVIDER_BENCH_CELLS ?? "blocking:1,blocking:16,streamed:1,streamed:16")
+  .split(",")
+  .map((c) => {
+    const [mode, n] = c.split(":");
+    if (!["blocking", "streamed"].includes(mode) || !(Number(n) >= 1))
+      throw new Error(`bad cell ${c}`);
+    return { streamed: mode === "streamed", concurrency: Number(n) };
+  });
+
+/** The fake upstream in a process of its own, on the other CPU. */
+async function startFake() {
+  const script = `
+    import { startFakeOpenAI } from "@pies/testkit";
+    const fake = await startFakeOpenAI({ maxRecordedRequests: 0 });
+    process.stdout.write(fake.url + "\\n");
+    process.stdin.on("end", () => fake.close().then(() => process.exit(0)));
+    process.stdin.resume();`;
+  const child = spawn(
+    "taskset",
+    ["-c", fakeCpu, process.execPath, "--input-type=module", "-e", script],
+    {
+      stdio: ["pipe", "pipe", "inherit"],
+    },
+  );
+  const url = await new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) resolve(out.trim());
+    });
+    child.once("exit", (code) => reject(new Error(`fake upstream exited with ${code}`)));
+  });
+  return { url, close: () => child.stdin.end() };
+}
+
+const fake = await startFake();
+const messages = [
+  { role: "system", content: "Be brief." },
+  { role: "user", content: "Summarise the quick brown fox jumps over the lazy dog" },
+];
+const completion = { model: "gpt-4o-mini", messages };
+const policy = new EndpointPolicy("loopback");
+const environment = create(EnvironmentSchema, {
+  id: "env-bench",
+  provider: "openai_compatible",
+  endpointUrl: fake.url,
+});
+const clientOver = (fetch) =>
+  new OpenAIClient(environment, "sk-bench", { timeoutMs: 30_000, maxRetries: 2, fetch });
+
+/** Each variant: { call(streamed): Promise<content>, close() }. */
+const variants = {
+  // Before this change: undici's WHATWG fetch over the guarded Agent.
+  current() {
+    const agent = guardedAgent(policy);
+    const client = clientOver((input, init) => undiciFetch(input, { ...init, dispatcher: agent }));
+    return { call: (streamed) => viaClient(client, streamed), close: () => agent.close() };
+  },
+  // The SDK's default: Node's global fetch (its own undici, its own pool, no policy).
+  global() {
+    const client = clientOver(globalThis.fetch);
+    return { call: (streamed) => viaClient(client, streamed), close: async () => {} };
+  },
+  // The floor: undici.request and JSON.parse, no SDK.
+  floor() {
+    const agent = new Agent();
+    const url = `${fake.url}/chat/completions`;
+    return {
+      async call(streamed) {
+        const { statusCode, body } = await request(url, {
+          method: "POST",
+          dispatcher: agent,
+          headers: { "content-type": "application/json", authorization: "Bearer sk-bench" },
+          body: JSON.stringify(streamed ? { ...completion, stream: true } : completion),
+        });
+        const text = await body.text();
+        if (statusCode !== 200) throw new Error(`status ${statusCode}`);
+        if (!streamed) return JSON.parse(text).choices[0].message.content;
+        let content = "";
+        for (const line of text.split("\n")) {
+          if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
+          content += JSON.parse(line.slice(6)).choices[0]?.delta?.content ?? "";
+        }
+        return content;
+      },
+      close: () => agent.close(),
+    };
+  },
+  // What the executor uses: createGuardedFetch.
+  executor() {
+    const http = createGuardedFetch(policy);
+    const client = clientOver(http.fetch);
+    return { call: (streamed) => viaClient(client, streamed), close: () => http.close() };
+  },
+};
+
+async function viaClient(client, streamed) {
+  const result = await client.complete(completion, streamed ? { onChunk: () => {} } : {});
+  return result.content;
+}
+
+/** `total` calls, `concurrency` at a time: µs of CPU per call and calls/s. */
+async function cell(variant, streamed, concurrency, total) {
+  let next = 0;
+  const worker = async () => {
+    while (next++ < total) {
+      const content = await variant.call(streamed);
+      if (!content.startsWith("echo: ")) throw new Error(`unexpected content ${content}`);
+    }
+  };
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  const seconds = (performance.now() - start) / 1000;
+  const used = process.cpuUsage(cpu);
+  return { cpuUs: (used.user + used.system) / total, perSecond: total / seconds };
+}
+
+const made = Object.fromEntries(variantNames.map((name) => [name, variants[name]()]));
+const results = new Map();
+try {
+  for (const [, variant] of Object.entries(made)) {
+    for (const { streamed, concurrency } of cells)
+      await cell(variant, streamed, concurrency, warmup);
+  }
+  for (let round = 0; round < rounds; round++) {
+    for (const { streamed, concurrency } of cells) {
+      for (const [name, variant] of Object.entries(made)) {
+        const key = `${name}|${streamed ? "streamed" : "blocking"}|${concurrency}`;
+        const result = await cell(variant, streamed, concurrency, calls);
+        results.set(key, [...(results.get(key) ?? []), result]);
+      }
+    }
+  }
+} finally {
+  await Promise.all(Object.values(made).map((v) => v.close()));
+  fake.close();
+}
+
+const median = (values) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+console.log(`${calls} calls per cell, median of ${rounds} rounds; µs CPU per call (calls/s)`);
+const header = [
+  "variant",
+  ...cells.map((c) => `${c.streamed ? "streamed" : "blocking"} c=${c.concurrency}`),
+];
+const rows = variantNames.map((name) => [
+  name,
+  ...cells.map(({ streamed, concurrency }) => {
+    const runs = results.get(`${name}|${streamed ? "streamed" : "blocking"}|${concurrency}`);
+    const cpu = median(runs.map((r) => r.cpuUs));
+    const rate = median(runs.map((r) => r.perSecond));
+    return `${cpu.toFixed(0)} µs (${rate.toFixed(0)}/s)`;
+  }),
+]);
+for (const row of [header, header.map(() => "---"), ...rows]) console.log(`| ${row.join(" | ")} |`);
