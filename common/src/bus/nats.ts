@@ -11,7 +11,15 @@ import {
  * the catalog's change events all ride on it.
  */
 export function connectNats(url: string, name: string): Promise<NatsConnection> {
-  return connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+  return connect({
+    servers: url,
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    // Without it every request (each JetStream publish) builds an Error to keep its caller's
+    // stack for a timeout message: a stack capture per record put, on the hot path.
+    noAsyncTraces: true,
+  });
 }
 
 /**
