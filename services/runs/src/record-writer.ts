@@ -12,40 +12,65 @@ import { RunSchema, type Run } from "@pies/proto/runs";
 import { runToRow } from "./mappers.js";
 import type { RunsDatabase } from "./tables.js";
 
-/** A status's rank in SQL, as `statusRank` has it. */
-const rank = (column: "runs.status" | "excluded.status") =>
-  sql`(case ${sql.ref(column)} when 'created' then 1 when 'processing' then 2 else 3 end)`;
+/** The columns a record writes, with their SQL types (as `jsonb_to_recordset` reads them). */
+const columns = {
+  id: "text",
+  project_id: "text",
+  account_id: "text",
+  interaction_id: "text",
+  interaction_name: "text",
+  environment_id: "text",
+  environment_name: "text",
+  provider: "text",
+  model_id: "text",
+  status: "text",
+  stream: "boolean",
+  parameters: "jsonb",
+  result: "jsonb",
+  prompt: "jsonb",
+  tags: "text[]",
+  config: "jsonb",
+  source: "jsonb",
+  prompt_tokens: "integer",
+  result_tokens: "integer",
+  total_tokens: "integer",
+  execution_time: "bigint",
+  error: "jsonb",
+  ttl: "integer",
+  parent_id: "text",
+  cache_policy: "jsonb",
+  result_schema: "jsonb",
+  cached: "boolean",
+  created_at: "timestamptz",
+  updated_at: "timestamptz",
+  record_seq: "bigint",
+} as const;
+type Column = keyof typeof columns;
+const names = Object.keys(columns) as Column[];
+const isJson = (c: Column) => columns[c] === "jsonb";
 
-/** Columns a later record of a run replaces (not its id, project or creation time). */
-const replaced = [
-  "account_id",
-  "interaction_id",
-  "interaction_name",
-  "environment_id",
-  "environment_name",
-  "provider",
-  "model_id",
-  "status",
-  "stream",
-  "parameters",
-  "result",
-  "prompt",
-  "tags",
-  "config",
-  "source",
-  "prompt_tokens",
-  "result_tokens",
-  "total_tokens",
-  "execution_time",
-  "error",
-  "ttl",
-  "parent_id",
-  "cache_policy",
-  "result_schema",
-  "cached",
-  "updated_at",
-  "record_seq",
-] as const;
+/** Columns a later record of a run replaces: all but its id, project and creation time. */
+const replaced = names.filter((c) => c !== "id" && c !== "project_id" && c !== "created_at");
+
+/** A status's rank in SQL, as `statusRank` has it. */
+const rank = (row: string) =>
+  `(case ${row}.status when 'created' then 1 when 'processing' then 2 else 3 end)`;
+
+/**
+ * One statement for any batch: the rows travel as one JSON array (one parameter), so the text
+ * never changes with the batch's size and nothing is built per column and row but the JSON.
+ */
+const UPSERT = `
+  insert into runs.runs (${names.join(", ")}, heartbeat_at)
+  select ${names.map((c) => (c.endsWith("_at") ? `coalesce(${c}, now())` : c)).join(", ")}, now()
+  from jsonb_to_recordset($1::jsonb) as r(${names.map((c) => `${c} ${columns[c]}`).join(", ")})
+  on conflict (id) do update set
+    ${replaced.map((c) => `${c} = excluded.${c}`).join(",\n    ")},
+    heartbeat_at = case when excluded.status = 'processing' then now() else runs.heartbeat_at end
+  where runs.project_id = excluded.project_id and (
+    ${rank("excluded")} > ${rank("runs")} or
+    (${rank("excluded")} = ${rank("runs")} and excluded.record_seq > runs.record_seq))`;
+const [UPSERT_HEAD, UPSERT_TAIL] = UPSERT.split("$1") as [string, string];
 
 /** The latest record of each run in the batch (status order first, then log order). */
 export function latestPerRun(records: RunRecord[]): { seq: number; run: Run }[] {
@@ -69,25 +94,16 @@ export function latestPerRun(records: RunRecord[]): { seq: number; run: Run }[] 
  * starts when its record is written, so a store that fell behind does not fail it at once.
  */
 export async function writeRecords(db: Kysely<RunsDatabase>, records: RunRecord[]) {
-  const rows = latestPerRun(records).map(({ seq, run }) => ({
-    ...runToRow(run),
-    record_seq: seq,
-  }));
-  if (rows.length === 0) return;
-  await db
-    .insertInto("runs.runs")
-    .values(rows)
-    .onConflict((oc) =>
-      oc.column("id").doUpdateSet((eb) => ({
-        ...Object.fromEntries(replaced.map((c) => [c, eb.ref(`excluded.${c}`)])),
-        heartbeat_at: sql<Date>`case when excluded.status = 'processing' then now()
-            else runs.heartbeat_at end`,
-      })).where(sql<boolean>`runs.project_id = excluded.project_id and (
-          ${rank("excluded.status")} > ${rank("runs.status")} or
-          (${rank("excluded.status")} = ${rank("runs.status")}
-            and excluded.record_seq > runs.record_seq))`),
-    )
-    .execute();
+  const latest = latestPerRun(records);
+  if (latest.length === 0) return;
+  const rows = latest.map(({ seq, run }) => {
+    const row: Record<string, unknown> = { ...runToRow(run), record_seq: seq };
+    // The JSON columns are JSON text already (NUL made safe): embedded as they are.
+    return `{${names
+      .map((c) => `"${c}":${isJson(c) ? (row[c] as string) : JSON.stringify(row[c] ?? null)}`)
+      .join(",")}}`;
+  });
+  await sql`${sql.raw(UPSERT_HEAD)}${`[${rows.join(",")}]`}${sql.raw(UPSERT_TAIL)}`.execute(db);
 }
 
 /**
