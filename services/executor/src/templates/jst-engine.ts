@@ -1,4 +1,4 @@
-import type { QuickJSWASMModule } from "quickjs-emscripten";
+import type { QuickJSContext, QuickJSRuntime, QuickJSWASMModule } from "quickjs-emscripten";
 
 export interface SandboxLimits {
   /** Wall-clock budget of one render. */
@@ -34,31 +34,56 @@ JSON.stringify(typeof __out === "string" ? __out : String(JSON.stringify(__out))
 `;
 
 /**
- * Renders one `jst` template in a QuickJS runtime of its own (discarded afterwards), with a memory
- * limit, a stack limit below the host's and an interrupt at the deadline. The template sees only
- * its data and the JavaScript built-ins.
+ * A QuickJS runtime with one context, set up for one render before the render's template and data
+ * are known: a worker prepares the next one while it waits for work, so a render does not wait for
+ * QuickJS to build its built-ins (most of a small template's cost). Used once, then disposed.
  */
-export function renderInQuickJS(
-  quickjs: QuickJSWASMModule,
-  content: string,
-  data: unknown,
-  limits: SandboxLimits,
-): RenderOutcome {
-  // The clock starts once the runtime is set up: that is the sandbox's cost, not the template's
-  // (on a loaded machine a fresh worker's first runtime can take tens of milliseconds).
-  let deadline = Infinity;
+export interface PreparedSandbox {
+  runtime: QuickJSRuntime;
+  vm: QuickJSContext;
+  limits: SandboxLimits;
+  /** Read by the runtime's interrupt handler; set by the render that uses this sandbox. */
+  clock: { deadline: number; interrupted: boolean };
+}
+
+/**
+ * A fresh runtime (with a memory limit, a stack limit below the host's and an interrupt at the
+ * deadline) and a fresh context in it, for one render. Nothing of an earlier render is in either:
+ * globals, built-ins and their prototypes belong to the context, and pending promise jobs, memory
+ * and garbage to the runtime.
+ */
+export function prepareSandbox(quickjs: QuickJSWASMModule, limits: SandboxLimits): PreparedSandbox {
   // QuickJS's interrupt cannot be caught by try/catch, but an async function or a Promise executor
   // turns it into a rejected promise and the template goes on to return. Once the interrupt has
   // fired, the render has failed, whatever the template makes of it.
-  let interrupted = false;
+  const clock = { deadline: Infinity, interrupted: false };
   const runtime = quickjs.newRuntime({
     memoryLimitBytes: limits.memoryBytes,
     // Below what the host stack leaves to WebAssembly, so QuickJS reports the overflow itself.
     maxStackSizeBytes: 256 * 1024,
-    interruptHandler: () => (interrupted ||= Date.now() > deadline),
+    interruptHandler: () => (clock.interrupted ||= Date.now() > clock.deadline),
   });
-  const vm = runtime.newContext();
-  deadline = Date.now() + limits.timeoutMs;
+  try {
+    return { runtime, vm: runtime.newContext(), limits, clock };
+  } catch (err) {
+    runtime.dispose();
+    throw err;
+  }
+}
+
+/**
+ * Renders one `jst` template in `sandbox` (see prepareSandbox), and disposes of it. The template
+ * sees only its data and the JavaScript built-ins.
+ */
+export function renderInQuickJS(
+  sandbox: PreparedSandbox,
+  content: string,
+  data: unknown,
+): RenderOutcome {
+  const { runtime, vm, limits, clock } = sandbox;
+  // The clock starts now that the runtime is set up: that is the sandbox's cost, not the
+  // template's (on a loaded machine a fresh worker's first runtime can take tens of milliseconds).
+  clock.deadline = Date.now() + limits.timeoutMs;
   let result: ReturnType<typeof vm.evalCode>;
   try {
     result = vm.evalCode(
@@ -71,7 +96,7 @@ export function renderInQuickJS(
     throw new SandboxCorrupted(String(err));
   }
   try {
-    if (interrupted) {
+    if (clock.interrupted) {
       result.dispose();
       return { ok: false, message: timedOut(limits.timeoutMs) };
     }

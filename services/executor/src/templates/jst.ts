@@ -72,7 +72,7 @@ export class JstSandbox {
     return new Promise((resolve, reject) => {
       const pending: Pending = {
         projectId,
-        job: { id: ++this.nextId, content, data, limits: this.limits },
+        job: { id: ++this.nextId, content, data },
         resolve,
         reject,
       };
@@ -101,7 +101,7 @@ export class JstSandbox {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(WORKER);
+    const worker = new Worker(WORKER, { workerData: this.limits });
     worker.unref();
     const slot: Slot = {
       worker,
