@@ -1,6 +1,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { getQuickJS } from "quickjs-emscripten";
 import {
+  disposeSandbox,
   prepareSandbox,
   renderInQuickJS,
   SandboxCorrupted,
@@ -23,13 +24,9 @@ const limits = workerData as SandboxLimits;
 const quickjs = await getQuickJS();
 // One throwaway render before taking work: V8 compiles QuickJS's WebAssembly lazily, so a fresh
 // worker's first render would otherwise spend much of a template's time limit compiling.
-renderInQuickJS(
-  prepareSandbox(quickjs, { timeoutMs: 10_000, memoryBytes: 1 << 24 }),
-  "return `${x}`",
-  {
-    x: "warm",
-  },
-);
+const warm = prepareSandbox(quickjs, { timeoutMs: 10_000, memoryBytes: 1 << 24 });
+renderInQuickJS(warm, "return `${x}`", { x: "warm" });
+disposeSandbox(warm);
 // The next render's runtime and context, set up while the worker waits for it.
 let next: PreparedSandbox | undefined = prepareSandbox(quickjs, limits);
 
@@ -37,7 +34,12 @@ port.on("message", (job: RenderJob) => {
   try {
     const sandbox = next ?? prepareSandbox(quickjs, limits);
     next = undefined;
-    port.postMessage({ id: job.id, ...renderInQuickJS(sandbox, job.content, job.data) });
+    const outcome = renderInQuickJS(sandbox, job.content, job.data);
+    // A good render's runtime is freed after the answer, off the render's path. A failed one's
+    // before: if it is corrupt (a stack overflow, say), this render fails, not the next one.
+    if (!outcome.ok) disposeSandbox(sandbox);
+    port.postMessage({ id: job.id, ...outcome });
+    if (outcome.ok) disposeSandbox(sandbox);
     next = prepareSandbox(quickjs, limits);
   } catch (err) {
     const message =

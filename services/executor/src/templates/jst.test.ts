@@ -119,6 +119,26 @@ describe("JstSandbox rendering", () => {
     ).toBe("string,1");
   });
 
+  it("accepts data keys that are identifiers beyond ASCII (Unicode ID_Start, ID_Continue)", async () => {
+    const data = {
+      é: 1,
+      été: 2,
+      π2: 3,
+      $ŝ_: 4,
+      ℮x: 5,
+      "a\u200d": 6,
+      "é-x": 7,
+      "2π": 8,
+      "x\u00a0": 9,
+    };
+    expect(await sandbox.render("return [é, été, π2, $ŝ_, ℮x, a\u200d].join()", data)).toBe(
+      "1,2,3,4,5,6",
+    );
+    expect(await sandbox.render("return Object.keys({ é, été, π2, $ŝ_, ℮x }).length", data)).toBe(
+      "5",
+    );
+  });
+
   it("accepts data keys that are reserved words in strict mode only", async () => {
     expect(
       await sandbox.render("Hi ${name}", {
