@@ -33,7 +33,9 @@ export function renderFast(
   limits: SandboxLimits,
 ): string | undefined {
   const literal = plainLiteral(content);
-  if (!literal) return undefined;
+  if (!literal || typeof data !== "object" || data === null) return undefined;
+  const isKey = (name: string) => Object.prototype.propertyIsEnumerable.call(data, name);
+  if (!literal.names.every(isKey)) return undefined;
   // The sandbox passes every data key as an argument: keep well clear of its limits.
   if (Object.keys(data).length > MAX_KEYS) return undefined;
   const size = jsonSize(data);
@@ -44,9 +46,7 @@ export function renderFast(
   if ((size + content.length) * 32 > limits.memoryBytes) return undefined;
   let out = literal.texts[0] ?? "";
   for (let i = 0; i < literal.names.length; i++) {
-    const name = literal.names[i] ?? "";
-    if (!Object.prototype.propertyIsEnumerable.call(data, name)) return undefined;
-    const text = toText(data[name]);
+    const text = toText(data[literal.names[i] ?? ""]);
     if (text === undefined) return undefined;
     out += text + (literal.texts[i + 1] ?? "");
   }
