@@ -63,7 +63,13 @@ try {
     ["services/catalog/dist/cli.js", "bootstrap", "--name", "victim"],
     { cwd: repoRoot, env: { PATH: process.env.PATH ?? "", DATABASE_URL: db.url } },
   );
-  const victim = await tenant(gatewayUrl, JSON.parse(stdout).key, "return `Summarise ${text}`");
+  // A member call: the victim's render goes through the sandbox's workers, where the noisy
+  // project's are (a template literal over data keys alone would skip them).
+  const victim = await tenant(
+    gatewayUrl,
+    JSON.parse(stdout).key,
+    "return `Summarise ${text.trim()}`",
+  );
   const noisy = await tenant(gatewayUrl, stack.bootstrap.key, "while (true) {} return 1");
 
   const alone = await measure(gatewayUrl, victim);

@@ -94,8 +94,10 @@ async function until(check: () => Promise<boolean>) {
 describe("fairness between projects", () => {
   it("refuses a project's renders beyond its share with 429 Retry-After, and another project's execute completes first", async () => {
     const endless = await interaction(a, "while (true) {} return 1", "endless");
-    const good = await interaction(a, "return `fine ${x}`");
-    const other = await interaction(b, "return `hello ${x}`");
+    // String(x): a call, so these render in the sandbox's workers too (a template literal over data
+    // keys alone renders on the executor's thread and would hold no worker and no share).
+    const good = await interaction(a, "return `fine ${String(x)}`");
+    const other = await interaction(b, "return `hello ${String(x)}`");
 
     const order: string[] = [];
     const track = <T>(name: string, request: Promise<T>) =>

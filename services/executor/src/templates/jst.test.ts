@@ -119,6 +119,26 @@ describe("JstSandbox rendering", () => {
     ).toBe("string,1");
   });
 
+  it("accepts data keys that are identifiers beyond ASCII (Unicode ID_Start, ID_Continue)", async () => {
+    const data = {
+      é: 1,
+      été: 2,
+      π2: 3,
+      $ŝ_: 4,
+      ℮x: 5,
+      "a\u200d": 6,
+      "é-x": 7,
+      "2π": 8,
+      "x\u00a0": 9,
+    };
+    expect(await sandbox.render("return [é, été, π2, $ŝ_, ℮x, a\u200d].join()", data)).toBe(
+      "1,2,3,4,5,6",
+    );
+    expect(await sandbox.render("return Object.keys({ é, été, π2, $ŝ_, ℮x }).length", data)).toBe(
+      "5",
+    );
+  });
+
   it("accepts data keys that are reserved words in strict mode only", async () => {
     expect(
       await sandbox.render("Hi ${name}", {
@@ -231,6 +251,89 @@ describe("JstSandbox isolation", () => {
     expect((await renderError(sandbox, "return leak")).message).toBe(
       "ReferenceError: 'leak' is not defined",
     );
+  });
+
+  // Each template changes something that a reused QuickJS context would keep, then the probe after
+  // it must still give the answer of untouched built-ins (spelled out, so that a broken sandbox
+  // cannot agree with itself). Naively reusing one context fails all but the last three.
+  const POLLUTERS: [polluter: string, probe: string, pristine: string][] = [
+    ["Object.prototype.x = 1", "typeof ({}).x", "undefined"],
+    [
+      "Object.defineProperty(Object.prototype, 'y', { get() { return 'stolen' } })",
+      "String(({}).y)",
+      "undefined",
+    ],
+    ["Array.prototype.join = () => 'joined'", "[1, 2].join('-') + ' ' + String([3, 4])", "1-2 3,4"],
+    ["Array.prototype.toString = () => 'str'", "`${[1, 2]}`", "1,2"],
+    ["delete Array.prototype.map", "typeof [].map", "function"],
+    ["Array.prototype[Symbol.iterator] = function* () { yield 'it' }", "[...[1, 2]].join()", "1,2"],
+    ["Object.setPrototypeOf(Array.prototype, null)", "typeof [].hasOwnProperty", "function"],
+    ["globalThis.leak = 'secret'", "typeof globalThis.leak", "undefined"],
+    ["implicit = 'secret'", "typeof implicit", "undefined"],
+    [
+      "(0, eval)('let hidden = 1; var shown = 2')",
+      "typeof hidden + typeof shown",
+      "undefinedundefined",
+    ],
+    ["JSON.stringify = () => '\"hacked\"'", "'plain'", "plain"],
+    ["JSON.parse = () => ({ text: 'hacked' })", "text", "t"],
+    ["String.prototype.toUpperCase = () => 'up'", "'a'.toUpperCase()", "A"],
+    ["Function.prototype.call = () => 'called'", "String(Math.max.call(null, 1, 2))", "2"],
+    [
+      "Math.random = () => 0.5; Math.PI2 = 1",
+      "typeof Math.PI2 + Math.random.toString().includes('native')",
+      "undefinedtrue",
+    ],
+    [
+      "Object.freeze(Object.prototype)",
+      "const o = {}; o.toString = () => 'own'; return String(o)",
+      "own",
+    ],
+    ["Object.freeze(globalThis)", "fresh = 1; return typeof globalThis.fresh", "number"],
+    [
+      "Object.preventExtensions(Array.prototype)",
+      "Array.prototype.z = 1; return typeof [].z",
+      "number",
+    ],
+    ["Promise.prototype.then = () => 'then'", "typeof Promise.resolve(1).then(() => 1)", "object"],
+    ["globalThis.Symbol = undefined", "typeof Symbol.iterator", "symbol"],
+    ["Error.prototype.toString = () => 'err'", "String(new Error('m'))", "Error: m"],
+    // The render fails after polluting: the next still starts clean.
+    ["Object.prototype.x = 1; throw new Error('after polluting')", "typeof ({}).x", "undefined"],
+    ["Object.prototype.x = 1; while (true) {}", "typeof ({}).x", "undefined"],
+    // Jobs never run in the sandbox, so these three would not leak even from a reused context.
+    [
+      "Promise.resolve().then(() => { globalThis.late = 1 }); new Promise(() => {})",
+      "typeof globalThis.late",
+      "undefined",
+    ],
+    ["(async () => { await null; Object.prototype.x = 1 })()", "typeof ({}).x", "undefined"],
+    [
+      "new FinalizationRegistry(() => { globalThis.gc = 1 }).register({}, 1)",
+      "typeof globalThis.gc",
+      "undefined",
+    ],
+  ];
+
+  it("does not let anything a render changes reach the next render on the same worker", async () => {
+    const body = (probe: string) => (probe.includes("return") ? probe : `return ${probe}`);
+    expect(
+      await Promise.all(POLLUTERS.map(([, probe]) => sandbox.render(body(probe), { text: "t" }))),
+    ).toEqual(POLLUTERS.map(([, , pristine]) => pristine));
+    // Each pair on a pool of one worker of its own, so that one polluter cannot hide another's
+    // leak (by breaking the sandbox's own code for the probes after it). All pairs are checked.
+    for (const [polluter, probe, pristine] of POLLUTERS) {
+      const box = await JstSandbox.create(LIMITS, 1);
+      try {
+        await box.render(`${polluter}; return 'polluted'`, {}).catch(() => "failed");
+        const answer = await box
+          .render(body(probe), { text: "t" })
+          .catch((err: unknown) => `failed: ${String(err)}`);
+        expect.soft({ polluter, probe: answer }).toEqual({ polluter, probe: pristine });
+      } finally {
+        await box.close();
+      }
+    }
   });
 });
 

@@ -2,6 +2,7 @@ import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
 import { overProjectLimit } from "../project-limits.js";
 import { FairQueue } from "./fair-queue.js";
+import { renderFast } from "./jst-fast.js";
 import type { RenderOutcome, SandboxLimits } from "./jst-engine.js";
 import type { RenderJob } from "./jst-worker.js";
 
@@ -31,7 +32,9 @@ interface Slot {
  * template sees only its input data and the JavaScript built-ins (no `process`, `require`, file
  * system, network or host globals), within a memory limit, and it never blocks the executor. A
  * template that outlives its time limit (QuickJS polls its interrupt only now and then, and never
- * inside a built-in) has its worker terminated and replaced.
+ * inside a built-in) has its worker terminated and replaced. A template that is only a template
+ * literal over data keys (`` return `Summarise ${text}` ``) needs none of that: it renders on the
+ * calling thread (jst-fast.ts), with the same output.
  *
  * The workers are shared fairly between projects: renders wait in a queue per project, the project
  * with the fewest renders running goes first (ties: the one served least recently), no project
@@ -66,13 +69,25 @@ export class JstSandbox {
     return sandbox;
   }
 
-  /** Renders `content` with `data` as its variables, counted against `projectId`'s share. */
+  /**
+   * Renders `content` with `data` as its variables. A template literal over plain variables renders
+   * at once on this thread, with the sandbox's output (see renderFast); any other template renders
+   * in a worker, counted against `projectId`'s share.
+   */
   render(content: string, data: Record<string, unknown>, projectId = ""): Promise<string> {
+    if (this.closed) return Promise.reject(new TemplateError("the template sandbox is closed"));
+    const fast = renderFast(content, data, this.limits);
+    if (fast !== undefined) return Promise.resolve(fast);
+    return this.renderInSandbox(content, data, projectId);
+  }
+
+  /** Renders `content` in QuickJS, in a worker, whatever it is (render takes the fast path). */
+  renderInSandbox(content: string, data: Record<string, unknown>, projectId = ""): Promise<string> {
     if (this.closed) return Promise.reject(new TemplateError("the template sandbox is closed"));
     return new Promise((resolve, reject) => {
       const pending: Pending = {
         projectId,
-        job: { id: ++this.nextId, content, data, limits: this.limits },
+        job: { id: ++this.nextId, content, data },
         resolve,
         reject,
       };
@@ -101,7 +116,7 @@ export class JstSandbox {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(WORKER);
+    const worker = new Worker(WORKER, { workerData: this.limits });
     worker.unref();
     const slot: Slot = {
       worker,

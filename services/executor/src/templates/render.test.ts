@@ -1,16 +1,15 @@
 import { create } from "@bufbuild/protobuf";
 import type { JsonObject } from "@pies/common";
 import { InteractionSchema, type Interaction } from "@pies/proto/catalog";
-import { beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it, vi } from "vitest";
 import { JstSandbox } from "./jst.js";
 import { PromptRenderer, PromptTooLarge, TemplateError } from "./render.js";
 
+let jst: JstSandbox;
 let renderer: PromptRenderer;
 beforeAll(async () => {
-  renderer = new PromptRenderer(
-    await JstSandbox.create({ timeoutMs: 100, memoryBytes: 16 * 1024 * 1024 }),
-    { maxPromptBytes: 64 * 1024 },
-  );
+  jst = await JstSandbox.create({ timeoutMs: 100, memoryBytes: 16 * 1024 * 1024 });
+  renderer = new PromptRenderer(jst, { maxPromptBytes: 64 * 1024 });
 });
 
 let ids = 0;
@@ -251,5 +250,29 @@ describe("PromptRenderer", () => {
     expect((thrown as Error).message).toBe(
       "the rendered prompt is larger than 65536 bytes (PIES_MAX_PROMPT_BYTES), reached at prompt template big16385",
     );
+  });
+
+  it("applies the NUL check and the size limit to a template rendered on the fast path", async () => {
+    const sandboxed = vi.spyOn(jst, "renderInSandbox");
+    try {
+      const nul = interaction({ template: { name: "nul", content: "Text: ${text}" } });
+      expect((await renderError(nul, { text: "a\u0000b" })).message).toBe(
+        "prompt template nul: its output contains a NUL character (\\u0000), which a prompt cannot hold",
+      );
+      const big = interaction({ template: { name: "big", content: "return `${a}${b}`" } });
+      const fits = await renderer.render(big, { a: "é".repeat(16_384), b: "é".repeat(16_384) });
+      expect(fits[0]!.content.length).toBe(32_768);
+      let thrown: unknown;
+      await renderer
+        .render(big, { a: "é".repeat(16_384), b: "é".repeat(16_385) })
+        .catch((err: unknown) => (thrown = err));
+      expect(thrown).toBeInstanceOf(PromptTooLarge);
+      expect((thrown as Error).message).toBe(
+        "the rendered prompt is larger than 65536 bytes (PIES_MAX_PROMPT_BYTES), reached at prompt template big",
+      );
+      expect(sandboxed).not.toHaveBeenCalled();
+    } finally {
+      sandboxed.mockRestore();
+    }
   });
 });
