@@ -61,6 +61,10 @@ export async function serveConnect(options: ServeOptions): Promise<RunningServer
   let shuttingDown = false;
   const handler = connectNodeAdapter({
     interceptors: [errorInterceptor(options.logger, options.databaseFaults)],
+    // Answers are never compressed, whatever a client accepts (grpc-js asks for gzip): callers are
+    // internal, and gzip cost more CPU per call than the call itself. Compressed requests are
+    // still accepted.
+    compressMinBytes: Number.MAX_SAFE_INTEGER,
     routes(router) {
       options.routes(router);
       router.service(
