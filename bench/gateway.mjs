@@ -19,7 +19,8 @@
 // runs; the numbers of one run compare): comma-separated directories holding a build of
 // gateway/src (default gateway/dist), e.g. a copy of gateway/dist made before a change, under
 // bench/results/ (git-ignored; its imports resolve from the repository's node_modules). One
-// gateway process per build, all on the same CPU, measured in turn in each round.
+// gateway process per build, all on the same CPU, measured in turn in each round (the order
+// turns from round to round: use an even number of rounds with two builds).
 import { fork, spawnSync } from "node:child_process";
 import http from "node:http";
 import { mkdirSync } from "node:fs";
@@ -126,7 +127,11 @@ async function gateway() {
   process.on("message", (msg) => {
     if (msg === "cpu") {
       const { user, system } = process.cpuUsage();
-      process.send({ cpuUs: user + system, atUs: Number(process.hrtime.bigint() / 1000n) });
+      process.send({
+        cpuUs: user + system,
+        systemUs: system,
+        atUs: Number(process.hrtime.bigint() / 1000n),
+      });
     }
   });
   // Closing (rather than being killed) lets --cpu-prof write its profile.
@@ -243,12 +248,16 @@ async function main() {
   for (const gw of gateways) {
     gw.url = new URL(gw.url);
     gw.results = new Map(cellsOf.map((c) => [c, []]));
+    gw.system = new Map(cellsOf.map((c) => [c, []]));
     gw.windows = new Map(cellsOf.map((c) => [c, []]));
   }
   try {
     for (let round = 0; round < rounds; round++) {
       for (const conc of cellsOf) {
-        for (const gw of gateways) {
+        // Whichever build went first in a cell measured about a fifth higher at c=16 (two
+        // comparisons of the same two builds, in both orders): the order turns round by round.
+        const order = gateways.map((_, i) => gateways[(i + round) % gateways.length]);
+        for (const gw of order) {
           await load(gw.url, conc, warmup);
           const before = await ask(gw.child);
           const t0 = performance.now();
@@ -257,6 +266,7 @@ async function main() {
           const after = await ask(gw.child);
           const us = (after.cpuUs - before.cpuUs) / requests;
           gw.results.get(conc).push(us);
+          gw.system.get(conc).push((after.systemUs - before.systemUs) / requests);
           gw.windows.get(conc).push([before.atUs, after.atUs]);
           console.error(
             `round ${round + 1} ${gw.build} c=${conc}: ${us.toFixed(0)} µs CPU/request, ${((requests / wallMs) * 1000).toFixed(0)} req/s`,
@@ -281,8 +291,9 @@ async function main() {
     for (const [conc, list] of gw.results) {
       const sorted = [...list].sort((a, b) => a - b);
       const median = sorted[Math.floor(sorted.length / 2)];
+      const system = [...gw.system.get(conc)].sort((a, b) => a - b)[Math.floor(sorted.length / 2)];
       console.log(
-        `    c=${String(conc).padEnd(3)} median ${median.toFixed(0).padStart(5)}  min ${sorted[0].toFixed(0).padStart(5)}   (${list.map((v) => v.toFixed(0)).join(", ")})`,
+        `    c=${String(conc).padEnd(3)} median ${median.toFixed(0).padStart(5)} (kernel ${system.toFixed(0)})  min ${sorted[0].toFixed(0).padStart(5)}   (${list.map((v) => v.toFixed(0)).join(", ")})`,
       );
     }
   }
