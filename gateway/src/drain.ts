@@ -30,8 +30,9 @@ class InFlightRequests {
 export function trackInFlight(app: FastifyInstance) {
   const tracker = new InFlightRequests();
   trackers.set(app, tracker);
-  app.addHook("onRequest", async (_request, reply) => {
+  app.addHook("onRequest", (_request, reply, done) => {
     tracker.start((listener) => reply.raw.once("close", listener));
+    done();
   });
 }
 
