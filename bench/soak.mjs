@@ -80,10 +80,13 @@ try {
   const report = await load.stop();
   const wallMs = Date.now() - started;
 
-  log(`waiting for the lease (${leaseSeconds} s) to settle runs left by killed processes`);
-  const deadline = Date.now() + (2 * leaseSeconds + 15) * 1000;
+  // Runs reach the store from the record log in batches: a record a killed runs replica held is
+  // delivered again after the log's ack wait (10 s). So the check waits, bounded, for stuck runs
+  // to be failed and for every answered run to be written.
+  log(`waiting for the lease (${leaseSeconds} s) and the record log to settle the runs`);
+  const deadline = Date.now() + (2 * leaseSeconds + 25) * 1000;
   let check = await checkRuns(pg.url, report.completedRunIds);
-  while (check.stuck > 0 && Date.now() < deadline && !interrupted) {
+  while ((check.stuck > 0 || check.lost.length > 0) && Date.now() < deadline && !interrupted) {
     await sleep(500);
     check = await checkRuns(pg.url, report.completedRunIds);
   }

@@ -34,7 +34,13 @@ export interface JetStreamRecordsOptions {
 const WRITER = "runs-store";
 /** Records delivered to a writer and not yet acknowledged, per replica. */
 const MAX_IN_FLIGHT = 4096;
-const ACK_WAIT_MS = 30_000;
+/**
+ * How long a record delivered to a writer may go unacknowledged before JetStream delivers it again
+ * (to any replica): what a replica that dies mid-batch delays its records by. A writer retrying a
+ * batch while the database is down says it is still working on it at each attempt (at most every
+ * 5 s), so this only has to be longer than that.
+ */
+const ACK_WAIT_MS = 10_000;
 
 /**
  * The run record log on NATS JetStream: subject `<prefix>.record.<runId>`, one message kept per
