@@ -16,7 +16,13 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { createTestDatabase, createTestStream, freePort, startStack } from "@pies/testkit";
+import {
+  createTestDatabase,
+  createTestStream,
+  freePort,
+  startProcess,
+  startStack,
+} from "@pies/testkit";
 import { rmSync } from "node:fs";
 import { api as request } from "./lib/api.mjs";
 import { startCpuSample } from "./lib/cpu.mjs";
@@ -74,10 +80,13 @@ const config = {
 for (const m of config.modes) if (!modes[m]) throw new Error(`unknown mode "${m}" in BENCH_MODES`);
 const isPortkey = (mode) => mode.startsWith("portkey ");
 const isPies = (mode) => mode.startsWith("pies ");
+/** The edge (gateway and executor in one process) runs beside the stack, on its catalog and runs. */
+const isEdge = (mode) => mode.startsWith("edge ");
 const isEmbedded = (mode) => mode.startsWith("embedded ");
 /** The systems whose answers name runs, checked against their runs store at the end. */
 const RUN_SYSTEMS = ["pies", "embedded"];
-const systemOf = (mode) => mode.split(" ")[0];
+// The edge records into the stack's runs store: its runs are counted with the stack's.
+const systemOf = (mode) => (isEdge(mode) ? "pies" : mode.split(" ")[0]);
 // The peer: Portkey, run by ../shared/peers/portkey.sh next to the repository, when it is there.
 const peerScript = portkeyScript(repoRoot);
 const notes = [];
@@ -108,6 +117,7 @@ deadline.unref();
 /** Kills what we started, at once (for exits that cannot wait for cleanup). */
 function killAll() {
   for (const p of resources.stack?.processes ?? []) p.child.kill("SIGKILL");
+  resources.edge?.child.kill("SIGKILL");
   resources.portkey?.kill();
   if (resources.embedded) {
     resources.embedded.kill();
@@ -134,6 +144,8 @@ const resources = {
   stack: undefined,
   portkey: undefined,
   embedded: undefined,
+  edge: undefined,
+  edgeUrl: undefined,
 };
 let cleaning;
 /** Stops and removes everything started, once; resolves to [{ step, ms, result | error }]. */
@@ -147,6 +159,7 @@ function cleanup() {
     const steps = [
       ["stop portkey", async () => resources.portkey && `exit ${await resources.portkey.stop()}`],
       // SIGTERM, SIGKILL after 10 s; then its temporary data directory is removed.
+      ["stop edge", async () => resources.edge && `exit ${await resources.edge.stop(10_000)}`],
       [
         "stop embedded",
         async () => resources.embedded && `exit ${await resources.embedded.stop(10_000)}`,
@@ -255,6 +268,23 @@ async function createInteraction(gatewayUrl, key, fakeKey) {
   return interaction.id;
 }
 
+/** Polls `url` until it answers 2xx; fails if `proc` exits or `timeoutMs` passes. */
+async function waitForReady(url, proc, timeoutMs, signal) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && !signal.aborted) {
+    if (proc.child.exitCode !== null) throw new Error(`${proc.name} exited:\n${proc.output()}`);
+    if (
+      await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${url} was not ready within ${timeoutMs} ms:\n${proc.output()}`);
+}
+
 async function setup() {
   const fakeKey = "sk-bench-upstream";
   if (pinning.enabled) {
@@ -270,7 +300,7 @@ async function setup() {
     maxRecordedRequests: 0,
   });
   // The four-process stack, its database and stream only when a pies mode is measured.
-  if (config.modes.some(isPies)) {
+  if (config.modes.some((m) => isPies(m) || isEdge(m))) {
     log("starting test database, test stream, the stack (catalog, runs, executor, gateway)");
     resources.db = await createTestDatabase("bench");
     resources.stream = createTestStream();
@@ -282,6 +312,28 @@ async function setup() {
       launcher: pinning.launcher,
       processNodeArgs: profileNodeArgs(),
     });
+  }
+  if (config.modes.some(isEdge)) {
+    log(
+      "starting the edge (node embedded/dist/edge-main.js) on the stack's catalog, runs and NATS",
+    );
+    const port = await freePort();
+    resources.edge = startProcess(
+      "edge",
+      "embedded/dist/edge-main.js",
+      {
+        ...resources.stream.env,
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        CATALOG_URL: resources.stack.catalogUrl,
+        RUNS_URL: resources.stack.runsUrl,
+        PIES_ALLOWED_ENDPOINTS: "loopback",
+      },
+      profileDir ? profileArgs("edge") : [],
+      pinning.launcher,
+    );
+    resources.edgeUrl = `http://127.0.0.1:${port}`;
+    await waitForReady(`${resources.edgeUrl}/readyz`, resources.edge, 30_000, stop);
   }
   if (config.modes.some(isEmbedded)) {
     log("starting the embedded mode (node embedded/dist/main.js, PGlite, in-process bus)");
@@ -327,6 +379,7 @@ async function setup() {
     text: config.text,
     pies:
       resources.stack && (await target(resources.stack.gatewayUrl, resources.stack.bootstrap.key)),
+    edge: resources.edge && (await target(resources.edgeUrl, resources.stack.bootstrap.key)),
     embedded:
       resources.embedded && (await target(resources.embedded.url, resources.embedded.apiKey)),
   };
@@ -416,6 +469,7 @@ async function main() {
           const from = nowUs();
           const processes = [...(resources.stack?.processes ?? [])];
           if (resources.embedded) processes.push(resources.embedded.process);
+          if (resources.edge) processes.push(resources.edge);
           if (resources.portkey)
             processes.push({ name: "portkey", child: resources.portkey.child });
           const end = startCpuSample(processes);
@@ -539,7 +593,7 @@ async function main() {
   console.log(
     "added p50 = p50 - direct p50 (ms); p50 ratio = p50 / direct p50; thr ratio = req/s / direct req/s; " +
       "ttfc ratio = ttfc p50 / direct ttfc p50;\np50 vs portkey = p50 / portkey p50; " +
-      "thr vs portkey = req/s / portkey req/s (pies and embedded rows; same kind, same concurrency, same run)",
+      "thr vs portkey = req/s / portkey req/s (pies, edge and embedded rows; same kind, same concurrency, same run)",
   );
   for (const [system, check] of Object.entries(runsChecks)) {
     const { recorded, expected, waitedMs, byStatus, abandoned, error } = check;
@@ -612,8 +666,9 @@ function reportProfiles(rows) {
   }
   const profiles = files.map((f) => ({ ...f, profile: loadProfile(f.file) }));
   const report = [];
-  for (const row of rows.filter((r) => PROFILED[systemOf(r.mode)] && r.window)) {
-    for (const name of PROFILED[systemOf(row.mode)]) {
+  const profiled = (mode) => (isEdge(mode) ? ["edge"] : PROFILED[systemOf(mode)]);
+  for (const row of rows.filter((r) => profiled(r.mode) && r.window)) {
+    for (const name of profiled(row.mode)) {
       const mine = profiles.filter((p) => p.process === name);
       for (const [label, group] of [
         ["main thread", mine.filter((p) => p.tid === 0)],

@@ -247,9 +247,11 @@ export const modes = {
   "direct blocking": (ctx, signal) => chatBlocking(ctx, directTarget(ctx), signal),
   "portkey blocking": (ctx, signal) => chatBlocking(ctx, portkeyTarget(ctx), signal),
   "pies blocking": (ctx, signal) => piesBlocking(ctx.pies, signal),
+  "edge blocking": (ctx, signal) => piesBlocking(ctx.edge, signal),
   "embedded blocking": (ctx, signal) => piesBlocking(ctx.embedded, signal),
   "direct streamed": (ctx, signal) => chatStreamed(ctx, directTarget(ctx), signal),
   "portkey streamed": (ctx, signal) => chatStreamed(ctx, portkeyTarget(ctx), signal),
   "pies streamed": (ctx, signal) => piesStreamed(ctx.pies, signal),
+  "edge streamed": (ctx, signal) => piesStreamed(ctx.edge, signal),
   "embedded streamed": (ctx, signal) => piesStreamed(ctx.embedded, signal),
 };

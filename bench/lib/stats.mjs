@@ -78,7 +78,9 @@ export function addRatios(rows) {
     row.ttfcP50Ratio = base ? ratio(row.ttfcP50Ms, base.ttfcP50Ms) : null;
     row.addedP50Ms = base ? diff(row.p50Ms, base.p50Ms) : null;
     row.addedTtfcP50Ms = base ? diff(row.ttfcP50Ms, base.ttfcP50Ms) : null;
-    const peer = system === "pies" || system === "embedded" ? same(`portkey ${kind}`) : undefined;
+    const peer = ["pies", "edge", "embedded"].includes(system)
+      ? same(`portkey ${kind}`)
+      : undefined;
     row.peer = peer ? peer.mode : null;
     row.p50VsPortkey = peer ? ratio(row.p50Ms, peer.p50Ms) : null;
     row.throughputVsPortkey = peer ? ratio(row.reqPerSec, peer.reqPerSec) : null;

@@ -78,10 +78,15 @@ export interface StackOptions {
   /** NATS_URL, PIES_NATS_STREAM, PIES_NATS_SUBJECT_PREFIX. */
   natsEnv: Record<string, string>;
   env?: Record<string, string>;
+  /**
+   * Run the gateway and an executor as one process (`embedded/dist/edge-main.js`, named `edge`)
+   * instead of two: catalog, runs and edge.
+   */
+  edge?: boolean;
   /** Extra arguments to node for every process, e.g. `--cpu-prof` when profiling. */
   nodeArgs?: string[];
   /** Extra arguments to node for some processes by name (after `nodeArgs`), e.g. `{ executor: [...] }`. */
-  processNodeArgs?: Partial<Record<"catalog" | "runs" | "executor" | "gateway", string[]>>;
+  processNodeArgs?: Partial<Record<"catalog" | "runs" | "executor" | "gateway" | "edge", string[]>>;
   /** A command each process runs under, e.g. `["taskset", "-c", "1"]` to pin them to one CPU. */
   launcher?: string[];
 }
@@ -90,6 +95,7 @@ export interface Stack {
   gatewayUrl: string;
   catalogUrl: string;
   runsUrl: string;
+  /** The executor's address ("" with `edge`: the executor is inside the edge). */
   executorUrl: string;
   /** The processes running now (a restarted one replaces its predecessor). */
   processes: ManagedProcess[];
@@ -126,7 +132,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const common = { HOST: "127.0.0.1", ...options.env };
   const specs: {
-    name: "catalog" | "runs" | "executor" | "gateway";
+    name: "catalog" | "runs" | "executor" | "gateway" | "edge";
     script: string;
     env: Record<string, string>;
   }[] = [
@@ -152,30 +158,48 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         DATABASE_URL: options.databaseUrl,
       },
     },
-    {
-      name: "executor",
-      script: "services/executor/dist/main.js",
-      env: {
-        ...common,
-        ...options.natsEnv,
-        PORT: String(executorPort),
-        CATALOG_URL: catalogUrl,
-        RUNS_URL: runsUrl,
-      },
-    },
-    {
-      name: "gateway",
-      script: "gateway/dist/main.js",
-      env: {
-        ...common,
-        ...options.natsEnv,
-        PORT: String(gatewayPort),
-        CATALOG_URL: catalogUrl,
-        RUNS_URL: runsUrl,
-        EXECUTOR_URL: executorUrl,
-      },
-    },
+    ...(options.edge
+      ? [
+          {
+            name: "edge" as const,
+            script: "embedded/dist/edge-main.js",
+            env: {
+              ...common,
+              ...options.natsEnv,
+              PORT: String(gatewayPort),
+              CATALOG_URL: catalogUrl,
+              RUNS_URL: runsUrl,
+            },
+          },
+        ]
+      : []),
   ];
+  if (!options.edge)
+    specs.push(
+      {
+        name: "executor",
+        script: "services/executor/dist/main.js",
+        env: {
+          ...common,
+          ...options.natsEnv,
+          PORT: String(executorPort),
+          CATALOG_URL: catalogUrl,
+          RUNS_URL: runsUrl,
+        },
+      },
+      {
+        name: "gateway",
+        script: "gateway/dist/main.js",
+        env: {
+          ...common,
+          ...options.natsEnv,
+          PORT: String(gatewayPort),
+          CATALOG_URL: catalogUrl,
+          RUNS_URL: runsUrl,
+          EXECUTOR_URL: executorUrl,
+        },
+      },
+    );
   const launched: ManagedProcess[] = [];
   const intended = new WeakSet<ManagedProcess>();
   const unexpected: { name: string; code: number | null; signal: string | null }[] = [];
@@ -232,7 +256,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       gatewayUrl,
       catalogUrl,
       runsUrl,
-      executorUrl,
+      executorUrl: options.edge ? "" : executorUrl,
       processes,
       bootstrap: JSON.parse(stdout),
       output,

@@ -1,0 +1,4 @@
+import { createLogger, runProcess } from "@pies/common";
+import { loadEdgeConfig, startEdge } from "./edge.js";
+
+await runProcess(createLogger("edge"), () => startEdge(loadEdgeConfig()));
