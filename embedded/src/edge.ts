@@ -1,14 +1,8 @@
 import { createRouterTransport } from "@connectrpc/connect";
 import { z } from "zod";
 import { createLogger, env, loadConfig, natsConfigSchema } from "@pies/common";
-import {
-  JetStreamRunEventBus,
-  NatsCatalogEvents,
-  recordsFromConfig,
-  RunLog,
-} from "@pies/common/bus";
-import { errorInterceptor, peerTransport, peersServing, serviceClient } from "@pies/common/server";
-import { createExecutorDeps, executorSettingsSchema, startExecutorWork } from "@pies/executor";
+import { errorInterceptor, peersServing, serviceClient } from "@pies/common/server";
+import { connectExecutor, executorSettingsSchema } from "@pies/executor";
 import {
   closeGracefully,
   createGateway,
@@ -42,43 +36,28 @@ export const loadEdgeConfig = (source?: Record<string, string | undefined>) =>
  * with catalog and runs remote as in the four-process deployment. Executions cost one Connect
  * call less: what DESIGN.md §4's hot path needs most (README, "The hot path, measured").
  */
-export async function startEdge(config: EdgeConfig): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startEdge(
+  config: EdgeConfig,
+): Promise<{ url: string; stop(): Promise<void> }> {
   const logger = createLogger("edge", config.LOG_LEVEL);
-  const bus = await JetStreamRunEventBus.fromConfig(config, "pies-edge");
+  const executor = await connectExecutor(config, logger, "pies-edge");
   try {
-    // One NATS connection for the run events, the record log and the catalog's change events.
-    const log = new RunLog(await recordsFromConfig(bus.connection, config));
-    const catalogEvents = await NatsCatalogEvents.over(bus.connection, {
-      subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
-      logger,
-      listen: true,
-    });
-    const catalog = peerTransport(config.CATALOG_URL, "catalog");
-    const runs = peerTransport(config.RUNS_URL, "runs");
-    const deps = await createExecutorDeps({
-      catalog,
-      runs,
-      bus,
-      log,
-      catalogEvents,
-      logger,
-      config,
-    });
-    const work = startExecutorWork(deps, config.PIES_RUN_HEARTBEAT_SECONDS);
+    // The gateway's key cache follows the same catalog change events as the executor's caches.
+    const { bus, catalogEvents, catalog, runs, work } = executor;
     // As in an executor process: unexpected errors logged with their cause, answered INTERNAL.
-    const executor = createRouterTransport(work.routes, {
+    const inMemory = createRouterTransport(work.routes, {
       router: { interceptors: [errorInterceptor(logger)] },
     });
     const app = createGateway({
       catalog: serviceClient(CatalogService, catalog),
       runs: serviceClient(RunsService, runs),
-      executor: serviceClient(ExecutorService, executor),
+      executor: serviceClient(ExecutorService, inMemory),
       bus,
       catalogEvents,
       logger,
       options: gatewayOptions(config),
       isReady: async () =>
-        (await bus.ready()) && (await peersServing([catalog, runs], "readiness")),
+        (await executor.isReady()) && (await peersServing([catalog, runs], "readiness")),
     });
     const url = await app.listen({ host: config.HOST, port: config.PORT });
     logger.info({ url }, "edge listening");
@@ -87,13 +66,11 @@ export async function startEdge(config: EdgeConfig): Promise<{ url: string; stop
       async stop() {
         await closeGracefully(app, 10_000);
         // Streamed runs already started finish and publish their end before NATS is drained.
-        await work.stop(config.PIES_PROVIDER_TIMEOUT_MS);
-        await catalogEvents.close();
-        await bus.close();
+        await executor.stop(config.PIES_PROVIDER_TIMEOUT_MS);
       },
     };
   } catch (err) {
-    await bus.close();
+    await executor.stop(0);
     throw err;
   }
 }

@@ -8,4 +8,10 @@ export {
   loadExecutorConfig,
   type ExecutorConfig,
 } from "./config.js";
-export { startExecutor, type ExecutorProcess } from "./start.js";
+export {
+  connectExecutor,
+  startExecutor,
+  type ConnectedExecutor,
+  type ExecutorProcess,
+  type ExecutorWiringConfig,
+} from "./start.js";

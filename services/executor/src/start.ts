@@ -1,4 +1,4 @@
-import { createLogger } from "@pies/common";
+import { createLogger, type Logger } from "@pies/common";
 import {
   JetStreamRunEventBus,
   NatsCatalogEvents,
@@ -7,55 +7,101 @@ import {
 } from "@pies/common/bus";
 import { peerTransport, peersServing, serveConnect, type RunningServer } from "@pies/common/server";
 import { ExecutorService } from "@pies/proto/executor";
+import type { Transport } from "@connectrpc/connect";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";
-import { startExecutorWork } from "./work.js";
+import { startExecutorWork, type ExecutorWork } from "./work.js";
 
 export interface ExecutorProcess {
   server: RunningServer;
   stop(): Promise<void>;
 }
 
+/** What an executor needs of its process's settings: peers, NATS and how it executes. */
+export type ExecutorWiringConfig = Omit<ExecutorConfig, "HOST" | "PORT" | "LOG_LEVEL">;
+
+/** An executor at work in a process, over NATS and its peers, not yet serving anything. */
+export interface ConnectedExecutor {
+  bus: JetStreamRunEventBus;
+  /** The catalog's change events (a gateway in the same process follows them too). */
+  catalogEvents: NatsCatalogEvents;
+  catalog: Transport;
+  runs: Transport;
+  work: ExecutorWork;
+  /** Whether NATS and the peers answer. */
+  isReady(): Promise<boolean>;
+  /** Lets the runs in flight end (streamed ones publish their end), then drains NATS. */
+  stop(graceMs: number): Promise<void>;
+}
+
+/**
+ * Connects an executor's dependencies (one NATS connection for the run events, the record log
+ * and the catalog's change events; Connect to catalog and runs) and starts its work. The executor
+ * process serves it on its own port; the edge calls it in memory.
+ */
+export async function connectExecutor(
+  config: ExecutorWiringConfig,
+  logger: Logger,
+  name: string,
+): Promise<ConnectedExecutor> {
+  const bus = await JetStreamRunEventBus.fromConfig(config, name);
+  try {
+    const log = new RunLog(await recordsFromConfig(bus.connection, config));
+    const catalogEvents = await NatsCatalogEvents.over(bus.connection, {
+      subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
+      logger,
+      listen: true,
+    });
+    const catalog = peerTransport(config.CATALOG_URL, "catalog");
+    const runs = peerTransport(config.RUNS_URL, "runs");
+    const deps = await createExecutorDeps({
+      catalog,
+      runs,
+      bus,
+      log,
+      catalogEvents,
+      logger,
+      config,
+    });
+    const work = startExecutorWork(deps, config.PIES_RUN_HEARTBEAT_SECONDS);
+    return {
+      bus,
+      catalogEvents,
+      catalog,
+      runs,
+      work,
+      isReady: async () => (await bus.ready()) && (await peersServing([catalog, runs], "")),
+      async stop(graceMs) {
+        await work.stop(graceMs);
+        await catalogEvents.close();
+        await bus.close();
+      },
+    };
+  } catch (err) {
+    await bus.close();
+    throw err;
+  }
+}
+
 /** Serves the executor on its own port (the process of `main.ts`). */
 export async function startExecutor(config: ExecutorConfig): Promise<ExecutorProcess> {
   const logger = createLogger("executor", config.LOG_LEVEL);
-  const bus = await JetStreamRunEventBus.fromConfig(config, "pies-executor");
-  // On the bus's connection: one NATS connection per process.
-  const log = new RunLog(await recordsFromConfig(bus.connection, config));
-  const catalogEvents = await NatsCatalogEvents.over(bus.connection, {
-    subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
-    logger,
-    listen: true,
-  });
-  const catalog = peerTransport(config.CATALOG_URL, "catalog");
-  const runs = peerTransport(config.RUNS_URL, "runs");
-  const deps = await createExecutorDeps({
-    catalog,
-    runs,
-    bus,
-    log,
-    catalogEvents,
-    logger,
-    config,
-  });
-  const work = startExecutorWork(deps, config.PIES_RUN_HEARTBEAT_SECONDS);
+  const executor = await connectExecutor(config, logger, "pies-executor");
   const server = await serveConnect({
     name: "executor",
     host: config.HOST,
     port: config.PORT,
     logger,
-    routes: work.routes,
+    routes: executor.work.routes,
     serviceNames: [ExecutorService.typeName],
-    isReady: async () => (await bus.ready()) && (await peersServing([catalog, runs], "")),
+    isReady: executor.isReady,
   });
   return {
     server,
     async stop() {
       await server.close();
       // Streamed runs already started finish and publish their end before NATS is drained.
-      await work.stop(config.PIES_PROVIDER_TIMEOUT_MS);
-      await catalogEvents.close();
-      await bus.close();
+      await executor.stop(config.PIES_PROVIDER_TIMEOUT_MS);
     },
   };
 }
