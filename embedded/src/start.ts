@@ -8,7 +8,7 @@ import {
   MemoryCatalogEvents,
   MemoryRunEventBus,
   MemoryRunRecords,
-  NatsCatalogEvents,
+  catalogEventsFromConfig,
   recordsFromConfig,
   type CatalogEvents,
   type RunEventBus,
@@ -64,11 +64,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
     bus = jetstream;
     records = await recordsFromConfig(jetstream.connection, config);
     // With NATS, other pies processes on it see this one's catalog changes, and the other way.
-    catalogEvents = await NatsCatalogEvents.over(jetstream.connection, {
-      subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
-      logger,
-      listen: true,
-    });
+    catalogEvents = await catalogEventsFromConfig(jetstream.connection, config, logger);
   } else {
     bus = new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
     records = new MemoryRunRecords();

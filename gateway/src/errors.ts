@@ -29,7 +29,6 @@ export class HttpError extends Error {
 export const badRequest = (message: string, details?: unknown) =>
   new HttpError(400, "invalid_request", message, details);
 export const notFound = (message: string) => new HttpError(404, "not_found", message);
-export const conflict = (message: string) => new HttpError(409, "conflict", message);
 export const unauthorized = (message = "a valid API key is required") =>
   new HttpError(401, "unauthorized", message);
 /** A key whose role may not do this (a role check reveals no resource, so 403 is right here). */

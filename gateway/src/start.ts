@@ -1,5 +1,5 @@
 import { createLogger } from "@pies/common";
-import { JetStreamRunEventBus, NatsCatalogEvents } from "@pies/common/bus";
+import { catalogEventsFromConfig, JetStreamRunEventBus } from "@pies/common/bus";
 import { serviceClient, peerTransport, peersServing } from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
@@ -18,11 +18,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
   const logger = createLogger("gateway", config.LOG_LEVEL);
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-gateway");
   // On the bus's connection: one NATS connection per process.
-  const catalogEvents = await NatsCatalogEvents.over(bus.connection, {
-    subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
-    logger,
-    listen: true,
-  });
+  const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
   const catalog = peerTransport(config.CATALOG_URL, "catalog");
   const runs = peerTransport(config.RUNS_URL, "runs");
   const executor = peerTransport(config.EXECUTOR_URL, "executor");

@@ -182,3 +182,20 @@ export class NatsCatalogEvents implements CatalogEvents {
     this.listeners.clear();
   }
 }
+
+/**
+ * The catalog events of a component's NATS settings over its connection: listening (the processes
+ * that cache what they read from the catalog) unless `listen` is false (the catalog publishes).
+ */
+export function catalogEventsFromConfig(
+  nc: NatsConnection,
+  config: { PIES_NATS_SUBJECT_PREFIX: string },
+  logger: NatsCatalogEventsOptions["logger"],
+  listen = true,
+): Promise<NatsCatalogEvents> {
+  return NatsCatalogEvents.over(nc, {
+    subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
+    logger,
+    listen,
+  });
+}

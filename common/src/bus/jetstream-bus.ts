@@ -1,4 +1,4 @@
-import { nanos, type NatsConnection, type Status } from "@nats-io/transport-node";
+import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import {
   DeliverPolicy,
   jetstream,
@@ -8,7 +8,7 @@ import {
   type JetStreamManager,
 } from "@nats-io/jetstream";
 import type { RunEvent, RunEventBus, SubscribeOptions } from "./bus.js";
-import { connectNats, ensureStream, natsReady } from "./nats.js";
+import { connectNats, ensureStream, natsReady, onReconnect } from "./nats.js";
 
 export interface NatsSettings {
   NATS_URL: string;
@@ -35,7 +35,7 @@ export class JetStreamRunEventBus implements RunEventBus {
     private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
-    private readonly options: Omit<JetStreamBusOptions, "url" | "name">,
+    private readonly options: JetStreamBusOptions,
   ) {}
 
   /** Connects with the NATS_URL / PIES_NATS_* settings of a component's configuration. */
@@ -52,22 +52,13 @@ export class JetStreamRunEventBus implements RunEventBus {
   static async connect(options: JetStreamBusOptions): Promise<JetStreamRunEventBus> {
     const nc = await connectNats(options.url, options.name);
     try {
-      return await JetStreamRunEventBus.over(nc, options);
+      const bus = new JetStreamRunEventBus(nc, jetstream(nc), await jetstreamManager(nc), options);
+      await bus.ensureStream();
+      return bus;
     } catch (err) {
       await nc.close();
       throw err;
     }
-  }
-
-  /** The bus over a connection the process already has (it then owns it: `close` drains it). */
-  static async over(
-    nc: NatsConnection,
-    options: Omit<JetStreamBusOptions, "url" | "name">,
-  ): Promise<JetStreamRunEventBus> {
-    const jsm = await jetstreamManager(nc);
-    const bus = new JetStreamRunEventBus(nc, jetstream(nc), jsm, options);
-    await bus.ensureStream();
-    return bus;
   }
 
   /** The NATS connection, for the other components of the process that use NATS. */
@@ -109,15 +100,10 @@ export class JetStreamRunEventBus implements RunEventBus {
     const messages = await consumer.consume({ max_messages: 256 });
     const stop = () => void messages.stop();
     let reconnected = false;
-    const status = this.nc.status() as AsyncIterable<Status> & { stop?: () => void };
-    void (async () => {
-      for await (const s of status) {
-        if (s.type === "reconnect") {
-          reconnected = true;
-          return stop();
-        }
-      }
-    })().catch(() => {});
+    const stopWatching = onReconnect(this.nc, () => {
+      reconnected = true;
+      stop();
+    });
     signal.addEventListener("abort", stop, { once: true });
     try {
       if (signal.aborted) return;
@@ -131,7 +117,7 @@ export class JetStreamRunEventBus implements RunEventBus {
     } finally {
       signal.removeEventListener("abort", stop);
       stop();
-      status.stop?.();
+      stopWatching();
     }
   }
 

@@ -43,6 +43,19 @@ const MAX_IN_FLIGHT = 4096;
 const ACK_WAIT_MS = 10_000;
 
 /**
+ * Tells JetStream about each message. An acknowledgement is a publish, which throws once the
+ * connection is closed (shutdown): a record not acknowledged is delivered again, so that is no
+ * loss, and it must not reject the batch loop that nothing awaits.
+ */
+function settle(batch: JsMsg[], tell: (m: JsMsg) => void) {
+  try {
+    for (const m of batch) tell(m);
+  } catch {
+    // The connection is gone: the records come again.
+  }
+}
+
+/**
  * The run record log on NATS JetStream: subject `<prefix>.record.<runId>`, one message kept per
  * subject (each run's last record; an earlier one is replaced), for `maxAgeSeconds`. A put is an
  * acknowledged publish, so it is durable once it resolves; conditional puts use JetStream's
@@ -162,12 +175,12 @@ export class JetStreamRunRecords implements RunRecords {
               } catch (err) {
                 onError(err, attempt);
                 // Held longer than the ack wait, the records would be delivered again elsewhere.
-                for (const m of batch) m.working();
+                settle(batch, (m) => m.working());
                 await sleep(retryDelayMs(attempt), undefined, { signal }).catch(() => {});
               }
             }
             // Unwritten at shutdown: not acknowledged, so delivered again (to another replica).
-            if (written) for (const m of batch) m.ack();
+            if (written) settle(batch, (m) => m.ack());
           }
           writing = undefined;
         };

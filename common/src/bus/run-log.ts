@@ -31,6 +31,17 @@ export const statusRank = (status: RunStatus): number =>
 
 export const isEnded = (status: RunStatus) => statusRank(status) === 3;
 
+/**
+ * Whether record `a` comes after record `b` of the same run: later in the status order, or as late
+ * and later in the log (the store's writer applies the same rule in SQL).
+ */
+export const isLaterRecord = (
+  a: { status: RunStatus; seq: number },
+  b: { status: RunStatus; seq: number },
+): boolean =>
+  statusRank(a.status) > statusRank(b.status) ||
+  (statusRank(a.status) === statusRank(b.status) && a.seq > b.seq);
+
 /** The run record log in terms of runs: what the executor, the runs service and the sweeper use. */
 export class RunLog {
   constructor(readonly records: RunRecords) {}

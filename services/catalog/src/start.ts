@@ -1,5 +1,5 @@
 import { createLogger, EndpointPolicy } from "@pies/common";
-import { connectNats, NatsCatalogEvents } from "@pies/common/bus";
+import { catalogEventsFromConfig, connectNats } from "@pies/common/bus";
 import { startDatabaseService, type ServiceProcess } from "@pies/common/db";
 import { CatalogService } from "@pies/proto/catalog";
 import type { CatalogConfig } from "./config.js";
@@ -19,11 +19,12 @@ export async function startCatalog(config: CatalogConfig): Promise<CatalogProces
   const endpoints = new EndpointPolicy(config.PIES_ALLOWED_ENDPOINTS);
   const nc = await connectNats(config.NATS_URL, "pies-catalog");
   try {
-    const events = await NatsCatalogEvents.over(nc, {
-      subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
-      logger: createLogger("catalog", config.LOG_LEVEL),
-      listen: false,
-    });
+    const events = await catalogEventsFromConfig(
+      nc,
+      config,
+      createLogger("catalog", config.LOG_LEVEL),
+      false,
+    );
     const service = await startDatabaseService<CatalogDatabase>({
       name: "catalog",
       schema: "catalog",

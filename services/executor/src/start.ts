@@ -1,7 +1,8 @@
 import { createLogger, type Logger } from "@pies/common";
 import {
   JetStreamRunEventBus,
-  NatsCatalogEvents,
+  catalogEventsFromConfig,
+  type NatsCatalogEvents,
   recordsFromConfig,
   RunLog,
 } from "@pies/common/bus";
@@ -47,11 +48,7 @@ export async function connectExecutor(
   const bus = await JetStreamRunEventBus.fromConfig(config, name);
   try {
     const log = new RunLog(await recordsFromConfig(bus.connection, config));
-    const catalogEvents = await NatsCatalogEvents.over(bus.connection, {
-      subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
-      logger,
-      listen: true,
-    });
+    const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
     const catalog = peerTransport(config.CATALOG_URL, "catalog");
     const runs = peerTransport(config.RUNS_URL, "runs");
     const deps = await createExecutorDeps({

@@ -1,5 +1,5 @@
 import type { Kysely } from "kysely";
-import { isEnded, statusRank, type RecordedRun, type RunLog } from "@pies/common/bus";
+import { isEnded, isLaterRecord, type RecordedRun, type RunLog } from "@pies/common/bus";
 import { runToProto } from "./mappers.js";
 import type { RunsDatabase } from "./tables.js";
 
@@ -29,9 +29,10 @@ export async function findRun(
     return stored && { seq: 0, run: stored };
   }
   if (!stored) return recorded;
-  const rowSeq = Number(row.record_seq);
-  const later =
-    statusRank(recorded.run.status) > statusRank(stored.status) ||
-    (statusRank(recorded.run.status) === statusRank(stored.status) && recorded.seq >= rowSeq);
+  // The same record in both (equal sequences) is answered from the store.
+  const later = isLaterRecord(
+    { status: recorded.run.status, seq: recorded.seq },
+    { status: stored.status, seq: Number(row.record_seq) },
+  );
   return later ? recorded : { seq: recorded.seq, run: stored };
 }

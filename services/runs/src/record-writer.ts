@@ -2,8 +2,8 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { sql, type Kysely } from "kysely";
 import type { DatabaseFaults, Logger } from "@pies/common";
 import {
+  isLaterRecord,
   RunLog,
-  statusRank,
   type RecordConsumer,
   type RunRecord,
   type RunRecords,
@@ -80,8 +80,10 @@ export function latestPerRun(records: RunRecord[]): { seq: number; run: Run }[] 
     const known = latest.get(run.id);
     const later =
       !known ||
-      statusRank(run.status) > statusRank(known.run.status) ||
-      (statusRank(run.status) === statusRank(known.run.status) && record.seq > known.seq);
+      isLaterRecord(
+        { status: run.status, seq: record.seq },
+        { status: known.run.status, seq: known.seq },
+      );
     if (later) latest.set(run.id, { seq: record.seq, run });
   }
   return [...latest.values()];

@@ -1,8 +1,8 @@
-import { clone, create } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { sql, type Kysely } from "kysely";
 import { DatabaseFaults, type Logger } from "@pies/common";
-import { RecordConflict, type RunLog } from "@pies/common/bus";
-import { RunErrorSchema, RunSchema, RunStatus, type Run } from "@pies/proto/runs";
+import { RecordConflict, withFields, type RunLog } from "@pies/common/bus";
+import { RunErrorSchema, RunStatus, type Run } from "@pies/proto/runs";
 import { runToProto } from "./mappers.js";
 import type { RunRow, RunsDatabase } from "./tables.js";
 
@@ -73,10 +73,11 @@ async function failAll(
     if (last && last.run.status !== stored.status) continue;
     const run = last?.run ?? stored;
     try {
-      const failedRun = clone(RunSchema, run);
-      failedRun.status = RunStatus.FAILED;
-      failedRun.error = create(RunErrorSchema, error(run));
-      await log.put(failedRun, last?.seq ?? 0);
+      const ended = withFields(run, {
+        status: RunStatus.FAILED,
+        error: create(RunErrorSchema, error(run)),
+      });
+      await log.put(ended, last?.seq ?? 0);
       failed++;
     } catch (err) {
       if (!(err instanceof RecordConflict)) throw err;

@@ -182,6 +182,10 @@ class LeanResponse {
   ) {
     this.ok = status >= 200 && status < 300;
     this.headers = new LeanHeaders(raw);
+    // undici's body emits 'error' when the connection drops; its readers (the SDK iterating it,
+    // text(), a pipeline) see that error through their own listeners, but a body nobody reads yet
+    // (or one the SDK has let go of) would otherwise throw it out of the process.
+    body.on("error", () => {});
     this.body = decoded(raw["content-encoding"], body);
   }
 
