@@ -1,6 +1,12 @@
 import { createRouterTransport } from "@connectrpc/connect";
 import { z } from "zod";
-import { createLogger, env, loadConfig, natsConfigSchema } from "@pies/common";
+import {
+  createLogger,
+  env,
+  internalAuthConfigSchema,
+  loadConfig,
+  natsConfigSchema,
+} from "@pies/common";
 import { errorInterceptor, peersServing, serviceClient } from "@pies/common/server";
 import { connectExecutor, executorSettingsSchema } from "@pies/executor";
 import {
@@ -20,6 +26,7 @@ export const edgeConfigSchema = z.object({
   CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
   RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
   ...natsConfigSchema,
+  ...internalAuthConfigSchema,
   ...executorSettingsSchema,
   ...gatewaySettingsSchema,
   LOG_LEVEL: env.logLevel(),

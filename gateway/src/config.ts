@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { env, loadConfig, natsConfigSchema } from "@pies/common";
+import { env, internalAuthConfigSchema, loadConfig, natsConfigSchema } from "@pies/common";
 
 /** How the gateway serves (shared with the embedded mode), apart from where it runs. */
 export const gatewaySettingsSchema = {
@@ -30,6 +30,7 @@ export const gatewayConfigSchema = z.object({
   RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
   EXECUTOR_URL: z.string().url().default("http://127.0.0.1:50053"),
   ...natsConfigSchema,
+  ...internalAuthConfigSchema,
   ...gatewaySettingsSchema,
   LOG_LEVEL: env.logLevel(),
 });
@@ -38,6 +39,10 @@ export type GatewayConfig = z.infer<typeof gatewayConfigSchema>;
 
 export const loadGatewayConfig = (source?: Record<string, string | undefined>) =>
   loadConfig(gatewayConfigSchema, source);
+
+/** Only how the gateway serves (what `gatewayOptions` reads): for tests, benches and the embedded mode. */
+export const loadGatewaySettings = (source?: Record<string, string | undefined>) =>
+  loadConfig(z.object(gatewaySettingsSchema), source);
 
 export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySettingsSchema>>) => ({
   maxBodyBytes: config.PIES_MAX_BODY_BYTES,

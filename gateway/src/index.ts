@@ -4,6 +4,7 @@ export {
   gatewayConfigSchema,
   gatewaySettingsSchema,
   loadGatewayConfig,
+  loadGatewaySettings,
   gatewayOptions,
   type GatewayConfig,
 } from "./config.js";

@@ -19,9 +19,9 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-gateway");
   // On the bus's connection: one NATS connection per process.
   const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
-  const catalog = peerTransport(config.CATALOG_URL, "catalog");
-  const runs = peerTransport(config.RUNS_URL, "runs");
-  const executor = peerTransport(config.EXECUTOR_URL, "executor");
+  const catalog = peerTransport(config.CATALOG_URL, "catalog", config.PIES_INTERNAL_TOKEN);
+  const runs = peerTransport(config.RUNS_URL, "runs", config.PIES_INTERNAL_TOKEN);
+  const executor = peerTransport(config.EXECUTOR_URL, "executor", config.PIES_INTERNAL_TOKEN);
   const app = createGateway({
     catalog: serviceClient(CatalogService, catalog),
     runs: serviceClient(RunsService, runs),

@@ -3,7 +3,7 @@ import { createLogger } from "@pies/common";
 import { MemoryRunEventBus, MemoryRunRecords, type RunEventBus } from "@pies/common/bus";
 import { createDatabase } from "@pies/common/db";
 import { seedAccount } from "@pies/catalog";
-import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
+import { gatewayOptions, loadGatewaySettings } from "../src/config.js";
 import type { GatewayOptions } from "../src/deps.js";
 import type { Kysely } from "kysely";
 import type { ExecutorSettings } from "@pies/executor";
@@ -58,7 +58,7 @@ export async function startTestPies(
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {
       // The configured defaults (limits included), then what the tests need.
-      ...gatewayOptions(loadGatewayConfig({})),
+      ...gatewayOptions(loadGatewaySettings({})),
       maxBodyBytes: 64 * 1024,
       authCacheSeconds: 0,
       authNegativeCacheSeconds: 0,

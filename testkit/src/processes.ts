@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { execFile } from "node:child_process";
 import { createServer } from "node:net";
 import path from "node:path";
@@ -7,6 +8,12 @@ import { promisify } from "node:util";
 
 /** The repository root (this file is testkit/dist/processes.js once built). */
 export const repoRoot = path.resolve(fileURLToPath(import.meta.url), "../../..");
+
+/**
+ * The internal credential (PIES_INTERNAL_TOKEN) of every process this test process starts: they
+ * refuse each other's calls without it. One per test process, never a constant in the code.
+ */
+export const internalToken = randomBytes(32).toString("base64url");
 
 /** A port that was free a moment ago (the OS picks it). */
 export async function freePort(): Promise<number> {
@@ -44,7 +51,12 @@ export function startProcess(
   const argv = [...launcher, process.execPath, ...nodeArgs, script];
   const child = spawn(argv[0]!, argv.slice(1), {
     cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
+    env: {
+      PATH: process.env.PATH ?? "",
+      LOG_LEVEL: "warn",
+      PIES_INTERNAL_TOKEN: internalToken,
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: string[] = [];
