@@ -101,6 +101,11 @@ export interface StackOptions {
   processNodeArgs?: Partial<Record<"catalog" | "runs" | "executor" | "gateway" | "edge", string[]>>;
   /** A command each process runs under, e.g. `["taskset", "-c", "1"]` to pin them to one CPU. */
   launcher?: string[];
+  /**
+   * Where the built processes are (default: this repository): another tree laid out the same way,
+   * e.g. the production install that the image holds (scripts/image-tree.mjs).
+   */
+  root?: string;
 }
 
 export interface Stack {
@@ -217,7 +222,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const unexpected: { name: string; code: number | null; signal: string | null }[] = [];
   const launch = (spec: (typeof specs)[number]) => {
     const nodeArgs = [...(options.nodeArgs ?? []), ...(options.processNodeArgs?.[spec.name] ?? [])];
-    const managed = startProcess(spec.name, spec.script, spec.env, nodeArgs, options.launcher);
+    const script = path.resolve(options.root ?? repoRoot, spec.script);
+    const managed = startProcess(spec.name, script, spec.env, nodeArgs, options.launcher);
     launched.push(managed);
     void managed.exited.then((code) => {
       if (!intended.has(managed)) {
@@ -261,8 +267,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await waitUntilReady(`${gatewayUrl}/readyz`, processes, 30_000);
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ["services/catalog/dist/cli.js", "bootstrap", "--name", "e2e"],
-      { cwd: repoRoot, env: { PATH: process.env.PATH ?? "", DATABASE_URL: options.databaseUrl } },
+      [
+        path.resolve(options.root ?? repoRoot, "services/catalog/dist/cli.js"),
+        "bootstrap",
+        "--name",
+        "e2e",
+      ],
+      {
+        cwd: options.root ?? repoRoot,
+        env: { PATH: process.env.PATH ?? "", DATABASE_URL: options.databaseUrl },
+      },
     );
     return {
       gatewayUrl,
