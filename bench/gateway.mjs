@@ -125,6 +125,7 @@ async function gateway() {
     logger: createLogger("gateway", "warn"),
     isReady: async () => true,
     options: gatewayOptions(loadGatewaySettings({})),
+    tokenKey: new Uint8Array(32).fill(1),
   });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   process.on("message", (msg) => {

@@ -12,8 +12,10 @@ import { connectExecutor, executorSettingsSchema } from "@pies/executor";
 import {
   closeGracefully,
   createGateway,
+  gatewayConfigSchema,
   gatewayOptions,
   gatewaySettingsSchema,
+  tokenKeyFrom,
 } from "@pies/gateway";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
@@ -27,6 +29,7 @@ export const edgeConfigSchema = z.object({
   RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
   ...natsConfigSchema,
   ...internalAuthConfigSchema,
+  PIES_JWT_SECRET: gatewayConfigSchema.shape.PIES_JWT_SECRET,
   ...executorSettingsSchema,
   ...gatewaySettingsSchema,
   LOG_LEVEL: env.logLevel(),
@@ -63,6 +66,7 @@ export async function startEdge(
       catalogEvents,
       logger,
       options: gatewayOptions(config),
+      tokenKey: tokenKeyFrom(config),
       isReady: async () =>
         (await executor.isReady()) && (await peersServing([catalog, runs], "readiness")),
     });

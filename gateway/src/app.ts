@@ -9,6 +9,7 @@ import { nulInParams } from "./request-params.js";
 import { catalogRoutes } from "./routes/catalog.js";
 import { runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
+import { tokenRoutes } from "./routes/tokens.js";
 
 /** The public HTTP surface: REST and SSE under /api/v1, probes at the root. No business logic. */
 export function createGateway(deps: GatewayDeps): FastifyInstance {
@@ -68,8 +69,10 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     return reply.status(ready ? 200 : 503).send({ status: ready ? "ready" : "not ready" });
   });
 
+  tokenRoutes(app, ctx);
   app.register(
     async (api) => {
+      tokenRoutes(api, ctx);
       catalogRoutes(api, ctx);
       runRoutes(api, ctx);
       streamRoutes(api, ctx);

@@ -17,6 +17,8 @@ export const gatewaySettingsSchema = {
   PIES_MAX_STREAMS_PER_KEY: env.int(100, 1),
   PIES_HEADERS_TIMEOUT_MS: env.int(10_000, 100),
   PIES_REQUEST_TIMEOUT_MS: env.int(30_000, 100),
+  // Lifetime of the JWTs of token exchange (POST /token/issue).
+  PIES_TOKEN_TTL_SECONDS: env.int(3600, 60, 7 * 24 * 3600),
   PIES_TRUST_PROXY: z
     .enum(["true", "false"])
     .default("false")
@@ -31,6 +33,15 @@ export const gatewayConfigSchema = z.object({
   EXECUTOR_URL: z.string().url().default("http://127.0.0.1:50053"),
   ...natsConfigSchema,
   ...internalAuthConfigSchema,
+  // Signs the JWTs of token exchange (base64 of at least 32 bytes); default: derived from
+  // PIES_INTERNAL_TOKEN, which every gateway replica shares.
+  PIES_JWT_SECRET: z
+    .string()
+    .refine(
+      (v) => Buffer.from(v, "base64").length >= 32,
+      "must be at least 32 bytes, base64-encoded",
+    )
+    .optional(),
   ...gatewaySettingsSchema,
   LOG_LEVEL: env.logLevel(),
 });
@@ -56,4 +67,5 @@ export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySetting
   headersTimeoutMs: Math.min(config.PIES_HEADERS_TIMEOUT_MS, config.PIES_REQUEST_TIMEOUT_MS),
   requestTimeoutMs: config.PIES_REQUEST_TIMEOUT_MS,
   trustProxy: config.PIES_TRUST_PROXY,
+  tokenTtlSeconds: config.PIES_TOKEN_TTL_SECONDS,
 });

@@ -10,3 +10,4 @@ export {
 } from "./config.js";
 export { startGateway, type GatewayProcess } from "./start.js";
 export { closeGracefully } from "./drain.js";
+export { tokenKeyFrom } from "./tokens.js";

@@ -7,6 +7,7 @@ import { RunsService } from "@pies/proto/runs";
 import { createGateway } from "./app.js";
 import { closeGracefully } from "./drain.js";
 import { gatewayOptions, type GatewayConfig } from "./config.js";
+import { tokenKeyFrom } from "./tokens.js";
 
 export interface GatewayProcess {
   url: string;
@@ -30,6 +31,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
     catalogEvents,
     logger,
     options: gatewayOptions(config),
+    tokenKey: tokenKeyFrom(config),
     // Ready when NATS answers and every service is ready (each checks its own dependencies).
     isReady: async () =>
       (await bus.ready()) && (await peersServing([catalog, runs, executor], "readiness")),

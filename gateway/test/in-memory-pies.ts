@@ -19,6 +19,9 @@ export interface TestPies extends InMemoryPies {
   close(): Promise<void>;
 }
 
+/** The signing key of token exchange in these tests (tests that forge tokens use another). */
+export const testTokenKey = new Uint8Array(32).fill(3);
+
 /**
  * The real gateway over the real services, in memory (PGlite, an in-process bus, no ports), with
  * an account whose project has an API key and a `test` environment.
@@ -37,6 +40,7 @@ export async function startTestPies(
     bus: options.bus ?? new MemoryRunEventBus(),
     records: new MemoryRunRecords(),
     secretKey: Buffer.alloc(32, 1).toString("base64"),
+    tokenKey: testTokenKey,
     logger: createLogger("test", "silent"),
     executor: {
       PIES_RUN_TTL_SECONDS: 300,
