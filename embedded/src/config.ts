@@ -25,6 +25,8 @@ const embeddedConfigSchema = z.object({
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting("loopback"),
   ...runsSweepSettingsSchema,
   ...gatewaySettingsSchema,
+  // One user on a laptop: no rate limit unless asked for.
+  PIES_RATE_LIMIT_PER_MINUTE: gatewaySettingsSchema.PIES_RATE_LIMIT_PER_MINUTE.default(0),
   LOG_LEVEL: env.logLevel().default("warn"),
 });
 

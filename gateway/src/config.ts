@@ -17,6 +17,10 @@ export const gatewaySettingsSchema = {
   PIES_MAX_STREAMS_PER_KEY: env.int(100, 1),
   PIES_HEADERS_TIMEOUT_MS: env.int(10_000, 100),
   PIES_REQUEST_TIMEOUT_MS: env.int(30_000, 100),
+  // Requests per minute per API key (or token) and replica; over it, 429 with Retry-After. 0: off.
+  PIES_RATE_LIMIT_PER_MINUTE: env.int(3000, 0),
+  // Origins allowed to call the API from a browser: a comma list, or * for any. Empty: no CORS.
+  PIES_CORS_ORIGINS: z.string().default(""),
   // Lifetime of the JWTs of token exchange (POST /token/issue).
   PIES_TOKEN_TTL_SECONDS: env.int(3600, 60, 7 * 24 * 3600),
   PIES_TRUST_PROXY: z
@@ -68,4 +72,8 @@ export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySetting
   requestTimeoutMs: config.PIES_REQUEST_TIMEOUT_MS,
   trustProxy: config.PIES_TRUST_PROXY,
   tokenTtlSeconds: config.PIES_TOKEN_TTL_SECONDS,
+  rateLimitPerMinute: config.PIES_RATE_LIMIT_PER_MINUTE,
+  corsOrigins: config.PIES_CORS_ORIGINS.split(",")
+    .map((origin) => origin.trim())
+    .filter(Boolean),
 });

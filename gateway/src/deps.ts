@@ -45,4 +45,8 @@ export interface GatewayOptions extends InputLimits {
   trustProxy: boolean;
   /** How long a token from `POST /token/issue` is valid. */
   tokenTtlSeconds: number;
+  /** Requests per minute per API key (or token) and replica; 0: no limit. */
+  rateLimitPerMinute: number;
+  /** Origins allowed by CORS (`*`: any); none: CORS off. */
+  corsOrigins: string[];
 }

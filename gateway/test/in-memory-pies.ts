@@ -71,6 +71,7 @@ export async function startTestPies(
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 30_000,
       trustProxy: false,
+      rateLimitPerMinute: 0,
       ...options.gateway,
     },
   });

@@ -2,11 +2,13 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { ApiKeyRole, type Principal } from "@pies/proto/catalog";
 import type { Authenticator } from "../auth.js";
 import type { GatewayDeps } from "../deps.js";
+import type { GatewayMetrics } from "../metrics.js";
 import { forbidden } from "../errors.js";
 
 export interface RouteContext {
   deps: GatewayDeps;
   auth: Authenticator;
+  metrics: GatewayMetrics;
 }
 
 export type Params = Record<string, string>;

@@ -36,10 +36,13 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
       const projectId = principal.projectId;
       // One call reads the run and starts it if it is still created: a run not created with
       // stream: true is FAILED_PRECONDITION (409), an unknown one NOT_FOUND.
-      const run = answered((await executor.startRun({ projectId, runId })).run, "run");
+      const { run: read, started } = await executor.startRun({ projectId, runId });
+      const run = answered(read, "run");
       reply.hijack();
       const out = new EventStream(reply.raw, logger);
+      ctx.metrics.streams.inc();
       out.signal.addEventListener("abort", release, { once: true });
+      out.signal.addEventListener("abort", () => ctx.metrics.streams.dec(), { once: true });
       await relayRun(out, {
         runs,
         bus,
@@ -48,6 +51,8 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
         projectId,
         run,
         afterSeq: lastEventId(request),
+        // Counted once, by the stream that started the run.
+        ...(started ? { onClose: (final) => ctx.metrics.execution(final) } : {}),
       });
     } finally {
       release();

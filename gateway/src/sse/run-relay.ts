@@ -24,6 +24,8 @@ export interface RelayOptions {
   run: Run;
   /** The client's Last-Event-ID: deliver only events after it. */
   afterSeq?: number;
+  /** Told the final run when its `close` is sent. */
+  onClose?: (final: Run) => void;
 }
 
 /**
@@ -45,6 +47,7 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
   const runId = run.id;
   let lastSeq = options.afterSeq ?? 0;
   const close = (final: Run, seq?: number) => {
+    options.onClose?.(final);
     out.event("close", JSON.stringify(runJson(final)), seq);
     out.end();
   };
