@@ -86,7 +86,7 @@ describe("@vertesia/client against pies", () => {
     // The chunks make up the stored result (the client turns a run's result into parts).
     const raw = await fetch(`${stack.gatewayUrl}/api/v1/runs/${streamed.id}`, {
       headers: { authorization: `Bearer ${stack.bootstrap.key}` },
-    }).then((r) => r.json());
+    }).then((r) => r.json() as Promise<{ result: unknown }>);
     expect(JSON.parse(chunks.join(""))).toEqual(raw.result);
 
     const run = await client.runs.retrieve(blocking.id);

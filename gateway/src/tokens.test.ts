@@ -32,7 +32,7 @@ async function issue(key: string | undefined, root = true) {
 }
 
 /** A token as the gateway would sign it, with any claims and key (to forge and to expire). */
-function sign(claims: Record<string, unknown>, key = testTokenKey, exp = "1h") {
+function sign(claims: Record<string, unknown>, key = testTokenKey, exp: string | number = "1h") {
   return new SignJWT({ account: "a", project: pies.projectId, role: "admin", ...claims })
     .setProtectedHeader({ alg: "HS256" })
     .setIssuer("pies")
