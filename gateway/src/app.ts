@@ -9,6 +9,7 @@ import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
 import { GatewayMetrics } from "./metrics.js";
+import { installRequestTracing } from "./tracing.js";
 import { jsonBodyParser } from "./json-body.js";
 import { nulInParams } from "./request-params.js";
 import { catalogRoutes } from "./routes/catalog.js";
@@ -58,6 +59,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
   });
   const auth = new Authenticator(deps);
   app.addHook("onClose", async () => auth.close());
+  installRequestTracing(app);
   const metrics = new GatewayMetrics();
   metrics.install(app);
   const ctx = { deps, auth, metrics };

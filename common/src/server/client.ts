@@ -10,6 +10,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { isConnectionError } from "../unavailable.js";
 import { internalCredentialInterceptor } from "./internal-auth.js";
+import { clientTracingInterceptor, tracingEnabled } from "../tracing.js";
 
 /**
  * Turns a lost or refused connection to a peer into UNAVAILABLE naming the peer. connect-node
@@ -65,6 +66,7 @@ export function peerTransport(baseUrl: string, peer = "peer", internalToken?: st
     interceptors: [
       peerUnavailableInterceptor(peer),
       ...(internalToken ? [internalCredentialInterceptor(internalToken)] : []),
+      ...(tracingEnabled() ? [clientTracingInterceptor()] : []),
     ],
   });
 }

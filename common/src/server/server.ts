@@ -6,6 +6,7 @@ import { Health } from "@pies/proto/health";
 import type { Logger } from "../logger.js";
 import { createHealthService } from "./health.js";
 import { internalAuthInterceptor } from "./internal-auth.js";
+import { serverTracingInterceptor, tracingEnabled } from "../tracing.js";
 import { databaseUnavailable, isDatabaseUnavailable, type DatabaseFaults } from "../unavailable.js";
 
 export interface ServeOptions {
@@ -64,6 +65,7 @@ export async function serveConnect(options: ServeOptions): Promise<RunningServer
   let shuttingDown = false;
   const handler = connectNodeAdapter({
     interceptors: [
+      ...(tracingEnabled() ? [serverTracingInterceptor()] : []),
       ...(options.internalToken ? [internalAuthInterceptor(options.internalToken)] : []),
       errorInterceptor(options.logger, options.databaseFaults),
     ],

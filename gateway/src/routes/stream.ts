@@ -4,6 +4,7 @@ import { tooManyRequests } from "../errors.js";
 import { EventStream } from "../sse/event-stream.js";
 import { relayRun } from "../sse/run-relay.js";
 import { routeId, type RouteContext } from "./context.js";
+import { inRequestTrace } from "../tracing.js";
 
 /**
  * Seconds a key over its open-stream bound is told to wait: streams free up as runs end, so soon,
@@ -22,7 +23,11 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
   // Per process: behind a load balancer the bound is per replica.
   const slots = new KeySlots(options.maxStreamsPerKey);
 
-  app.get("/runs/:id/stream", async (request: FastifyRequest, reply: FastifyReply) => {
+  app.get("/runs/:id/stream", (request: FastifyRequest, reply: FastifyReply) =>
+    inRequestTrace(request, () => stream(request, reply)),
+  );
+
+  async function stream(request: FastifyRequest, reply: FastifyReply) {
     const principal = await ctx.auth.authenticate(request, true);
     const release = slots.take(principal.apiKeyId);
     if (!release) {
@@ -57,7 +62,7 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
     } finally {
       release();
     }
-  });
+  }
 }
 
 /**
