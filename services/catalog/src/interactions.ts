@@ -207,7 +207,8 @@ export function interactionHandlers({
     async createInteraction(req) {
       const projectId = requireProject(req.projectId);
       const input = req.interaction;
-      if (!input?.name) throw invalid("name is required");
+      const name = input?.name;
+      if (!input || !name) throw invalid("name is required");
       checkInput(input);
       const row = await db.transaction().execute(async (tx) => {
         const segments = await storedSegments(tx, projectId, input.prompts);
@@ -217,7 +218,7 @@ export function interactionHandlers({
           .values({
             id: newId(),
             project_id: projectId,
-            name: input.name!,
+            name,
             description: input.description ?? "",
             status: statusName(input.status ?? InteractionStatus.DRAFT),
             test_data: JSON.stringify(input.testData ?? null),
