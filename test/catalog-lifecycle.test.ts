@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { expectJson, gatewayApi, startTestStack, type ApiClient, type Stack } from "@pies/testkit";
+import {
+  expectJson,
+  gatewayApi,
+  startFakeOpenAI,
+  startTestStack,
+  type ApiClient,
+  type FakeOpenAI,
+  type Stack,
+} from "@pies/testkit";
 
 // The interaction lifecycle (issue 8) through the gateway, as a client would: the four processes
 // on the real PostgreSQL and NATS. Edit, delete, publish numbered versions (20 at once), execute
@@ -7,15 +15,22 @@ import { expectJson, gatewayApi, startTestStack, type ApiClient, type Stack } fr
 let stack: Stack;
 let api: ApiClient;
 let environmentId: string;
+let upstream: FakeOpenAI;
 
 beforeAll(async () => {
-  stack = await startTestStack("lifecycle");
+  upstream = await startFakeOpenAI({ apiKey: "sk-upstream-models" });
+  // The fake provider listens on loopback, which the deployed default refuses.
+  stack = await startTestStack("lifecycle", { env: { PIES_ALLOWED_ENDPOINTS: "127.0.0.1" } });
   api = gatewayApi(stack.gatewayUrl, stack.bootstrap.key);
   environmentId = stack.bootstrap.environment;
 }, 120_000);
 
 afterAll(async () => {
-  if (stack) expect(await stack.stop()).toEqual({ gateway: 0, executor: 0, runs: 0, catalog: 0 });
+  try {
+    if (stack) expect(await stack.stop()).toEqual({ gateway: 0, executor: 0, runs: 0, catalog: 0 });
+  } finally {
+    await upstream?.close();
+  }
 });
 
 const json = <T = any>(response: Response, status = 200) =>
@@ -144,6 +159,30 @@ describe("the interaction lifecycle through the gateway", () => {
     expect((await del(api, `/prompts/${t}`)).status).toBe(204);
     expect((await del(api, `/environments/${env.id}`)).status).toBe(204);
     await json(await api(`/environments/${env.id}`), 404);
+  });
+
+  it("lists an environment's models from its provider, else its enabled models", async () => {
+    const env = await json(
+      await api("/environments", {
+        body: {
+          provider: "openai_compatible",
+          endpoint_url: upstream.url,
+          apiKey: "sk-upstream-models",
+          enabled_models: ["x"],
+        },
+      }),
+      201,
+    );
+    expect(await json(await api(`/environments/${env.id}/models`))).toEqual({
+      models: ["gpt-4o-mini"],
+      source: "provider",
+    });
+    // A provider that refuses (a wrong key): the enabled models.
+    await json(await put(api, `/environments/${env.id}`, { apiKey: "sk-wrong" }));
+    expect(await json(await api(`/environments/${env.id}/models`))).toEqual({
+      models: ["x"],
+      source: "enabled_models",
+    });
   });
 
   it("publishes versions whose prompt a later edit of the template does not change", async () => {
