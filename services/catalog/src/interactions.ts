@@ -82,14 +82,20 @@ async function storedSegments(
       templateId = p.templateId || p.template?.id || "";
       if (!templateId && p.template) {
         const t = p.template;
+        const fields = {
+          name: t.name || undefined,
+          role: t.role || undefined,
+          contentType: t.contentType || undefined,
+          content: t.content,
+          testData: t.testData,
+          inputSchema: t.inputSchema,
+        };
         templateId = (
-          await insertPrompt(tx, projectId, {
-            name: t.name || undefined,
-            role: t.role || undefined,
-            contentType: t.contentType || undefined,
-            content: t.content,
-            testData: t.testData,
-            inputSchema: t.inputSchema,
+          await insertPrompt(tx, projectId, fields).catch((err: unknown) => {
+            // Named as the body names it: which segment's template is wrong.
+            if (err instanceof ConnectError && err.code === Code.InvalidArgument)
+              throw invalid(`prompts.${i}.template: ${err.rawMessage}`);
+            throw err;
           })
         ).id;
       } else if (!templateId) {

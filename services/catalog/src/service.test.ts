@@ -983,6 +983,17 @@ describe("the interaction lifecycle", () => {
     expect((await catalog.getPrompt({ projectId, id: prompt.id })).prompt!.content).toBe(
       prompt.content,
     );
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: {
+          name: "NoContent",
+          prompts: [{ type: "template", template: { role: "user" } }],
+        },
+      }),
+      Code.InvalidArgument,
+      /^prompts\.0\.template: content is required/,
+    );
     // A failed write leaves no template behind.
     const before = (await catalog.listPrompts({ projectId })).prompts.length;
     await expectCode(
