@@ -1,6 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Kysely } from "kysely";
+import type { ExpressionBuilder, Kysely } from "kysely";
 import {
   checkGenerationSettings,
   INT32_MAX,
@@ -38,6 +38,8 @@ import type {
 } from "./tables.js";
 
 const SEGMENT_TYPES = ["template", "chat"];
+
+type InteractionsOnly = Pick<CatalogDatabase, "catalog.interactions">;
 
 /** Loads the templates the segments refer to, in one query. */
 async function templatesOf(
@@ -177,13 +179,35 @@ function parseSelector(ref: string): { name: string; selector: string } {
     : { name: ref, selector: "" };
 }
 
+/**
+ * The interactions (drafts) named `name` and their versions. A version is found by the current
+ * name of its interaction, so a renamed interaction takes its versions along, while each version
+ * keeps the name it was published under (a snapshot). By index: the name, then the parents.
+ */
+function namedInteraction(
+  eb: ExpressionBuilder<InteractionsOnly, "catalog.interactions">,
+  projectId: string,
+  name: string,
+) {
+  const drafts = eb
+    .selectFrom("catalog.interactions as d")
+    .select("d.id")
+    .where("d.project_id", "=", projectId)
+    .where("d.name", "=", name)
+    .where("d.parent_id", "is", null);
+  return eb.or([
+    eb.and([eb("parent_id", "is", null), eb("name", "=", name)]),
+    eb("parent_id", "in", drafts),
+  ]);
+}
+
 async function findByName(db: Kysely<CatalogDatabase>, projectId: string, ref: string) {
   const { name, selector } = parseSelector(ref);
   let query = db
     .selectFrom("catalog.interactions")
     .selectAll()
     .where("project_id", "=", projectId)
-    .where("name", "=", name);
+    .where((eb) => namedInteraction(eb, projectId, name));
   if (selector === "draft") {
     query = query.where("parent_id", "is", null);
   } else if (selector === "latest") {
@@ -267,7 +291,7 @@ export function interactionHandlers({
       if (req.status !== InteractionStatus.UNSPECIFIED) {
         query = query.where("status", "=", statusName(req.status));
       }
-      if (req.name) query = query.where("name", "=", req.name);
+      if (req.name) query = query.where((eb) => namedInteraction(eb, projectId, req.name));
       if (req.version !== undefined) query = query.where("version", "=", req.version);
       if (req.tags.length > 0) query = query.where(hasAnyTag(req.tags));
       // Without a name, version or status filter, list drafts only: versions are reached by

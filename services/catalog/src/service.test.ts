@@ -1105,6 +1105,31 @@ describe("the interaction lifecycle", () => {
     }
   });
 
+  it("finds versions by their interaction's current name, each keeping the name it was published under", async () => {
+    const { projectId, interaction } = await setup();
+    const { version } = await catalog.publishInteraction({ projectId, id: interaction.id });
+    await catalog.updateInteraction({
+      projectId,
+      id: interaction.id,
+      interaction: { name: "Renamed" },
+    });
+    const resolve = (value: string) =>
+      catalog.resolveExecution({ projectId, interaction: { case: "interactionName", value } });
+    for (const ref of ["Renamed", "Renamed@latest", "Renamed@1"]) {
+      const { interaction: got } = await resolve(ref);
+      expect(got!.id, ref).toBe(version!.id);
+      expect(got!.name).toBe("Life");
+    }
+    expect((await resolve("Renamed@draft")).interaction!.id).toBe(interaction.id);
+    await expectCode(resolve("Life"), Code.NotFound);
+    await expectCode(resolve("Life@1"), Code.NotFound);
+    const listed = await catalog.listInteractions({ projectId, name: "Renamed" });
+    expect(listed.interactions.map((i) => i.id).sort()).toEqual(
+      [interaction.id, version!.id].sort(),
+    );
+    expect((await catalog.listInteractions({ projectId, name: "Life" })).interactions).toEqual([]);
+  });
+
   it("refuses to delete a template or environment in use (409 naming the user), then deletes", async () => {
     const { projectId, prompt, environment, interaction } = await setup();
     const { version } = await catalog.publishInteraction({ projectId, id: interaction.id });
