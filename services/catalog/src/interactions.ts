@@ -251,7 +251,7 @@ export function interactionHandlers({
             name,
             description: input.description ?? "",
             status: statusName(input.status ?? InteractionStatus.DRAFT),
-            test_data: JSON.stringify(input.testData ?? null),
+            test_data: JSON.stringify(emptyAsNull(input.testData ?? {})),
             result_schema: JSON.stringify(emptyAsNull(input.resultSchema ?? {})),
             cache_policy: JSON.stringify(cachePolicyToJson(input.cachePolicy)),
             model: input.model ?? "",
