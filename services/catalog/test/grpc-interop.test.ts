@@ -262,10 +262,70 @@ describe("CatalogService over gRPC", () => {
     expect(hidden.code).toBe(grpc.status.NOT_FOUND);
   });
 
-  it("answers UNIMPLEMENTED for a method without handler", async () => {
-    const err = await callError(catalog, "PublishInteraction", { project_id: "p", id: "i" });
-    expect(err.code).toBe(grpc.status.UNIMPLEMENTED);
-    expect(err.details).toContain("PublishInteraction");
+  it("publishes versions, lists them and lists interactions by name and version", async () => {
+    const { project } = await call(catalog, "CreateAccount", { name: "Versions" });
+    const { prompt } = await call(catalog, "CreatePrompt", {
+      project_id: project.id,
+      prompt: { name: "p", role: "user", content_type: "text", content: "Say hi" },
+    });
+    const { interaction } = await call(catalog, "CreateInteraction", {
+      project_id: project.id,
+      interaction: {
+        name: "Wire",
+        prompts: [{ type: "template", template_id: prompt.id }],
+        result_schema: toStruct({ type: "object" }),
+        tags: ["a"],
+      },
+    });
+    const first = await call(catalog, "PublishInteraction", {
+      project_id: project.id,
+      id: interaction.id,
+      visibility: "VISIBILITY_PUBLIC",
+      tags: ["v1"],
+    });
+    expect(first.version).toMatchObject({
+      name: "Wire",
+      status: "INTERACTION_STATUS_PUBLISHED",
+      version: 1,
+      latest: true,
+      visibility: "VISIBILITY_PUBLIC",
+      tags: ["v1"],
+      parent_id: interaction.id,
+    });
+    expect(first.version.prompts[0].template).toMatchObject({ id: prompt.id, content: "Say hi" });
+    expect(fromStruct(first.version.result_schema)).toEqual({ type: "object" });
+    const second = await call(catalog, "PublishInteraction", {
+      project_id: project.id,
+      id: interaction.id,
+    });
+    expect(second.version).toMatchObject({ version: 2, visibility: "VISIBILITY_PRIVATE" });
+
+    const { versions } = await call(catalog, "ListInteractionVersions", {
+      project_id: project.id,
+      id: interaction.id,
+    });
+    expect(versions.map((v: Json) => [v.version, v.latest])).toEqual([
+      [2, true],
+      [1, false],
+    ]);
+    const named = await call(catalog, "ListInteractions", { project_id: project.id, name: "Wire" });
+    expect(named.interactions.map((i: Json) => i.id).sort()).toEqual(
+      [interaction.id, first.version.id, second.version.id].sort(),
+    );
+    const one = await call(catalog, "ListInteractions", { project_id: project.id, version: 1 });
+    expect(one.interactions.map((i: Json) => i.id)).toEqual([first.version.id]);
+    const immutable = await callError(catalog, "UpdateInteraction", {
+      project_id: project.id,
+      id: first.version.id,
+      interaction: { model: "x" },
+    });
+    expect(immutable.code).toBe(grpc.status.FAILED_PRECONDITION);
+    const other = await call(catalog, "CreateAccount", { name: "Elsewhere" });
+    const hidden = await callError(catalog, "PublishInteraction", {
+      project_id: other.project.id,
+      id: interaction.id,
+    });
+    expect(hidden.code).toBe(grpc.status.NOT_FOUND);
   });
 });
 
