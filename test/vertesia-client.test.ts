@@ -91,6 +91,20 @@ describe("@vertesia/client against pies", () => {
 
     const run = await client.runs.retrieve(blocking.id);
     expect(run).toMatchObject({ id: blocking.id, status: "completed", tags: ["client"] });
+    // Publish a version, list versions, and execute it by name.
+    const version = await client.interactions.publish(interaction.id, {
+      visibility: "private",
+      tags: ["v1"],
+    } as any);
+    expect((version as any).version).toBe(1);
+    const versions = await client.interactions.listVersions(interaction.id);
+    expect(versions.map((v) => v.id)).toEqual([version.id]);
+    const byName = await client.interactions.executeByName("ClientDescribe@1", {
+      data: { thing: "a version" },
+    });
+    expect(byName.status).toBe("completed");
+    expect((byName as any).interaction.id ?? byName.interaction).toBe(version.id);
+
     const listed = await client.runs.list({
       limit: 10,
       filters: { interaction: interaction.id } as any,
