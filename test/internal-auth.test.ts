@@ -95,7 +95,7 @@ describe("provider keys", () => {
   const json = <T = any>(response: Response, status = 200) =>
     expectJson<T>(response, status, () => stack.output());
 
-  it("appear in no response, error or log line, whatever the execution did", async () => {
+  it("appear in no response, error, metric or log line, whatever the execution did", async () => {
     const bodies: string[] = [];
     const keep = async (response: Response) => {
       const text = await response.clone().text();
@@ -169,6 +169,10 @@ describe("provider keys", () => {
     ]) {
       await keep(await api(path));
     }
+    // The gateway's metrics too.
+    const metrics = await fetch(`${stack.gatewayUrl}/metrics`);
+    expect(metrics.status).toBe(200);
+    bodies.push(await metrics.text());
     // Some of them really were answered (the canary is not missing for want of answers).
     expect(bodies.join("\n")).toContain(environment.id);
     expect(upstream.requests.some((r) => r.headers.authorization === `Bearer ${providerKey}`)).toBe(
