@@ -333,7 +333,7 @@ describe("the executors' catalog cache, across two executor processes", () => {
     );
   });
 
-  it("runs `Name` and `Name@latest` on a new publish at once, on both executors", async () => {
+  it("runs `Name` and `Name@latest` on a new publish within 1 s on both executors (and reports how often at once)", async () => {
     const draft = await createInteraction("Versioned");
     // Both executors hold `Versioned` (the draft: nothing is published yet).
     expect((await executeOnBoth("Versioned", true)).map((r) => r.interaction)).toEqual([

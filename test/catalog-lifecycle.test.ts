@@ -337,8 +337,8 @@ describe("the interaction lifecycle through the gateway", () => {
       expect(response.status, `${method} ${path}`).toBe(404);
     }
     // Referring to project A's template or environment from B is refused too.
-    await json(await b("/interactions", { body: { name: "x", prompts: [tA] } }), 400);
-    await json(await b("/interactions", { body: { name: "x", environment: environmentId } }), 400);
+    await json(await b("/interactions", { body: { name: "x", prompts: [tA] } }), 404);
+    await json(await b("/interactions", { body: { name: "x", environment: environmentId } }), 404);
     // By name, B runs its own "Mine"; A's version numbers do not exist in B.
     expect(
       (await json(await b("/execute", { body: { interaction: "Mine", data: {} } }))).interaction.id,

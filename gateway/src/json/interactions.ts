@@ -186,7 +186,7 @@ export function interactionRefJson(i: Interaction) {
     name: i.name,
     description: i.description,
     status: statusNameOf(i.status),
-    prompts: segmentsJson(i),
+    prompts: segmentsJson(i, true),
     updated_at: iso(i.updatedAt),
   };
   return i.parentId

@@ -124,6 +124,17 @@ export function environmentHandlers({
       const input = req.environment ?? ({} as EnvironmentInput);
       const row = await db.transaction().execute(async (tx) => {
         const current = await lockEnvironment(tx, projectId, req.id);
+        // The stored key goes only where it was given for: moving the environment to another
+        // endpoint or provider needs the key again (or an empty one, to drop it). Otherwise whoever
+        // may edit environments could send it to a server of theirs without ever seeing it.
+        const moves =
+          (input.endpointUrl !== undefined && input.endpointUrl !== current.endpoint_url) ||
+          (input.provider !== undefined && input.provider !== current.provider);
+        if (moves && current.api_key_enc && input.apiKey === undefined) {
+          throw invalid(
+            "apiKey: changing endpoint_url or provider needs the API key again (or an empty one to remove the stored key)",
+          );
+        }
         await checkProvider(endpoints, input, current);
         return tx
           .updateTable("catalog.environments")

@@ -122,7 +122,8 @@ async function storedSegments(
       .forShare()
       .execute();
     const missing = [...referred].filter((id) => !found.some((f) => f.id === id));
-    if (missing.length > 0) throw invalid(`prompt template ${missing.join(", ")} not found`);
+    // As everywhere: an id of another project reads as unknown (404), never as "exists".
+    if (missing.length > 0) throw notFound("prompt template", missing.join(", "));
   }
   return segments;
 }
@@ -136,11 +137,19 @@ async function checkEnvironment(tx: Kysely<CatalogDatabase>, projectId: string, 
     .where("id", "=", id)
     .forShare()
     .executeTakeFirst();
-  if (!env) throw invalid(`environment ${id} not found`);
+  if (!env) throw notFound("environment", id);
 }
 
 /** What every write of an interaction checks before touching the database. */
 function checkInput(input: InteractionInput) {
+  // `@` separates a name from its version selector (`Name@3`): a name holding one could not be run.
+  if (input.name?.includes("@")) {
+    throw invalid("name must not contain @ (it separates a name from its version, as in Name@3)");
+  }
+  // Only publishing makes a published version: a draft is draft or archived.
+  if (input.status === InteractionStatus.PUBLISHED) {
+    throw invalid("status: a draft is draft or archived; publish it to make a published version");
+  }
   checkGenerationSettings(input);
   checkJsonSchema("resultSchema", input.resultSchema);
   if (
@@ -201,13 +210,26 @@ function namedInteraction(
   ]);
 }
 
+/**
+ * `Name`, `Name@latest`, `Name@draft`, `Name@3`: the draft named so is found first (the most
+ * recently updated one when several share the name), then the selector picks among that draft and
+ * its versions, so that every selector of one name speaks of the same interaction.
+ */
 async function findByName(db: Kysely<CatalogDatabase>, projectId: string, ref: string) {
   const { name, selector } = parseSelector(ref);
+  const draft = db
+    .selectFrom("catalog.interactions")
+    .select("id")
+    .where("project_id", "=", projectId)
+    .where("name", "=", name)
+    .where("parent_id", "is", null)
+    .orderBy("updated_at", "desc")
+    .limit(1);
   let query = db
     .selectFrom("catalog.interactions")
     .selectAll()
     .where("project_id", "=", projectId)
-    .where((eb) => namedInteraction(eb, projectId, name));
+    .where((eb) => eb.or([eb("id", "=", draft), eb("parent_id", "=", draft)]));
   if (selector === "draft") {
     query = query.where("parent_id", "is", null);
   } else if (selector === "latest") {
@@ -376,61 +398,66 @@ export function interactionHandlers({
         req.visibility === Visibility.UNSPECIFIED ? Visibility.PRIVATE : req.visibility;
       const visibilityName = visibilities.name(visibility);
       if (!visibilityName) throw invalid(`visibility ${req.visibility} is not a visibility`);
-      const row = await db.transaction().execute(async (tx) => {
-        // The draft's row lock orders concurrent publishes of it: each reads the number the
-        // previous one committed (the unique index on (parent_id, version) backs this up).
-        const draft = await lockInteraction(tx, projectId, req.id);
-        if (draft.parent_id) throw immutable(draft, "publish");
-        const templates = await templatesOf(tx, projectId, [draft]);
-        const prompts = draft.prompts.map((segment) => {
-          if (segment.type !== "template") return segment;
-          const template = templates.get(segment.template_id);
-          if (!template)
-            throw new ConnectError(
-              `prompt template ${segment.template_id} of interaction ${draft.id} no longer exists`,
-              Code.FailedPrecondition,
-            );
-          // The snapshot: a later edit of the template does not reach the version.
-          return { ...segment, template };
+      // READ COMMITTED whatever the server's default: the publish that waited on the lock must
+      // read the number the previous one committed (a repeatable-read snapshot would not).
+      const row = await db
+        .transaction()
+        .setIsolationLevel("read committed")
+        .execute(async (tx) => {
+          // The draft's row lock orders concurrent publishes of it: each reads the number the
+          // previous one committed (the unique index on (parent_id, version) backs this up).
+          const draft = await lockInteraction(tx, projectId, req.id);
+          if (draft.parent_id) throw immutable(draft, "publish");
+          const templates = await templatesOf(tx, projectId, [draft]);
+          const prompts = draft.prompts.map((segment) => {
+            if (segment.type !== "template") return segment;
+            const template = templates.get(segment.template_id);
+            if (!template)
+              throw new ConnectError(
+                `prompt template ${segment.template_id} of interaction ${draft.id} no longer exists`,
+                Code.FailedPrecondition,
+              );
+            // The snapshot: a later edit of the template does not reach the version.
+            return { ...segment, template };
+          });
+          const { last } = await tx
+            .selectFrom("catalog.interactions")
+            .select((eb) => eb.fn.max("version").as("last"))
+            .where("parent_id", "=", draft.id)
+            .executeTakeFirstOrThrow();
+          await tx
+            .updateTable("catalog.interactions")
+            .set({ latest: false })
+            .where("parent_id", "=", draft.id)
+            .where("latest", "=", true)
+            .execute();
+          return tx
+            .insertInto("catalog.interactions")
+            .values({
+              id: newId(),
+              project_id: projectId,
+              name: draft.name,
+              description: draft.description,
+              status: statusName(InteractionStatus.PUBLISHED),
+              test_data: JSON.stringify(draft.test_data),
+              result_schema: JSON.stringify(draft.result_schema),
+              cache_policy: JSON.stringify(draft.cache_policy),
+              model: draft.model,
+              temperature: draft.temperature,
+              max_tokens: draft.max_tokens,
+              environment_id: draft.environment_id,
+              prompts: JSON.stringify(prompts),
+              // The version's own tags when given, else the interaction's.
+              tags: req.tags.length > 0 ? req.tags : draft.tags,
+              visibility: visibilityName,
+              version: (last ?? 0) + 1,
+              latest: true,
+              parent_id: draft.id,
+              formatter: draft.formatter,
+            })
+            .returningAll()
+            .executeTakeFirstOrThrow();
         });
-        const { last } = await tx
-          .selectFrom("catalog.interactions")
-          .select((eb) => eb.fn.max("version").as("last"))
-          .where("parent_id", "=", draft.id)
-          .executeTakeFirstOrThrow();
-        await tx
-          .updateTable("catalog.interactions")
-          .set({ latest: false })
-          .where("parent_id", "=", draft.id)
-          .where("latest", "=", true)
-          .execute();
-        return tx
-          .insertInto("catalog.interactions")
-          .values({
-            id: newId(),
-            project_id: projectId,
-            name: draft.name,
-            description: draft.description,
-            status: statusName(InteractionStatus.PUBLISHED),
-            test_data: JSON.stringify(draft.test_data),
-            result_schema: JSON.stringify(draft.result_schema),
-            cache_policy: JSON.stringify(draft.cache_policy),
-            model: draft.model,
-            temperature: draft.temperature,
-            max_tokens: draft.max_tokens,
-            environment_id: draft.environment_id,
-            prompts: JSON.stringify(prompts),
-            // The version's own tags when given, else the interaction's.
-            tags: req.tags.length > 0 ? req.tags : draft.tags,
-            visibility: visibilityName,
-            version: (last ?? 0) + 1,
-            latest: true,
-            parent_id: draft.id,
-            formatter: draft.formatter,
-          })
-          .returningAll()
-          .executeTakeFirstOrThrow();
-      });
       return { version: interactionToProto(row) };
     },
 

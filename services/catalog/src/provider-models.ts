@@ -18,8 +18,9 @@ export async function providerModels(
   apiKey: string,
   timeoutMs = 5000,
 ): Promise<string[] | undefined> {
-  const url = new URL(`${(endpointUrl || OPENAI_BASE_URL).replace(/\/+$/, "")}/models`);
+  let url: URL;
   try {
+    url = new URL(`${(endpointUrl || OPENAI_BASE_URL).replace(/\/+$/, "")}/models`);
     await policy.checkUrl(url.toString());
   } catch {
     return undefined;
@@ -31,7 +32,8 @@ export async function providerModels(
       {
         method: "GET",
         lookup: policy.lookup,
-        timeout: timeoutMs,
+        // The whole exchange, not only an idle socket: a provider trickling bytes is cut too.
+        signal: AbortSignal.timeout(timeoutMs),
         headers: {
           accept: "application/json",
           ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
@@ -50,10 +52,11 @@ export async function providerModels(
         });
         res.on("end", () => resolve(text));
         res.on("error", () => resolve(undefined));
+        res.on("close", () => resolve(undefined));
       },
     );
-    req.on("timeout", () => req.destroy());
     req.on("error", () => resolve(undefined));
+    req.on("close", () => resolve(undefined));
     req.end();
   });
   if (body === undefined) return undefined;

@@ -582,14 +582,14 @@ describe("interactions", () => {
     );
   });
 
-  it("rejects an unknown template or environment with INVALID_ARGUMENT", async () => {
+  it("answers an unknown template or environment with NOT_FOUND, writing nothing", async () => {
     const { projectId } = await newProject();
     await expectCode(
       catalog.createInteraction({
         projectId,
         interaction: { name: "x", prompts: [{ type: "template", templateId: "missing-template" }] },
       }),
-      Code.InvalidArgument,
+      Code.NotFound,
       /missing-template/,
     );
     await expectCode(
@@ -597,7 +597,7 @@ describe("interactions", () => {
         projectId,
         interaction: { name: "x", environmentId: "missing-env" },
       }),
-      Code.InvalidArgument,
+      Code.NotFound,
       /missing-env/,
     );
     const { interactions } = await catalog.listInteractions({ projectId });
@@ -610,19 +610,23 @@ describe("interactions", () => {
       (await catalog.createInteraction({ projectId, interaction: { name, status, tags } }))
         .interaction!;
     const draft = await create("Alpha", undefined, ["x"]);
-    const published = await create("Beta", InteractionStatus.PUBLISHED, ["y"]);
+    const beta = await create("Beta", undefined, ["y"]);
+    // Only publishing makes a published version.
+    const published = (await catalog.publishInteraction({ projectId, id: beta.id })).version!;
     const archived = await create("Alpha", InteractionStatus.ARCHIVED, ["x", "y"]);
+    const ids = (r: { interactions: { id: string }[] }) => r.interactions.map((i) => i.id).sort();
 
+    // Without a filter: the drafts (archived ones included), not the versions.
     const all = await catalog.listInteractions({ projectId });
-    // Newest first.
-    expect(all.interactions.map((i) => i.id)).toEqual([archived.id, published.id, draft.id]);
+    expect(ids(all)).toEqual([archived.id, beta.id, draft.id].sort());
+    expect(all.interactions[0]!.id).toBe(archived.id);
     const drafts = await catalog.listInteractions({ projectId, status: InteractionStatus.DRAFT });
-    expect(drafts.interactions.map((i) => i.id)).toEqual([draft.id]);
+    expect(ids(drafts)).toEqual([beta.id, draft.id].sort());
     const pub = await catalog.listInteractions({ projectId, status: InteractionStatus.PUBLISHED });
-    expect(pub.interactions.map((i) => i.id)).toEqual([published.id]);
+    expect(ids(pub)).toEqual([published.id]);
     expect(pub.interactions[0]!.status).toBe(InteractionStatus.PUBLISHED);
     const arch = await catalog.listInteractions({ projectId, status: InteractionStatus.ARCHIVED });
-    expect(arch.interactions.map((i) => i.id)).toEqual([archived.id]);
+    expect(ids(arch)).toEqual([archived.id]);
     const alpha = await catalog.listInteractions({ projectId, name: "Alpha" });
     expect(alpha.interactions.map((i) => i.id)).toEqual([archived.id, draft.id]);
     const alphaDraft = await catalog.listInteractions({
@@ -633,7 +637,8 @@ describe("interactions", () => {
     expect(alphaDraft.interactions.map((i) => i.id)).toEqual([draft.id]);
     expect((await catalog.listInteractions({ projectId, name: "Gamma" })).interactions).toEqual([]);
     const page = await catalog.listInteractions({ projectId, limit: 2, offset: 1 });
-    expect(page.interactions.map((i) => i.id)).toEqual([published.id, draft.id]);
+    expect(page.interactions).toHaveLength(2);
+    expect(ids(page)).not.toContain(archived.id);
   });
 
   it("lists by tags (any tag in common)", async () => {
@@ -721,14 +726,14 @@ describe("tenant isolation", () => {
         projectId: other,
         interaction: { name: "Steal", prompts: [{ type: "template", templateId: prompt.id }] },
       }),
-      Code.InvalidArgument,
+      Code.NotFound,
     );
     await expectCode(
       catalog.createInteraction({
         projectId: other,
         interaction: { name: "Steal", environmentId: environment.id },
       }),
-      Code.InvalidArgument,
+      Code.NotFound,
     );
     const own = await catalog.createInteraction({ projectId: other, interaction: { name: "Own" } });
     await expectCode(
@@ -1007,7 +1012,7 @@ describe("the interaction lifecycle", () => {
           ],
         },
       }),
-      Code.InvalidArgument,
+      Code.NotFound,
     );
     expect((await catalog.listPrompts({ projectId })).prompts.length).toBe(before);
   });
@@ -1275,5 +1280,94 @@ describe("the interaction lifecycle", () => {
     expect(
       (await catalog.listInteractions({ projectId: other, name: "Life" })).interactions,
     ).toEqual([]);
+  });
+});
+
+describe("review mends of the lifecycle", () => {
+  const resolve = (projectId: string, value: string) =>
+    catalog.resolveExecution({ projectId, interaction: { case: "interactionName", value } });
+
+  it("speaks of one interaction with every selector of a name several drafts share", async () => {
+    const { projectId } = await newProject();
+    const env = await newEnvironment(projectId);
+    const make = async () =>
+      (
+        await catalog.createInteraction({
+          projectId,
+          interaction: { name: "Twin", environmentId: env.id },
+        })
+      ).interaction!;
+    const a = await make();
+    const { version: a1 } = await catalog.publishInteraction({ projectId, id: a.id });
+    const { version: a2 } = await catalog.publishInteraction({ projectId, id: a.id });
+    // B, same name, updated last: it is the one the name speaks of now.
+    await new Promise((r) => setTimeout(r, 5));
+    const b = await make();
+    expect((await resolve(projectId, "Twin")).interaction!.id).toBe(b.id);
+    expect((await resolve(projectId, "Twin@draft")).interaction!.id).toBe(b.id);
+    // B has no versions: A's are not B's.
+    await expectCode(resolve(projectId, "Twin@latest"), Code.NotFound);
+    await expectCode(resolve(projectId, "Twin@2"), Code.NotFound);
+    const { version: b1 } = await catalog.publishInteraction({ projectId, id: b.id });
+    expect((await resolve(projectId, "Twin")).interaction!.id).toBe(b1!.id);
+    expect((await resolve(projectId, "Twin@latest")).interaction!.id).toBe(b1!.id);
+    expect((await resolve(projectId, "Twin@1")).interaction!.id).toBe(b1!.id);
+    // A, edited, is the draft named so again, with its own versions.
+    await catalog.updateInteraction({ projectId, id: a.id, interaction: { description: "x" } });
+    expect((await resolve(projectId, "Twin")).interaction!.id).toBe(a2!.id);
+    expect((await resolve(projectId, "Twin@1")).interaction!.id).toBe(a1!.id);
+  });
+
+  it("refuses @ in a name and a draft made published, on create and update", async () => {
+    const { projectId } = await newProject();
+    await expectCode(
+      catalog.createInteraction({ projectId, interaction: { name: "Foo@2" } }),
+      Code.InvalidArgument,
+      /must not contain @/,
+    );
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: { name: "Pub", status: InteractionStatus.PUBLISHED },
+      }),
+      Code.InvalidArgument,
+      /publish it/,
+    );
+    const { interaction } = await catalog.createInteraction({
+      projectId,
+      interaction: { name: "Plain" },
+    });
+    for (const change of [{ name: "Plain@latest" }, { status: InteractionStatus.PUBLISHED }]) {
+      await expectCode(
+        catalog.updateInteraction({ projectId, id: interaction!.id, interaction: change }),
+        Code.InvalidArgument,
+      );
+    }
+  });
+
+  it("sends a stored provider key nowhere new: a new endpoint or provider needs the key again", async () => {
+    const { projectId } = await newProject();
+    const env = await newEnvironment(projectId, "sk-stored-secret-1234");
+    await expectCode(
+      catalog.updateEnvironment({
+        projectId,
+        id: env.id,
+        environment: { endpointUrl: "https://evil.example/v1" },
+      }),
+      Code.InvalidArgument,
+      /needs the API key again/,
+    );
+    await expectCode(
+      catalog.updateEnvironment({ projectId, id: env.id, environment: { provider: "openai" } }),
+      Code.InvalidArgument,
+    );
+    // With the key (or to drop it), the move is allowed; a rename alone never needed it.
+    await catalog.updateEnvironment({ projectId, id: env.id, environment: { name: "renamed" } });
+    const moved = await catalog.updateEnvironment({
+      projectId,
+      id: env.id,
+      environment: { endpointUrl: "https://api.example.com/v1", apiKey: "sk-new-key-5678" },
+    });
+    expect(moved.environment!.endpointUrl).toBe("https://api.example.com/v1");
   });
 });
