@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { createWriteStream } from "node:fs";
 import { execFile } from "node:child_process";
 import { createServer } from "node:net";
 import path from "node:path";
@@ -60,7 +61,15 @@ export function startProcess(
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: string[] = [];
+  // The whole output too, when the test run keeps it (scripts/run-tests.mjs scans it for keys).
+  const dir = process.env.PIES_TEST_LOG_DIR;
+  const file = dir
+    ? createWriteStream(path.join(dir, `${name}-${child.pid ?? "x"}.log`), { flags: "a" })
+    : undefined;
+  file?.on("error", () => {});
+  child.once("close", () => file?.end());
   const keep = (chunk: Buffer) => {
+    file?.write(chunk);
     lines.push(...chunk.toString().split("\n").filter(Boolean));
     if (lines.length > 1000) lines.splice(0, lines.length - 1000);
   };
