@@ -9,3 +9,4 @@ export * from "./servers.js";
 export * from "./load.js";
 export * from "./test-stack.js";
 export * from "./fault-stack.js";
+export * from "./seed-runs.js";
