@@ -20,7 +20,6 @@ const NOT_BUILT = new Set([
   "DELETE /api/v1/interactions/:id",
   "POST /api/v1/interactions/:id/publish",
   "GET /api/v1/interactions/:id/versions",
-  "POST /api/v1/runs/search",
   "PUT /api/v1/environments/:id",
   "DELETE /api/v1/environments/:id",
 ]);

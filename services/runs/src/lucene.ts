@@ -203,7 +203,7 @@ export function parseQuery(query: string, defaultQueryPath?: string): Expr | nul
     const e = err as { message?: string; location?: { start?: { offset?: number } } };
     const offset = e.location?.start?.offset;
     if (offset === undefined) queryError("it does not parse");
-    const found = offset < query.length ? `"${query[offset]}"` : "the end of the query";
+    const found = offset < query.length ? `"${query[offset]}"` : "end of query";
     return queryError(`syntax error: unexpected ${found}`, offset);
   }
   // The library's tree cannot be trusted to be deep-recursion safe on hostile input: its depth
