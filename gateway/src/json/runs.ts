@@ -235,7 +235,8 @@ export const searchRunsBody = (limits: InputLimits) =>
 export type SearchRunsBody = z.infer<ReturnType<typeof searchRunsBody>>;
 
 const timestampOf = (iso: string | undefined) =>
-  iso === undefined ? undefined : toTimestamp(new Date(Date.parse(iso)).toISOString());
+  iso === undefined ? undefined : timestampOfDate(iso);
+const timestampOfDate = (iso: string) => toTimestamp(new Date(Date.parse(iso)));
 
 /** A search body as a SearchRunsRequest of a project. */
 export function searchRunsRequest(
@@ -264,7 +265,8 @@ export function searchRunsRequest(
           path: facet.path,
           numBuckets: facet.type === "string" ? (facet.numBuckets ?? 0) : 0,
           numberBoundaries: facet.type === "number" ? facet.boundaries : [],
-          dateBoundaries: facet.type === "date" ? facet.boundaries.map((d) => timestampOf(d)!) : [],
+          dateBoundaries:
+            facet.type === "date" ? facet.boundaries.flatMap((d) => timestampOfDate(d) ?? []) : [],
           defaultBucket: facet.type === "string" ? "" : (facet.default ?? ""),
         },
       ]),
@@ -290,14 +292,15 @@ export function searchRunsRequest(
 /** A search answer as DESIGN.md §3 has it: `results` unless onlyMeta, `meta` when asked for. */
 export function searchRunsJson(body: SearchRunsBody, answer: { runs: Run[]; meta?: SearchMeta }) {
   const facets = body.facets ?? {};
-  const meta = answer.meta && {
-    count: { total: Number(answer.meta.total) },
+  const answered = answer.meta;
+  const meta = answered && {
+    count: { total: Number(answered.total) },
     ...(Object.keys(facets).length > 0 && {
       facet: Object.fromEntries(
         Object.entries(facets).map(([name, facet]) => [
           name,
           {
-            buckets: (answer.meta!.facets[name]?.buckets ?? []).map((b) => ({
+            buckets: (answered.facets[name]?.buckets ?? []).map((b) => ({
               _id: facet.type === "number" && !b.isDefault ? Number(b.id) : b.id,
               count: Number(b.count),
             })),

@@ -66,10 +66,11 @@ const unescape = (s: string) => s.replace(/\\(.)/gs, "$1");
 export function wildcardRegex(term: string): string | null {
   let regex = "";
   let wild = false;
-  for (let i = 0; i < term.length; i++) {
-    const c = term[i]!;
-    if (c === "\\" && i + 1 < term.length) {
-      regex += escapeRegex(term[++i]!);
+  const chars = [...term];
+  for (let i = 0; i < chars.length; i++) {
+    const c = chars[i] ?? "";
+    if (c === "\\" && i + 1 < chars.length) {
+      regex += escapeRegex(chars[++i] ?? "");
     } else if (c === "*") {
       regex += ".*";
       wild = true;
@@ -175,15 +176,20 @@ function expr(node: Node | TermNode | RangeNode, ctx: Context): Expr {
     break;
   }
   // Split the chain at each OR; a NOT after AND/OR negates the operand it precedes.
-  const groups: Expr[][] = [[operands[0]!]];
-  operators.forEach((op, i) => {
+  const [first, ...rest] = operands as [Expr, ...Expr[]];
+  let group: Expr[] = [first];
+  const groups: Expr[][] = [group];
+  rest.forEach((next, i) => {
+    const op = operators[i];
     const negated = op === "AND NOT" || op === "OR NOT" || op === "NOT";
-    const operand: Expr = negated ? { kind: "not", item: operands[i + 1]! } : operands[i + 1]!;
-    if (op === "OR" || op === "||" || op === "OR NOT") groups.push([operand]);
-    else groups[groups.length - 1]!.push(operand);
+    const operand: Expr = negated ? { kind: "not", item: next } : next;
+    if (op === "OR" || op === "||" || op === "OR NOT") groups.push((group = [operand]));
+    else group.push(operand);
   });
-  const ands = groups.map((g): Expr => (g.length === 1 ? g[0]! : { kind: "and", items: g }));
-  return ands.length === 1 ? ands[0]! : { kind: "or", items: ands };
+  const ands = groups.map((g): Expr =>
+    g.length === 1 ? (g[0] as Expr) : { kind: "and", items: g },
+  );
+  return ands.length === 1 ? (ands[0] as Expr) : { kind: "or", items: ands };
 }
 
 /**

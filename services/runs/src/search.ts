@@ -65,7 +65,7 @@ export function planFacet(name: string, facet: Facet): FacetPlan {
   }
   const values: number[] =
     allowed.type === FacetType.DATE
-      ? facet.dateBoundaries.map((t) => fromTimestamp(t)!.getTime())
+      ? facet.dateBoundaries.map((t) => fromTimestamp(t)?.getTime() ?? Number.NaN)
       : facet.numberBoundaries;
   if (values.length < 2) throw invalid(`${what}.boundaries: at least two are required`);
   if (values.length > FACET_LIMITS.boundaries) {
@@ -73,7 +73,7 @@ export function planFacet(name: string, facet: Facet): FacetPlan {
   }
   values.forEach((v, i) => {
     if (!Number.isFinite(v)) throw invalid(`${what}.boundaries[${i}]: not a finite value`);
-    if (i > 0 && !(v > values[i - 1]!)) {
+    if (i > 0 && !(v > (values[i - 1] ?? Number.NaN))) {
       throw invalid(`${what}.boundaries: must be in strictly ascending order (entry ${i})`);
     }
   });
@@ -167,11 +167,12 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
     );
   }
   const keys = [...expressions.keys()];
+  const selected = [...expressions.values()];
   const cols = keys.map((_, i) => sql.raw(`k${i}`));
   const inner =
     keys.length === 0
       ? base.select(sql<number>`1`.as("one"))
-      : base.select(keys.map((k, i) => expressions.get(k)!.as(`k${i}`)));
+      : base.select(selected.map((e, i) => e.as(`k${i}`)));
   const grouped = await sql<Record<string, unknown> & { n: string | number }>`
     select ${keys.length ? sql`${sql.join(cols)},` : sql``} count(*) as n
     from (${inner}) as s
@@ -188,7 +189,7 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
   }
   const result: Record<string, Bucket[]> = {};
   for (const p of keyed) {
-    const c = counts[keys.indexOf(keyOf(p))]!;
+    const c = counts[keys.indexOf(keyOf(p))] ?? new Map<unknown, number>();
     result[p.name] =
       p.kind === "string"
         ? topBuckets(c as Map<string, number>, p.numBuckets)
@@ -218,6 +219,6 @@ export function planSearch(req: SearchRunsRequest) {
   }
   return {
     limit: pageSize(req.limit),
-    plans: names.map((name) => planFacet(name, req.facets[name]!)),
+    plans: Object.entries(req.facets).map(([name, facet]) => planFacet(name, facet)),
   };
 }

@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+  type Client,
+} from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { sql, type Kysely } from "kysely";
 import pg from "pg";
@@ -71,6 +77,14 @@ async function insert(rows: Row[]) {
         id: r.id,
         project_id: r.project_id,
         account_id: "acc",
+        stream: false,
+        ttl: 0,
+        provider: "",
+        cached: false,
+        interaction_name: "",
+        environment_name: "",
+        config: "{}",
+        source: "{}",
         interaction_id: r.interaction_id ?? "i-1",
         environment_id: r.environment_id ?? "e-1",
         model_id: r.model_id ?? "m-1",
@@ -99,96 +113,98 @@ const buckets = (res: Awaited<ReturnType<typeof search>>, name: string) =>
 // The fixture project: runs a…h, one minute apart (a oldest), each field varied.
 const P = `search-${newId()}`;
 const OTHER = `search-other-${newId()}`;
-const fixture: Row[] = [
-  {
-    id: "a",
-    interaction_id: "i-1",
-    environment_id: "e-1",
-    model_id: "gpt",
-    status: "completed",
-    tags: ["x"],
-    execution_time: 100,
-    parameters: {
-      customer: { name: "Acme", tier: "pro" },
-      amount: 10,
-      text: "refund please",
-      items: [{ sku: "s-1" }, { sku: "s-2" }],
+const fixture: Row[] = (
+  [
+    {
+      id: "a",
+      interaction_id: "i-1",
+      environment_id: "e-1",
+      model_id: "gpt",
+      status: "completed",
+      tags: ["x"],
+      execution_time: 100,
+      parameters: {
+        customer: { name: "Acme", tier: "pro" },
+        amount: 10,
+        text: "refund please",
+        items: [{ sku: "s-1" }, { sku: "s-2" }],
+      },
     },
-  },
-  {
-    id: "b",
-    interaction_id: "i-2",
-    environment_id: "e-1",
-    model_id: "gpt",
-    status: "failed",
-    tags: ["y"],
-    execution_time: 200,
-    parameters: { customer: { name: "Globex", tier: "free" }, amount: 20, text: "late delivery" },
-  },
-  {
-    id: "c",
-    interaction_id: "i-1",
-    environment_id: "e-2",
-    model_id: "claude",
-    status: "completed",
-    tags: ["x", "y"],
-    execution_time: 250,
-    parameters: { customer: { name: "Acme Corp", tier: "pro" }, amount: 30, text: "Refund" },
-  },
-  {
-    id: "d",
-    interaction_id: "i-2",
-    environment_id: "e-2",
-    model_id: "claude",
-    status: "processing",
-    tags: [],
-    execution_time: 300,
-    parameters: { customer: { name: "acme" }, amount: 40.5, flags: ["vip", "beta"] },
-  },
-  {
-    id: "e",
-    interaction_id: "i-1",
-    environment_id: "e-1",
-    model_id: "llama",
-    status: "created",
-    tags: ["z"],
-    execution_time: null,
-    parent_id: "a",
-    parameters: { customer: { name: "Initech" }, amount: "50", note: "true" },
-  },
-  {
-    id: "f",
-    interaction_id: "i-3",
-    environment_id: "e-3",
-    model_id: "llama",
-    status: "completed",
-    tags: ["x"],
-    execution_time: 99,
-    parent_id: "a",
-    parameters: { customer: { name: "Hooli" }, amount: 60, ok: true },
-  },
-  {
-    id: "g",
-    interaction_id: "i-3",
-    environment_id: "e-3",
-    model_id: "gpt",
-    status: "failed",
-    tags: ["y", "z"],
-    execution_time: 1000,
-    parent_id: "c",
-    parameters: { text: "hello world", customer: { name: "Acme" } },
-  },
-  {
-    id: "h",
-    interaction_id: "i-1",
-    environment_id: "e-1",
-    model_id: "mistral",
-    status: "completed",
-    tags: ["x"],
-    execution_time: 150,
-    parameters: { text: "hello", deep: { er: { still: "found" } } },
-  },
-].map((r, i) => ({ ...r, project_id: P, updated_at: at(i) }));
+    {
+      id: "b",
+      interaction_id: "i-2",
+      environment_id: "e-1",
+      model_id: "gpt",
+      status: "failed",
+      tags: ["y"],
+      execution_time: 200,
+      parameters: { customer: { name: "Globex", tier: "free" }, amount: 20, text: "late delivery" },
+    },
+    {
+      id: "c",
+      interaction_id: "i-1",
+      environment_id: "e-2",
+      model_id: "claude",
+      status: "completed",
+      tags: ["x", "y"],
+      execution_time: 250,
+      parameters: { customer: { name: "Acme Corp", tier: "pro" }, amount: 30, text: "Refund" },
+    },
+    {
+      id: "d",
+      interaction_id: "i-2",
+      environment_id: "e-2",
+      model_id: "claude",
+      status: "processing",
+      tags: [],
+      execution_time: 300,
+      parameters: { customer: { name: "acme" }, amount: 40.5, flags: ["vip", "beta"] },
+    },
+    {
+      id: "e",
+      interaction_id: "i-1",
+      environment_id: "e-1",
+      model_id: "llama",
+      status: "created",
+      tags: ["z"],
+      execution_time: null,
+      parent_id: "a",
+      parameters: { customer: { name: "Initech" }, amount: "50", note: "true" },
+    },
+    {
+      id: "f",
+      interaction_id: "i-3",
+      environment_id: "e-3",
+      model_id: "llama",
+      status: "completed",
+      tags: ["x"],
+      execution_time: 99,
+      parent_id: "a",
+      parameters: { customer: { name: "Hooli" }, amount: 60, ok: true },
+    },
+    {
+      id: "g",
+      interaction_id: "i-3",
+      environment_id: "e-3",
+      model_id: "gpt",
+      status: "failed",
+      tags: ["y", "z"],
+      execution_time: 1000,
+      parent_id: "c",
+      parameters: { text: "hello world", customer: { name: "Acme" } },
+    },
+    {
+      id: "h",
+      interaction_id: "i-1",
+      environment_id: "e-1",
+      model_id: "mistral",
+      status: "completed",
+      tags: ["x"],
+      execution_time: 150,
+      parameters: { text: "hello", deep: { er: { still: "found" } } },
+    },
+  ] as Omit<Row, "project_id" | "updated_at">[]
+).map((r, i) => ({ ...r, project_id: P, updated_at: at(i) }));
 /** Ids newest first (the default order). */
 const newest = (...ids: string[]) =>
   [...ids].sort(
@@ -324,8 +340,8 @@ describe("search over the fixture", () => {
         `customer\\".name:Acme`,
         `amount:[1 TO 2) or 1=1]`,
       ]) {
-        const answer = await search(P, { query }).catch((e: { code?: Code }) => e);
-        if ("code" in answer) expect(answer.code).toBe(Code.InvalidArgument);
+        const answer = await search(P, { query }).catch((e: unknown) => e as ConnectError);
+        if (answer instanceof ConnectError) expect(answer.code).toBe(Code.InvalidArgument);
         else expect(answer.runs).toEqual([]);
       }
       expect(await idsOf(P)).toHaveLength(8);
