@@ -7,12 +7,21 @@
 // table sequentially is read from pg_stat_user_tables. Settings (environment, all optional):
 //   BENCH_RUNS_N=1000000  BENCH_RUNS_SAMPLES=40  BENCH_RUNS_WRITE=20000 (runs per write round)
 //   BENCH_RUNS_WRITE_BATCH=100  BENCH_RUNS_KEEP=1 (leave the database, print its URL)
+//   BENCH_RUNS_PARTS=write,search (either or both)
+import os from "node:os";
 import pg from "pg";
 import { create, toBinary } from "@bufbuild/protobuf";
+import { toTimestamp } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, createTestStream, seedRuns, startStack } from "@pies/testkit";
-import { RunSchema, RunStatus } from "@pies/proto/runs";
-import { runsMigrations, writeRecords } from "@pies/runs";
+import {
+  FacetType,
+  ListRunsRequestSchema,
+  RunSchema,
+  RunStatus,
+  SearchRunsRequestSchema,
+} from "@pies/proto/runs";
+import { createRunsService, runsMigrations, writeRecords } from "@pies/runs";
 import { percentile } from "./lib/stats.mjs";
 
 const int = (name, fallback) => {
@@ -25,12 +34,15 @@ const N = int("BENCH_RUNS_N", 1_000_000);
 const SAMPLES = int("BENCH_RUNS_SAMPLES", 40);
 const WRITE = int("BENCH_RUNS_WRITE", 20_000);
 const WRITE_BATCH = int("BENCH_RUNS_WRITE_BATCH", 100);
+const PARTS = (process.env.BENCH_RUNS_PARTS ?? "write,search").split(",").map((p) => p.trim());
+const load = () => os.loadavg()[0].toFixed(1);
 const log = (...args) =>
   console.error(`[runs bench ${new Date().toISOString().slice(11, 19)}]`, ...args);
 const fmt = (n) => n.toLocaleString("en-US");
 
 // --- 1. The record writer's throughput, before and after the search indexes -------------------
 
+const ROUNDS = int("BENCH_RUNS_WRITE_ROUNDS", 3);
 const SEARCH_MIGRATION = "2026-11-23T12-00_search_indexes";
 const before = Object.fromEntries(
   Object.entries(runsMigrations).filter(([name]) => name < SEARCH_MIGRATION),
@@ -84,7 +96,7 @@ async function writeRound(migrations, label) {
 async function writeThroughput() {
   const rounds = [];
   // Alternated, three rounds each, so that a noisy neighbour hits both alike.
-  for (let r = 0; r < 3; r++) {
+  for (let r = 0; r < ROUNDS; r++) {
     rounds.push(await writeRound(before, "before"));
     rounds.push(await writeRound(runsMigrations, "after"));
   }
@@ -92,9 +104,13 @@ async function writeThroughput() {
     const values = rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond);
     return values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
   };
+  const best = (label) =>
+    Math.max(...rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond));
   return {
     before: median("before"),
     after: median("after"),
+    bestBefore: best("before"),
+    bestAfter: best("after"),
     rounds: rounds.map((r) => `${r.label} ${fmt(r.runsPerSecond)}`).join(", "),
   };
 }
@@ -114,7 +130,7 @@ async function measure(label, send) {
   return { label, p50: percentile(times, 50), p99: percentile(times, 99), last };
 }
 
-async function measureAll(stack, client, project) {
+async function measureAll(stack, client, project, databaseUrl) {
   const { gatewayUrl, bootstrap } = stack;
   const headers = { authorization: `Bearer ${bootstrap.key}`, "content-type": "application/json" };
   const call = async (method, path, body) => {
@@ -182,7 +198,57 @@ async function measureAll(stack, client, project) {
   ]) {
     search.push(await measure(label, () => call("POST", "/runs/search", body)));
   }
-  return { cases: [...list, ...search], listSeqScans: seqAfter - seqBefore };
+  // The runs service alone, in this process on the same database: the store's share of the above.
+  const db = createDatabase({ url: databaseUrl, poolMax: 4 });
+  const svc = createRunsService({ db, log: undefined });
+  const facets = {
+    status: { type: FacetType.STRING, path: "status" },
+    model: { type: FacetType.STRING, path: "modelId" },
+    month: {
+      type: FacetType.DATE,
+      path: "updated_at",
+      dateBoundaries: months.map((m) => toTimestamp(m)),
+      defaultBucket: "other",
+    },
+  };
+  const service = [];
+  try {
+    for (const [label, send] of [
+      [
+        "service ListRuns (no filter)",
+        () => svc.listRuns(create(ListRunsRequestSchema, { projectId: project })),
+      ],
+      [
+        "service ListRuns ?status=failed",
+        () =>
+          svc.listRuns(
+            create(ListRunsRequestSchema, {
+              projectId: project,
+              filters: { status: RunStatus.FAILED },
+            }),
+          ),
+      ],
+      [
+        "service SearchRuns Lucene field term",
+        () =>
+          svc.searchRuns(
+            create(SearchRunsRequestSchema, { projectId: project, query: "customer.name:Acme" }),
+          ),
+      ],
+      [
+        "service SearchRuns 3 facets",
+        () =>
+          svc.searchRuns(
+            create(SearchRunsRequestSchema, { projectId: project, onlyMeta: true, facets }),
+          ),
+      ],
+    ]) {
+      service.push(await measure(label, send));
+    }
+  } finally {
+    await db.destroy();
+  }
+  return { cases: [...list, ...search, ...service], listSeqScans: seqAfter - seqBefore };
 }
 
 async function seqScans(client) {
@@ -196,9 +262,24 @@ async function seqScans(client) {
 }
 
 async function main() {
-  log(`write throughput: ${fmt(WRITE)} runs in batches of ${WRITE_BATCH}, three rounds each`);
-  const write = await writeThroughput();
-  log(`writer runs/s: before ${fmt(write.before)}, after ${fmt(write.after)} (${write.rounds})`);
+  const lines = [`## runs search bench (${new Date().toISOString()})`, ""];
+  if (PARTS.includes("write")) {
+    log(`write throughput: ${fmt(WRITE)} runs in batches of ${WRITE_BATCH}, ${ROUNDS} rounds each`);
+    const loadBefore = load();
+    const write = await writeThroughput();
+    log(`writer runs/s: before ${fmt(write.before)}, after ${fmt(write.after)} (${write.rounds})`);
+    lines.push(
+      `Record writer, ${fmt(WRITE)} runs in batches of ${WRITE_BATCH} into an empty table, ` +
+        `${ROUNDS} alternated rounds each (load average ${loadBefore} → ${load()}): median ` +
+        `${fmt(write.before)} runs/s without the search indexes, ${fmt(write.after)} with them; ` +
+        `best ${fmt(write.bestBefore)} and ${fmt(write.bestAfter)} (${write.rounds}).`,
+      "",
+    );
+  }
+  if (!PARTS.includes("search")) {
+    console.log(lines.join("\n"));
+    return;
+  }
 
   log("starting the stack (catalog, runs, executor, gateway)");
   const database = await createTestDatabase("runsbench");
@@ -233,8 +314,16 @@ async function main() {
         "select count(*)::int as n from runs.runs where project_id = $1",
         [project],
       );
-      const measured = await measureAll(stack, client, project);
-      results.push({ size, projectRuns: rows[0].n, seedMs: ms, analyzeMs, ...measured });
+      const loadBefore = load();
+      const measured = await measureAll(stack, client, project, database.url);
+      results.push({
+        size,
+        projectRuns: rows[0].n,
+        seedMs: ms,
+        analyzeMs,
+        load: `${loadBefore} → ${load()}`,
+        ...measured,
+      });
     }
   } finally {
     await client.end();
@@ -244,20 +333,12 @@ async function main() {
     else log(`kept: ${database.url}`);
   }
 
-  const lines = [];
-  lines.push(`## runs search bench (${new Date().toISOString()})`);
-  lines.push("");
-  lines.push(
-    `Record writer, ${fmt(WRITE)} runs in batches of ${WRITE_BATCH} into an empty table: ` +
-      `${fmt(write.before)} runs/s without the search indexes, ${fmt(write.after)} runs/s with them ` +
-      `(median of 3 alternated rounds: ${write.rounds}).`,
-  );
-  lines.push("");
   for (const r of results) {
     lines.push(
       `Seeding to ${fmt(r.size)} runs: ${(r.seedMs / 1000).toFixed(1)} s (+ vacuum analyze ` +
         `${(r.analyzeMs / 1000).toFixed(1)} s); the key's project holds ${fmt(r.projectRuns)}. ` +
-        `Sequential scans of runs.runs during the list cases: ${r.listSeqScans}.`,
+        `Sequential scans of runs.runs during the list cases: ${r.listSeqScans}. ` +
+        `Load average (1 min) before → after measuring: ${r.load} on ${os.cpus().length} cores.`,
     );
   }
   lines.push(`Seeding ${fmt(seeded)} runs in all: ${(seedMs / 1000).toFixed(1)} s.`);
