@@ -9,6 +9,7 @@
 //   BENCH_RUNS_WRITE_BATCH=100  BENCH_RUNS_KEEP=1 (leave the database, print its URL)
 //   BENCH_RUNS_PARTS=write,search (either or both)
 import os from "node:os";
+import { CompiledQuery, Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { toTimestamp } from "@pies/common";
@@ -181,6 +182,7 @@ async function measureAll(stack, client, project, databaseUrl) {
     list.push(await measure(label, () => call("GET", `/runs${query}`)));
   }
   const seqAfter = await seqScans(client);
+  const plans = await explainLists(databaseUrl, project, parent, anchor);
   const search = [];
   for (const [label, body] of [
     ["search Lucene field term", { query: "customer.name:Acme" }],
@@ -248,7 +250,48 @@ async function measureAll(stack, client, project, databaseUrl) {
   } finally {
     await db.destroy();
   }
-  return { cases: [...list, ...search, ...service], listSeqScans: seqAfter - seqBefore };
+  return { cases: [...list, ...search, ...service], listSeqScans: seqAfter - seqBefore, plans };
+}
+
+/**
+ * EXPLAIN of the exact SQL ListRuns sends for each list filter (the runs service in this process,
+ * over a Kysely that records its queries): the filters whose plan scans the runs table sequentially.
+ */
+async function explainLists(databaseUrl, project, parent, anchor) {
+  const queries = [];
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  const db = new Kysely({
+    dialect: new PostgresDialect({ pool }),
+    log: (event) => event.level === "query" && queries.push(event.query),
+  });
+  const svc = createRunsService({ db, log: undefined });
+  const seq = [];
+  try {
+    for (const [label, filters] of [
+      ["none", {}],
+      ["interaction", { interactionIds: ["int-5"] }],
+      ["model", { models: ["o3-mini"] }],
+      ["environment", { environmentIds: ["env-1"] }],
+      ["status", { status: RunStatus.FAILED }],
+      ["tag", { tags: ["nightly"] }],
+      ["parent=false", { topLevelOnly: true }],
+      ["parent=<id>", { parentId: parent }],
+      ["anchorDate", { anchorDate: toTimestamp(anchor), anchorDirection: 2 }],
+      ["status&model&tag", { status: RunStatus.COMPLETED, models: ["gpt-4o"], tags: ["prod"] }],
+    ]) {
+      queries.length = 0;
+      await svc.listRuns(create(ListRunsRequestSchema, { projectId: project, filters }));
+      const query = queries.at(-1);
+      const { rows } = await db.executeQuery(
+        CompiledQuery.raw(`explain ${query.sql}`, [...query.parameters]),
+      );
+      const plan = rows.map((r) => r["QUERY PLAN"]).join("\n");
+      if (/Seq Scan on runs/.test(plan)) seq.push(label);
+    }
+  } finally {
+    await db.destroy();
+  }
+  return { explained: 10, seq };
 }
 
 async function seqScans(client) {
@@ -337,7 +380,10 @@ async function main() {
     lines.push(
       `Seeding to ${fmt(r.size)} runs: ${(r.seedMs / 1000).toFixed(1)} s (+ vacuum analyze ` +
         `${(r.analyzeMs / 1000).toFixed(1)} s); the key's project holds ${fmt(r.projectRuns)}. ` +
-        `Sequential scans of runs.runs during the list cases: ${r.listSeqScans}. ` +
+        `EXPLAIN of the ${r.plans.explained} list queries: ` +
+        `${r.plans.seq.length === 0 ? "no sequential scan of runs" : `sequential scan with ${r.plans.seq.join(", ")}`}` +
+        ` (pg_stat_user_tables counted ${r.listSeqScans} sequential scans of runs.runs, by any ` +
+        `process, while the list cases ran). ` +
         `Load average (1 min) before → after measuring: ${r.load} on ${os.cpus().length} cores.`,
     );
   }
