@@ -16,7 +16,7 @@ import { invalid } from "@pies/common";
  * - `*` and `?` in an unquoted term match any run of characters and one character, anchored on
  *   the whole string; `path:*` matches when the path has a value.
  * - `path:[a TO b]` (inclusive) and `path:{a TO b}` (exclusive), mixed and `*` bounds allowed: a
- *   numeric range when every bound is a number, else a range of strings (code point order).
+ *   numeric range when every bound is a number, else a range of strings (jsonpath string order).
  * - A bare term matches `defaultQueryPath`, or any value anywhere in the input data without one.
  * - `AND`/`&&`, `OR`/`||`, `NOT`/`!`/`-`, `+`, grouping, `path:(a OR b)`; AND binds tighter than
  *   OR, and terms side by side are ANDed.

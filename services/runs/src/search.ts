@@ -95,7 +95,7 @@ export interface Bucket {
   isDefault?: boolean;
 }
 
-/** The top `n` values by count, ties by value in code point order (DESIGN.md §3). */
+/** The top `n` values by count, ties by value in JavaScript string order (UTF-16 code units; DESIGN.md §3). */
 export function topBuckets(counts: Map<string, number>, n: number): Bucket[] {
   return [...counts]
     .sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0))
@@ -151,7 +151,9 @@ function bucketIndex(plan: Extract<FacetPlan, { kind: "range" }>): RawBuilder<nu
  * The total and every facet's buckets, over all the runs that match (not the page). One scan
  * groups the matches by every facet but tags at once (one hash aggregate over the combinations,
  * which the covering index serves without reading the table), and the counts per facet are
- * summed from the combinations here; the tags, one run to many, have a query of their own.
+ * summed from the combinations here; the tags, one run to many, have a query of their own. The
+ * combinations are few for the facet paths there are (statuses × models × buckets), and never more
+ * than the matching runs.
  */
 export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: FacetPlan[]) {
   const keyed = plans.filter((p) => p.path !== "tags");
