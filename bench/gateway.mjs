@@ -105,7 +105,10 @@ async function stub() {
 async function gateway() {
   const build = path.resolve(repoRoot, process.env.GW_BENCH_BUILD);
   const { createGateway } = await import(path.join(build, "app.js"));
-  const { gatewayOptions, loadGatewayConfig } = await import(path.join(build, "config.js"));
+  const config = await import(path.join(build, "config.js"));
+  const { gatewayOptions } = config;
+  // Builds from before the internal credential have no loadGatewaySettings.
+  const loadGatewaySettings = config.loadGatewaySettings ?? config.loadGatewayConfig;
   const { createLogger } = await import("@pies/common");
   const { MemoryCatalogEvents, MemoryRunEventBus } = await import("@pies/common/bus");
   const { peerTransport, serviceClient } = await import("@pies/common/server");
@@ -121,7 +124,8 @@ async function gateway() {
     catalogEvents: new MemoryCatalogEvents(),
     logger: createLogger("gateway", "warn"),
     isReady: async () => true,
-    options: gatewayOptions(loadGatewayConfig({})),
+    options: gatewayOptions(loadGatewaySettings({})),
+    tokenKey: new Uint8Array(32).fill(1),
   });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   process.on("message", (msg) => {

@@ -333,6 +333,37 @@ describe("the executors' catalog cache, across two executor processes", () => {
     );
   });
 
+  it("runs `Name` and `Name@latest` on a new publish within 1 s on both executors (and reports how often at once)", async () => {
+    const draft = await createInteraction("Versioned");
+    // Both executors hold `Versioned` (the draft: nothing is published yet).
+    expect((await executeOnBoth("Versioned", true)).map((r) => r.interaction)).toEqual([
+      draft,
+      draft,
+    ]);
+    let immediate = 0;
+    for (let n = 1; n <= 3; n++) {
+      const published = await admin()(`/interactions/${draft}/publish`, { body: {} });
+      const version = (await json(published, 201)).id as string;
+      // The next executions by name, sent as soon as the publish answered.
+      const first = await Promise.all([
+        executeOnBoth("Versioned", true),
+        executeOnBoth("Versioned@latest", true),
+      ]);
+      if (first.flat().every((r) => r.interaction === version)) immediate++;
+      await within(EVENT_DEADLINE_MS, async () =>
+        (
+          await Promise.all([
+            executeOnBoth("Versioned", true),
+            executeOnBoth("Versioned@latest", true),
+          ])
+        )
+          .flat()
+          .every((r) => r.interaction === version),
+      );
+    }
+    console.info(`a publish was run by name at once by both executors ${immediate} times of 3`);
+  });
+
   it("keeps a project's answers when another project changes", async () => {
     await settled();
     await within(EVENT_DEADLINE_MS, async () =>

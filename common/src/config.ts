@@ -29,6 +29,19 @@ export const env = {
     z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 };
 
+/**
+ * The shared secret that pies' processes present to each other (common/src/server/internal-auth.ts):
+ * required by every process that serves or calls Connect over the network.
+ */
+export const internalAuthConfigSchema = {
+  PIES_INTERNAL_TOKEN: z
+    .string({
+      required_error:
+        "is required: the secret pies' processes share (at least 32 characters, e.g. `openssl rand -base64 32`)",
+    })
+    .min(32, "must be at least 32 characters (e.g. `openssl rand -base64 32`)"),
+};
+
 export const natsConfigSchema = {
   NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
   PIES_NATS_STREAM: z

@@ -14,3 +14,4 @@ export * from "./endpoint-policy.js";
 export * from "./retry-after.js";
 export * from "./key-slots.js";
 export * from "./int32.js";
+export * from "./tracing.js";

@@ -1,4 +1,6 @@
-import { ConfigError } from "./config.js";
+import { z } from "zod";
+import { ConfigError, loadConfig } from "./config.js";
+import { startTracing, tracingConfigSchema } from "./tracing.js";
 import type { Logger } from "./logger.js";
 
 /**
@@ -59,11 +61,20 @@ let policyInstalled = false;
 export async function runProcess(
   logger: Logger,
   start: () => Promise<{ stop(): Promise<void> }>,
+  /** The component's name in traces (tracing.ts); OTEL_EXPORTER_OTLP_ENDPOINT turns them on. */
+  traceAs?: string,
 ): Promise<void> {
   installProcessPolicy(logger);
   try {
+    // Before the component builds its servers and clients, which install the tracing hooks.
+    const stopTracing = traceAs
+      ? await startTracing(traceAs, loadConfig(z.object(tracingConfigSchema)))
+      : async () => {};
     const running = await start();
-    onShutdown(logger, () => running.stop());
+    onShutdown(logger, async () => {
+      await running.stop();
+      await stopTracing();
+    });
   } catch (err) {
     exitOnStartupError(logger)(err);
   }

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { allowedEndpointsSetting, env, loadConfig, natsConfigSchema } from "@pies/common";
 import { executorSettingsSchema } from "@pies/executor";
 import { runsSweepSettingsSchema } from "@pies/runs";
-import { gatewaySettingsSchema } from "@pies/gateway";
+import { gatewayConfigSchema, gatewaySettingsSchema } from "@pies/gateway";
 
 /** The embedded mode's configuration: everything optional, defaults for a laptop. */
 const embeddedConfigSchema = z.object({
@@ -18,11 +18,15 @@ const embeddedConfigSchema = z.object({
   PIES_RECORD_MAX_AGE_SECONDS: natsConfigSchema.PIES_RECORD_MAX_AGE_SECONDS,
   // Unset: generated once into the data dir.
   PIES_SECRET_KEY: z.string().optional(),
+  // Token exchange's signing key (base64, 32+ bytes); default: generated into the data dir.
+  PIES_JWT_SECRET: gatewayConfigSchema.shape.PIES_JWT_SECRET,
   ...executorSettingsSchema,
   // Local models (Ollama, LM Studio, llama.cpp) listen on loopback.
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting("loopback"),
   ...runsSweepSettingsSchema,
   ...gatewaySettingsSchema,
+  // One user on a laptop: no rate limit unless asked for.
+  PIES_RATE_LIMIT_PER_MINUTE: gatewaySettingsSchema.PIES_RATE_LIMIT_PER_MINUTE.default(0),
   LOG_LEVEL: env.logLevel().default("warn"),
 });
 

@@ -1,4 +1,4 @@
 import { createLogger, runProcess } from "@pies/common";
 import { loadEdgeConfig, startEdge } from "./edge.js";
 
-await runProcess(createLogger("edge"), () => startEdge(loadEdgeConfig()));
+await runProcess(createLogger("edge"), () => startEdge(loadEdgeConfig()), "edge");

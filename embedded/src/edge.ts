@@ -1,13 +1,21 @@
 import { createRouterTransport } from "@connectrpc/connect";
 import { z } from "zod";
-import { createLogger, env, loadConfig, natsConfigSchema } from "@pies/common";
+import {
+  createLogger,
+  env,
+  internalAuthConfigSchema,
+  loadConfig,
+  natsConfigSchema,
+} from "@pies/common";
 import { errorInterceptor, peersServing, serviceClient } from "@pies/common/server";
 import { connectExecutor, executorSettingsSchema } from "@pies/executor";
 import {
   closeGracefully,
   createGateway,
+  gatewayConfigSchema,
   gatewayOptions,
   gatewaySettingsSchema,
+  tokenKeyFrom,
 } from "@pies/gateway";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
@@ -20,6 +28,8 @@ export const edgeConfigSchema = z.object({
   CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
   RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
   ...natsConfigSchema,
+  ...internalAuthConfigSchema,
+  PIES_JWT_SECRET: gatewayConfigSchema.shape.PIES_JWT_SECRET,
   ...executorSettingsSchema,
   ...gatewaySettingsSchema,
   LOG_LEVEL: env.logLevel(),
@@ -56,6 +66,7 @@ export async function startEdge(
       catalogEvents,
       logger,
       options: gatewayOptions(config),
+      tokenKey: tokenKeyFrom(config),
       isReady: async () =>
         (await executor.isReady()) && (await peersServing([catalog, runs], "readiness")),
     });

@@ -74,6 +74,12 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
   const secretKey =
     config.PIES_SECRET_KEY ??
     (await localSecret(dataDir, "secret.key", () => randomBytes(32).toString("base64")));
+  // Token exchange's signing key: kept in the data dir, so that tokens outlive a restart.
+  const tokenKey = Buffer.from(
+    config.PIES_JWT_SECRET ??
+      (await localSecret(dataDir, "jwt.key", () => randomBytes(32).toString("base64"))),
+    "base64",
+  );
   const pies = await createInMemoryPies({
     db,
     bus,
@@ -83,6 +89,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
     logger,
     executor: config,
     gateway: gatewayOptions(config),
+    tokenKey,
     sweep: {
       leaseSeconds: config.PIES_RUN_LEASE_SECONDS,
       intervalMs: config.PIES_SWEEP_INTERVAL_SECONDS * 1000,

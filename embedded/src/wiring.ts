@@ -40,6 +40,8 @@ export async function createInMemoryPies(options: {
   logger: Logger;
   executor: ExecutorSettings;
   gateway: GatewayOptions;
+  /** Signs the JWTs of token exchange. */
+  tokenKey: Uint8Array;
   sweep: { leaseSeconds: number; intervalMs: number };
   /** Where the database's failures are noted (give the pool's too, as createDatabase's `faults`). */
   faults?: DatabaseFaults;
@@ -84,6 +86,7 @@ export async function createInMemoryPies(options: {
     catalogEvents,
     logger,
     options: options.gateway,
+    tokenKey: options.tokenKey,
     isReady: async () =>
       (await pingDatabase(db)) && (await bus.ready()) && (await options.records.ready()),
   });

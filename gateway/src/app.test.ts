@@ -113,13 +113,24 @@ describe("errors", () => {
     expect(text.json()).toMatchObject({ code: "unsupported_media_type" });
   });
 
-  it("answers unknown routes and unknown ids with 404, and unbuilt operations with 501", async () => {
+  it("answers unknown routes and unknown ids with 404, and conflicts with 409", async () => {
     expect((await call("/nothing")).json).toMatchObject({ status: 404, code: "not_found" });
     expect((await call("/interactions/000000000000000000000000")).status).toBe(404);
+    for (const method of ["PUT", "DELETE"]) {
+      const r = await call("/interactions/000000000000000000000000", {
+        method,
+        body: method === "PUT" ? {} : undefined,
+      });
+      expect(r.status).toBe(404);
+    }
     const i = await interaction();
     const publish = await call(`/interactions/${i.id}/publish`, { body: {} });
-    expect(publish.status).toBe(501);
-    expect(publish.json.message).toContain("PublishInteraction");
+    expect(publish.status).toBe(201);
+    const onVersion = await call(`/interactions/${publish.json.id}`, { method: "PUT", body: {} });
+    expect(onVersion.json).toMatchObject({ status: 409, code: "conflict" });
+    const inUse = await call(`/environments/${environmentId}`, { method: "DELETE" });
+    expect(inUse.json).toMatchObject({ status: 409, code: "conflict" });
+    expect(inUse.json.message).toContain(i.id);
   });
 
   it("hides another project's resources behind 404", async () => {

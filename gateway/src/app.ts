@@ -1,14 +1,21 @@
-import Fastify, { type FastifyInstance } from "fastify";
+import { hash, randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import cors from "@fastify/cors";
+import rateLimit from "@fastify/rate-limit";
+import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { Authenticator } from "./auth.js";
 import { createClientErrorHandler } from "./client-errors.js";
 import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
-import { HttpError, sendError, toHttpError } from "./errors.js";
+import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
+import { GatewayMetrics } from "./metrics.js";
+import { installRequestTracing } from "./tracing.js";
 import { jsonBodyParser } from "./json-body.js";
 import { nulInParams } from "./request-params.js";
 import { catalogRoutes } from "./routes/catalog.js";
 import { runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
+import { tokenRoutes } from "./routes/tokens.js";
 
 /** The public HTTP surface: REST and SSE under /api/v1, probes at the root. No business logic. */
 export function createGateway(deps: GatewayDeps): FastifyInstance {
@@ -28,6 +35,10 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     },
     clientErrorHandler: createClientErrorHandler(deps.logger),
     return503OnClosing: true,
+    // x-request-id: the caller's when it is a sane token, else a new one; echoed on the response
+    // and on every log line about the request.
+    requestIdHeader: false,
+    genReqId: requestIdOf,
     // Errors Fastify meets before a route runs (an over-long path parameter, say) get the same
     // JSON body as the rest. The hook returns nothing: the reply is sent, and a reply is thenable
     // only for `await reply`, so there is nothing to wait for.
@@ -42,16 +53,46 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     { parseAs: "string" },
     jsonBodyParser(deps.options.maxJsonDepth),
   );
-  app.addHook("onRequest", (request, _reply, done) => done(nulInParams(request)));
+  app.addHook("onRequest", (request, reply, done) => {
+    reply.header("x-request-id", request.id);
+    done(nulInParams(request));
+  });
   const auth = new Authenticator(deps);
   app.addHook("onClose", async () => auth.close());
-  const ctx = { deps, auth };
+  installRequestTracing(app);
+  const metrics = new GatewayMetrics();
+  metrics.install(app);
+  const ctx = { deps, auth, metrics };
+  if (deps.options.corsOrigins.length > 0) {
+    const origins = deps.options.corsOrigins;
+    void app.register(cors, {
+      origin: origins.includes("*") ? "*" : origins,
+      exposedHeaders: ["x-request-id", "retry-after"],
+      maxAge: 600,
+    });
+  }
+  if (deps.options.rateLimitPerMinute > 0) {
+    const max = deps.options.rateLimitPerMinute;
+    void app.register(rateLimit, {
+      global: true,
+      max,
+      timeWindow: 60_000,
+      // Per key: by the credential's hash (never the key in clear); requests without one by address.
+      keyGenerator: rateKey,
+      allowList: (request) => UNLIMITED.has(request.routeOptions.url ?? ""),
+      errorResponseBuilder: (_request, context) =>
+        tooManyRequests(
+          `more than ${max} requests in a minute with this credential`,
+          Math.ceil(context.ttl / 1000),
+        ),
+    });
+  }
   trackInFlight(app);
 
-  app.setErrorHandler((err, _request, reply) => {
+  app.setErrorHandler((err, request, reply) => {
     const error = toHttpError(err);
     if (error.status >= 500 && !(err instanceof HttpError)) {
-      deps.logger.error({ err }, "request failed");
+      deps.logger.error({ err, reqId: request.id }, "request failed");
     }
     return sendError(reply, error);
   });
@@ -68,8 +109,10 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     return reply.status(ready ? 200 : 503).send({ status: ready ? "ready" : "not ready" });
   });
 
+  tokenRoutes(app, ctx);
   app.register(
     async (api) => {
+      tokenRoutes(api, ctx);
       catalogRoutes(api, ctx);
       runRoutes(api, ctx);
       streamRoutes(api, ctx);
@@ -77,4 +120,21 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     { prefix: "/api/v1" },
   );
   return app;
+}
+
+/** Probes and metrics are never rate limited. */
+const UNLIMITED = new Set(["/healthz", "/readyz", "/metrics"]);
+
+const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
+
+function requestIdOf(request: IncomingMessage): string {
+  const given = request.headers["x-request-id"];
+  return typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+function rateKey(request: FastifyRequest): string {
+  const header = request.headers.authorization;
+  const query = (request.query as Record<string, unknown> | undefined)?.access_token;
+  const credential = header ?? (typeof query === "string" ? query : undefined);
+  return credential ? hash("sha256", credential, "base64") : `ip:${request.ip}`;
 }

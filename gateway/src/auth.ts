@@ -6,6 +6,7 @@ import { CatalogCache, type CatalogChange } from "@pies/common/bus";
 import type { Principal } from "@pies/proto/catalog";
 import type { GatewayDeps } from "./deps.js";
 import { unauthorized } from "./errors.js";
+import { JWT_FORMAT, TokenIssuer } from "./tokens.js";
 
 /** What every key the catalog makes looks like: `sk-` and 43 base62 characters. */
 const KEY_FORMAT = /^sk-[0-9A-Za-z]{43}$/;
@@ -42,10 +43,23 @@ const concernsKeys = (change: CatalogChange) =>
 export class Authenticator {
   private readonly cache: CatalogCache<Principal>;
   private readonly refused = new LRUCache<string, true>(CACHE_OPTIONS);
+  /** Issues and verifies the JWTs of token exchange (tokens.ts). */
+  readonly tokens: TokenIssuer;
+  /**
+   * Keys revoked while this gateway listened, kept as long as a token of theirs may live: their
+   * tokens are refused at once rather than at `exp`.
+   */
+  private readonly revoked: LRUCache<string, true>;
   /** Stops following the catalog's events. */
   readonly close: () => void;
 
   constructor(private readonly deps: GatewayDeps) {
+    this.tokens = new TokenIssuer(deps.tokenKey, deps.options.tokenTtlSeconds);
+    this.revoked = new LRUCache<string, true>({
+      ...CACHE_OPTIONS,
+      max: 100_000,
+      ttl: deps.options.tokenTtlSeconds * 1000,
+    });
     this.cache = new CatalogCache<Principal>({
       // A ttl of 0 would keep the entry for ever: 0 seconds means no caching.
       maxAgeMs: deps.options.authCacheSeconds * 1000,
@@ -58,6 +72,9 @@ export class Authenticator {
       change: (change) => {
         // A key just created must work at once, whatever was tried before.
         if (concernsKeys(change)) this.refused.clear();
+        if (change.kind === "apikey" && change.op === "delete" && change.id) {
+          this.revoked.set(change.id, true);
+        }
       },
       reset: () => this.refused.clear(),
     });
@@ -70,6 +87,17 @@ export class Authenticator {
   async authenticate(request: FastifyRequest, allowQueryToken = false): Promise<Principal> {
     const token = bearer(request) ?? (allowQueryToken ? queryToken(request) : undefined);
     if (!token) throw unauthorized();
+    if (JWT_FORMAT.test(token)) {
+      const principal = await this.tokens.verify(token);
+      if (this.revoked.has(principal.apiKeyId))
+        throw unauthorized("the token's API key was revoked");
+      return principal;
+    }
+    return this.authenticateKey(token);
+  }
+
+  /** An `sk-` key only (token exchange takes no token: a token cannot outlive its key's revocation). */
+  async authenticateKey(token: string): Promise<Principal> {
     if (!KEY_FORMAT.test(token)) throw unauthorized(INVALID);
     const key = hash("sha256", token, "base64");
     // Entries past their time read as absent (and go); so do refused keys.
@@ -97,7 +125,7 @@ export class Authenticator {
   }
 }
 
-function bearer(request: FastifyRequest): string | undefined {
+export function bearer(request: FastifyRequest): string | undefined {
   const header = request.headers.authorization;
   if (!header) return undefined;
   const match = /^Bearer\s+(\S+)$/i.exec(header);

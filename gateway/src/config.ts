@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { env, loadConfig, natsConfigSchema } from "@pies/common";
+import { env, internalAuthConfigSchema, loadConfig, natsConfigSchema } from "@pies/common";
 
 /** How the gateway serves (shared with the embedded mode), apart from where it runs. */
 export const gatewaySettingsSchema = {
@@ -17,6 +17,12 @@ export const gatewaySettingsSchema = {
   PIES_MAX_STREAMS_PER_KEY: env.int(100, 1),
   PIES_HEADERS_TIMEOUT_MS: env.int(10_000, 100),
   PIES_REQUEST_TIMEOUT_MS: env.int(30_000, 100),
+  // Requests per minute per API key (or token) and replica; over it, 429 with Retry-After. 0: off.
+  PIES_RATE_LIMIT_PER_MINUTE: env.int(3000, 0),
+  // Origins allowed to call the API from a browser: a comma list, or * for any. Empty: no CORS.
+  PIES_CORS_ORIGINS: z.string().default(""),
+  // Lifetime of the JWTs of token exchange (POST /token/issue).
+  PIES_TOKEN_TTL_SECONDS: env.int(3600, 60, 7 * 24 * 3600),
   PIES_TRUST_PROXY: z
     .enum(["true", "false"])
     .default("false")
@@ -30,6 +36,16 @@ export const gatewayConfigSchema = z.object({
   RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
   EXECUTOR_URL: z.string().url().default("http://127.0.0.1:50053"),
   ...natsConfigSchema,
+  ...internalAuthConfigSchema,
+  // Signs the JWTs of token exchange (base64 of at least 32 bytes); default: derived from
+  // PIES_INTERNAL_TOKEN, which every gateway replica shares.
+  PIES_JWT_SECRET: z
+    .string()
+    .refine(
+      (v) => Buffer.from(v, "base64").length >= 32,
+      "must be at least 32 bytes, base64-encoded",
+    )
+    .optional(),
   ...gatewaySettingsSchema,
   LOG_LEVEL: env.logLevel(),
 });
@@ -38,6 +54,10 @@ export type GatewayConfig = z.infer<typeof gatewayConfigSchema>;
 
 export const loadGatewayConfig = (source?: Record<string, string | undefined>) =>
   loadConfig(gatewayConfigSchema, source);
+
+/** Only how the gateway serves (what `gatewayOptions` reads): for tests, benches and the embedded mode. */
+export const loadGatewaySettings = (source?: Record<string, string | undefined>) =>
+  loadConfig(z.object(gatewaySettingsSchema), source);
 
 export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySettingsSchema>>) => ({
   maxBodyBytes: config.PIES_MAX_BODY_BYTES,
@@ -51,4 +71,9 @@ export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySetting
   headersTimeoutMs: Math.min(config.PIES_HEADERS_TIMEOUT_MS, config.PIES_REQUEST_TIMEOUT_MS),
   requestTimeoutMs: config.PIES_REQUEST_TIMEOUT_MS,
   trustProxy: config.PIES_TRUST_PROXY,
+  tokenTtlSeconds: config.PIES_TOKEN_TTL_SECONDS,
+  rateLimitPerMinute: config.PIES_RATE_LIMIT_PER_MINUTE,
+  corsOrigins: config.PIES_CORS_ORIGINS.split(",")
+    .map((origin) => origin.trim())
+    .filter(Boolean),
 });

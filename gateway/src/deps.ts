@@ -18,6 +18,8 @@ export interface GatewayDeps {
   /** Whether every dependency is reachable (GET /readyz). */
   isReady: () => Promise<boolean>;
   options: GatewayOptions;
+  /** The key that signs and verifies the JWTs of token exchange (tokens.ts: tokenKeyFrom). */
+  tokenKey: Uint8Array;
 }
 
 export interface GatewayOptions extends InputLimits {
@@ -41,4 +43,10 @@ export interface GatewayOptions extends InputLimits {
   requestTimeoutMs: number;
   /** Trust X-Forwarded-For for the client address recorded on runs. */
   trustProxy: boolean;
+  /** How long a token from `POST /token/issue` is valid. */
+  tokenTtlSeconds: number;
+  /** Requests per minute per API key (or token) and replica; 0: no limit. */
+  rateLimitPerMinute: number;
+  /** Origins allowed by CORS (`*`: any); none: CORS off. */
+  corsOrigins: string[];
 }

@@ -4,8 +4,10 @@ export {
   gatewayConfigSchema,
   gatewaySettingsSchema,
   loadGatewayConfig,
+  loadGatewaySettings,
   gatewayOptions,
   type GatewayConfig,
 } from "./config.js";
 export { startGateway, type GatewayProcess } from "./start.js";
 export { closeGracefully } from "./drain.js";
+export { tokenKeyFrom } from "./tokens.js";

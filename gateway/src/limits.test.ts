@@ -4,7 +4,7 @@ import { ConfigError, type JsonObject } from "@pies/common";
 import { ResolveExecutionResponseSchema } from "@pies/proto/catalog";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 import { requester, type TestResponse } from "../test/requests.js";
-import { loadGatewayConfig } from "./config.js";
+import { loadGatewaySettings } from "./config.js";
 import { checkJson } from "./json-body.js";
 
 // Bad input of every kind that used to reach PostgreSQL or protobuf and come back as a 500: each
@@ -162,7 +162,7 @@ describe("nesting depth", () => {
   };
 
   it("accepts a body nested to PIES_MAX_JSON_DEPTH and refuses one level more", async () => {
-    const max = loadGatewayConfig({}).PIES_MAX_JSON_DEPTH;
+    const max = loadGatewaySettings({}).PIES_MAX_JSON_DEPTH;
     // The body is one level; its input_schema holds the rest.
     const ok = await call("POST", "/prompts", {
       name: "d",
@@ -184,7 +184,7 @@ describe("nesting depth", () => {
   });
 
   it("executes with data and schemas nested to the limit (no protobuf recursion error)", async () => {
-    const max = loadGatewayConfig({}).PIES_MAX_JSON_DEPTH;
+    const max = loadGatewaySettings({}).PIES_MAX_JSON_DEPTH;
     const p = await call("POST", "/prompts", {
       name: "deep",
       content: "ok",
@@ -341,8 +341,8 @@ describe("the bounds of the configurable limits", () => {
     // A body at the maximum depth holds a schema one level less deep.
     expect(() => roundTrip(47)).not.toThrow();
     expect(() => roundTrip(49)).toThrow(/maximum recursion depth/);
-    expect(loadGatewayConfig({ PIES_MAX_JSON_DEPTH: "48" }).PIES_MAX_JSON_DEPTH).toBe(48);
-    expect(() => loadGatewayConfig({ PIES_MAX_JSON_DEPTH: "49" })).toThrow(ConfigError);
+    expect(loadGatewaySettings({ PIES_MAX_JSON_DEPTH: "48" }).PIES_MAX_JSON_DEPTH).toBe(48);
+    expect(() => loadGatewaySettings({ PIES_MAX_JSON_DEPTH: "49" })).toThrow(ConfigError);
   });
 
   it("PIES_MAX_NAME_LENGTH is at most 800, what PostgreSQL's index entries can hold", async () => {
@@ -373,6 +373,6 @@ describe("the bounds of the configurable limits", () => {
       interaction: { name: text(800) },
     });
     expect(named.interaction?.name).toHaveLength(800);
-    expect(() => loadGatewayConfig({ PIES_MAX_NAME_LENGTH: "801" })).toThrow(ConfigError);
+    expect(() => loadGatewaySettings({ PIES_MAX_NAME_LENGTH: "801" })).toThrow(ConfigError);
   });
 });

@@ -2,4 +2,4 @@ import { createLogger, runProcess } from "@pies/common";
 import { loadGatewayConfig } from "./config.js";
 import { startGateway } from "./start.js";
 
-await runProcess(createLogger("gateway"), () => startGateway(loadGatewayConfig()));
+await runProcess(createLogger("gateway"), () => startGateway(loadGatewayConfig()), "gateway");

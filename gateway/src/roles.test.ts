@@ -91,8 +91,16 @@ describe("key roles", () => {
     const edited = await call("PUT", `/interactions/${interaction.json.id}`, member, {
       description: "edited",
     });
-    // Updating interactions is not built yet: the role lets the member through to the 501.
-    expect(edited.status).toBe(501);
+    expect(edited.status).toBe(200);
+    expect(edited.json.description).toBe("edited");
+    const published = await call(
+      "POST",
+      `/interactions/${interaction.json.id}/publish`,
+      member,
+      {},
+    );
+    expect(published.status).toBe(201);
+    expect(published.json).toMatchObject({ version: 1, latest: true, status: "published" });
     const run = await call("POST", `/interactions/${interaction.json.id}/execute`, member, {});
     expect(run.status).toBe(200);
     expect((await call("GET", `/runs/${run.json.id}`, member)).json.status).toBe("completed");
@@ -103,9 +111,12 @@ describe("key roles", () => {
     const temp = await call("POST", "/apikeys", admin, { name: "temp" });
     expect((await call("DELETE", `/apikeys/${temp.json.id}`, admin)).status).toBe(204);
     expect((await call("GET", "/account", temp.json.key)).status).toBe(401);
-    // Updating environments is not built yet: an admin gets through to the 501.
     const put = await call("PUT", `/environments/${pies.environmentId}`, admin, { name: "x" });
-    expect(put.status).toBe(501);
+    expect(put.status).toBe(200);
+    expect(put.json.name).toBe("x");
+    // A member may read an environment but not change it.
+    const refused = await call("PUT", `/environments/${pies.environmentId}`, member, { name: "y" });
+    expect(refused.status).toBe(403);
   });
 
   it("creates a project with its own admin key, the way into it", async () => {

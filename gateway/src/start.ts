@@ -7,6 +7,7 @@ import { RunsService } from "@pies/proto/runs";
 import { createGateway } from "./app.js";
 import { closeGracefully } from "./drain.js";
 import { gatewayOptions, type GatewayConfig } from "./config.js";
+import { tokenKeyFrom } from "./tokens.js";
 
 export interface GatewayProcess {
   url: string;
@@ -19,9 +20,9 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
   const bus = await JetStreamRunEventBus.fromConfig(config, "pies-gateway");
   // On the bus's connection: one NATS connection per process.
   const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
-  const catalog = peerTransport(config.CATALOG_URL, "catalog");
-  const runs = peerTransport(config.RUNS_URL, "runs");
-  const executor = peerTransport(config.EXECUTOR_URL, "executor");
+  const catalog = peerTransport(config.CATALOG_URL, "catalog", config.PIES_INTERNAL_TOKEN);
+  const runs = peerTransport(config.RUNS_URL, "runs", config.PIES_INTERNAL_TOKEN);
+  const executor = peerTransport(config.EXECUTOR_URL, "executor", config.PIES_INTERNAL_TOKEN);
   const app = createGateway({
     catalog: serviceClient(CatalogService, catalog),
     runs: serviceClient(RunsService, runs),
@@ -30,6 +31,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
     catalogEvents,
     logger,
     options: gatewayOptions(config),
+    tokenKey: tokenKeyFrom(config),
     // Ready when NATS answers and every service is ready (each checks its own dependencies).
     isReady: async () =>
       (await bus.ready()) && (await peersServing([catalog, runs, executor], "readiness")),

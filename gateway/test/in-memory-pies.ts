@@ -3,7 +3,7 @@ import { createLogger } from "@pies/common";
 import { MemoryRunEventBus, MemoryRunRecords, type RunEventBus } from "@pies/common/bus";
 import { createDatabase } from "@pies/common/db";
 import { seedAccount } from "@pies/catalog";
-import { gatewayOptions, loadGatewayConfig } from "../src/config.js";
+import { gatewayOptions, loadGatewaySettings } from "../src/config.js";
 import type { GatewayOptions } from "../src/deps.js";
 import type { Kysely } from "kysely";
 import type { ExecutorSettings } from "@pies/executor";
@@ -18,6 +18,9 @@ export interface TestPies extends InMemoryPies {
   db: Kysely<any>;
   close(): Promise<void>;
 }
+
+/** The signing key of token exchange in these tests (tests that forge tokens use another). */
+export const testTokenKey = new Uint8Array(32).fill(3);
 
 /**
  * The real gateway over the real services, in memory (PGlite, an in-process bus, no ports), with
@@ -37,6 +40,7 @@ export async function startTestPies(
     bus: options.bus ?? new MemoryRunEventBus(),
     records: new MemoryRunRecords(),
     secretKey: Buffer.alloc(32, 1).toString("base64"),
+    tokenKey: testTokenKey,
     logger: createLogger("test", "silent"),
     executor: {
       PIES_RUN_TTL_SECONDS: 300,
@@ -58,7 +62,7 @@ export async function startTestPies(
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
     gateway: {
       // The configured defaults (limits included), then what the tests need.
-      ...gatewayOptions(loadGatewayConfig({})),
+      ...gatewayOptions(loadGatewaySettings({})),
       maxBodyBytes: 64 * 1024,
       authCacheSeconds: 0,
       authNegativeCacheSeconds: 0,
@@ -67,6 +71,7 @@ export async function startTestPies(
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 30_000,
       trustProxy: false,
+      rateLimitPerMinute: 0,
       ...options.gateway,
     },
   });

@@ -9,4 +9,5 @@ export * from "./servers.js";
 export * from "./load.js";
 export * from "./test-stack.js";
 export * from "./fault-stack.js";
+export * from "./trace-collector.js";
 export * from "./seed-runs.js";

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { execFile } from "node:child_process";
 import { createServer } from "node:net";
 import path from "node:path";
@@ -7,6 +8,12 @@ import { promisify } from "node:util";
 
 /** The repository root (this file is testkit/dist/processes.js once built). */
 export const repoRoot = path.resolve(fileURLToPath(import.meta.url), "../../..");
+
+/**
+ * The internal credential (PIES_INTERNAL_TOKEN) of every process this test process starts: they
+ * refuse each other's calls without it. One per test process, never a constant in the code.
+ */
+export const internalToken = randomBytes(32).toString("base64url");
 
 /** A port that was free a moment ago (the OS picks it). */
 export async function freePort(): Promise<number> {
@@ -44,7 +51,12 @@ export function startProcess(
   const argv = [...launcher, process.execPath, ...nodeArgs, script];
   const child = spawn(argv[0]!, argv.slice(1), {
     cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
+    env: {
+      PATH: process.env.PATH ?? "",
+      LOG_LEVEL: "warn",
+      PIES_INTERNAL_TOKEN: internalToken,
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: string[] = [];
@@ -89,6 +101,11 @@ export interface StackOptions {
   processNodeArgs?: Partial<Record<"catalog" | "runs" | "executor" | "gateway" | "edge", string[]>>;
   /** A command each process runs under, e.g. `["taskset", "-c", "1"]` to pin them to one CPU. */
   launcher?: string[];
+  /**
+   * Where the built processes are (default: this repository): another tree laid out the same way,
+   * e.g. the production install that the image holds (scripts/image-tree.mjs).
+   */
+  root?: string;
 }
 
 export interface Stack {
@@ -130,7 +147,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const runsUrl = `http://127.0.0.1:${runsPort}`;
   const executorUrl = `http://127.0.0.1:${executorPort}`;
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
-  const common = { HOST: "127.0.0.1", ...options.env };
+  // No rate limit unless a test asks (tests and benches send many requests with one key).
+  const common = { HOST: "127.0.0.1", PIES_RATE_LIMIT_PER_MINUTE: "0", ...options.env };
   const specs: {
     name: "catalog" | "runs" | "executor" | "gateway" | "edge";
     script: string;
@@ -205,7 +223,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const unexpected: { name: string; code: number | null; signal: string | null }[] = [];
   const launch = (spec: (typeof specs)[number]) => {
     const nodeArgs = [...(options.nodeArgs ?? []), ...(options.processNodeArgs?.[spec.name] ?? [])];
-    const managed = startProcess(spec.name, spec.script, spec.env, nodeArgs, options.launcher);
+    const script = path.resolve(options.root ?? repoRoot, spec.script);
+    const managed = startProcess(spec.name, script, spec.env, nodeArgs, options.launcher);
     launched.push(managed);
     void managed.exited.then((code) => {
       if (!intended.has(managed)) {
@@ -249,8 +268,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await waitUntilReady(`${gatewayUrl}/readyz`, processes, 30_000);
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ["services/catalog/dist/cli.js", "bootstrap", "--name", "e2e"],
-      { cwd: repoRoot, env: { PATH: process.env.PATH ?? "", DATABASE_URL: options.databaseUrl } },
+      [
+        path.resolve(options.root ?? repoRoot, "services/catalog/dist/cli.js"),
+        "bootstrap",
+        "--name",
+        "e2e",
+      ],
+      {
+        cwd: options.root ?? repoRoot,
+        env: { PATH: process.env.PATH ?? "", DATABASE_URL: options.databaseUrl },
+      },
     );
     return {
       gatewayUrl,

@@ -4,6 +4,8 @@ export interface RunEvent {
   seq: number;
   kind: "chunk" | "end";
   data: Uint8Array;
+  /** The publisher's trace context (W3C), when tracing is on (common/src/tracing.ts). */
+  traceparent?: string;
 }
 
 export interface SubscribeOptions {

@@ -15,6 +15,11 @@ export interface CatalogChange {
   op: string;
   /** The id of what changed, where the request or the answer names one. */
   id?: string;
+  /**
+   * The written resource's `updated_at` (or `created_at`) in milliseconds, where the answer
+   * carries one (not on deletes): tells a listener which of two events of one resource is the later write.
+   */
+  revision?: number;
 }
 
 /** What a cache does on catalog events. */

@@ -1,4 +1,5 @@
-import { nanos, type NatsConnection } from "@nats-io/transport-node";
+import { headers as natsHeaders, nanos, type NatsConnection } from "@nats-io/transport-node";
+import { currentTraceparent, tracingEnabled } from "../tracing.js";
 import {
   DeliverPolicy,
   jetstream,
@@ -81,7 +82,10 @@ export class JetStreamRunEventBus implements RunEventBus {
   }
 
   async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string) {
-    await this.js.publish(this.subject(runId, kind), data, { msgID: dedupId });
+    await this.js.publish(this.subject(runId, kind), data, {
+      msgID: dedupId,
+      ...(tracingEnabled() ? { headers: traceHeaders() } : {}),
+    });
   }
 
   /**
@@ -109,7 +113,13 @@ export class JetStreamRunEventBus implements RunEventBus {
       if (signal.aborted) return;
       for await (const m of messages) {
         const kind = m.subject.endsWith(".end") ? "end" : "chunk";
-        yield { seq: m.seq, kind, data: m.data } satisfies RunEvent;
+        const traceparent = m.headers?.get("traceparent");
+        yield {
+          seq: m.seq,
+          kind,
+          data: m.data,
+          ...(traceparent ? { traceparent } : {}),
+        } satisfies RunEvent;
       }
       if (reconnected && !signal.aborted) {
         throw new Error("the NATS connection was re-established; subscribe again");
@@ -135,4 +145,12 @@ export class JetStreamRunEventBus implements RunEventBus {
   async close() {
     if (!this.nc.isClosed()) await this.nc.drain();
   }
+}
+
+/** The current trace context as NATS message headers (tracing on only). */
+export function traceHeaders() {
+  const h = natsHeaders();
+  const traceparent = currentTraceparent();
+  if (traceparent) h.set("traceparent", traceparent);
+  return h;
 }

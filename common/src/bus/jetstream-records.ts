@@ -14,11 +14,14 @@ import {
 } from "@nats-io/jetstream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ensureStream, natsReady } from "./nats.js";
+import { traceHeaders } from "./jetstream-bus.js";
+import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
 import {
   RecordConflict,
   retryDelayMs,
   type ConsumeOptions,
   type RecordBatchWriter,
+  type RunRecord,
   type RunRecords,
 } from "./run-records.js";
 
@@ -97,6 +100,7 @@ export class JetStreamRunRecords implements RunRecords {
     try {
       const ack = await this.js.publish(this.subject(runId), data, {
         msgID: options.dedupId,
+        ...(tracingEnabled() ? { headers: traceHeaders() } : {}),
         ...(options.expectSeq !== undefined
           ? { expect: { lastSubjectSequence: options.expectSeq } }
           : {}),
@@ -117,7 +121,10 @@ export class JetStreamRunRecords implements RunRecords {
     const msg = await this.jsm.streams.getMessage(this.options.stream, {
       last_by_subj: this.subject(runId),
     });
-    return msg ? { runId, seq: msg.seq, data: msg.data } : undefined;
+    const traceparent = msg?.header?.get("traceparent");
+    return msg
+      ? { runId, seq: msg.seq, data: msg.data, ...(traceparent ? { traceparent } : {}) }
+      : undefined;
   }
 
   consume(write: RecordBatchWriter, { onError, maxBatch = 1000 }: ConsumeOptions) {
@@ -164,13 +171,12 @@ export class JetStreamRunRecords implements RunRecords {
             let written = false;
             for (let attempt = 0; !written && !signal.aborted; attempt++) {
               try {
-                await write(
-                  batch.map((m) => ({
-                    runId: m.subject.slice(prefix.length),
-                    seq: m.seq,
-                    data: m.data,
-                  })),
-                );
+                const records = batch.map((m) => ({
+                  runId: m.subject.slice(prefix.length),
+                  seq: m.seq,
+                  data: m.data,
+                }));
+                await (tracingEnabled() ? tracedWrite(write, records, batch) : write(records));
                 written = true;
               } catch (err) {
                 onError(err, attempt);
@@ -223,4 +229,34 @@ export function recordsFromConfig(
     subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
     maxAgeSeconds: config.PIES_RECORD_MAX_AGE_SECONDS,
   });
+}
+
+/**
+ * The batch's write, seen from each record's trace (tracing on only): one span per traced record,
+ * child of the put that made it, lasting the whole batch write.
+ */
+async function tracedWrite(write: RecordBatchWriter, records: RunRecord[], batch: JsMsg[]) {
+  const spans = batch.flatMap((m, i) => {
+    const traceparent = m.headers?.get("traceparent");
+    const runId = records[i]?.runId ?? "";
+    if (!traceparent) return [];
+    let end!: () => void;
+    const ended = new Promise<void>((resolve) => (end = resolve));
+    const span = inSpan(
+      "runs.record.store",
+      {
+        kind: SpanKind.CONSUMER,
+        parent: contextOf(traceparent),
+        attributes: { "pies.run_id": runId, "pies.batch_size": batch.length },
+      },
+      () => ended,
+    );
+    return [{ end, span }];
+  });
+  try {
+    await write(records);
+  } finally {
+    for (const s of spans) s.end();
+    await Promise.all(spans.map((s) => s.span));
+  }
 }

@@ -7,6 +7,8 @@ export interface RunRecord {
   /** Position in the log, strictly increasing; the version that a conditional put expects. */
   seq: number;
   data: Uint8Array;
+  /** The trace context of the put (W3C), when tracing is on (common/src/tracing.ts). */
+  traceparent?: string;
 }
 
 /** A conditional put found another last record than the one it expected. */

@@ -11,6 +11,7 @@ export interface DatabaseServiceSettings {
   DATABASE_URL: string;
   DATABASE_POOL_MAX: number;
   LOG_LEVEL: string;
+  PIES_INTERNAL_TOKEN: string;
 }
 
 export interface ServiceProcess {
@@ -63,6 +64,7 @@ export async function startDatabaseService<DB>(options: {
       serviceNames: [options.serviceName],
       isReady: async () => (await pingDatabase(db)) && (await (options.isReady?.() ?? true)),
       databaseFaults: faults,
+      internalToken: config.PIES_INTERNAL_TOKEN,
     });
     const background = options.background?.(db, logger, faults);
     return {

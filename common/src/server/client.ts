@@ -9,6 +9,8 @@ import {
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { isConnectionError } from "../unavailable.js";
+import { internalCredentialInterceptor } from "./internal-auth.js";
+import { clientTracingInterceptor, tracingEnabled } from "../tracing.js";
 
 /**
  * Turns a lost or refused connection to a peer into UNAVAILABLE naming the peer. connect-node
@@ -47,9 +49,10 @@ export function peerUnavailableInterceptor(peer: string): Interceptor {
  * same services answer gRPC too (grpc-js callers, Kubernetes probes), but for pies' own calls
  * Connect's unary framing costs measurably less CPU than gRPC's (about +20% throughput at
  * concurrency 16 in the benchmark). `peer` names the service in errors ("the runs service is
- * unavailable").
+ * unavailable"). `internalToken`, when given, goes with every call (the callee refuses calls
+ * without it).
  */
-export function peerTransport(baseUrl: string, peer = "peer"): Transport {
+export function peerTransport(baseUrl: string, peer = "peer", internalToken?: string): Transport {
   return createConnectTransport({
     baseUrl,
     httpVersion: "2",
@@ -60,7 +63,11 @@ export function peerTransport(baseUrl: string, peer = "peer"): Transport {
     pingIntervalMs: 30_000,
     pingIdleConnection: true,
     idleConnectionTimeoutMs: 5 * 60_000,
-    interceptors: [peerUnavailableInterceptor(peer)],
+    interceptors: [
+      peerUnavailableInterceptor(peer),
+      ...(internalToken ? [internalCredentialInterceptor(internalToken)] : []),
+      ...(tracingEnabled() ? [clientTracingInterceptor()] : []),
+    ],
   });
 }
 

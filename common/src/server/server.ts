@@ -5,6 +5,8 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "@pies/proto/health";
 import type { Logger } from "../logger.js";
 import { createHealthService } from "./health.js";
+import { internalAuthInterceptor } from "./internal-auth.js";
+import { serverTracingInterceptor, tracingEnabled } from "../tracing.js";
 import { databaseUnavailable, isDatabaseUnavailable, type DatabaseFaults } from "../unavailable.js";
 
 export interface ServeOptions {
@@ -18,6 +20,8 @@ export interface ServeOptions {
   isReady: () => Promise<boolean>;
   /** Told when a call fails because the database is unavailable (services with a database). */
   databaseFaults?: DatabaseFaults;
+  /** When set, every call but health checks must carry it (see internal-auth.ts). */
+  internalToken?: string;
 }
 
 export interface RunningServer {
@@ -60,7 +64,11 @@ export function errorInterceptor(logger: Logger, faults?: DatabaseFaults): Inter
 export async function serveConnect(options: ServeOptions): Promise<RunningServer> {
   let shuttingDown = false;
   const handler = connectNodeAdapter({
-    interceptors: [errorInterceptor(options.logger, options.databaseFaults)],
+    interceptors: [
+      ...(tracingEnabled() ? [serverTracingInterceptor()] : []),
+      ...(options.internalToken ? [internalAuthInterceptor(options.internalToken)] : []),
+      errorInterceptor(options.logger, options.databaseFaults),
+    ],
     // Answers are never compressed, whatever a client accepts (grpc-js asks for gzip): callers are
     // internal, and gzip cost more CPU per call than the call itself. Compressed requests are
     // still accepted.

@@ -81,6 +81,12 @@ spec:
               value: {{ $root.Values.listenHost | quote }}
             - name: LOG_LEVEL
               value: {{ $v.logLevel | default $root.Values.logLevel | quote }}
+            {{- with $root.Values.tracing.otlpEndpoint }}
+            - name: OTEL_EXPORTER_OTLP_ENDPOINT
+              value: {{ . | quote }}
+            - name: OTEL_TRACES_SAMPLER_RATIO
+              value: {{ $root.Values.tracing.samplerRatio | quote }}
+            {{- end }}
             {{- with .env }}
             {{- . | nindent 12 }}
             {{- end }}

@@ -127,6 +127,44 @@ A map of annotations with every value quoted: Kubernetes wants strings, and YAML
 {{- end }}
 {{- end }}
 
+{{/* Secret name and key holding PIES_INTERNAL_TOKEN. */}}
+{{- define "pies.internalToken.secretName" -}}
+{{- .Values.internalToken.existingSecret | default (include "pies.secretName" .) }}
+{{- end }}
+{{- define "pies.internalToken.secretKey" -}}
+{{- if .Values.internalToken.existingSecret }}
+{{- .Values.internalToken.existingSecretKey | default "internal-token" }}
+{{- else }}
+{{- "internal-token" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The internal token the chart stores: internalToken.value, else the one already in the release's
+Secret (so an upgrade keeps it), else a new random one.
+*/}}
+{{- define "pies.internalToken.value" -}}
+{{- if .Values.internalToken.value }}
+{{- .Values.internalToken.value }}
+{{- else }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "pies.secretName" .) }}
+{{- if and $existing (index ($existing.data | default dict) "internal-token") }}
+{{- index $existing.data "internal-token" | b64dec }}
+{{- else }}
+{{- randAlphaNum 48 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* PIES_INTERNAL_TOKEN, for every component. */}}
+{{- define "pies.env.internalToken" -}}
+- name: PIES_INTERNAL_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "pies.internalToken.secretName" . }}
+      key: {{ include "pies.internalToken.secretKey" . }}
+{{- end }}
+
 {{/* DATABASE_URL and DATABASE_POOL_MAX, shared by catalog and runs. */}}
 {{- define "pies.env.database" -}}
 - name: DATABASE_URL
@@ -160,6 +198,9 @@ A map of annotations with every value quoted: Kubernetes wants strings, and YAML
 {{- if ne (len (b64dec .Values.secretKey.value)) 32 }}
 {{- fail "\n\nsecretKey.value must be the base64 encoding of exactly 32 random bytes (openssl rand -base64 32)." }}
 {{- end }}
+{{- end }}
+{{- if and .Values.internalToken.value (not .Values.internalToken.existingSecret) (lt (len .Values.internalToken.value) 32) }}
+{{- fail "\n\ninternalToken.value must be at least 32 characters (openssl rand -base64 32), or leave it empty to have one generated." }}
 {{- end }}
 {{- range $name := list "catalog" "runs" "executor" "gateway" }}
 {{- $v := index $.Values $name }}

@@ -7,11 +7,16 @@ import {
   type Interaction,
   type InteractionInput,
   type InteractionInputSchema,
+  type PromptTemplateSchema,
 } from "@pies/proto/catalog";
 import { compact, iso, jsonObject, statusNameOf } from "./common.js";
 import { int32, shortText, shortTextList, type InputLimits } from "./limits.js";
 
-import { promptJson } from "./prompts.js";
+import { promptBody, promptInput, promptJson } from "./prompts.js";
+
+/** A template given inside a segment: with an id it refers to that template, else it is new. */
+const inlineTemplate = (limits: InputLimits) =>
+  promptBody(limits).extend({ id: shortText(limits).optional() });
 
 // A bare string is a template's id. The transform comes after the union: inside it, a string
 // over the length limit would fail as "Invalid input" instead of naming the limit.
@@ -23,10 +28,9 @@ const segment = (limits: InputLimits) =>
         .object({
           id: shortText(limits).optional(),
           type: shortText(limits).optional(),
-          // The template's id, or an expanded template object carrying one.
-          template: z
-            .union([shortText(limits), z.object({ id: shortText(limits) }).passthrough()])
-            .optional(),
+          // The template's id, an expanded template object carrying one (which refers to it),
+          // or a template object without id (stored as a new template).
+          template: z.union([shortText(limits), inlineTemplate(limits)]).optional(),
           chat_path: shortText(limits).optional(),
         })
         .passthrough(),
@@ -80,21 +84,26 @@ export function interactionInput(
 ): MessageInitShape<typeof InteractionInputSchema> {
   const environment =
     typeof body.environment === "string" ? body.environment : body.environment?.id;
-  const schema = body.result_schema ?? body.resultSchema ?? body.schema ?? undefined;
+  const given = [body.result_schema, body.resultSchema, body.schema].find((s) => s !== undefined);
+  // null clears a field on update: the catalog reads an empty object so.
+  const schema = given === null ? {} : given;
   return compact({
     name: body.name,
     description: body.description,
     status: body.status ? interactionStatuses.value(body.status) : undefined,
-    testData: (body.test_data ?? undefined) as InteractionInput["testData"],
+    testData: (body.test_data === null ? {} : body.test_data) as InteractionInput["testData"],
     resultSchema: schema as InteractionInput["resultSchema"],
-    cachePolicy: body.cache_policy
-      ? {
-          type: body.cache_policy.type,
-          ttl: body.cache_policy.ttl,
-          variesOn: body.cache_policy.varies_on ?? [],
-          refreshProbability: body.cache_policy.refresh_probability,
-        }
-      : undefined,
+    cachePolicy:
+      body.cache_policy === null
+        ? { type: "", variesOn: [] }
+        : body.cache_policy
+          ? {
+              type: body.cache_policy.type,
+              ttl: body.cache_policy.ttl,
+              variesOn: body.cache_policy.varies_on ?? [],
+              refreshProbability: body.cache_policy.refresh_probability,
+            }
+          : undefined,
     model: body.model,
     temperature: body.temperature ?? body.model_options?.temperature,
     maxTokens: body.max_tokens ?? body.model_options?.max_tokens,
@@ -103,6 +112,11 @@ export function interactionInput(
       id: p.id ?? "",
       type: p.type ?? "template",
       templateId: typeof p.template === "string" ? p.template : (p.template?.id ?? ""),
+      // A template object without id: the catalog stores it as a new template.
+      template:
+        typeof p.template === "object" && !p.template.id
+          ? (promptInput(p.template) as MessageInitShape<typeof PromptTemplateSchema>)
+          : undefined,
       chatPath: p.chat_path ?? "",
     })),
     setPrompts: body.prompts !== undefined,
@@ -112,19 +126,24 @@ export function interactionInput(
   });
 }
 
-function segmentsJson(i: Interaction) {
+/** The segments, each template expanded when loaded so unless `ids` (a version's `template`). */
+function segmentsJson(i: Interaction, ids = false) {
   return i.prompts.map((p) =>
     compact({
       id: p.id,
       type: p.type,
-      template: p.type === "chat" ? undefined : p.template ? promptJson(p.template) : p.templateId,
+      template:
+        p.type === "chat" ? undefined : p.template && !ids ? promptJson(p.template) : p.templateId,
       chat_path: p.chatPath || undefined,
     }),
   );
 }
 
-/** The full interaction (GET /interactions/:id, create): templates expanded when loaded so. */
-export function interactionJson(i: Interaction) {
+/**
+ * The full interaction (GET /interactions/:id, create): templates expanded when loaded so, or as
+ * identifiers (`templateIds`: the version object that publishing answers, SPEC.md).
+ */
+export function interactionJson(i: Interaction, templateIds = false) {
   return compact({
     id: i.id,
     name: i.name,
@@ -143,7 +162,7 @@ export function interactionJson(i: Interaction) {
     model: i.model || undefined,
     temperature: i.temperature,
     max_tokens: i.maxTokens,
-    prompts: segmentsJson(i),
+    prompts: segmentsJson(i, templateIds),
     environment: i.environmentId || undefined,
     project: i.projectId,
     version: i.version,
@@ -157,14 +176,42 @@ export function interactionJson(i: Interaction) {
   });
 }
 
-/** An interaction reference (list results). */
+/**
+ * An interaction reference (list results); a version's carries the version reference's fields
+ * too (SPEC.md: latest, version, created_at) and its parent.
+ */
 export function interactionRefJson(i: Interaction) {
-  return {
+  const ref = {
     id: i.id,
     name: i.name,
     description: i.description,
     status: statusNameOf(i.status),
-    prompts: segmentsJson(i),
+    prompts: segmentsJson(i, true),
+    updated_at: iso(i.updatedAt),
+  };
+  return i.parentId
+    ? {
+        ...ref,
+        latest: i.latest,
+        version: i.version,
+        parent: i.parentId,
+        created_at: iso(i.createdAt),
+      }
+    : ref;
+}
+
+/** A version reference (GET /interactions/:id/versions). */
+export function versionRefJson(i: Interaction) {
+  return {
+    id: i.id,
+    name: i.name,
+    status: statusNameOf(i.status),
+    latest: i.latest,
+    version: i.version,
+    visibility: visibilities.name(i.visibility) ?? "private",
+    tags: i.tags,
+    parent: i.parentId,
+    created_at: iso(i.createdAt),
     updated_at: iso(i.updatedAt),
   };
 }

@@ -22,18 +22,20 @@ export const promptBody = (limits: InputLimits) =>
     })
     .passthrough();
 
+/** A prompt body as input; on update (`updating`) a null test_data or inputSchema clears it. */
 export function promptInput(
   body: z.infer<ReturnType<typeof promptBody>>,
+  updating = false,
 ): MessageInitShape<typeof PromptTemplateInputSchema> {
+  const schema = body.inputSchema !== undefined ? body.inputSchema : body.input_schema;
+  const cleared = (v: object | null | undefined) => (v === null ? (updating ? {} : undefined) : v);
   return compact({
     name: body.name,
     role: body.role,
     contentType: body.content_type,
     content: body.content,
-    testData: (body.test_data ?? undefined) as PromptTemplateInput["testData"],
-    inputSchema: (body.inputSchema ??
-      body.input_schema ??
-      undefined) as PromptTemplateInput["inputSchema"],
+    testData: cleared(body.test_data) as PromptTemplateInput["testData"],
+    inputSchema: cleared(schema) as PromptTemplateInput["inputSchema"],
   });
 }
 

@@ -6,6 +6,7 @@ import {
   interactionInput,
   interactionJson,
   interactionRefJson,
+  versionRefJson,
 } from "../json/interactions.js";
 import { promptBody, promptInput, promptJson } from "../json/prompts.js";
 import { accountJson, apiKeyJson, projectJson } from "../json/tenancy.js";
@@ -51,6 +52,8 @@ function schemas(limits: InputLimits) {
     apiKeyBody: z
       .object({
         name: shortText(limits).optional(),
+        // A project of the caller's account; the caller's own project when absent.
+        project: shortText(limits).optional(),
         role: z
           .string()
           .refine((r) => apiKeyRoleFromName(r) !== undefined, {
@@ -146,7 +149,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
 
   app.post(
     "/interactions/:id/publish",
-    authed(ctx, async (request, principal) => {
+    authed(ctx, async (request, principal, reply) => {
       const body = publishBody.parse(request.body ?? {});
       const { version } = await catalog.publishInteraction({
         projectId: principal.projectId,
@@ -156,7 +159,9 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
           : Visibility.PRIVATE,
         tags: body.tags ?? [],
       });
-      return interactionJson(answered(version, "version"));
+      reply.status(201);
+      // SPEC.md's version object: its prompts name their templates by id.
+      return interactionJson(answered(version, "version"), true);
     }),
   );
 
@@ -167,7 +172,7 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
         projectId: principal.projectId,
         id: routeId(request),
       });
-      return versions.map(interactionJson);
+      return versions.map(versionRefJson);
     }),
   );
 
@@ -204,6 +209,27 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
     }),
   );
 
+  app.put(
+    "/prompts/:id",
+    authed(ctx, async (request, principal) => {
+      const body = promptBody.parse(request.body ?? {});
+      const { prompt } = await catalog.updatePrompt({
+        projectId: principal.projectId,
+        id: routeId(request),
+        prompt: promptInput(body, true),
+      });
+      return promptJson(answered(prompt, "prompt"));
+    }),
+  );
+
+  app.delete(
+    "/prompts/:id",
+    authed(ctx, async (request, principal, reply) => {
+      await catalog.deletePrompt({ projectId: principal.projectId, id: routeId(request) });
+      return reply.status(204).send();
+    }),
+  );
+
   app.post(
     "/environments",
     adminOnly(ctx, async (request, principal, reply) => {
@@ -233,6 +259,17 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
         id: routeId(request),
       });
       return environmentJson(answered(environment, "environment"));
+    }),
+  );
+
+  app.get(
+    "/environments/:id/models",
+    authed(ctx, async (request, principal) => {
+      const { models, source } = await catalog.listEnvironmentModels({
+        projectId: principal.projectId,
+        id: routeId(request),
+      });
+      return { models, source };
     }),
   );
 
@@ -311,7 +348,9 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
     adminOnly(ctx, async (request, principal, reply) => {
       const body = apiKeyBody.parse(request.body ?? {});
       const { apiKey, secret } = await catalog.createApiKey({
-        projectId: principal.projectId,
+        projectId: body.project ?? principal.projectId,
+        // Any project of the caller's account, and no other (404).
+        accountId: principal.accountId,
         name: body.name ?? "",
         // Least privilege: a key is a member key unless an admin key is asked for.
         role: (body.role && apiKeyRoleFromName(body.role)) || ApiKeyRole.MEMBER,

@@ -2,11 +2,14 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { ApiKeyRole, type Principal } from "@pies/proto/catalog";
 import type { Authenticator } from "../auth.js";
 import type { GatewayDeps } from "../deps.js";
+import type { GatewayMetrics } from "../metrics.js";
+import { inRequestTrace } from "../tracing.js";
 import { forbidden } from "../errors.js";
 
 export interface RouteContext {
   deps: GatewayDeps;
   auth: Authenticator;
+  metrics: GatewayMetrics;
 }
 
 export type Params = Record<string, string>;
@@ -19,10 +22,11 @@ type Handler = (
 
 /** A handler that runs for an authenticated caller; what it returns is the JSON response. */
 export function authed(ctx: RouteContext, handler: Handler) {
-  return async (request: FastifyRequest, reply: FastifyReply) => {
-    const principal = await ctx.auth.authenticate(request);
-    return handler(request, principal, reply);
-  };
+  return (request: FastifyRequest, reply: FastifyReply) =>
+    inRequestTrace(request, async () => {
+      const principal = await ctx.auth.authenticate(request);
+      return handler(request, principal, reply);
+    });
 }
 
 /**

@@ -45,7 +45,9 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
         },
       }),
     );
-    return failedAsError(answered(run, "run"), reply);
+    const ran = answered(run, "run");
+    ctx.metrics.execution(ran);
+    return failedAsError(ran, reply);
   };
 
   app.post(

@@ -4,6 +4,7 @@ import { tooManyRequests } from "../errors.js";
 import { EventStream } from "../sse/event-stream.js";
 import { relayRun } from "../sse/run-relay.js";
 import { routeId, type RouteContext } from "./context.js";
+import { inRequestTrace } from "../tracing.js";
 
 /**
  * Seconds a key over its open-stream bound is told to wait: streams free up as runs end, so soon,
@@ -22,7 +23,11 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
   // Per process: behind a load balancer the bound is per replica.
   const slots = new KeySlots(options.maxStreamsPerKey);
 
-  app.get("/runs/:id/stream", async (request: FastifyRequest, reply: FastifyReply) => {
+  app.get("/runs/:id/stream", (request: FastifyRequest, reply: FastifyReply) =>
+    inRequestTrace(request, () => stream(request, reply)),
+  );
+
+  async function stream(request: FastifyRequest, reply: FastifyReply) {
     const principal = await ctx.auth.authenticate(request, true);
     const release = slots.take(principal.apiKeyId);
     if (!release) {
@@ -36,10 +41,13 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
       const projectId = principal.projectId;
       // One call reads the run and starts it if it is still created: a run not created with
       // stream: true is FAILED_PRECONDITION (409), an unknown one NOT_FOUND.
-      const run = answered((await executor.startRun({ projectId, runId })).run, "run");
+      const { run: read, started } = await executor.startRun({ projectId, runId });
+      const run = answered(read, "run");
       reply.hijack();
       const out = new EventStream(reply.raw, logger);
+      ctx.metrics.streams.inc();
       out.signal.addEventListener("abort", release, { once: true });
+      out.signal.addEventListener("abort", () => ctx.metrics.streams.dec(), { once: true });
       await relayRun(out, {
         runs,
         bus,
@@ -48,11 +56,13 @@ export function streamRoutes(app: FastifyInstance, ctx: RouteContext) {
         projectId,
         run,
         afterSeq: lastEventId(request),
+        // Counted once, by the stream that started the run.
+        ...(started ? { onClose: (final) => ctx.metrics.execution(final) } : {}),
       });
     } finally {
       release();
     }
-  });
+  }
 }
 
 /**

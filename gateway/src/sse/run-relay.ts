@@ -1,3 +1,4 @@
+import { activeTracer, contextOf, SpanKind } from "@pies/common";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Client } from "@connectrpc/connect";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -24,6 +25,8 @@ export interface RelayOptions {
   run: Run;
   /** The client's Last-Event-ID: deliver only events after it. */
   afterSeq?: number;
+  /** Told the final run when its `close` is sent. */
+  onClose?: (final: Run) => void;
 }
 
 /**
@@ -45,6 +48,7 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
   const runId = run.id;
   let lastSeq = options.afterSeq ?? 0;
   const close = (final: Run, seq?: number) => {
+    options.onClose?.(final);
     out.event("close", JSON.stringify(runJson(final)), seq);
     out.end();
   };
@@ -89,6 +93,8 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
       try {
         const from = replayFromStart ? undefined : lastSeq || undefined;
         for await (const event of bus.subscribe(runId, { afterSeq: from, signal: out.signal })) {
+          // Tracing on: the event's delivery in the trace of the run that published it.
+          if (event.traceparent) traceDelivery(event.traceparent, event.kind, runId);
           failures = 0;
           if (event.kind === "end") return close(fromBinary(RunSchema, event.data), event.seq);
           if (event.seq <= lastSeq) continue;
@@ -114,4 +120,15 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
     clearInterval(heartbeat);
     out.end();
   }
+}
+
+/** A zero-length CONSUMER span: this gateway relayed the event to a client (tracing on only). */
+function traceDelivery(traceparent: string, kind: string, runId: string) {
+  activeTracer()
+    ?.startSpan(
+      `sse relay ${kind}`,
+      { kind: SpanKind.CONSUMER, attributes: { "pies.run_id": runId } },
+      contextOf(traceparent),
+    )
+    .end();
 }

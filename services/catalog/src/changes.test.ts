@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import type { Kysely } from "kysely";
@@ -39,11 +40,18 @@ afterAll(async () => {
   await db?.destroy();
 });
 
-/** What the calls in `body` published. */
+/**
+ * What the calls in `body` published, each revision checked (a time within the last minute on
+ * every write but a delete) and then left out, so that tests compare the rest exactly.
+ */
 async function published(body: () => Promise<unknown>): Promise<CatalogChange[]> {
   const from = seen.length;
   await body();
-  return seen.slice(from);
+  return seen.slice(from).map(({ revision, ...change }) => {
+    if (change.op === "delete") expect(revision).toBeUndefined();
+    else expect(Math.abs(Date.now() - revision!), JSON.stringify(change)).toBeLessThan(60_000);
+    return change;
+  });
 }
 
 describe("catalog change events", () => {
@@ -138,9 +146,59 @@ describe("catalog change events", () => {
     expect(await published(() => catalog.deleteApiKey({ projectId, id: keyId }))).toEqual([
       { projectId, kind: "apikey", op: "delete", id: keyId },
     ]);
+
+    // A key for the account's other project: the event names that project.
+    let otherKeyId = "";
+    expect(
+      await published(async () => {
+        const { apiKey } = await catalog.createApiKey({ projectId: second, accountId: account });
+        otherKeyId = apiKey!.id;
+      }),
+    ).toEqual([{ projectId: second, kind: "apikey", op: "create", id: otherKeyId }]);
+
+    // Updates, publishing (the event names the interaction published) and deletes.
+    expect(
+      await published(() =>
+        catalog.updateInteraction({ projectId, id: interactionId, interaction: { model: "m" } }),
+      ),
+    ).toEqual([{ projectId, kind: "interaction", op: "update", id: interactionId }]);
+    expect(
+      await published(() => catalog.publishInteraction({ projectId, id: interactionId })),
+    ).toEqual([{ projectId, kind: "interaction", op: "publish", id: interactionId }]);
+    expect(
+      await published(() =>
+        catalog.updatePrompt({ projectId, id: promptId, prompt: { content: "v2" } }),
+      ),
+    ).toEqual([{ projectId, kind: "prompt", op: "update", id: promptId }]);
+    expect(
+      await published(() =>
+        catalog.updateEnvironment({ projectId, id: environmentId, environment: { name: "t2" } }),
+      ),
+    ).toEqual([{ projectId, kind: "environment", op: "update", id: environmentId }]);
+    expect(
+      await published(() => catalog.deleteInteraction({ projectId, id: interactionId })),
+    ).toEqual([{ projectId, kind: "interaction", op: "delete", id: interactionId }]);
+    expect(await published(() => catalog.deletePrompt({ projectId, id: promptId }))).toEqual([
+      { projectId, kind: "prompt", op: "delete", id: promptId },
+    ]);
+    expect(
+      await published(() => catalog.deleteEnvironment({ projectId, id: environmentId })),
+    ).toEqual([{ projectId, kind: "environment", op: "delete", id: environmentId }]);
   });
 
-  it("publishes nothing for reads, failed writes, or writes not built yet", async () => {
+  it("tells two writes of one resource apart by their revision, the later one higher", async () => {
+    const { project } = await catalog.createAccount({ name: "revisions" });
+    const projectId = project!.id;
+    const { prompt } = await catalog.createPrompt({ projectId, prompt: { content: "a" } });
+    const from = seen.length;
+    await catalog.updatePrompt({ projectId, id: prompt!.id, prompt: { content: "b" } });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await catalog.updatePrompt({ projectId, id: prompt!.id, prompt: { content: "c" } });
+    const [first, second] = seen.slice(from);
+    expect(second!.revision!).toBeGreaterThan(first!.revision!);
+  });
+
+  it("publishes nothing for reads or failed writes", async () => {
     const { project } = await catalog.createAccount({ name: "quiet" });
     const projectId = project!.id;
     const none = await published(async () => {
@@ -160,9 +218,11 @@ describe("catalog change events", () => {
         Code.InvalidArgument,
       );
       await expectCode(catalog.deleteApiKey({ projectId, id: "nope" }), Code.NotFound);
-      await expectCode(catalog.updateEnvironment({ projectId, id: "e" }), Code.Unimplemented);
-      await expectCode(catalog.deleteInteraction({ projectId, id: "i" }), Code.Unimplemented);
-      await expectCode(catalog.publishInteraction({ projectId, id: "i" }), Code.Unimplemented);
+      await expectCode(catalog.updateEnvironment({ projectId, id: "e" }), Code.NotFound);
+      await expectCode(catalog.deleteInteraction({ projectId, id: "i" }), Code.NotFound);
+      await expectCode(catalog.publishInteraction({ projectId, id: "i" }), Code.NotFound);
+      await expectCode(catalog.listInteractionVersions({ projectId, id: "i" }), Code.NotFound);
+      await expectCode(catalog.listEnvironmentModels({ projectId, id: "e" }), Code.NotFound);
     });
     expect(none).toEqual([]);
   });
@@ -172,7 +232,7 @@ describe("catalog change events", () => {
     const handlers = {
       ...createCatalogService({ ...deps(), events: undefined }),
       async updateEnvironment(req: { projectId: string; id: string }) {
-        return { environment: { id: req.id, projectId: req.projectId } };
+        return { environment: { id: req.id, projectId: req.projectId, updatedAt: timestampNow() } };
       },
     };
     const later = createClient(

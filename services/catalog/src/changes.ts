@@ -45,7 +45,8 @@ export function publishingChanges(
 
 /**
  * The change a write made, from its method's name (`CreateApiKey`: op create, kind apikey), its
- * request (`project_id`, `id`) and its answer (the new resource's id; a new project's id).
+ * request (`project_id`, `id`: a publish names the interaction published, not the new version)
+ * and its answer (the new resource's id; a new project's id; the revision, its `updated_at`).
  */
 export function changeOf(methodName: string, req: unknown, res: unknown): CatalogChange {
   const [, verb = methodName, noun = ""] = /^([A-Z][a-z]*)(.*)$/.exec(methodName) ?? [];
@@ -59,12 +60,21 @@ export function changeOf(methodName: string, req: unknown, res: unknown): Catalo
       .map(asRecord)
       .find((v) => typeof v?.id === "string");
   const id = nonEmpty(request?.id) ?? nonEmpty(resource?.id);
+  const revision = millis(resource?.updatedAt ?? resource?.createdAt);
   return {
     kind,
     op: verb.toLowerCase(),
     ...(projectId ? { projectId } : {}),
     ...(id ? { id } : {}),
+    ...(revision !== undefined ? { revision } : {}),
   };
+}
+
+/** A google.protobuf.Timestamp in milliseconds. */
+function millis(value: unknown): number | undefined {
+  const ts = asRecord(value);
+  if (typeof ts?.seconds !== "bigint") return undefined;
+  return Number(ts.seconds) * 1000 + Math.floor(Number(ts.nanos ?? 0) / 1e6);
 }
 
 function asRecord(value: unknown): Record<string, unknown> | undefined {

@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { allowedEndpointsSetting, env, loadConfig, natsConfigSchema } from "@pies/common";
+import {
+  allowedEndpointsSetting,
+  env,
+  loadConfig,
+  natsConfigSchema,
+  internalAuthConfigSchema,
+} from "@pies/common";
 
 export const catalogConfigSchema = z.object({
   HOST: env.host(),
@@ -13,6 +19,7 @@ export const catalogConfigSchema = z.object({
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting(""),
   // Change events go to <PIES_NATS_SUBJECT_PREFIX>.catalog.<project>.<kind> (core NATS).
   ...natsConfigSchema,
+  ...internalAuthConfigSchema,
   LOG_LEVEL: env.logLevel(),
 });
 

@@ -1,4 +1,5 @@
 import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import {
   EndpointRefusedError,
@@ -8,9 +9,11 @@ import {
   requireProject,
   type EndpointPolicy,
 } from "@pies/common";
-import type { CatalogService } from "@pies/proto/catalog";
+import type { CatalogService, EnvironmentInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { environmentToProto } from "./mappers.js";
+import { emptyAsNull, usedBy } from "./prompts.js";
+import { providerModels } from "./provider-models.js";
 import type { CatalogDatabase } from "./tables.js";
 import { secretHint } from "./secrets.js";
 
@@ -21,6 +24,18 @@ export async function findEnvironment(db: Kysely<CatalogDatabase>, projectId: st
     .selectAll()
     .where("project_id", "=", projectId)
     .where("id", "=", id)
+    .executeTakeFirst();
+  if (!env) throw notFound("environment", id);
+  return env;
+}
+
+async function lockEnvironment(tx: Kysely<CatalogDatabase>, projectId: string, id: string) {
+  const env = await tx
+    .selectFrom("catalog.environments")
+    .selectAll()
+    .where("project_id", "=", projectId)
+    .where("id", "=", id)
+    .forUpdate()
     .executeTakeFirst();
   if (!env) throw notFound("environment", id);
   return env;
@@ -41,6 +56,24 @@ async function checkEndpoint(endpoints: EndpointPolicy, url: string): Promise<vo
 
 const PROVIDERS = ["openai", "openai_compatible", "test"];
 
+/** An environment's provider and endpoint, as they will be stored, checked. */
+async function checkProvider(
+  endpoints: EndpointPolicy,
+  input: EnvironmentInput,
+  stored?: { provider: string; endpoint_url: string },
+) {
+  const provider = input.provider ?? stored?.provider;
+  const endpointUrl = input.endpointUrl ?? stored?.endpoint_url ?? "";
+  if (!provider || !PROVIDERS.includes(provider)) {
+    throw invalid(`provider must be one of ${PROVIDERS.join(", ")}`);
+  }
+  if (provider === "openai_compatible" && !endpointUrl) {
+    throw invalid("endpoint_url is required for provider openai_compatible");
+  }
+  if (input.endpointUrl) await checkEndpoint(endpoints, input.endpointUrl);
+  return provider;
+}
+
 export function environmentHandlers({
   db,
   secrets,
@@ -49,21 +82,15 @@ export function environmentHandlers({
   return {
     async createEnvironment(req) {
       const projectId = requireProject(req.projectId);
-      const input = req.environment;
-      if (!input?.provider || !PROVIDERS.includes(input.provider)) {
-        throw invalid(`provider must be one of ${PROVIDERS.join(", ")}`);
-      }
-      if (input.provider === "openai_compatible" && !input.endpointUrl) {
-        throw invalid("endpoint_url is required for provider openai_compatible");
-      }
-      if (input.endpointUrl) await checkEndpoint(endpoints, input.endpointUrl);
+      const input = req.environment ?? ({} as EnvironmentInput);
+      const provider = await checkProvider(endpoints, input);
       const row = await db
         .insertInto("catalog.environments")
         .values({
           id: newId(),
           project_id: projectId,
-          name: input.name || input.provider,
-          provider: input.provider,
+          name: input.name || provider,
+          provider,
           endpoint_url: input.endpointUrl ?? "",
           api_key_enc: input.apiKey ? secrets.seal(input.apiKey) : null,
           api_key_hint: input.apiKey ? secretHint(input.apiKey) : "",
@@ -90,6 +117,85 @@ export function environmentHandlers({
         .limit(1000)
         .execute();
       return { environments: rows.map(environmentToProto) };
+    },
+
+    async updateEnvironment(req) {
+      const projectId = requireProject(req.projectId);
+      const input = req.environment ?? ({} as EnvironmentInput);
+      const row = await db.transaction().execute(async (tx) => {
+        const current = await lockEnvironment(tx, projectId, req.id);
+        // The stored key goes only where it was given for: moving the environment to another
+        // endpoint or provider needs the key again (or an empty one, to drop it). Otherwise whoever
+        // may edit environments could send it to a server of theirs without ever seeing it.
+        const moves =
+          (input.endpointUrl !== undefined && input.endpointUrl !== current.endpoint_url) ||
+          (input.provider !== undefined && input.provider !== current.provider);
+        if (moves && current.api_key_enc && input.apiKey === undefined) {
+          throw invalid(
+            "apiKey: changing endpoint_url or provider needs the API key again (or an empty one to remove the stored key)",
+          );
+        }
+        await checkProvider(endpoints, input, current);
+        return tx
+          .updateTable("catalog.environments")
+          .set({
+            ...(input.name !== undefined ? { name: input.name || current.provider } : {}),
+            ...(input.provider !== undefined ? { provider: input.provider } : {}),
+            ...(input.endpointUrl !== undefined ? { endpoint_url: input.endpointUrl } : {}),
+            // An empty key removes the stored one.
+            ...(input.apiKey !== undefined
+              ? {
+                  api_key_enc: input.apiKey ? secrets.seal(input.apiKey) : null,
+                  api_key_hint: input.apiKey ? secretHint(input.apiKey) : "",
+                }
+              : {}),
+            ...(input.defaultModel !== undefined ? { default_model: input.defaultModel } : {}),
+            ...(input.setEnabledModels
+              ? { enabled_models: JSON.stringify(input.enabledModels) }
+              : {}),
+            ...(input.config ? { config: JSON.stringify(emptyAsNull(input.config) ?? {}) } : {}),
+            updated_at: new Date(),
+          })
+          .where("id", "=", current.id)
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      });
+      return { environment: environmentToProto(row) };
+    },
+
+    async deleteEnvironment(req) {
+      const projectId = requireProject(req.projectId);
+      await db.transaction().execute(async (tx) => {
+        // Locked: an interaction that names it meanwhile waits (it reads it FOR SHARE).
+        await lockEnvironment(tx, projectId, req.id);
+        const users = await tx
+          .selectFrom("catalog.interactions")
+          .select(["id", "name", "parent_id", "version"])
+          .where("project_id", "=", projectId)
+          .where("environment_id", "=", req.id)
+          .orderBy("parent_id", "desc")
+          .limit(10)
+          .execute();
+        if (users.length > 0) {
+          throw new ConnectError(
+            `environment ${req.id} is used by ${usedBy(users)}`,
+            Code.FailedPrecondition,
+          );
+        }
+        await tx.deleteFrom("catalog.environments").where("id", "=", req.id).execute();
+      });
+      return {};
+    },
+
+    async listEnvironmentModels(req) {
+      const env = await findEnvironment(db, requireProject(req.projectId), req.id);
+      if (env.provider !== "test") {
+        const apiKey = env.api_key_enc ? secrets.open(env.api_key_enc) : "";
+        const listed = await providerModels(endpoints, env.endpoint_url, apiKey);
+        if (listed) return { models: listed, source: "provider" };
+      }
+      const models = env.enabled_models.length > 0 ? env.enabled_models : [env.default_model];
+      return { models: models.filter(Boolean), source: "enabled_models" };
     },
   };
 }

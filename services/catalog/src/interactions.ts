@@ -1,6 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Kysely } from "kysely";
+import type { ExpressionBuilder, Kysely } from "kysely";
 import {
   checkGenerationSettings,
   INT32_MAX,
@@ -11,7 +11,14 @@ import {
   requireProject,
 } from "@pies/common";
 import { hasAnyTag } from "@pies/common/db";
-import { InteractionStatus, type CatalogService, type InteractionInput } from "@pies/proto/catalog";
+import {
+  InteractionStatus,
+  Visibility,
+  visibilities,
+  type CatalogService,
+  type InteractionInput,
+  type PromptSegment,
+} from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { findEnvironment } from "./environments.js";
 import {
@@ -20,6 +27,8 @@ import {
   interactionToProto,
   statusName,
 } from "./mappers.js";
+import { emptyAsNull, insertPrompt } from "./prompts.js";
+import { checkJsonSchema } from "./schemas.js";
 import type {
   CatalogDatabase,
   EnvironmentRow,
@@ -29,6 +38,8 @@ import type {
 } from "./tables.js";
 
 const SEGMENT_TYPES = ["template", "chat"];
+
+type InteractionsOnly = Pick<CatalogDatabase, "catalog.interactions">;
 
 /** Loads the templates the segments refer to, in one query. */
 async function templatesOf(
@@ -49,46 +60,124 @@ async function templatesOf(
   return new Map(templates.map((t) => [t.id, t]));
 }
 
-/** Checks the segments and that every template and the environment exist in the project. */
-async function checkReferences(
-  db: Kysely<CatalogDatabase>,
+/**
+ * The segments as stored. A template given inline without an id is inserted as a new template
+ * (what GET /interactions/:id shows can be sent back); one with an id refers to that template.
+ * Every template referred to must be in the project: it is read FOR SHARE, so a concurrent
+ * delete of it waits for this transaction and then sees the interaction that uses it.
+ */
+async function storedSegments(
+  tx: Kysely<CatalogDatabase>,
   projectId: string,
-  input: InteractionInput,
-) {
-  const segments: StoredSegment[] = input.prompts.map((p) => {
+  prompts: PromptSegment[],
+): Promise<StoredSegment[]> {
+  const segments: StoredSegment[] = [];
+  const referred = new Set<string>();
+  for (const [i, p] of prompts.entries()) {
     const type = p.type || "template";
     if (!SEGMENT_TYPES.includes(type))
-      throw invalid(`prompt segment type ${type} is not supported`);
-    if (type === "template" && !p.templateId) throw invalid("a template segment needs template");
-    if (type === "chat" && !p.chatPath) throw invalid("a chat segment needs chat_path");
-    return {
+      throw invalid(`prompts.${i}.type: segment type ${type} is not supported`);
+    if (type === "chat" && !p.chatPath)
+      throw invalid(`prompts.${i}: a chat segment needs chat_path`);
+    let templateId = "";
+    if (type === "template") {
+      templateId = p.templateId || p.template?.id || "";
+      if (!templateId && p.template) {
+        const t = p.template;
+        const fields = {
+          name: t.name || undefined,
+          role: t.role || undefined,
+          contentType: t.contentType || undefined,
+          content: t.content,
+          testData: t.testData,
+          inputSchema: t.inputSchema,
+        };
+        templateId = (
+          await insertPrompt(tx, projectId, fields).catch((err: unknown) => {
+            // Named as the body names it: which segment's template is wrong.
+            if (err instanceof ConnectError && err.code === Code.InvalidArgument)
+              throw invalid(`prompts.${i}.template: ${err.rawMessage}`);
+            throw err;
+          })
+        ).id;
+      } else if (!templateId) {
+        throw invalid(`prompts.${i}: a template segment needs template`);
+      } else {
+        referred.add(templateId);
+      }
+    }
+    segments.push({
       id: p.id || newId(),
       type,
-      template_id: type === "template" ? p.templateId : "",
+      template_id: templateId,
       ...(type === "chat" ? { chat_path: p.chatPath } : {}),
-    };
-  });
-  const templateIds = [...new Set(segments.map((s) => s.template_id).filter(Boolean))];
-  if (templateIds.length > 0) {
-    const found = await db
+    });
+  }
+  if (referred.size > 0) {
+    const found = await tx
       .selectFrom("catalog.prompts")
       .select("id")
       .where("project_id", "=", projectId)
-      .where("id", "in", templateIds)
+      .where("id", "in", [...referred])
+      .forShare()
       .execute();
-    const missing = templateIds.filter((id) => !found.some((f) => f.id === id));
-    if (missing.length > 0) throw invalid(`prompt template ${missing.join(", ")} not found`);
-  }
-  if (input.environmentId) {
-    const env = await db
-      .selectFrom("catalog.environments")
-      .select("id")
-      .where("project_id", "=", projectId)
-      .where("id", "=", input.environmentId)
-      .executeTakeFirst();
-    if (!env) throw invalid(`environment ${input.environmentId} not found`);
+    const missing = [...referred].filter((id) => !found.some((f) => f.id === id));
+    // As everywhere: an id of another project reads as unknown (404), never as "exists".
+    if (missing.length > 0) throw notFound("prompt template", missing.join(", "));
   }
   return segments;
+}
+
+/** The environment must be in the project (read FOR SHARE, as templates are). */
+async function checkEnvironment(tx: Kysely<CatalogDatabase>, projectId: string, id: string) {
+  const env = await tx
+    .selectFrom("catalog.environments")
+    .select("id")
+    .where("project_id", "=", projectId)
+    .where("id", "=", id)
+    .forShare()
+    .executeTakeFirst();
+  if (!env) throw notFound("environment", id);
+}
+
+/** What every write of an interaction checks before touching the database. */
+function checkInput(input: InteractionInput) {
+  // `@` separates a name from its version selector (`Name@3`): a name holding one could not be run.
+  if (input.name?.includes("@")) {
+    throw invalid("name must not contain @ (it separates a name from its version, as in Name@3)");
+  }
+  // Only publishing makes a published version: a draft is draft or archived.
+  if (input.status === InteractionStatus.PUBLISHED) {
+    throw invalid("status: a draft is draft or archived; publish it to make a published version");
+  }
+  checkGenerationSettings(input);
+  checkJsonSchema("resultSchema", input.resultSchema);
+  if (
+    input.cachePolicy?.type &&
+    !["cache", "no_cache", "cache_and_refresh"].includes(input.cachePolicy.type)
+  )
+    throw invalid("cache_policy.type must be one of cache, no_cache, cache_and_refresh");
+}
+
+/** An interaction of the project, locked for this transaction, or NOT_FOUND. */
+async function lockInteraction(tx: Kysely<CatalogDatabase>, projectId: string, id: string) {
+  const row = await tx
+    .selectFrom("catalog.interactions")
+    .selectAll()
+    .where("project_id", "=", projectId)
+    .where("id", "=", id)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!row) throw notFound("interaction", id);
+  return row;
+}
+
+/** FAILED_PRECONDITION for a write that only a draft takes. */
+function immutable(row: InteractionRow, what: string) {
+  return new ConnectError(
+    `interaction ${row.id} is version ${row.version} of ${row.parent_id}: a published version is immutable; ${what} ${row.parent_id} instead`,
+    Code.FailedPrecondition,
+  );
 }
 
 /** The version selector of `Name@3`, `Name@latest`, `Name@draft` or a bare `Name`. */
@@ -99,13 +188,48 @@ function parseSelector(ref: string): { name: string; selector: string } {
     : { name: ref, selector: "" };
 }
 
+/**
+ * The interactions (drafts) named `name` and their versions. A version is found by the current
+ * name of its interaction, so a renamed interaction takes its versions along, while each version
+ * keeps the name it was published under (a snapshot). By index: the name, then the parents.
+ */
+function namedInteraction(
+  eb: ExpressionBuilder<InteractionsOnly, "catalog.interactions">,
+  projectId: string,
+  name: string,
+) {
+  const drafts = eb
+    .selectFrom("catalog.interactions as d")
+    .select("d.id")
+    .where("d.project_id", "=", projectId)
+    .where("d.name", "=", name)
+    .where("d.parent_id", "is", null);
+  return eb.or([
+    eb.and([eb("parent_id", "is", null), eb("name", "=", name)]),
+    eb("parent_id", "in", drafts),
+  ]);
+}
+
+/**
+ * `Name`, `Name@latest`, `Name@draft`, `Name@3`: the draft named so is found first (the most
+ * recently updated one when several share the name), then the selector picks among that draft and
+ * its versions, so that every selector of one name speaks of the same interaction.
+ */
 async function findByName(db: Kysely<CatalogDatabase>, projectId: string, ref: string) {
   const { name, selector } = parseSelector(ref);
+  const draft = db
+    .selectFrom("catalog.interactions")
+    .select("id")
+    .where("project_id", "=", projectId)
+    .where("name", "=", name)
+    .where("parent_id", "is", null)
+    .orderBy("updated_at", "desc")
+    .limit(1);
   let query = db
     .selectFrom("catalog.interactions")
     .selectAll()
     .where("project_id", "=", projectId)
-    .where("name", "=", name);
+    .where((eb) => eb.or([eb("id", "=", draft), eb("parent_id", "=", draft)]));
   if (selector === "draft") {
     query = query.where("parent_id", "is", null);
   } else if (selector === "latest") {
@@ -135,31 +259,35 @@ export function interactionHandlers({
     async createInteraction(req) {
       const projectId = requireProject(req.projectId);
       const input = req.interaction;
-      if (!input?.name) throw invalid("name is required");
-      checkGenerationSettings(input);
-      const segments = await checkReferences(db, projectId, input);
-      const row = await db
-        .insertInto("catalog.interactions")
-        .values({
-          id: newId(),
-          project_id: projectId,
-          name: input.name,
-          description: input.description ?? "",
-          status: statusName(input.status ?? InteractionStatus.DRAFT),
-          test_data: JSON.stringify(input.testData ?? null),
-          result_schema: JSON.stringify(input.resultSchema ?? null),
-          cache_policy: JSON.stringify(cachePolicyToJson(input.cachePolicy)),
-          model: input.model ?? "",
-          temperature: input.temperature ?? null,
-          max_tokens: input.maxTokens ?? null,
-          environment_id: input.environmentId || null,
-          prompts: JSON.stringify(segments),
-          tags: input.tags,
-          parent_id: null,
-          formatter: input.formatter ?? "",
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      const name = input?.name;
+      if (!input || !name) throw invalid("name is required");
+      checkInput(input);
+      const row = await db.transaction().execute(async (tx) => {
+        const segments = await storedSegments(tx, projectId, input.prompts);
+        if (input.environmentId) await checkEnvironment(tx, projectId, input.environmentId);
+        return tx
+          .insertInto("catalog.interactions")
+          .values({
+            id: newId(),
+            project_id: projectId,
+            name,
+            description: input.description ?? "",
+            status: statusName(input.status ?? InteractionStatus.DRAFT),
+            test_data: JSON.stringify(emptyAsNull(input.testData ?? {})),
+            result_schema: JSON.stringify(emptyAsNull(input.resultSchema ?? {})),
+            cache_policy: JSON.stringify(cachePolicyToJson(input.cachePolicy)),
+            model: input.model ?? "",
+            temperature: input.temperature ?? null,
+            max_tokens: input.maxTokens ?? null,
+            environment_id: input.environmentId || null,
+            prompts: JSON.stringify(segments),
+            tags: input.tags,
+            parent_id: null,
+            formatter: input.formatter ?? "",
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      });
       return { interaction: interactionToProto(row) };
     },
 
@@ -185,11 +313,13 @@ export function interactionHandlers({
       if (req.status !== InteractionStatus.UNSPECIFIED) {
         query = query.where("status", "=", statusName(req.status));
       }
-      if (req.name) query = query.where("name", "=", req.name);
+      if (req.name) query = query.where((eb) => namedInteraction(eb, projectId, req.name));
       if (req.version !== undefined) query = query.where("version", "=", req.version);
       if (req.tags.length > 0) query = query.where(hasAnyTag(req.tags));
-      // Without a name filter, list drafts only: versions are reached by name or via /versions.
-      if (!req.name && req.version === undefined) query = query.where("parent_id", "is", null);
+      // Without a name, version or status filter, list drafts only: versions are reached by
+      // those filters or through /versions.
+      if (!req.name && req.version === undefined && req.status === InteractionStatus.UNSPECIFIED)
+        query = query.where("parent_id", "is", null);
       const rows = await query
         .orderBy("updated_at", "desc")
         .orderBy("id", "desc")
@@ -197,6 +327,157 @@ export function interactionHandlers({
         .offset(Math.max(0, req.offset))
         .execute();
       return { interactions: rows.map((row) => interactionToProto(row)) };
+    },
+
+    async updateInteraction(req) {
+      const projectId = requireProject(req.projectId);
+      const input = req.interaction;
+      if (!input) throw invalid("interaction is required");
+      if (input.name === "") throw invalid("name must not be empty");
+      checkInput(input);
+      const row = await db.transaction().execute(async (tx) => {
+        const current = await lockInteraction(tx, projectId, req.id);
+        if (current.parent_id) throw immutable(current, "update");
+        const segments = input.setPrompts
+          ? await storedSegments(tx, projectId, input.prompts)
+          : undefined;
+        if (input.environmentId) await checkEnvironment(tx, projectId, input.environmentId);
+        return tx
+          .updateTable("catalog.interactions")
+          .set({
+            ...(input.name !== undefined ? { name: input.name } : {}),
+            ...(input.description !== undefined ? { description: input.description } : {}),
+            ...(input.status !== undefined ? { status: statusName(input.status) } : {}),
+            ...(input.testData ? { test_data: JSON.stringify(emptyAsNull(input.testData)) } : {}),
+            ...(input.resultSchema
+              ? { result_schema: JSON.stringify(emptyAsNull(input.resultSchema)) }
+              : {}),
+            ...(input.cachePolicy
+              ? {
+                  cache_policy: JSON.stringify(
+                    input.cachePolicy.type ? cachePolicyToJson(input.cachePolicy) : null,
+                  ),
+                }
+              : {}),
+            ...(input.model !== undefined ? { model: input.model } : {}),
+            ...(input.temperature !== undefined ? { temperature: input.temperature } : {}),
+            ...(input.maxTokens !== undefined ? { max_tokens: input.maxTokens } : {}),
+            ...(input.environmentId !== undefined
+              ? { environment_id: input.environmentId || null }
+              : {}),
+            ...(segments ? { prompts: JSON.stringify(segments) } : {}),
+            ...(input.setTags ? { tags: input.tags } : {}),
+            ...(input.formatter !== undefined ? { formatter: input.formatter } : {}),
+            updated_at: new Date(),
+          })
+          .where("id", "=", current.id)
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      });
+      return { interaction: interactionToProto(row) };
+    },
+
+    async deleteInteraction(req) {
+      const projectId = requireProject(req.projectId);
+      await db.transaction().execute(async (tx) => {
+        const row = await lockInteraction(tx, projectId, req.id);
+        if (row.parent_id) throw immutable(row, "delete");
+        // Its versions go with it: they are snapshots of it, reachable only through it.
+        await tx
+          .deleteFrom("catalog.interactions")
+          .where("project_id", "=", projectId)
+          .where((eb) => eb.or([eb("id", "=", row.id), eb("parent_id", "=", row.id)]))
+          .execute();
+      });
+      return {};
+    },
+
+    async publishInteraction(req) {
+      const projectId = requireProject(req.projectId);
+      const visibility =
+        req.visibility === Visibility.UNSPECIFIED ? Visibility.PRIVATE : req.visibility;
+      const visibilityName = visibilities.name(visibility);
+      if (!visibilityName) throw invalid(`visibility ${req.visibility} is not a visibility`);
+      // READ COMMITTED whatever the server's default: the publish that waited on the lock must
+      // read the number the previous one committed (a repeatable-read snapshot would not).
+      const row = await db
+        .transaction()
+        .setIsolationLevel("read committed")
+        .execute(async (tx) => {
+          // The draft's row lock orders concurrent publishes of it: each reads the number the
+          // previous one committed (the unique index on (parent_id, version) backs this up).
+          const draft = await lockInteraction(tx, projectId, req.id);
+          if (draft.parent_id) throw immutable(draft, "publish");
+          const templates = await templatesOf(tx, projectId, [draft]);
+          const prompts = draft.prompts.map((segment) => {
+            if (segment.type !== "template") return segment;
+            const template = templates.get(segment.template_id);
+            if (!template)
+              throw new ConnectError(
+                `prompt template ${segment.template_id} of interaction ${draft.id} no longer exists`,
+                Code.FailedPrecondition,
+              );
+            // The snapshot: a later edit of the template does not reach the version.
+            return { ...segment, template };
+          });
+          const { last } = await tx
+            .selectFrom("catalog.interactions")
+            .select((eb) => eb.fn.max("version").as("last"))
+            .where("parent_id", "=", draft.id)
+            .executeTakeFirstOrThrow();
+          await tx
+            .updateTable("catalog.interactions")
+            .set({ latest: false })
+            .where("parent_id", "=", draft.id)
+            .where("latest", "=", true)
+            .execute();
+          return tx
+            .insertInto("catalog.interactions")
+            .values({
+              id: newId(),
+              project_id: projectId,
+              name: draft.name,
+              description: draft.description,
+              status: statusName(InteractionStatus.PUBLISHED),
+              test_data: JSON.stringify(draft.test_data),
+              result_schema: JSON.stringify(draft.result_schema),
+              cache_policy: JSON.stringify(draft.cache_policy),
+              model: draft.model,
+              temperature: draft.temperature,
+              max_tokens: draft.max_tokens,
+              environment_id: draft.environment_id,
+              prompts: JSON.stringify(prompts),
+              // The version's own tags when given, else the interaction's.
+              tags: req.tags.length > 0 ? req.tags : draft.tags,
+              visibility: visibilityName,
+              version: (last ?? 0) + 1,
+              latest: true,
+              parent_id: draft.id,
+              formatter: draft.formatter,
+            })
+            .returningAll()
+            .executeTakeFirstOrThrow();
+        });
+      return { version: interactionToProto(row) };
+    },
+
+    async listInteractionVersions(req) {
+      const projectId = requireProject(req.projectId);
+      const row = await db
+        .selectFrom("catalog.interactions")
+        .select(["id", "parent_id"])
+        .where("project_id", "=", projectId)
+        .where("id", "=", req.id)
+        .executeTakeFirst();
+      if (!row) throw notFound("interaction", req.id);
+      const rows = await db
+        .selectFrom("catalog.interactions")
+        .selectAll()
+        .where("project_id", "=", projectId)
+        .where("parent_id", "=", row.parent_id ?? row.id)
+        .orderBy("version", "desc")
+        .execute();
+      return { versions: rows.map((r) => interactionToProto(r)) };
     },
 
     async resolveExecution(req) {

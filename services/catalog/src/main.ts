@@ -2,4 +2,4 @@ import { createLogger, runProcess } from "@pies/common";
 import { loadCatalogConfig } from "./config.js";
 import { startCatalog } from "./start.js";
 
-await runProcess(createLogger("catalog"), () => startCatalog(loadCatalogConfig()));
+await runProcess(createLogger("catalog"), () => startCatalog(loadCatalogConfig()), "catalog");

@@ -1,13 +1,25 @@
 import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { sql, type Kysely } from "kysely";
 import { invalid, newId, notFound, pageSize, requireProject } from "@pies/common";
 import type { CatalogService, PromptTemplateInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { promptToProto } from "./mappers.js";
+import { checkJsonSchema } from "./schemas.js";
+import type { CatalogDatabase } from "./tables.js";
 
 const CONTENT_TYPES = ["jst", "handlebars", "text"];
 export const ROLES = ["system", "user", "assistant"];
 
-function checkPrompt(input: PromptTemplateInput | undefined, creating: boolean) {
+/** A template's writable fields (a PromptTemplateInput, or a template given inline). */
+export type PromptFields = Partial<
+  Pick<
+    PromptTemplateInput,
+    "name" | "role" | "contentType" | "content" | "testData" | "inputSchema"
+  >
+>;
+
+function checkPrompt(input: PromptFields | undefined, creating: boolean) {
   if (!input) throw invalid("prompt is required");
   if (creating && !input.content) throw invalid("content is required");
   if (input.contentType !== undefined && !CONTENT_TYPES.includes(input.contentType)) {
@@ -16,28 +28,53 @@ function checkPrompt(input: PromptTemplateInput | undefined, creating: boolean) 
   if (input.role !== undefined && !ROLES.includes(input.role)) {
     throw invalid(`role must be one of ${ROLES.join(", ")}`);
   }
+  checkJsonSchema("inputSchema", input.inputSchema);
   return input;
+}
+
+/** Checks and inserts a new template (also a template given inline in an interaction's segment). */
+export async function insertPrompt(
+  db: Kysely<CatalogDatabase>,
+  projectId: string,
+  prompt: PromptFields | undefined,
+) {
+  const input = checkPrompt(prompt, true);
+  return db
+    .insertInto("catalog.prompts")
+    .values({
+      id: newId(),
+      project_id: projectId,
+      name: input.name || "untitled",
+      role: input.role ?? "user",
+      content_type: input.contentType ?? "jst",
+      content: input.content ?? "",
+      test_data: JSON.stringify(input.testData ?? null),
+      input_schema: JSON.stringify(input.inputSchema ?? null),
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/**
+ * The interactions and versions that use something, named for a 409: who must change first.
+ * At most 10 are named; the lookups are by index (the segments' GIN index, the environment's).
+ */
+export function usedBy(
+  rows: { id: string; name: string; parent_id: string | null; version: number }[],
+): string {
+  return rows
+    .map((r) =>
+      r.parent_id
+        ? `version ${r.version} of ${r.name} (${r.id})`
+        : `interaction ${r.name} (${r.id})`,
+    )
+    .join(", ");
 }
 
 export function promptHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
   return {
     async createPrompt(req) {
-      const projectId = requireProject(req.projectId);
-      const input = checkPrompt(req.prompt, true);
-      const row = await db
-        .insertInto("catalog.prompts")
-        .values({
-          id: newId(),
-          project_id: projectId,
-          name: input.name || "untitled",
-          role: input.role ?? "user",
-          content_type: input.contentType ?? "jst",
-          content: input.content ?? "",
-          test_data: JSON.stringify(input.testData ?? null),
-          input_schema: JSON.stringify(input.inputSchema ?? null),
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      const row = await insertPrompt(db, requireProject(req.projectId), req.prompt);
       return { prompt: promptToProto(row) };
     },
 
@@ -64,5 +101,67 @@ export function promptHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof 
         .execute();
       return { prompts: rows.map(promptToProto) };
     },
+
+    // Published versions hold a copy of their templates: editing one never changes them.
+    async updatePrompt(req) {
+      const projectId = requireProject(req.projectId);
+      const input = checkPrompt(req.prompt ?? {}, false);
+      if (input.content === "") throw invalid("content must not be empty");
+      const row = await db
+        .updateTable("catalog.prompts")
+        .set({
+          ...(input.name !== undefined ? { name: input.name || "untitled" } : {}),
+          ...(input.role !== undefined ? { role: input.role } : {}),
+          ...(input.contentType !== undefined ? { content_type: input.contentType } : {}),
+          ...(input.content !== undefined ? { content: input.content } : {}),
+          ...(input.testData ? { test_data: JSON.stringify(emptyAsNull(input.testData)) } : {}),
+          ...(input.inputSchema
+            ? { input_schema: JSON.stringify(emptyAsNull(input.inputSchema)) }
+            : {}),
+          updated_at: new Date(),
+        })
+        .where("project_id", "=", projectId)
+        .where("id", "=", req.id)
+        .returningAll()
+        .executeTakeFirst();
+      if (!row) throw notFound("prompt", req.id);
+      return { prompt: promptToProto(row) };
+    },
+
+    async deletePrompt(req) {
+      const projectId = requireProject(req.projectId);
+      await db.transaction().execute(async (tx) => {
+        // Locked: an interaction that refers to it meanwhile waits (it reads it FOR SHARE).
+        const row = await tx
+          .selectFrom("catalog.prompts")
+          .select("id")
+          .where("project_id", "=", projectId)
+          .where("id", "=", req.id)
+          .forUpdate()
+          .executeTakeFirst();
+        if (!row) throw notFound("prompt", req.id);
+        const users = await tx
+          .selectFrom("catalog.interactions")
+          .select(["id", "name", "parent_id", "version"])
+          .where("project_id", "=", projectId)
+          .where(sql<boolean>`prompts @> ${JSON.stringify([{ template_id: req.id }])}::jsonb`)
+          .orderBy("parent_id", "desc")
+          .limit(10)
+          .execute();
+        if (users.length > 0) {
+          throw new ConnectError(
+            `prompt template ${req.id} is used by ${usedBy(users)}`,
+            Code.FailedPrecondition,
+          );
+        }
+        await tx.deleteFrom("catalog.prompts").where("id", "=", req.id).execute();
+      });
+      return {};
+    },
   };
+}
+
+/** An update's empty object clears the field (the JSON null of a REST body arrives as `{}`). */
+export function emptyAsNull<T extends object>(value: T): T | null {
+  return Object.keys(value).length === 0 ? null : value;
 }

@@ -6,7 +6,7 @@ import type { Kysely } from "kysely";
 import { createLogger, EndpointPolicy } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
-import { ApiKeyRole, CatalogService, InteractionStatus } from "@pies/proto/catalog";
+import { ApiKeyRole, CatalogService, InteractionStatus, Visibility } from "@pies/proto/catalog";
 import { migrations } from "./migrations/index.js";
 import { SecretBox } from "./secrets.js";
 import { catalogRoutes } from "./service.js";
@@ -582,14 +582,14 @@ describe("interactions", () => {
     );
   });
 
-  it("rejects an unknown template or environment with INVALID_ARGUMENT", async () => {
+  it("answers an unknown template or environment with NOT_FOUND, writing nothing", async () => {
     const { projectId } = await newProject();
     await expectCode(
       catalog.createInteraction({
         projectId,
         interaction: { name: "x", prompts: [{ type: "template", templateId: "missing-template" }] },
       }),
-      Code.InvalidArgument,
+      Code.NotFound,
       /missing-template/,
     );
     await expectCode(
@@ -597,7 +597,7 @@ describe("interactions", () => {
         projectId,
         interaction: { name: "x", environmentId: "missing-env" },
       }),
-      Code.InvalidArgument,
+      Code.NotFound,
       /missing-env/,
     );
     const { interactions } = await catalog.listInteractions({ projectId });
@@ -610,19 +610,23 @@ describe("interactions", () => {
       (await catalog.createInteraction({ projectId, interaction: { name, status, tags } }))
         .interaction!;
     const draft = await create("Alpha", undefined, ["x"]);
-    const published = await create("Beta", InteractionStatus.PUBLISHED, ["y"]);
+    const beta = await create("Beta", undefined, ["y"]);
+    // Only publishing makes a published version.
+    const published = (await catalog.publishInteraction({ projectId, id: beta.id })).version!;
     const archived = await create("Alpha", InteractionStatus.ARCHIVED, ["x", "y"]);
+    const ids = (r: { interactions: { id: string }[] }) => r.interactions.map((i) => i.id).sort();
 
+    // Without a filter: the drafts (archived ones included), not the versions.
     const all = await catalog.listInteractions({ projectId });
-    // Newest first.
-    expect(all.interactions.map((i) => i.id)).toEqual([archived.id, published.id, draft.id]);
+    expect(ids(all)).toEqual([archived.id, beta.id, draft.id].sort());
+    expect(all.interactions[0]!.id).toBe(archived.id);
     const drafts = await catalog.listInteractions({ projectId, status: InteractionStatus.DRAFT });
-    expect(drafts.interactions.map((i) => i.id)).toEqual([draft.id]);
+    expect(ids(drafts)).toEqual([beta.id, draft.id].sort());
     const pub = await catalog.listInteractions({ projectId, status: InteractionStatus.PUBLISHED });
-    expect(pub.interactions.map((i) => i.id)).toEqual([published.id]);
+    expect(ids(pub)).toEqual([published.id]);
     expect(pub.interactions[0]!.status).toBe(InteractionStatus.PUBLISHED);
     const arch = await catalog.listInteractions({ projectId, status: InteractionStatus.ARCHIVED });
-    expect(arch.interactions.map((i) => i.id)).toEqual([archived.id]);
+    expect(ids(arch)).toEqual([archived.id]);
     const alpha = await catalog.listInteractions({ projectId, name: "Alpha" });
     expect(alpha.interactions.map((i) => i.id)).toEqual([archived.id, draft.id]);
     const alphaDraft = await catalog.listInteractions({
@@ -633,7 +637,8 @@ describe("interactions", () => {
     expect(alphaDraft.interactions.map((i) => i.id)).toEqual([draft.id]);
     expect((await catalog.listInteractions({ projectId, name: "Gamma" })).interactions).toEqual([]);
     const page = await catalog.listInteractions({ projectId, limit: 2, offset: 1 });
-    expect(page.interactions.map((i) => i.id)).toEqual([published.id, draft.id]);
+    expect(page.interactions).toHaveLength(2);
+    expect(ids(page)).not.toContain(archived.id);
   });
 
   it("lists by tags (any tag in common)", async () => {
@@ -721,14 +726,14 @@ describe("tenant isolation", () => {
         projectId: other,
         interaction: { name: "Steal", prompts: [{ type: "template", templateId: prompt.id }] },
       }),
-      Code.InvalidArgument,
+      Code.NotFound,
     );
     await expectCode(
       catalog.createInteraction({
         projectId: other,
         interaction: { name: "Steal", environmentId: environment.id },
       }),
-      Code.InvalidArgument,
+      Code.NotFound,
     );
     const own = await catalog.createInteraction({ projectId: other, interaction: { name: "Own" } });
     await expectCode(
@@ -887,27 +892,482 @@ describe("ResolveExecution", () => {
   });
 });
 
-describe("unimplemented RPCs", () => {
-  it("answers UNIMPLEMENTED naming the method", async () => {
+describe("the interaction lifecycle", () => {
+  async function setup() {
     const { projectId } = await newProject();
+    const prompt = await newPrompt(projectId, "return `Hello ${name}`");
+    const environment = await newEnvironment(projectId);
     const { interaction } = await catalog.createInteraction({
       projectId,
-      interaction: { name: "P" },
+      interaction: {
+        name: "Life",
+        environmentId: environment.id,
+        prompts: [{ type: "template", templateId: prompt.id }],
+        tags: ["t"],
+      },
+    });
+    return { projectId, prompt, environment, interaction: interaction! };
+  }
+
+  it("updates the fields given and keeps the others", async () => {
+    const { projectId, interaction } = await setup();
+    const { interaction: updated } = await catalog.updateInteraction({
+      projectId,
+      id: interaction.id,
+      interaction: { description: "new", temperature: 0.2, resultSchema: { type: "object" } },
+    });
+    expect(updated).toMatchObject({
+      name: "Life",
+      description: "new",
+      temperature: 0.2,
+      tags: ["t"],
+      resultSchema: { type: "object" },
+    });
+    expect(updated!.prompts).toEqual(interaction.prompts);
+    // An empty Struct clears (a REST null).
+    const { interaction: cleared } = await catalog.updateInteraction({
+      projectId,
+      id: interaction.id,
+      interaction: { resultSchema: {}, setTags: true, tags: [] },
+    });
+    expect(cleared!.resultSchema).toBeUndefined();
+    expect(cleared!.tags).toEqual([]);
+    await expectCode(
+      catalog.updateInteraction({ projectId, id: "nope", interaction: {} }),
+      Code.NotFound,
+    );
+    await expectCode(
+      catalog.updateInteraction({ projectId, id: interaction.id, interaction: { name: "" } }),
+      Code.InvalidArgument,
+    );
+  });
+
+  it("refuses a result schema that does not compile, naming the field", async () => {
+    const { projectId, interaction } = await setup();
+    const bad = { type: "object", properties: { a: { type: "nonsense" } } };
+    await expectCode(
+      catalog.updateInteraction({
+        projectId,
+        id: interaction.id,
+        interaction: { resultSchema: bad },
+      }),
+      Code.InvalidArgument,
+      /^resultSchema: not a valid JSON Schema/,
+    );
+    await expectCode(
+      catalog.createInteraction({ projectId, interaction: { name: "x", resultSchema: bad } }),
+      Code.InvalidArgument,
+      /resultSchema/,
+    );
+    await expectCode(
+      catalog.createPrompt({ projectId, prompt: { content: "x", inputSchema: { required: 3 } } }),
+      Code.InvalidArgument,
+      /inputSchema/,
+    );
+  });
+
+  it("stores an inline template without id as a new template, in the same transaction", async () => {
+    const { projectId, prompt } = await setup();
+    const { interaction } = await catalog.createInteraction({
+      projectId,
+      interaction: {
+        name: "Inline",
+        prompts: [
+          {
+            type: "template",
+            template: { content: "be brief", role: "system", contentType: "text" },
+          },
+          { type: "template", template: { id: prompt.id, content: "ignored" } },
+        ],
+      },
+    });
+    const [made, referred] = interaction!.prompts;
+    expect(referred!.templateId).toBe(prompt.id);
+    const { prompt: created } = await catalog.getPrompt({ projectId, id: made!.templateId });
+    expect(created).toMatchObject({ content: "be brief", role: "system", contentType: "text" });
+    expect((await catalog.getPrompt({ projectId, id: prompt.id })).prompt!.content).toBe(
+      prompt.content,
+    );
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: {
+          name: "NoContent",
+          prompts: [{ type: "template", template: { role: "user" } }],
+        },
+      }),
+      Code.InvalidArgument,
+      /^prompts\.0\.template: content is required/,
+    );
+    // A failed write leaves no template behind.
+    const before = (await catalog.listPrompts({ projectId })).prompts.length;
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: {
+          name: "Half",
+          prompts: [
+            { type: "template", template: { content: "orphan?" } },
+            { type: "template", templateId: "missing" },
+          ],
+        },
+      }),
+      Code.NotFound,
+    );
+    expect((await catalog.listPrompts({ projectId })).prompts.length).toBe(before);
+  });
+
+  it("publishes numbered, immutable versions and resolves every selector", async () => {
+    const { projectId, prompt, interaction } = await setup();
+    const { version: v1 } = await catalog.publishInteraction({ projectId, id: interaction.id });
+    expect(v1).toMatchObject({
+      name: "Life",
+      status: InteractionStatus.PUBLISHED,
+      version: 1,
+      latest: true,
+      parentId: interaction.id,
+      visibility: Visibility.PRIVATE,
+      tags: ["t"],
+    });
+    expect(v1!.prompts[0]!.template!.content).toBe(prompt.content);
+    // Edits of the draft and of its template reach the next version, never the first.
+    await catalog.updatePrompt({ projectId, id: prompt.id, prompt: { content: "return `v2`" } });
+    await catalog.updateInteraction({
+      projectId,
+      id: interaction.id,
+      interaction: { model: "m2" },
+    });
+    const { version: v2 } = await catalog.publishInteraction({
+      projectId,
+      id: interaction.id,
+      visibility: Visibility.PUBLIC,
+      tags: ["release"],
+    });
+    expect(v2).toMatchObject({ version: 2, latest: true, model: "m2", tags: ["release"] });
+    expect(v2!.visibility).toBe(Visibility.PUBLIC);
+    const got = await catalog.getInteraction({ projectId, id: v1!.id, expandTemplates: true });
+    expect(got.interaction).toMatchObject({ version: 1, latest: false, model: "" });
+    expect(got.interaction!.prompts[0]!.template!.content).toBe(prompt.content);
+
+    const { versions } = await catalog.listInteractionVersions({ projectId, id: interaction.id });
+    expect(versions.map((v) => [v.version, v.latest])).toEqual([
+      [2, true],
+      [1, false],
+    ]);
+    expect(
+      (await catalog.listInteractionVersions({ projectId, id: v1!.id })).versions.map((v) => v.id),
+    ).toEqual([v2!.id, v1!.id]);
+
+    const resolve = async (value: string) =>
+      (
+        await catalog.resolveExecution({
+          projectId,
+          interaction: { case: "interactionName", value },
+        })
+      ).interaction!;
+    expect((await resolve("Life")).id).toBe(v2!.id);
+    expect((await resolve("Life@latest")).id).toBe(v2!.id);
+    expect((await resolve("Life@1")).id).toBe(v1!.id);
+    expect((await resolve("Life@1")).prompts[0]!.template!.content).toBe(prompt.content);
+    expect((await resolve("Life@draft")).id).toBe(interaction.id);
+    const byId = await catalog.resolveExecution({
+      projectId,
+      interaction: { case: "interactionId", value: v1!.id },
+    });
+    expect(byId.interaction!.version).toBe(1);
+    await expectCode(
+      catalog.resolveExecution({
+        projectId,
+        interaction: { case: "interactionName", value: "Life@3" },
+      }),
+      Code.NotFound,
+    );
+
+    // Lists: drafts by default; by name the versions too; by version number.
+    const drafts = await catalog.listInteractions({ projectId });
+    expect(drafts.interactions.map((i) => i.id)).toEqual([interaction.id]);
+    const named = await catalog.listInteractions({ projectId, name: "Life" });
+    expect(named.interactions.map((i) => i.id).sort()).toEqual(
+      [interaction.id, v1!.id, v2!.id].sort(),
+    );
+    const second = await catalog.listInteractions({ projectId, version: 2 });
+    expect(second.interactions.map((i) => i.id)).toEqual([v2!.id]);
+    const released = await catalog.listInteractions({ projectId, tags: ["release"], version: 2 });
+    expect(released.interactions.map((i) => i.id)).toEqual([v2!.id]);
+    const published = await catalog.listInteractions({
+      projectId,
+      status: InteractionStatus.PUBLISHED,
+    });
+    expect(published.interactions.map((i) => i.id).sort()).toEqual([v1!.id, v2!.id].sort());
+
+    // Versions are immutable.
+    for (const call of [
+      catalog.updateInteraction({ projectId, id: v1!.id, interaction: { model: "x" } }),
+      catalog.publishInteraction({ projectId, id: v1!.id }),
+      catalog.deleteInteraction({ projectId, id: v1!.id }),
+    ]) {
+      await expectCode(call, Code.FailedPrecondition, /immutable/);
+    }
+  });
+
+  it("finds versions by their interaction's current name, each keeping the name it was published under", async () => {
+    const { projectId, interaction } = await setup();
+    const { version } = await catalog.publishInteraction({ projectId, id: interaction.id });
+    await catalog.updateInteraction({
+      projectId,
+      id: interaction.id,
+      interaction: { name: "Renamed" },
+    });
+    const resolve = (value: string) =>
+      catalog.resolveExecution({ projectId, interaction: { case: "interactionName", value } });
+    for (const ref of ["Renamed", "Renamed@latest", "Renamed@1"]) {
+      const { interaction: got } = await resolve(ref);
+      expect(got!.id, ref).toBe(version!.id);
+      expect(got!.name).toBe("Life");
+    }
+    expect((await resolve("Renamed@draft")).interaction!.id).toBe(interaction.id);
+    await expectCode(resolve("Life"), Code.NotFound);
+    await expectCode(resolve("Life@1"), Code.NotFound);
+    const listed = await catalog.listInteractions({ projectId, name: "Renamed" });
+    expect(listed.interactions.map((i) => i.id).sort()).toEqual(
+      [interaction.id, version!.id].sort(),
+    );
+    expect((await catalog.listInteractions({ projectId, name: "Life" })).interactions).toEqual([]);
+  });
+
+  it("refuses to delete a template or environment in use (409 naming the user), then deletes", async () => {
+    const { projectId, prompt, environment, interaction } = await setup();
+    const { version } = await catalog.publishInteraction({ projectId, id: interaction.id });
+    await expectCode(
+      catalog.deletePrompt({ projectId, id: prompt.id }),
+      Code.FailedPrecondition,
+      new RegExp(`interaction Life \\(${interaction.id}\\).*version 1 of Life`),
+    );
+    await expectCode(
+      catalog.deleteEnvironment({ projectId, id: environment.id }),
+      Code.FailedPrecondition,
+      new RegExp(interaction.id),
+    );
+    // The draft and its versions go together; then the template and environment are free.
+    await catalog.deleteInteraction({ projectId, id: interaction.id });
+    await expectCode(catalog.getInteraction({ projectId, id: interaction.id }), Code.NotFound);
+    await expectCode(catalog.getInteraction({ projectId, id: version!.id }), Code.NotFound);
+    await expectCode(catalog.deleteInteraction({ projectId, id: interaction.id }), Code.NotFound);
+    await catalog.deletePrompt({ projectId, id: prompt.id });
+    await expectCode(catalog.getPrompt({ projectId, id: prompt.id }), Code.NotFound);
+    await catalog.deleteEnvironment({ projectId, id: environment.id });
+    await expectCode(catalog.getEnvironment({ projectId, id: environment.id }), Code.NotFound);
+    await expectCode(catalog.deletePrompt({ projectId, id: prompt.id }), Code.NotFound);
+    await expectCode(catalog.deleteEnvironment({ projectId, id: environment.id }), Code.NotFound);
+  });
+
+  it("updates an environment: key re-sealed or removed, endpoint checked", async () => {
+    const { projectId } = await newProject();
+    const environment = await newEnvironment(projectId, "sk-first-key-000000001111");
+    const { environment: updated } = await catalog.updateEnvironment({
+      projectId,
+      id: environment.id,
+      environment: {
+        apiKey: "sk-second-key-00000002222",
+        defaultModel: "m",
+        enabledModels: ["m"],
+        setEnabledModels: true,
+      },
+    });
+    expect(updated).toMatchObject({
+      apiKeyHint: "…2222",
+      defaultModel: "m",
+      enabledModels: ["m"],
+      name: "local",
+    });
+    const resolved = await catalog.resolveExecution({
+      projectId,
+      environmentId: environment.id,
+      environmentOnly: true,
+    });
+    expect(resolved.apiKey).toBe("sk-second-key-00000002222");
+    const { environment: keyless } = await catalog.updateEnvironment({
+      projectId,
+      id: environment.id,
+      environment: { apiKey: "" },
+    });
+    expect(keyless!.apiKeyHint).toBe("");
+    await expectCode(
+      catalog.updateEnvironment({
+        projectId,
+        id: environment.id,
+        environment: { provider: "openai_compatible", endpointUrl: "http://10.0.0.8/v1" },
+      }),
+      Code.InvalidArgument,
+      /private/,
+    );
+    await expectCode(
+      catalog.updateEnvironment({
+        projectId,
+        id: environment.id,
+        environment: { provider: "openai_compatible" },
+      }),
+      Code.InvalidArgument,
+      /endpoint_url/,
+    );
+    await expectCode(
+      catalog.updateEnvironment({ projectId, id: "nope", environment: {} }),
+      Code.NotFound,
+    );
+    const { models, source } = await catalog.listEnvironmentModels({
+      projectId,
+      id: environment.id,
+    });
+    expect({ models, source }).toEqual({ models: ["m"], source: "enabled_models" });
+  });
+
+  it("updates a template's fields given", async () => {
+    const { projectId, prompt } = await setup();
+    const { prompt: updated } = await catalog.updatePrompt({
+      projectId,
+      id: prompt.id,
+      prompt: { role: "system", inputSchema: { type: "object" } },
+    });
+    expect(updated).toMatchObject({
+      role: "system",
+      content: prompt.content,
+      inputSchema: { type: "object" },
     });
     await expectCode(
-      catalog.publishInteraction({ projectId, id: interaction!.id }),
-      Code.Unimplemented,
-      /PublishInteraction/,
+      catalog.updatePrompt({ projectId, id: prompt.id, prompt: { role: "tool" } }),
+      Code.InvalidArgument,
+    );
+    await expectCode(catalog.updatePrompt({ projectId, id: "nope", prompt: {} }), Code.NotFound);
+  });
+
+  it("makes a key for another project of the caller's account only", async () => {
+    const { accountId, projectId } = await newProject();
+    const { project: second } = await catalog.createProject({ accountId, name: "two" });
+    const { apiKey } = await catalog.createApiKey({ projectId: second!.id, accountId, name: "x" });
+    expect(apiKey!.projectId).toBe(second!.id);
+    const stranger = await newProject();
+    await expectCode(
+      catalog.createApiKey({ projectId, accountId: stranger.accountId, name: "x" }),
+      Code.NotFound,
+    );
+  });
+
+  it("hides another project's interactions, versions, templates and environments from every write", async () => {
+    const { projectId, prompt, environment, interaction } = await setup();
+    const { version } = await catalog.publishInteraction({ projectId, id: interaction.id });
+    const other = (await newProject()).projectId;
+    for (const call of [
+      catalog.updateInteraction({ projectId: other, id: interaction.id, interaction: {} }),
+      catalog.deleteInteraction({ projectId: other, id: interaction.id }),
+      catalog.publishInteraction({ projectId: other, id: interaction.id }),
+      catalog.listInteractionVersions({ projectId: other, id: interaction.id }),
+      catalog.getInteraction({ projectId: other, id: version!.id }),
+      catalog.updatePrompt({ projectId: other, id: prompt.id, prompt: {} }),
+      catalog.deletePrompt({ projectId: other, id: prompt.id }),
+      catalog.updateEnvironment({ projectId: other, id: environment.id, environment: {} }),
+      catalog.deleteEnvironment({ projectId: other, id: environment.id }),
+      catalog.listEnvironmentModels({ projectId: other, id: environment.id }),
+      catalog.resolveExecution({
+        projectId: other,
+        interaction: { case: "interactionName", value: "Life@1" },
+      }),
+    ]) {
+      await expectCode(call, Code.NotFound);
+    }
+    expect((await catalog.listInteractions({ projectId: other, version: 1 })).interactions).toEqual(
+      [],
+    );
+    expect(
+      (await catalog.listInteractions({ projectId: other, name: "Life" })).interactions,
+    ).toEqual([]);
+  });
+});
+
+describe("review mends of the lifecycle", () => {
+  const resolve = (projectId: string, value: string) =>
+    catalog.resolveExecution({ projectId, interaction: { case: "interactionName", value } });
+
+  it("speaks of one interaction with every selector of a name several drafts share", async () => {
+    const { projectId } = await newProject();
+    const env = await newEnvironment(projectId);
+    const make = async () =>
+      (
+        await catalog.createInteraction({
+          projectId,
+          interaction: { name: "Twin", environmentId: env.id },
+        })
+      ).interaction!;
+    const a = await make();
+    const { version: a1 } = await catalog.publishInteraction({ projectId, id: a.id });
+    const { version: a2 } = await catalog.publishInteraction({ projectId, id: a.id });
+    // B, same name, updated last: it is the one the name speaks of now.
+    await new Promise((r) => setTimeout(r, 5));
+    const b = await make();
+    expect((await resolve(projectId, "Twin")).interaction!.id).toBe(b.id);
+    expect((await resolve(projectId, "Twin@draft")).interaction!.id).toBe(b.id);
+    // B has no versions: A's are not B's.
+    await expectCode(resolve(projectId, "Twin@latest"), Code.NotFound);
+    await expectCode(resolve(projectId, "Twin@2"), Code.NotFound);
+    const { version: b1 } = await catalog.publishInteraction({ projectId, id: b.id });
+    expect((await resolve(projectId, "Twin")).interaction!.id).toBe(b1!.id);
+    expect((await resolve(projectId, "Twin@latest")).interaction!.id).toBe(b1!.id);
+    expect((await resolve(projectId, "Twin@1")).interaction!.id).toBe(b1!.id);
+    // A, edited, is the draft named so again, with its own versions.
+    await catalog.updateInteraction({ projectId, id: a.id, interaction: { description: "x" } });
+    expect((await resolve(projectId, "Twin")).interaction!.id).toBe(a2!.id);
+    expect((await resolve(projectId, "Twin@1")).interaction!.id).toBe(a1!.id);
+  });
+
+  it("refuses @ in a name and a draft made published, on create and update", async () => {
+    const { projectId } = await newProject();
+    await expectCode(
+      catalog.createInteraction({ projectId, interaction: { name: "Foo@2" } }),
+      Code.InvalidArgument,
+      /must not contain @/,
     );
     await expectCode(
-      catalog.deleteInteraction({ projectId, id: interaction!.id }),
-      Code.Unimplemented,
-      /DeleteInteraction/,
+      catalog.createInteraction({
+        projectId,
+        interaction: { name: "Pub", status: InteractionStatus.PUBLISHED },
+      }),
+      Code.InvalidArgument,
+      /publish it/,
+    );
+    const { interaction } = await catalog.createInteraction({
+      projectId,
+      interaction: { name: "Plain" },
+    });
+    for (const change of [{ name: "Plain@latest" }, { status: InteractionStatus.PUBLISHED }]) {
+      await expectCode(
+        catalog.updateInteraction({ projectId, id: interaction!.id, interaction: change }),
+        Code.InvalidArgument,
+      );
+    }
+  });
+
+  it("sends a stored provider key nowhere new: a new endpoint or provider needs the key again", async () => {
+    const { projectId } = await newProject();
+    const env = await newEnvironment(projectId, "sk-stored-secret-1234");
+    await expectCode(
+      catalog.updateEnvironment({
+        projectId,
+        id: env.id,
+        environment: { endpointUrl: "https://evil.example/v1" },
+      }),
+      Code.InvalidArgument,
+      /needs the API key again/,
     );
     await expectCode(
-      catalog.updatePrompt({ projectId, id: "x" }),
-      Code.Unimplemented,
-      /UpdatePrompt/,
+      catalog.updateEnvironment({ projectId, id: env.id, environment: { provider: "openai" } }),
+      Code.InvalidArgument,
     );
+    // With the key (or to drop it), the move is allowed; a rename alone never needed it.
+    await catalog.updateEnvironment({ projectId, id: env.id, environment: { name: "renamed" } });
+    const moved = await catalog.updateEnvironment({
+      projectId,
+      id: env.id,
+      environment: { endpointUrl: "https://api.example.com/v1", apiKey: "sk-new-key-5678" },
+    });
+    expect(moved.environment!.endpointUrl).toBe("https://api.example.com/v1");
   });
 });

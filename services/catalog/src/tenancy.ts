@@ -103,7 +103,9 @@ export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof
         .selectAll()
         .where("id", "=", requireProject(req.projectId))
         .executeTakeFirst();
-      if (!project) throw notFound("project", req.projectId);
+      // Another account's project is as unknown as a project that does not exist.
+      if (!project || (req.accountId && project.account_id !== req.accountId))
+        throw notFound("project", req.projectId);
       const role = req.role === ApiKeyRole.UNSPECIFIED ? ApiKeyRole.MEMBER : req.role;
       if (!apiKeyRoleName(role)) throw invalid(`role ${req.role} is not a role`);
       return insertApiKey(db, project, req.name || "default", role);

@@ -41,6 +41,20 @@ let catalogHealth: grpc.Client;
 let runsHealth: grpc.Client;
 
 const stream = createTestStream();
+// The secret pies' processes share: a plain gRPC client must present it as call metadata.
+const internalToken = randomBytes(32).toString("base64url");
+
+/** A grpc-js client option that sends `authorization: Bearer <token>` with every call. */
+function bearer(token: string): grpc.ClientOptions {
+  const interceptor: grpc.Interceptor = (options, nextCall) =>
+    new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, listener, next) {
+        metadata.set("authorization", `Bearer ${token}`);
+        next(metadata, listener);
+      },
+    });
+  return { interceptors: [interceptor] };
+}
 
 beforeAll(async () => {
   testDb = await createTestDatabase("grpc");
@@ -50,6 +64,7 @@ beforeAll(async () => {
     DATABASE_URL: testDb.url,
     DATABASE_POOL_MAX: 5,
     LOG_LEVEL: "silent" as const,
+    PIES_INTERNAL_TOKEN: internalToken,
   };
   catalogProcess = await startCatalog({
     ...common,
@@ -76,8 +91,13 @@ beforeAll(async () => {
   const credentials = grpc.credentials.createInsecure();
   const catalogAddress = `127.0.0.1:${catalogProcess.server.port}`;
   const runsAddress = `127.0.0.1:${runsProcess.server.port}`;
-  catalog = new packages.pies.catalog.v1.CatalogService(catalogAddress, credentials);
-  runs = new packages.pies.runs.v1.RunsService(runsAddress, credentials);
+  catalog = new packages.pies.catalog.v1.CatalogService(
+    catalogAddress,
+    credentials,
+    bearer(internalToken),
+  );
+  runs = new packages.pies.runs.v1.RunsService(runsAddress, credentials, bearer(internalToken));
+  // Health checks carry no credential, as Kubernetes' gRPC probes do not.
   catalogHealth = new packages.grpc.health.v1.Health(catalogAddress, credentials);
   runsHealth = new packages.grpc.health.v1.Health(runsAddress, credentials);
 });
@@ -242,10 +262,70 @@ describe("CatalogService over gRPC", () => {
     expect(hidden.code).toBe(grpc.status.NOT_FOUND);
   });
 
-  it("answers UNIMPLEMENTED for a method without handler", async () => {
-    const err = await callError(catalog, "PublishInteraction", { project_id: "p", id: "i" });
-    expect(err.code).toBe(grpc.status.UNIMPLEMENTED);
-    expect(err.details).toContain("PublishInteraction");
+  it("publishes versions, lists them and lists interactions by name and version", async () => {
+    const { project } = await call(catalog, "CreateAccount", { name: "Versions" });
+    const { prompt } = await call(catalog, "CreatePrompt", {
+      project_id: project.id,
+      prompt: { name: "p", role: "user", content_type: "text", content: "Say hi" },
+    });
+    const { interaction } = await call(catalog, "CreateInteraction", {
+      project_id: project.id,
+      interaction: {
+        name: "Wire",
+        prompts: [{ type: "template", template_id: prompt.id }],
+        result_schema: toStruct({ type: "object" }),
+        tags: ["a"],
+      },
+    });
+    const first = await call(catalog, "PublishInteraction", {
+      project_id: project.id,
+      id: interaction.id,
+      visibility: "VISIBILITY_PUBLIC",
+      tags: ["v1"],
+    });
+    expect(first.version).toMatchObject({
+      name: "Wire",
+      status: "INTERACTION_STATUS_PUBLISHED",
+      version: 1,
+      latest: true,
+      visibility: "VISIBILITY_PUBLIC",
+      tags: ["v1"],
+      parent_id: interaction.id,
+    });
+    expect(first.version.prompts[0].template).toMatchObject({ id: prompt.id, content: "Say hi" });
+    expect(fromStruct(first.version.result_schema)).toEqual({ type: "object" });
+    const second = await call(catalog, "PublishInteraction", {
+      project_id: project.id,
+      id: interaction.id,
+    });
+    expect(second.version).toMatchObject({ version: 2, visibility: "VISIBILITY_PRIVATE" });
+
+    const { versions } = await call(catalog, "ListInteractionVersions", {
+      project_id: project.id,
+      id: interaction.id,
+    });
+    expect(versions.map((v: Json) => [v.version, v.latest])).toEqual([
+      [2, true],
+      [1, false],
+    ]);
+    const named = await call(catalog, "ListInteractions", { project_id: project.id, name: "Wire" });
+    expect(named.interactions.map((i: Json) => i.id).sort()).toEqual(
+      [interaction.id, first.version.id, second.version.id].sort(),
+    );
+    const one = await call(catalog, "ListInteractions", { project_id: project.id, version: 1 });
+    expect(one.interactions.map((i: Json) => i.id)).toEqual([first.version.id]);
+    const immutable = await callError(catalog, "UpdateInteraction", {
+      project_id: project.id,
+      id: first.version.id,
+      interaction: { model: "x" },
+    });
+    expect(immutable.code).toBe(grpc.status.FAILED_PRECONDITION);
+    const other = await call(catalog, "CreateAccount", { name: "Elsewhere" });
+    const hidden = await callError(catalog, "PublishInteraction", {
+      project_id: other.project.id,
+      id: interaction.id,
+    });
+    expect(hidden.code).toBe(grpc.status.NOT_FOUND);
   });
 });
 
@@ -404,6 +484,52 @@ describe("RunsService over gRPC", () => {
     expect(err.code).toBe(5);
     expect(err.code).toBe(grpc.status.NOT_FOUND);
     expect(err.details).toContain("does-not-exist");
+  });
+});
+
+describe("the internal credential", () => {
+  it.each([
+    ["no credential", undefined],
+    ["a wrong credential", randomBytes(32).toString("base64url")],
+    ["the credential with a character more", `${internalToken}x`],
+  ])("refuses calls with %s as UNAUTHENTICATED, on catalog and runs", async (_what, token) => {
+    const credentials = grpc.credentials.createInsecure();
+    const options = token ? bearer(token) : {};
+    const strangers = [
+      new packages.pies.catalog.v1.CatalogService(
+        `127.0.0.1:${catalogProcess.server.port}`,
+        credentials,
+        options,
+      ),
+      new packages.pies.runs.v1.RunsService(
+        `127.0.0.1:${runsProcess.server.port}`,
+        credentials,
+        options,
+      ),
+    ] as grpc.Client[];
+    try {
+      const [catalogStranger, runsStranger] = strangers;
+      for (const [client, method, request] of [
+        [catalogStranger, "ListEnvironments", { project_id: "p" }],
+        [catalogStranger, "ResolveExecution", { project_id: "p", interaction_name: "x" }],
+        [catalogStranger, "CreateAccount", { name: "intruder" }],
+        [runsStranger, "ListRuns", { project_id: "p" }],
+        [runsStranger, "GetRun", { project_id: "p", id: "r" }],
+      ] as const) {
+        const err = await callError(client!, method, request);
+        expect(err.code, method).toBe(grpc.status.UNAUTHENTICATED);
+        expect(err.details).toMatch(/internal credential/);
+      }
+    } finally {
+      for (const client of strangers) client.close();
+    }
+  });
+
+  it("serves the same calls with it", async () => {
+    const listed = await call(catalog, "ListEnvironments", { project_id: "p" });
+    expect(listed.environments).toEqual([]);
+    const runsListed = await call(runs, "ListRuns", { project_id: "p" });
+    expect(runsListed.runs).toEqual([]);
   });
 });
 

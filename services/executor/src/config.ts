@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { allowedEndpointsSetting, env, loadConfig, natsConfigSchema } from "@pies/common";
+import {
+  allowedEndpointsSetting,
+  internalAuthConfigSchema,
+  env,
+  loadConfig,
+  natsConfigSchema,
+} from "@pies/common";
 
 /** How the executor executes (shared with the embedded mode), apart from where it runs. */
 export const executorSettingsSchema = {
@@ -32,6 +38,7 @@ export const executorConfigSchema = z.object({
   CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
   RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
   ...natsConfigSchema,
+  ...internalAuthConfigSchema,
   ...executorSettingsSchema,
   LOG_LEVEL: env.logLevel(),
 });

@@ -2,4 +2,4 @@ import { createLogger, runProcess } from "@pies/common";
 import { loadExecutorConfig } from "./config.js";
 import { startExecutor } from "./start.js";
 
-await runProcess(createLogger("executor"), () => startExecutor(loadExecutorConfig()));
+await runProcess(createLogger("executor"), () => startExecutor(loadExecutorConfig()), "executor");

@@ -49,8 +49,8 @@ export async function connectExecutor(
   try {
     const log = new RunLog(await recordsFromConfig(bus.connection, config));
     const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
-    const catalog = peerTransport(config.CATALOG_URL, "catalog");
-    const runs = peerTransport(config.RUNS_URL, "runs");
+    const catalog = peerTransport(config.CATALOG_URL, "catalog", config.PIES_INTERNAL_TOKEN);
+    const runs = peerTransport(config.RUNS_URL, "runs", config.PIES_INTERNAL_TOKEN);
     const deps = await createExecutorDeps({
       catalog,
       runs,
@@ -92,6 +92,7 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
     routes: executor.work.routes,
     serviceNames: [ExecutorService.typeName],
     isReady: executor.isReady,
+    internalToken: config.PIES_INTERNAL_TOKEN,
   });
   return {
     server,

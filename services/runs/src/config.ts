@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { env, loadConfig, natsConfigSchema } from "@pies/common";
+import { env, loadConfig, natsConfigSchema, internalAuthConfigSchema } from "@pies/common";
 
 /** When runs that nothing will end are failed (shared with the embedded mode). */
 export const runsSweepSettingsSchema = {
@@ -13,6 +13,7 @@ export const runsConfigSchema = z.object({
   DATABASE_URL: z.string().min(1, "DATABASE_URL is required"),
   DATABASE_POOL_MAX: env.int(10, 1),
   ...natsConfigSchema,
+  ...internalAuthConfigSchema,
   ...runsSweepSettingsSchema,
   LOG_LEVEL: env.logLevel(),
 });

@@ -210,6 +210,8 @@ export type PromptSegment = Message<"pies.catalog.v1.PromptSegment"> & {
 
   /**
    * The template, when the interaction was read with templates expanded (or from a version snapshot).
+   * In an InteractionInput: a template without id is stored as a new prompt template (in the same
+   * transaction) and the segment refers to it; with an id, template_id may be left empty.
    *
    * @generated from field: pies.catalog.v1.PromptTemplate template = 4;
    */

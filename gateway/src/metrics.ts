@@ -1,0 +1,74 @@
+import type { FastifyInstance } from "fastify";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { RunStatus, type Run } from "@pies/proto/runs";
+
+/**
+ * The gateway's Prometheus metrics, served at `GET /metrics` (the text format; no key: scrape it on
+ * the pod's port, it carries no tenant data). One registry per gateway, so that several in one
+ * process (tests, the embedded mode beside nothing else) do not mix.
+ *
+ * - `pies_http_requests_total{method,route,status}` and `pies_http_request_duration_seconds` (a
+ *   histogram): by the route's pattern (`/api/v1/runs/:id`), never the raw URL, so that ids do not
+ *   make series without bound; 404s of unknown paths are one route, `unmatched`.
+ * - `pies_sse_streams_active`: SSE streams open now.
+ * - `pies_executions_total{status,provider}`: executions answered (blocking) or ended (streamed,
+ *   when the gateway relays the end), by the run's final status and its environment's provider.
+ * - Node's own (event loop lag, heap, GC, CPU), prefixed `pies_gateway_`.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  private readonly requests = new Counter({
+    name: "pies_http_requests_total",
+    help: "HTTP requests answered, by method, route pattern and status",
+    labelNames: ["method", "route", "status"] as const,
+    registers: [this.registry],
+  });
+  private readonly durations = new Histogram({
+    name: "pies_http_request_duration_seconds",
+    help: "Time to answer an HTTP request (SSE streams: until the stream ends), by method, route pattern and status",
+    labelNames: ["method", "route", "status"] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+  readonly streams = new Gauge({
+    name: "pies_sse_streams_active",
+    help: "Server-Sent Events streams open now",
+    registers: [this.registry],
+  });
+  private readonly executions = new Counter({
+    name: "pies_executions_total",
+    help: "Executions by final status and provider",
+    labelNames: ["status", "provider"] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: "pies_gateway_" });
+  }
+
+  /** Counts and times every answered request (a hook: one label look-up and two updates). */
+  install(app: FastifyInstance) {
+    app.addHook("onResponse", (request, reply, done) => {
+      const labels = {
+        method: request.method,
+        route: request.routeOptions.url ?? "unmatched",
+        status: String(reply.statusCode),
+      };
+      this.requests.inc(labels);
+      this.durations.observe(labels, reply.elapsedTime / 1000);
+      done();
+    });
+    app.get("/metrics", async (_request, reply) => {
+      reply.header("content-type", this.registry.contentType);
+      return this.registry.metrics();
+    });
+  }
+
+  /** An execution's end as the gateway saw it. */
+  execution(run: Pick<Run, "status" | "provider">) {
+    this.executions.inc({
+      status: (RunStatus[run.status] ?? "unknown").toLowerCase(),
+      provider: run.provider || "unknown",
+    });
+  }
+}

@@ -1,0 +1,20 @@
+import type { FastifyInstance } from "fastify";
+import { bearer } from "../auth.js";
+import { unauthorized } from "../errors.js";
+import type { RouteContext } from "./context.js";
+
+/**
+ * `POST /token/issue` (at the root, where `@vertesia/client` asks its token server, and under
+ * /api/v1): `Authorization: Bearer sk-…` → `{token, expires_at}`, a JWT the gateway then accepts as
+ * the bearer (tokens.ts). Only a key is exchanged: a token cannot renew itself past its key's
+ * revocation.
+ */
+export function tokenRoutes(app: FastifyInstance, ctx: RouteContext) {
+  app.post("/token/issue", async (request) => {
+    const given = bearer(request);
+    if (!given) throw unauthorized("token exchange needs `Authorization: Bearer <API key>`");
+    const principal = await ctx.auth.authenticateKey(given);
+    const { token, expiresAt } = await ctx.auth.tokens.issue(principal);
+    return { token, expires_at: new Date(expiresAt * 1000).toISOString() };
+  });
+}

