@@ -15,7 +15,7 @@ const RUNS_PER_ROUTE = 40;
 const REQUEST_TIMEOUT_MS = 10_000;
 
 /** Routes whose operation is not built yet: they answer 501 once the input is valid. */
-const NOT_BUILT = new Set(["POST /api/v1/runs/search"]);
+const NOT_BUILT = new Set<string>();
 
 let pies: TestPies;
 let call: ReturnType<typeof requester>;

@@ -10,3 +10,4 @@ export * from "./load.js";
 export * from "./test-stack.js";
 export * from "./fault-stack.js";
 export * from "./trace-collector.js";
+export * from "./seed-runs.js";

@@ -1,13 +1,16 @@
 import { z } from "zod";
-import { fromValue, MIN_MAX_TOKENS, TEMPERATURE_RANGE, toTimestamp } from "@pies/common";
+import { fromValue, MIN_MAX_TOKENS, PAGE_SIZE, TEMPERATURE_RANGE, toTimestamp } from "@pies/common";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
   AnchorDirection,
   anchorDirections,
+  FacetType,
   RunStatus,
   runStatuses,
   type Run,
   type RunFiltersSchema,
+  type SearchMeta,
+  type SearchRunsRequestSchema,
 } from "@pies/proto/runs";
 import type { CallerSchema, ExecuteRequest, ExecuteRequestSchema } from "@pies/proto/executor";
 import { compact, iso, jsonObject } from "./common.js";
@@ -151,5 +154,163 @@ export function runFilters(
     parentId: q.parent && q.parent !== "false" ? q.parent : "",
     anchorDate: toTimestamp(q.anchorDate),
     anchorDirection: anchorDirections.value(q.anchorDateDirection) ?? AnchorDirection.AFTER,
+  };
+}
+
+/** An ISO 8601 date, or date and time with an offset (`Z` or `±hh:mm`). */
+const isoDate = z
+  .string()
+  .refine(
+    (s) =>
+      /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2}))?$/.test(s) &&
+      !Number.isNaN(Date.parse(s)),
+    "must be an ISO 8601 date (2024-05-01) or date and time with an offset (2024-05-01T12:00:00Z)",
+  );
+
+/** A facet of POST /runs/search (the service checks the path against the type). */
+const facet = (limits: InputLimits) =>
+  z.discriminatedUnion(
+    "type",
+    [
+      z.object({
+        type: z.literal("string"),
+        path: shortText(limits),
+        numBuckets: int32(1, 1000).optional(),
+      }),
+      z.object({
+        type: z.literal("number"),
+        path: shortText(limits),
+        boundaries: z.array(z.number()).min(2, "at least two are required").max(1000),
+        default: shortText(limits).optional(),
+      }),
+      z.object({
+        type: z.literal("date"),
+        path: shortText(limits),
+        boundaries: z.array(isoDate).min(2, "at least two are required").max(1000),
+        default: shortText(limits).optional(),
+      }),
+    ],
+    { errorMap: () => ({ message: "type must be string, number or date" }) },
+  );
+
+/** An updated_at range: one or two of gt/gte/lt/lte, not both of a side. */
+const updatedAtRange = z
+  .object({
+    gt: isoDate.optional(),
+    gte: isoDate.optional(),
+    lt: isoDate.optional(),
+    lte: isoDate.optional(),
+  })
+  .strict()
+  .refine((r) => Object.keys(r).length > 0, "give at least one of gt, gte, lt, lte")
+  .refine((r) => !(r.gt && r.gte), "give gt or gte, not both")
+  .refine((r) => !(r.lt && r.lte), "give lt or lte, not both");
+
+/** The body of POST /runs/search (SPEC.md); unknown filter keys are an error, not ignored. */
+export const searchRunsBody = (limits: InputLimits) =>
+  z
+    .object({
+      limit: int32(1, PAGE_SIZE.max).optional(),
+      offset: int32(0).optional(),
+      onlyMeta: z.boolean().optional(),
+      query: z.string().max(4096).optional(),
+      defaultQueryPath: z.string().max(1000).optional(),
+      facets: z.record(facet(limits)).optional(),
+      filters: z
+        .object({
+          interaction: shortTextList(limits).optional(),
+          environemnt: shortTextList(limits).optional(),
+          environment: shortTextList(limits).optional(),
+          parent: z.union([shortText(limits), z.literal(false)]).optional(),
+          status: z.enum(runStatuses.names).optional(),
+          tags: shortTextList(limits).optional(),
+          modelId: shortTextList(limits).optional(),
+          updated_at: updatedAtRange.optional(),
+        })
+        .strict()
+        .optional(),
+    })
+    .passthrough();
+
+export type SearchRunsBody = z.infer<ReturnType<typeof searchRunsBody>>;
+
+const timestampOf = (iso: string | undefined) =>
+  iso === undefined ? undefined : timestampOfDate(iso);
+const timestampOfDate = (iso: string) => toTimestamp(new Date(Date.parse(iso)));
+
+/** A search body as a SearchRunsRequest of a project. */
+export function searchRunsRequest(
+  body: SearchRunsBody,
+  projectId: string,
+): MessageInitShape<typeof SearchRunsRequestSchema> {
+  const f = body.filters ?? {};
+  const range = f.updated_at ?? {};
+  return {
+    projectId,
+    limit: body.limit ?? 0,
+    offset: body.offset ?? 0,
+    onlyMeta: body.onlyMeta ?? false,
+    query: body.query ?? "",
+    defaultQueryPath: body.defaultQueryPath ?? "",
+    facets: Object.fromEntries(
+      Object.entries(body.facets ?? {}).map(([name, facet]) => [
+        name,
+        {
+          type:
+            facet.type === "string"
+              ? FacetType.STRING
+              : facet.type === "number"
+                ? FacetType.NUMBER
+                : FacetType.DATE,
+          path: facet.path,
+          numBuckets: facet.type === "string" ? (facet.numBuckets ?? 0) : 0,
+          numberBoundaries: facet.type === "number" ? facet.boundaries : [],
+          dateBoundaries:
+            facet.type === "date" ? facet.boundaries.flatMap((d) => timestampOfDate(d) ?? []) : [],
+          defaultBucket: facet.type === "string" ? "" : (facet.default ?? ""),
+        },
+      ]),
+    ),
+    filters: {
+      interactionIds: f.interaction ?? [],
+      environmentIds: [...(f.environment ?? []), ...(f.environemnt ?? [])],
+      models: f.modelId ?? [],
+      status: f.status
+        ? (runStatuses.value(f.status) ?? RunStatus.UNSPECIFIED)
+        : RunStatus.UNSPECIFIED,
+      tags: f.tags ?? [],
+      topLevelOnly: f.parent === false,
+      parentId: typeof f.parent === "string" ? f.parent : "",
+      updatedAfter: timestampOf(range.gt ?? range.gte),
+      updatedAfterInclusive: range.gte !== undefined,
+      updatedBefore: timestampOf(range.lt ?? range.lte),
+      updatedBeforeInclusive: range.lte !== undefined,
+    },
+  };
+}
+
+/** A search answer as DESIGN.md §3 has it: `results` unless onlyMeta, `meta` when asked for. */
+export function searchRunsJson(body: SearchRunsBody, answer: { runs: Run[]; meta?: SearchMeta }) {
+  const facets = body.facets ?? {};
+  const answered = answer.meta;
+  const meta = answered && {
+    count: { total: Number(answered.total) },
+    ...(Object.keys(facets).length > 0 && {
+      facet: Object.fromEntries(
+        Object.entries(facets).map(([name, facet]) => [
+          name,
+          {
+            buckets: (answered.facets[name]?.buckets ?? []).map((b) => ({
+              _id: facet.type === "number" && !b.isDefault ? Number(b.id) : b.id,
+              count: Number(b.count),
+            })),
+          },
+        ]),
+      ),
+    }),
+  };
+  return {
+    ...(body.onlyMeta ? {} : { results: answer.runs.map(runJson) }),
+    ...(meta ? { meta } : {}),
   };
 }

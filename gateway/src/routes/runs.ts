@@ -10,6 +10,9 @@ import {
   listRunsQuery as listRunsQuerySchema,
   runFilters,
   runJson,
+  searchRunsBody as searchRunsBodySchema,
+  searchRunsJson,
+  searchRunsRequest,
   type ExecuteBody,
 } from "../json/runs.js";
 import { answered } from "@pies/common";
@@ -20,6 +23,7 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
   const { executor, runs } = ctx.deps;
   const executeBody = executeBodySchema(ctx.deps.options);
   const listRunsQuery = listRunsQuerySchema(ctx.deps.options);
+  const searchRunsBody = searchRunsBodySchema(ctx.deps.options);
 
   const execute = async (
     request: FastifyRequest,
@@ -110,9 +114,10 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
 
   app.post(
     "/runs/search",
-    authed(ctx, async (_request, principal) => {
-      const result = await runs.searchRuns({ projectId: principal.projectId });
-      return { results: result.runs.map(runJson) };
+    authed(ctx, async (request, principal) => {
+      const body = searchRunsBody.parse(request.body ?? {});
+      const result = await runs.searchRuns(searchRunsRequest(body, principal.projectId));
+      return searchRunsJson(body, result);
     }),
   );
 }

@@ -8,6 +8,7 @@ import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
 import {
   AnchorDirection,
+  FacetType,
   RunsService,
   RunStatus,
   type Run,
@@ -585,12 +586,54 @@ describe("ListRuns", () => {
   });
 });
 
-describe("SearchRuns", () => {
-  it("answers UNIMPLEMENTED naming the method", async () => {
+describe("SearchRuns on PGlite (the embedded mode)", () => {
+  it("answers a Lucene query, filters and facets as on PostgreSQL", async () => {
+    const projectId = newProjectId();
+    const made = [];
+    for (const [i, name] of ["Ada", "Grace", "Ada Lovelace"].entries()) {
+      made.push(
+        await createRun(
+          fullRun(projectId, {
+            parameters: { name, n: i },
+            executionTime: BigInt(100 * (i + 1)),
+            tags: i === 1 ? ["b"] : ["a"],
+          }),
+        ),
+      );
+    }
+    for (const [i, run] of made.entries())
+      await setUpdatedAt(run.id, new Date(Date.UTC(2026, 0, 1 + i)));
+    const res = await runs.searchRuns({
+      projectId,
+      query: "name:Ada* AND NOT n:[2 TO *]",
+      filters: { tags: ["a"] },
+      facets: {
+        tags: { type: FacetType.STRING, path: "tags" },
+        time: { type: FacetType.NUMBER, path: "execution_time", numberBoundaries: [100, 200] },
+        day: {
+          type: FacetType.DATE,
+          path: "updated_at",
+          dateBoundaries: [
+            toTimestamp(new Date(Date.UTC(2026, 0, 1)))!,
+            toTimestamp(new Date(Date.UTC(2026, 0, 2)))!,
+          ],
+          defaultBucket: "later",
+        },
+      },
+    });
+    expect(ids(res.runs)).toEqual([made[0]!.id]);
+    expect(Number(res.meta!.total)).toBe(1);
+    expect(res.meta!.facets.time!.buckets.map((b) => [b.id, Number(b.count)])).toEqual([
+      ["100", 1],
+    ]);
+    expect(res.meta!.facets.day!.buckets.map((b) => [b.id, Number(b.count)])).toEqual([
+      ["2026-01-01T00:00:00.000Z", 1],
+      ["later", 0],
+    ]);
     await expectCode(
-      runs.searchRuns({ projectId: newProjectId(), query: "name:Ada" }),
-      Code.Unimplemented,
-      /SearchRuns/,
+      runs.searchRuns({ projectId, query: "name:(Ada" }),
+      Code.InvalidArgument,
+      /query: syntax error: unexpected end of query at position 9/,
     );
   });
 });

@@ -6,6 +6,7 @@ import { RunsService, RunStatus } from "@pies/proto/runs";
 import { applyFilters } from "./filters.js";
 import { applyUpdate, runToProto, runToRow, statusName } from "./mappers.js";
 import { findRun } from "./find-run.js";
+import { facetMeta, matching, planSearch } from "./search.js";
 import type { RunsDatabase } from "./tables.js";
 
 export interface RunsDeps {
@@ -65,11 +66,8 @@ const listColumns = [
   "updated_at",
 ] as const;
 
-/**
- * The runs store's handlers. SearchRuns (Lucene queries, facets) is not built yet and answers
- * UNIMPLEMENTED naming the method.
- */
-export function createRunsService(deps: RunsDeps): Partial<ServiceImpl<typeof RunsService>> {
+/** The runs store's handlers. */
+export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsService> {
   const { db, log } = deps;
   return {
     async createRun({ run }) {
@@ -134,6 +132,48 @@ export function createRunsService(deps: RunsDeps): Partial<ServiceImpl<typeof Ru
         .execute();
       return {
         runs: rows.map((row) => runToProto({ ...row, prompt: null, result_schema: null })),
+      };
+    },
+
+    /**
+     * Lucene query, filters and facets (DESIGN.md §3). The page and the meta (total and facets
+     * over every match) are two queries run side by side; meta only when facets or onlyMeta ask
+     * for it.
+     */
+    async searchRuns(req) {
+      const projectId = requireProject(req.projectId);
+      const { limit, plans } = planSearch(req);
+      const base = matching(db, projectId, req);
+      const wantMeta = plans.length > 0 || req.onlyMeta;
+      const [rows, meta] = await Promise.all([
+        req.onlyMeta
+          ? []
+          : base
+              .select(listColumns)
+              .orderBy("updated_at", "desc")
+              .orderBy("id", "desc")
+              .limit(limit)
+              .offset(req.offset)
+              .execute(),
+        wantMeta ? facetMeta(db, base, plans) : undefined,
+      ]);
+      return {
+        runs: rows.map((row) => runToProto({ ...row, prompt: null, result_schema: null })),
+        meta: meta && {
+          total: BigInt(meta.total),
+          facets: Object.fromEntries(
+            Object.entries(meta.facets).map(([name, buckets]) => [
+              name,
+              {
+                buckets: buckets.map((b) => ({
+                  id: String(b.id),
+                  count: BigInt(b.count),
+                  isDefault: b.isDefault ?? false,
+                })),
+              },
+            ]),
+          ),
+        },
       };
     },
 

@@ -9,7 +9,7 @@ import {
 import { CompiledQuery, Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { createLogger, newId } from "@pies/common";
+import { createLogger, newId, toTimestamp } from "@pies/common";
 import { connectNats, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, createTestStream, type TestDatabase } from "@pies/testkit";
@@ -46,9 +46,10 @@ const INDEXES = [
   "runs_environment_idx",
   "runs_interaction_idx",
   "runs_model_idx",
+  "runs_parameters_idx",
   "runs_parent_idx",
   "runs_pkey",
-  "runs_project_updated_idx",
+  "runs_project_updated_cover_idx",
   "runs_status_idx",
   "runs_tags_idx",
 ];
@@ -262,7 +263,14 @@ describe("the list query", () => {
     ["a models filter", { models: ["model-4"] }, "runs_model_idx"],
     ["an environment_ids filter", { environmentIds: ["env-4"] }, "runs_environment_idx"],
     ["a parent_id filter", { parentId: "parent-40" }, "runs_parent_idx"],
-    ["no filter", {}, "runs_project_updated_idx"],
+    ["no filter", {}, "runs_project_updated_cover_idx"],
+    ["top level only", { topLevelOnly: true }, "runs_project_updated_cover_idx"],
+    ["a tags filter", { tags: ["tag-8"] }, "runs_"],
+    [
+      "an anchor date",
+      { anchorDate: toTimestamp("2026-01-01T05:00:00Z") },
+      "runs_project_updated_cover_idx",
+    ],
   ] as const)("uses an index with %s", async (_name, filters, index) => {
     const plan = await planOf(filters as FiltersInit);
     expect(plan).toContain(index);

@@ -1,0 +1,413 @@
+#!/usr/bin/env node
+// pies runs search benchmark (issue 9): the record writer's insert throughput with the search
+// indexes and without; then the four-process stack on real PostgreSQL, with runs seeded straight
+// into its database (testkit seedRuns: four projects, the API key's one of them), measured at
+// 100,000 runs and at BENCH_RUNS_N: p50/p99 over HTTP of GET /runs (no filter, each filter) and
+// POST /runs/search (Lucene terms, three facets, onlyMeta). Whether any list query scanned the runs
+// table sequentially is read from pg_stat_user_tables. Settings (environment, all optional):
+//   BENCH_RUNS_N=1000000  BENCH_RUNS_SAMPLES=40  BENCH_RUNS_WRITE=20000 (runs per write round)
+//   BENCH_RUNS_WRITE_BATCH=100  BENCH_RUNS_KEEP=1 (leave the database, print its URL)
+//   BENCH_RUNS_PARTS=write,search (either or both)
+import os from "node:os";
+import { CompiledQuery, Kysely, PostgresDialect } from "kysely";
+import pg from "pg";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { toTimestamp } from "@pies/common";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
+import { createTestDatabase, createTestStream, seedRuns, startStack } from "@pies/testkit";
+import {
+  FacetType,
+  ListRunsRequestSchema,
+  RunSchema,
+  RunStatus,
+  SearchRunsRequestSchema,
+} from "@pies/proto/runs";
+import { createRunsService, runsMigrations, writeRecords } from "@pies/runs";
+import { percentile } from "./lib/stats.mjs";
+
+const int = (name, fallback) => {
+  const raw = process.env[name];
+  const value = raw === undefined || raw === "" ? fallback : Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name}: a non-negative integer`);
+  return value;
+};
+const N = int("BENCH_RUNS_N", 1_000_000);
+const SAMPLES = int("BENCH_RUNS_SAMPLES", 40);
+const WRITE = int("BENCH_RUNS_WRITE", 20_000);
+const WRITE_BATCH = int("BENCH_RUNS_WRITE_BATCH", 100);
+const PARTS = (process.env.BENCH_RUNS_PARTS ?? "write,search").split(",").map((p) => p.trim());
+const load = () => os.loadavg()[0].toFixed(1);
+const log = (...args) =>
+  console.error(`[runs bench ${new Date().toISOString().slice(11, 19)}]`, ...args);
+const fmt = (n) => n.toLocaleString("en-US");
+
+// --- 1. The record writer's throughput, before and after the search indexes -------------------
+
+const ROUNDS = int("BENCH_RUNS_WRITE_ROUNDS", 3);
+const SEARCH_MIGRATION = "2026-11-23T12-00_search_indexes";
+const before = Object.fromEntries(
+  Object.entries(runsMigrations).filter(([name]) => name < SEARCH_MIGRATION),
+);
+
+function recordBatch(from, count) {
+  const records = [];
+  for (let i = from; i < from + count; i++) {
+    const run = create(RunSchema, {
+      id: `w_${i}`,
+      projectId: `bench-w${i % 4}`,
+      accountId: "acc",
+      interactionId: `int-${i % 24}`,
+      interactionName: "Summary",
+      environmentId: `env-${i % 3}`,
+      modelId: ["gpt-4o", "gpt-4o-mini", "o3-mini"][i % 3],
+      status: RunStatus.COMPLETED,
+      parameters: {
+        customer: { name: ["Acme", "Globex", "Initech"][i % 3], tier: "pro", id: i % 100000 },
+        message: "please summarise the invoice for order " + i + " and draft a reply to support",
+        lang: "en",
+        priority: i % 5,
+        items: [{ sku: `sku-${i % 500}`, qty: 1 + (i % 9) }],
+      },
+      tags: i % 3 === 0 ? ["prod", "chat"] : ["eval"],
+      tokenUse: { prompt: 120, result: 80, total: 200 },
+      executionTime: BigInt(100 + (i % 5000)),
+    });
+    records.push({ runId: run.id, seq: i + 1, data: toBinary(RunSchema, run) });
+  }
+  return records;
+}
+
+async function writeRound(migrations, label) {
+  const t = await createTestDatabase("runswrite");
+  const db = createDatabase({ url: t.url, poolMax: 2 });
+  try {
+    await migrateToLatest(db, "runs", migrations);
+    const batches = [];
+    for (let i = 0; i < WRITE; i += WRITE_BATCH) batches.push(recordBatch(i, WRITE_BATCH));
+    const started = performance.now();
+    for (const batch of batches) await writeRecords(db, batch);
+    const ms = performance.now() - started;
+    return { label, runsPerSecond: Math.round((WRITE / ms) * 1000), ms };
+  } finally {
+    await db.destroy();
+    await t.drop();
+  }
+}
+
+async function writeThroughput() {
+  const rounds = [];
+  // Alternated, three rounds each, so that a noisy neighbour hits both alike.
+  for (let r = 0; r < ROUNDS; r++) {
+    rounds.push(await writeRound(before, "before"));
+    rounds.push(await writeRound(runsMigrations, "after"));
+  }
+  const median = (label) => {
+    const values = rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond);
+    return values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  };
+  const best = (label) =>
+    Math.max(...rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond));
+  return {
+    before: median("before"),
+    after: median("after"),
+    bestBefore: best("before"),
+    bestAfter: best("after"),
+    rounds: rounds.map((r) => `${r.label} ${fmt(r.runsPerSecond)}`).join(", "),
+  };
+}
+
+// --- 2. The stack, seeded, measured over HTTP ------------------------------------------------
+
+async function measure(label, send) {
+  for (let i = 0; i < 3; i++) await send(); // warm up
+  const times = [];
+  let last;
+  for (let i = 0; i < SAMPLES; i++) {
+    const started = performance.now();
+    last = await send();
+    times.push(performance.now() - started);
+  }
+  times.sort((a, b) => a - b);
+  return { label, p50: percentile(times, 50), p99: percentile(times, 99), last };
+}
+
+async function measureAll(stack, client, project, databaseUrl) {
+  const { gatewayUrl, bootstrap } = stack;
+  const headers = { authorization: `Bearer ${bootstrap.key}`, "content-type": "application/json" };
+  const call = async (method, path, body) => {
+    const res = await fetch(`${gatewayUrl}/api/v1${path}`, {
+      method,
+      headers,
+      body: body && JSON.stringify(body),
+    });
+    const json = await res.json();
+    if (res.status !== 200)
+      throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const { rows } = await client.query(
+    "select parent_id from runs.runs where project_id = $1 and parent_id is not null limit 1",
+    [project],
+  );
+  const parent = rows[0]?.parent_id;
+  const { rows: span } = await client.query(
+    "select min(updated_at) as lo, max(updated_at) as hi from runs.runs where project_id = $1",
+    [project],
+  );
+  const lo = span[0].lo.getTime();
+  const hi = span[0].hi.getTime() + 1;
+  const anchor = new Date(lo + (hi - lo) / 2).toISOString();
+  const months = [0, 1, 2, 3].map((i) => new Date(lo + ((hi - lo) * i) / 3).toISOString());
+  const threeFacets = {
+    status: { type: "string", path: "status" },
+    model: { type: "string", path: "modelId" },
+    month: { type: "date", path: "updated_at", boundaries: months, default: "other" },
+  };
+
+  const seqBefore = await seqScans(client);
+  const list = [];
+  for (const [label, query] of [
+    ["GET /runs (no filter)", ""],
+    ["GET /runs ?limit=10", "?limit=10"],
+    ["GET /runs ?interaction=", "?interaction=int-5"],
+    ["GET /runs ?model=", "?model=o3-mini"],
+    ["GET /runs ?environment=", "?environment=env-1"],
+    ["GET /runs ?status=failed", "?status=failed"],
+    ["GET /runs ?tag=", "?tag=nightly"],
+    ["GET /runs ?parent=false", "?parent=false"],
+    ["GET /runs ?parent=<id>", `?parent=${parent}`],
+    ["GET /runs ?anchorDate= (before)", `?anchorDate=${anchor}&anchorDateDirection=before`],
+    ["GET /runs ?status&model&tag", "?status=completed&model=gpt-4o&tag=prod"],
+  ]) {
+    list.push(await measure(label, () => call("GET", `/runs${query}`)));
+  }
+  const seqAfter = await seqScans(client);
+  const plans = await explainLists(databaseUrl, project, parent, anchor);
+  const search = [];
+  for (const [label, body] of [
+    ["search Lucene field term", { query: "customer.name:Acme" }],
+    ["search Lucene rare term", { query: "customer.id:4242" }],
+    [
+      "search Lucene AND + filter",
+      { query: "customer.tier:pro AND lang:fr", filters: { status: "failed" } },
+    ],
+    ["search Lucene wildcard", { query: "customer.name:Ac*" }],
+    ["search bare term (any value)", { query: "Globex" }],
+    ["search 3 facets (whole project)", { facets: threeFacets }],
+    ["search onlyMeta + 3 facets", { onlyMeta: true, facets: threeFacets }],
+    ["search onlyMeta total of a term", { onlyMeta: true, query: "customer.name:Acme" }],
+    ["search tags facet", { onlyMeta: true, facets: { tags: { type: "string", path: "tags" } } }],
+  ]) {
+    search.push(await measure(label, () => call("POST", "/runs/search", body)));
+  }
+  // The runs service alone, in this process on the same database: the store's share of the above.
+  const db = createDatabase({ url: databaseUrl, poolMax: 4 });
+  const svc = createRunsService({ db, log: undefined });
+  const facets = {
+    status: { type: FacetType.STRING, path: "status" },
+    model: { type: FacetType.STRING, path: "modelId" },
+    month: {
+      type: FacetType.DATE,
+      path: "updated_at",
+      dateBoundaries: months.map((m) => toTimestamp(m)),
+      defaultBucket: "other",
+    },
+  };
+  const service = [];
+  try {
+    for (const [label, send] of [
+      [
+        "service ListRuns (no filter)",
+        () => svc.listRuns(create(ListRunsRequestSchema, { projectId: project })),
+      ],
+      [
+        "service ListRuns ?status=failed",
+        () =>
+          svc.listRuns(
+            create(ListRunsRequestSchema, {
+              projectId: project,
+              filters: { status: RunStatus.FAILED },
+            }),
+          ),
+      ],
+      [
+        "service SearchRuns Lucene field term",
+        () =>
+          svc.searchRuns(
+            create(SearchRunsRequestSchema, { projectId: project, query: "customer.name:Acme" }),
+          ),
+      ],
+      [
+        "service SearchRuns 3 facets",
+        () =>
+          svc.searchRuns(
+            create(SearchRunsRequestSchema, { projectId: project, onlyMeta: true, facets }),
+          ),
+      ],
+    ]) {
+      service.push(await measure(label, send));
+    }
+  } finally {
+    await db.destroy();
+  }
+  return { cases: [...list, ...search, ...service], listSeqScans: seqAfter - seqBefore, plans };
+}
+
+/**
+ * EXPLAIN of the exact SQL ListRuns sends for each list filter (the runs service in this process,
+ * over a Kysely that records its queries): the filters whose plan scans the runs table sequentially.
+ */
+async function explainLists(databaseUrl, project, parent, anchor) {
+  const queries = [];
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  const db = new Kysely({
+    dialect: new PostgresDialect({ pool }),
+    log: (event) => event.level === "query" && queries.push(event.query),
+  });
+  const svc = createRunsService({ db, log: undefined });
+  const seq = [];
+  try {
+    for (const [label, filters] of [
+      ["none", {}],
+      ["interaction", { interactionIds: ["int-5"] }],
+      ["model", { models: ["o3-mini"] }],
+      ["environment", { environmentIds: ["env-1"] }],
+      ["status", { status: RunStatus.FAILED }],
+      ["tag", { tags: ["nightly"] }],
+      ["parent=false", { topLevelOnly: true }],
+      ["parent=<id>", { parentId: parent }],
+      ["anchorDate", { anchorDate: toTimestamp(anchor), anchorDirection: 2 }],
+      ["status&model&tag", { status: RunStatus.COMPLETED, models: ["gpt-4o"], tags: ["prod"] }],
+    ]) {
+      queries.length = 0;
+      await svc.listRuns(create(ListRunsRequestSchema, { projectId: project, filters }));
+      const query = queries.at(-1);
+      const { rows } = await db.executeQuery(
+        CompiledQuery.raw(`explain ${query.sql}`, [...query.parameters]),
+      );
+      const plan = rows.map((r) => r["QUERY PLAN"]).join("\n");
+      if (/Seq Scan on runs/.test(plan)) seq.push(label);
+    }
+  } finally {
+    await db.destroy();
+  }
+  return { explained: 10, seq };
+}
+
+async function seqScans(client) {
+  const { rows } = await client.query(
+    "select seq_scan from pg_stat_user_tables where schemaname = 'runs' and relname = 'runs'",
+  );
+  // Statistics reach the view with a delay (stats_fetch_consistency, flush interval): wait it out.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  await client.query("select pg_stat_clear_snapshot()");
+  return Number(rows[0].seq_scan);
+}
+
+async function main() {
+  const lines = [`## runs search bench (${new Date().toISOString()})`, ""];
+  if (PARTS.includes("write")) {
+    log(`write throughput: ${fmt(WRITE)} runs in batches of ${WRITE_BATCH}, ${ROUNDS} rounds each`);
+    const loadBefore = load();
+    const write = await writeThroughput();
+    log(`writer runs/s: before ${fmt(write.before)}, after ${fmt(write.after)} (${write.rounds})`);
+    lines.push(
+      `Record writer, ${fmt(WRITE)} runs in batches of ${WRITE_BATCH} into an empty table, ` +
+        `${ROUNDS} alternated rounds each (load average ${loadBefore} → ${load()}): median ` +
+        `${fmt(write.before)} runs/s without the search indexes, ${fmt(write.after)} with them; ` +
+        `best ${fmt(write.bestBefore)} and ${fmt(write.bestAfter)} (${write.rounds}).`,
+      "",
+    );
+  }
+  if (!PARTS.includes("search")) {
+    console.log(lines.join("\n"));
+    return;
+  }
+
+  log("starting the stack (catalog, runs, executor, gateway)");
+  const database = await createTestDatabase("runsbench");
+  const stream = createTestStream();
+  const stack = await startStack({ databaseUrl: database.url, natsEnv: stream.env });
+  const project = stack.bootstrap.project;
+  const projects = [project, "bench-p2", "bench-p3", "bench-p4"];
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  const sizes = N > 100_000 ? [100_000, N] : [N];
+  const results = [];
+  let seeded = 0;
+  let seedMs = 0;
+  try {
+    for (const size of sizes) {
+      log(`seeding to ${fmt(size)} runs (${fmt(size - seeded)} more), four projects`);
+      const ms = await seedRuns(client, {
+        count: size - seeded,
+        from: seeded,
+        projects,
+        onProgress: (n) => (n % 200_000 === 0 ? log(`  ${fmt(seeded + n)}`) : undefined),
+      });
+      seedMs += ms;
+      seeded = size;
+      const analyze = performance.now();
+      await client.query("vacuum analyze runs.runs");
+      const analyzeMs = performance.now() - analyze;
+      log(
+        `seeded in ${(ms / 1000).toFixed(1)} s; vacuum analyze ${(analyzeMs / 1000).toFixed(1)} s`,
+      );
+      const { rows } = await client.query(
+        "select count(*)::int as n from runs.runs where project_id = $1",
+        [project],
+      );
+      const loadBefore = load();
+      const measured = await measureAll(stack, client, project, database.url);
+      results.push({
+        size,
+        projectRuns: rows[0].n,
+        seedMs: ms,
+        analyzeMs,
+        load: `${loadBefore} → ${load()}`,
+        ...measured,
+      });
+    }
+  } finally {
+    await client.end();
+    await stack.stop();
+    await stream.remove();
+    if (process.env.BENCH_RUNS_KEEP !== "1") await database.drop();
+    else log(`kept: ${database.url}`);
+  }
+
+  for (const r of results) {
+    lines.push(
+      `Seeding to ${fmt(r.size)} runs: ${(r.seedMs / 1000).toFixed(1)} s (+ vacuum analyze ` +
+        `${(r.analyzeMs / 1000).toFixed(1)} s); the key's project holds ${fmt(r.projectRuns)}. ` +
+        `EXPLAIN of the ${r.plans.explained} list queries: ` +
+        `${r.plans.seq.length === 0 ? "no sequential scan of runs" : `sequential scan with ${r.plans.seq.join(", ")}`}` +
+        ` (pg_stat_user_tables counted ${r.listSeqScans} sequential scans of runs.runs, by any ` +
+        `process, while the list cases ran). ` +
+        `Load average (1 min) before → after measuring: ${r.load} on ${os.cpus().length} cores.`,
+    );
+  }
+  lines.push(`Seeding ${fmt(seeded)} runs in all: ${(seedMs / 1000).toFixed(1)} s.`);
+  lines.push("");
+  const header = [
+    "case",
+    ...results.flatMap((r) => [`p50 @${short(r.size)}`, `p99 @${short(r.size)}`]),
+  ];
+  if (results.length === 2) header.push("p50 growth");
+  lines.push(`| ${header.join(" | ")} |`);
+  lines.push(`|${header.map(() => "---").join("|")}|`);
+  for (let i = 0; i < results[0].cases.length; i++) {
+    const row = [results[0].cases[i].label];
+    for (const r of results) row.push(ms(r.cases[i].p50), ms(r.cases[i].p99));
+    if (results.length === 2) {
+      row.push(`×${(results[1].cases[i].p50 / results[0].cases[i].p50).toFixed(2)}`);
+    }
+    lines.push(`| ${row.join(" | ")} |`);
+  }
+  console.log(lines.join("\n"));
+}
+
+const ms = (v) => `${v.toFixed(1)} ms`;
+const short = (n) => (n >= 1_000_000 ? `${n / 1_000_000}M` : `${n / 1000}k`);
+
+await main();

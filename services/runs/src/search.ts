@@ -1,0 +1,226 @@
+import { sql, type Kysely, type RawBuilder, type SelectQueryBuilder } from "kysely";
+import { fromTimestamp, invalid, pageSize } from "@pies/common";
+import { FacetType, type Facet, type SearchRunsRequest } from "@pies/proto/runs";
+import { applyFilters } from "./filters.js";
+import { exprToSql, parseQuery } from "./lucene.js";
+import type { RunsDatabase } from "./tables.js";
+
+/** Bounds on one search's facets (DESIGN.md §3), so that a request's cost stays bounded. */
+export const FACET_LIMITS = { facets: 20, numBuckets: 1000, boundaries: 1000, nameLength: 100 };
+const DEFAULT_NUM_BUCKETS = 10;
+
+/** The facet paths SPEC.md allows, each with the one facet type it takes and its column. */
+const FACET_PATHS = {
+  modelId: { type: FacetType.STRING, column: "model_id" },
+  status: { type: FacetType.STRING, column: "status" },
+  tags: { type: FacetType.STRING, column: "tags" },
+  updated_at: { type: FacetType.DATE, column: "updated_at" },
+  execution_time: { type: FacetType.NUMBER, column: "execution_time" },
+} as const;
+type FacetPath = keyof typeof FACET_PATHS;
+
+const typeName = (t: FacetType) =>
+  ({ [FacetType.STRING]: "string", [FacetType.NUMBER]: "number", [FacetType.DATE]: "date" })[
+    t as 1 | 2 | 3
+  ] ?? "unspecified";
+
+/** A validated facet: what to group by and how to name its buckets. */
+export type FacetPlan =
+  | { name: string; kind: "string"; path: "modelId" | "status" | "tags"; numBuckets: number }
+  | {
+      name: string;
+      kind: "range";
+      path: "updated_at" | "execution_time";
+      /** Bucket ids: the lower boundary of each adjacent pair (ISO string or number). */
+      ids: (string | number)[];
+      /** The boundaries as SQL sees them (ISO strings or numbers). */
+      boundaries: (string | number)[];
+      defaultBucket?: string;
+    };
+
+/** Checks a facet (INVALID_ARGUMENT saying what is wrong) and plans it. */
+export function planFacet(name: string, facet: Facet): FacetPlan {
+  const what = `facets.${name}`;
+  if (name === "" || name.length > FACET_LIMITS.nameLength) {
+    throw invalid(`facets: a facet name is 1 to ${FACET_LIMITS.nameLength} characters`);
+  }
+  const allowed = FACET_PATHS[facet.path as FacetPath];
+  if (!Object.hasOwn(FACET_PATHS, facet.path) || !allowed) {
+    throw invalid(
+      `${what}.path: "${facet.path}" is not a facet path (one of ${Object.keys(FACET_PATHS).join(", ")})`,
+    );
+  }
+  const path = facet.path as FacetPath;
+  if (facet.type !== allowed.type) {
+    throw invalid(
+      `${what}.type: ${path} is a ${typeName(allowed.type)} facet, not ${typeName(facet.type)}`,
+    );
+  }
+  if (allowed.type === FacetType.STRING) {
+    const numBuckets = facet.numBuckets === 0 ? DEFAULT_NUM_BUCKETS : facet.numBuckets;
+    if (numBuckets < 1 || numBuckets > FACET_LIMITS.numBuckets) {
+      throw invalid(`${what}.numBuckets: must be 1 to ${FACET_LIMITS.numBuckets}`);
+    }
+    return { name, kind: "string", path: path as "modelId" | "status" | "tags", numBuckets };
+  }
+  const values: number[] =
+    allowed.type === FacetType.DATE
+      ? facet.dateBoundaries.map((t) => fromTimestamp(t)?.getTime() ?? Number.NaN)
+      : facet.numberBoundaries;
+  if (values.length < 2) throw invalid(`${what}.boundaries: at least two are required`);
+  if (values.length > FACET_LIMITS.boundaries) {
+    throw invalid(`${what}.boundaries: at most ${FACET_LIMITS.boundaries}`);
+  }
+  values.forEach((v, i) => {
+    if (!Number.isFinite(v)) throw invalid(`${what}.boundaries[${i}]: not a finite value`);
+    if (i > 0 && !(v > (values[i - 1] ?? Number.NaN))) {
+      throw invalid(`${what}.boundaries: must be in strictly ascending order (entry ${i})`);
+    }
+  });
+  const boundaries =
+    allowed.type === FacetType.DATE ? values.map((v) => new Date(v).toISOString()) : values;
+  return {
+    name,
+    kind: "range",
+    path: path as "updated_at" | "execution_time",
+    ids: boundaries.slice(0, -1),
+    boundaries,
+    ...(facet.defaultBucket ? { defaultBucket: facet.defaultBucket } : {}),
+  };
+}
+
+export interface Bucket {
+  id: string | number;
+  count: number;
+  isDefault?: boolean;
+}
+
+/** The top `n` values by count, ties by value in JavaScript string order (UTF-16 code units; DESIGN.md §3). */
+export function topBuckets(counts: Map<string, number>, n: number): Bucket[] {
+  return [...counts]
+    .sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0))
+    .slice(0, n)
+    .map(([id, count]) => ({ id, count }));
+}
+
+/**
+ * Range buckets from counts by width_bucket index (0: below the first boundary, n: at or above
+ * the last, null: no value): every pair's bucket, empty ones too, then the default bucket when
+ * one is named.
+ */
+export function rangeBuckets(
+  plan: Extract<FacetPlan, { kind: "range" }>,
+  byIndex: Map<number | null, number>,
+) {
+  const buckets: Bucket[] = plan.ids.map((id, i) => ({ id, count: byIndex.get(i + 1) ?? 0 }));
+  if (plan.defaultBucket !== undefined) {
+    let outside = 0;
+    for (const [index, count] of byIndex) {
+      if (index === null || index < 1 || index > plan.ids.length) outside += count;
+    }
+    buckets.push({ id: plan.defaultBucket, count: outside, isDefault: true });
+  }
+  return buckets;
+}
+
+type Base = SelectQueryBuilder<RunsDatabase, "runs.runs", object>;
+
+/** The runs a search matches: its project, filters and query. */
+export function matching(
+  db: Kysely<RunsDatabase>,
+  projectId: string,
+  req: SearchRunsRequest,
+): Base {
+  const condition = parseQuery(req.query, req.defaultQueryPath || undefined);
+  let base = applyFilters(
+    db.selectFrom("runs.runs").where("project_id", "=", projectId) as Base,
+    req.filters,
+  );
+  if (condition) base = base.where(exprToSql(condition));
+  return base;
+}
+
+/** SQL of the value a range facet groups by: its width_bucket index (null when no value). */
+function bucketIndex(plan: Extract<FacetPlan, { kind: "range" }>): RawBuilder<number | null> {
+  return plan.path === "updated_at"
+    ? sql`width_bucket(updated_at, ${plan.boundaries as string[]}::timestamptz[])`
+    : sql`width_bucket(execution_time::float8, ${plan.boundaries as number[]}::float8[])`;
+}
+
+/**
+ * The total and every facet's buckets, over all the runs that match (not the page). One scan
+ * groups the matches by every facet but tags at once (one hash aggregate over the combinations,
+ * which the covering index serves without reading the table), and the counts per facet are
+ * summed from the combinations here; the tags, one run to many, have a query of their own. The
+ * combinations are few for the facet paths there are (statuses × models × buckets), and never more
+ * than the matching runs.
+ */
+export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: FacetPlan[]) {
+  const keyed = plans.filter((p) => p.path !== "tags");
+  // Facets that group by the same thing share a column.
+  const expressions = new Map<string, RawBuilder<unknown>>();
+  const keyOf = (p: FacetPlan) =>
+    p.kind === "range" ? `${p.path}:${p.boundaries.join(",")}` : p.path;
+  for (const p of keyed) {
+    if (expressions.has(keyOf(p))) continue;
+    expressions.set(
+      keyOf(p),
+      p.kind === "range" ? bucketIndex(p) : sql.ref(FACET_PATHS[p.path].column),
+    );
+  }
+  const keys = [...expressions.keys()];
+  const selected = [...expressions.values()];
+  const cols = keys.map((_, i) => sql.raw(`k${i}`));
+  const inner =
+    keys.length === 0
+      ? base.select(sql<number>`1`.as("one"))
+      : base.select(selected.map((e, i) => e.as(`k${i}`)));
+  const grouped = await sql<Record<string, unknown> & { n: string | number }>`
+    select ${keys.length ? sql`${sql.join(cols)},` : sql``} count(*) as n
+    from (${inner}) as s
+    ${keys.length ? sql`group by ${sql.join(cols)}` : sql``}`.execute(db);
+  let total = 0;
+  const counts = keys.map(() => new Map<unknown, number>());
+  for (const row of grouped.rows) {
+    const n = Number(row.n);
+    total += n;
+    counts.forEach((c, i) => {
+      const k = row[`k${i}`] ?? null;
+      c.set(k, (c.get(k) ?? 0) + n);
+    });
+  }
+  const result: Record<string, Bucket[]> = {};
+  for (const p of keyed) {
+    const c = counts[keys.indexOf(keyOf(p))] ?? new Map<unknown, number>();
+    result[p.name] =
+      p.kind === "string"
+        ? topBuckets(c as Map<string, number>, p.numBuckets)
+        : rangeBuckets(p, c as Map<number | null, number>);
+  }
+  const tagPlans = plans.filter((p) => p.path === "tags");
+  if (tagPlans.length > 0) {
+    const tagged = await sql<{ t: string; n: string | number }>`
+      select t, count(*) as n from (${base.select("tags")}) as s
+      cross join lateral (select distinct unnest(s.tags) as t) as x
+      group by t`.execute(db);
+    const tagCounts = new Map(tagged.rows.map((r) => [r.t, Number(r.n)]));
+    for (const p of tagPlans) {
+      result[p.name] = topBuckets(tagCounts, (p as { numBuckets: number }).numBuckets);
+    }
+  }
+  return { total, facets: result };
+}
+
+/** Plans the facets of a request, checking the paging and facet count too. */
+export function planSearch(req: SearchRunsRequest) {
+  if (req.limit < 0) throw invalid("limit: must be 1 to 1000");
+  if (req.offset < 0) throw invalid("offset: must not be negative");
+  const names = Object.keys(req.facets);
+  if (names.length > FACET_LIMITS.facets) {
+    throw invalid(`facets: at most ${FACET_LIMITS.facets}`);
+  }
+  return {
+    limit: pageSize(req.limit),
+    plans: Object.entries(req.facets).map(([name, facet]) => planFacet(name, facet)),
+  };
+}
