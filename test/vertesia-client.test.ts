@@ -105,6 +105,16 @@ describe("@vertesia/client against pies", () => {
     expect(byName.status).toBe("completed");
     expect((byName as any).interaction.id ?? byName.interaction).toBe(version.id);
 
+    // Search: a Lucene term over the input data, a filter and a facet.
+    const found = (await client.runs.search({
+      query: 'thing:"a pie"',
+      limit: 10,
+      filters: { interaction: interaction.id },
+      facets: { status: { type: "string", path: "status" } },
+    } as any)) as any;
+    expect(found.results.map((r: { id: string }) => r.id)).toEqual([blocking.id]);
+    expect(found.meta.count.total).toBe(1);
+
     const listed = await client.runs.list({
       limit: 10,
       filters: { interaction: interaction.id } as any,
