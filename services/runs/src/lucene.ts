@@ -123,17 +123,23 @@ interface Context {
   count: { leaves: number };
 }
 
+/**
+ * The grammar reads `-field:…`, `+field:…` and `!field:…` (a term or a `field:( … )` group) as a
+ * field named with the sign: the sign is a prohibition (`-`, `!`) or a requirement (`+`).
+ */
+function signed(field: string): { field: string; negate: boolean } {
+  if (field !== IMPLICIT && /^[-+!]/.test(field)) {
+    return { field: field.slice(1), negate: !field.startsWith("+") };
+  }
+  return { field, negate: false };
+}
+
 function leaf(node: TermNode | RangeNode, ctx: Context): Expr {
   if (++ctx.count.leaves > QUERY_LIMITS.leaves) {
     queryError(`more than ${QUERY_LIMITS.leaves} terms`);
   }
-  let field = node.field;
-  let negate = false;
-  // The grammar reads `-field:value` as a field named "-field": a prohibited clause.
-  if (field !== IMPLICIT && (field.startsWith("-") || field.startsWith("+"))) {
-    negate = field.startsWith("-");
-    field = field.slice(1);
-  }
+  const { field, negate: prohibited } = signed(node.field);
+  let negate = prohibited;
   const path =
     field === IMPLICIT
       ? ctx.implicit
@@ -150,11 +156,14 @@ function leaf(node: TermNode | RangeNode, ctx: Context): Expr {
  * flattened so that AND binds tighter than OR. */
 function expr(node: Node | TermNode | RangeNode, ctx: Context): Expr {
   if (!isNode(node)) return leaf(node, ctx);
+  const { field: groupField, negate: prohibited } = node.field
+    ? signed(node.field)
+    : { field: node.field, negate: false };
   const inner: Context =
-    node.field && node.field !== IMPLICIT
+    groupField && groupField !== IMPLICIT
       ? {
           ...ctx,
-          implicit: parsePath(unescape(node.field), "query", node.fieldLocation?.start.offset),
+          implicit: parsePath(unescape(groupField), "query", node.fieldLocation?.start.offset),
         }
       : ctx;
   const operands: Expr[] = [];
@@ -189,7 +198,8 @@ function expr(node: Node | TermNode | RangeNode, ctx: Context): Expr {
   const ands = groups.map((g): Expr =>
     g.length === 1 ? (g[0] as Expr) : { kind: "and", items: g },
   );
-  return ands.length === 1 ? (ands[0] as Expr) : { kind: "or", items: ands };
+  const whole: Expr = ands.length === 1 ? (ands[0] as Expr) : { kind: "or", items: ands };
+  return prohibited ? { kind: "not", item: whole } : whole;
 }
 
 /**

@@ -149,11 +149,10 @@ function bucketIndex(plan: Extract<FacetPlan, { kind: "range" }>): RawBuilder<nu
 
 /**
  * The total and every facet's buckets, over all the runs that match (not the page). One scan
- * groups the matches by every facet but tags at once (one hash aggregate over the combinations,
- * which the covering index serves without reading the table), and the counts per facet are
- * summed from the combinations here; the tags, one run to many, have a query of their own. The
- * combinations are few for the facet paths there are (statuses × models × buckets), and never more
- * than the matching runs.
+ * counts the matches by each facet but tags, separately (GROUPING SETS: one row per value of
+ * each facet, plus the total, whatever the combinations; the covering index serves it without
+ * reading the table). The tags, one run to many, have a query of their own, which keeps only the
+ * most frequent in SQL: a project may have any number of distinct tags.
  */
 export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: FacetPlan[]) {
   const keyed = plans.filter((p) => p.path !== "tags");
@@ -175,19 +174,24 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
     keys.length === 0
       ? base.select(sql<number>`1`.as("one"))
       : base.select(selected.map((e, i) => e.as(`k${i}`)));
+  const flags = keys.map((_, i) => sql`grouping(${sql.raw(`k${i}`)}) as ${sql.raw(`g${i}`)}`);
   const grouped = await sql<Record<string, unknown> & { n: string | number }>`
-    select ${keys.length ? sql`${sql.join(cols)},` : sql``} count(*) as n
+    select ${keys.length ? sql`${sql.join(cols)}, ${sql.join(flags)},` : sql``} count(*) as n
     from (${inner}) as s
-    ${keys.length ? sql`group by ${sql.join(cols)}` : sql``}`.execute(db);
+    ${
+      keys.length
+        ? sql`group by grouping sets (${sql.join([...cols.map((c) => sql`(${c})`), sql`()`])})`
+        : sql``
+    }`.execute(db);
   let total = 0;
   const counts = keys.map(() => new Map<unknown, number>());
   for (const row of grouped.rows) {
     const n = Number(row.n);
-    total += n;
-    counts.forEach((c, i) => {
-      const k = row[`k${i}`] ?? null;
-      c.set(k, (c.get(k) ?? 0) + n);
-    });
+    // The row of one grouping set: the facet whose column it groups by (grouping() = 0), or
+    // none (the empty set: the total).
+    const i = keys.findIndex((_, j) => Number(row[`g${j}`]) === 0);
+    if (i < 0) total = n;
+    else counts[i]?.set(row[`k${i}`] ?? null, n);
   }
   const result: Record<string, Bucket[]> = {};
   for (const p of keyed) {
@@ -199,10 +203,13 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
   }
   const tagPlans = plans.filter((p) => p.path === "tags");
   if (tagPlans.length > 0) {
+    // The most frequent first, ties in byte order of the tag (code point order); one more than
+    // asked, so that topBuckets breaks no tie differently from here.
+    const keep = Math.max(...tagPlans.map((p) => (p as { numBuckets: number }).numBuckets)) + 1;
     const tagged = await sql<{ t: string; n: string | number }>`
       select t, count(*) as n from (${base.select("tags")}) as s
       cross join lateral (select distinct unnest(s.tags) as t) as x
-      group by t`.execute(db);
+      group by t order by n desc, t collate "C" limit ${keep}`.execute(db);
     const tagCounts = new Map(tagged.rows.map((r) => [r.t, Number(r.n)]));
     for (const p of tagPlans) {
       result[p.name] = topBuckets(tagCounts, (p as { numBuckets: number }).numBuckets);
@@ -211,10 +218,17 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
   return { total, facets: result };
 }
 
+/** The deepest page a search serves. */
+export const MAX_OFFSET = 10_000;
+
 /** Plans the facets of a request, checking the paging and facet count too. */
 export function planSearch(req: SearchRunsRequest) {
   if (req.limit < 0) throw invalid("limit: must be 1 to 1000");
   if (req.offset < 0) throw invalid("offset: must not be negative");
+  // Deep pages cost a scan of everything before them: past this, narrow the search instead.
+  if (req.offset > MAX_OFFSET) {
+    throw invalid(`offset: at most ${MAX_OFFSET}; narrow the search with filters or the query`);
+  }
   const names = Object.keys(req.facets);
   if (names.length > FACET_LIMITS.facets) {
     throw invalid(`facets: at most ${FACET_LIMITS.facets}`);

@@ -1,5 +1,5 @@
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
-import type { Kysely } from "kysely";
+import { sql, type Kysely } from "kysely";
 import { invalid, notFound, pageSize, requireProject } from "@pies/common";
 import { RecordConflict, type RunLog } from "@pies/common/bus";
 import { RunsService, RunStatus } from "@pies/proto/runs";
@@ -13,6 +13,11 @@ export interface RunsDeps {
   db: Kysely<RunsDatabase>;
   /** The record log: every write goes through it, and reads see what it holds before the store. */
   log: RunLog;
+  /**
+   * The longest one statement of a search may run (default 10 s): a search that the indexes cannot
+   * narrow scans its project, and the pool it shares with the record writer must not be held.
+   */
+  searchTimeoutMs?: number;
 }
 
 /** Column values from a message; a JSON field that is not JSON (a Value of no kind) is the caller's error. */
@@ -69,6 +74,24 @@ const listColumns = [
 /** The runs store's handlers. */
 export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsService> {
   const { db, log } = deps;
+  const searchTimeoutMs = Math.max(1, Math.trunc(deps.searchTimeoutMs ?? 10_000));
+  /** `fn` in a transaction whose statements are cut at the search timeout (DEADLINE_EXCEEDED). */
+  const bounded = <T>(fn: (tx: Kysely<RunsDatabase>) => Promise<T>) =>
+    db
+      .transaction()
+      .execute(async (tx) => {
+        await sql.raw(`set local statement_timeout = ${searchTimeoutMs}`).execute(tx);
+        return fn(tx);
+      })
+      .catch((err: unknown) => {
+        if ((err as { code?: unknown })?.code === "57014") {
+          throw new ConnectError(
+            `the search ran longer than ${searchTimeoutMs} ms: narrow it with filters or a more specific query`,
+            Code.DeadlineExceeded,
+          );
+        }
+        throw err;
+      });
   return {
     async createRun({ run }) {
       if (!run) throw invalid("run is required");
@@ -143,19 +166,22 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
     async searchRuns(req) {
       const projectId = requireProject(req.projectId);
       const { limit, plans } = planSearch(req);
-      const base = matching(db, projectId, req);
       const wantMeta = plans.length > 0 || req.onlyMeta;
       const [rows, meta] = await Promise.all([
         req.onlyMeta
           ? []
-          : base
-              .select(listColumns)
-              .orderBy("updated_at", "desc")
-              .orderBy("id", "desc")
-              .limit(limit)
-              .offset(req.offset)
-              .execute(),
-        wantMeta ? facetMeta(db, base, plans) : undefined,
+          : bounded((tx) =>
+              matching(tx, projectId, req)
+                .select(listColumns)
+                .orderBy("updated_at", "desc")
+                .orderBy("id", "desc")
+                .limit(limit)
+                .offset(req.offset)
+                .execute(),
+            ),
+        wantMeta
+          ? bounded((tx) => facetMeta(tx, matching(tx, projectId, req), plans))
+          : undefined,
       ]);
       return {
         runs: rows.map((row) => runToProto({ ...row, prompt: null, result_schema: null })),

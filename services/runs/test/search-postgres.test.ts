@@ -556,6 +556,97 @@ describe("the seeder", () => {
   });
 });
 
+describe("review mends", () => {
+  it("negates a signed group and a !field term as it negates a -field term", async () => {
+    const project = `signs-${newId()}`;
+    await insert(
+      ["a", "b", "c"].map((v, i) => ({
+        id: `${project}-${v}`,
+        project_id: project,
+        parameters: { k: v, n: i },
+        updated_at: at(i),
+      })),
+    );
+    const ids = async (query: string) =>
+      (await runs.searchRuns({ projectId: project, query, limit: 10 })).runs
+        .map((r) => r.id)
+        .sort();
+    const id = (v: string) => `${project}-${v}`;
+    expect(await ids("n:[0 TO 9] -k:(a OR b)")).toEqual([id("c")]);
+    expect(await ids("n:[0 TO 9] +k:(a OR b)")).toEqual([id("a"), id("b")]);
+    expect(await ids("n:[0 TO 9] !k:a")).toEqual([id("b"), id("c")]);
+    expect(await ids("n:[0 TO 9] -k:a")).toEqual([id("b"), id("c")]);
+  });
+
+  it("refuses offsets past 10,000 and cuts a statement at the search timeout (504)", async () => {
+    await expectCode(
+      runs.searchRuns({ projectId: "p", offset: 10_001 }),
+      Code.InvalidArgument,
+      /offset: at most 10000/,
+    );
+    const client = new pg.Client({ connectionString: testDb.url });
+    await client.connect();
+    const project = `slow-${newId()}`;
+    try {
+      // After the seeder test's rows (the seeder numbers its runs from `from`).
+      await seedRuns(client, {
+        count: 20_000,
+        from: 1_000_000,
+        projects: [project],
+        batchSize: 10_000,
+      });
+    } finally {
+      await client.end();
+    }
+    const log = new RunLog(new MemoryRunRecords());
+    const hasty = createClient(
+      RunsService,
+      createRouterTransport(runsRoutes({ db, log, searchTimeoutMs: 1 })),
+    );
+    // A wildcard over every value of 20,000 runs: no index narrows it, 1 ms cannot hold it.
+    await expectCode(
+      hasty.searchRuns({
+        projectId: project,
+        query: "*a*",
+        facets: { s: { type: FacetType.STRING, path: "status" } },
+      }),
+      Code.DeadlineExceeded,
+      /ran longer than 1 ms/,
+    );
+    // The same search within the default timeout answers.
+    const res = await runs.searchRuns({ projectId: project, query: "*a*", onlyMeta: true });
+    expect(Number(res.meta!.total)).toBeGreaterThan(0);
+  });
+
+  it("counts two range facets of 1,000 boundaries each without their combinations", async () => {
+    const project = `wide-${newId()}`;
+    await insert(
+      Array.from({ length: 300 }, (_, i) => ({
+        id: `${project}-${i}`,
+        project_id: project,
+        execution_time: i,
+        updated_at: at(i),
+      })),
+    );
+    const boundaries = Array.from({ length: 1000 }, (_, i) => i);
+    const dates = Array.from({ length: 1000 }, (_, i) => toTimestamp(at(i)));
+    const res = await runs.searchRuns({
+      projectId: project,
+      onlyMeta: true,
+      facets: {
+        t: { type: FacetType.NUMBER, path: "execution_time", numberBoundaries: boundaries },
+        d: { type: FacetType.DATE, path: "updated_at", dateBoundaries: dates },
+      } as Record<string, FacetInit>,
+    });
+    expect(Number(res.meta!.total)).toBe(300);
+    const t = res.meta!.facets.t!.buckets;
+    expect(t).toHaveLength(999);
+    expect(t.slice(0, 300).every((b) => Number(b.count) === 1)).toBe(true);
+    expect(t.slice(300).every((b) => Number(b.count) === 0)).toBe(true);
+    expect(res.meta!.facets.d!.buckets.filter((b) => Number(b.count) === 1)).toHaveLength(300);
+  });
+});
+
 // ---------------------------------------------------------------------------------------------
 // Property: the SQL agrees with an in-memory evaluation of the same query, filters and facets.
 
