@@ -108,7 +108,11 @@ export class JetStreamRunEventBus implements RunEventBus {
     try {
       if (signal.aborted) return;
       for await (const m of messages) {
-        const kind = m.subject.endsWith(".end") ? "end" : "chunk";
+        const kind = m.subject.endsWith(".end")
+          ? "end"
+          : m.subject.endsWith(".repair")
+            ? "repair"
+            : "chunk";
         yield { seq: m.seq, kind, data: m.data } satisfies RunEvent;
       }
       if (reconnected && !signal.aborted) {

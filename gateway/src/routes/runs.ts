@@ -40,6 +40,9 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
           clientIp: request.ip,
         },
       }),
+      // A blocking caller that goes away cancels the provider call; a streamed execution only
+      // creates its run here.
+      body.stream ? undefined : { signal: callerGone(reply) },
     );
     return failedAsError(answered(run, "run"), reply);
   };
@@ -113,6 +116,17 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
       return { results: result.runs.map(runJson) };
     }),
   );
+}
+
+/** Aborted when the client goes away before its answer is sent. */
+function callerGone(reply: FastifyReply): AbortSignal {
+  const gone = new AbortController();
+  const res = reply.raw;
+  const onClose = () => {
+    if (!res.writableFinished) gone.abort();
+  };
+  res.once("close", onClose);
+  return gone.signal;
 }
 
 /**

@@ -61,6 +61,7 @@ const listColumns = [
   "parent_id",
   "cache_policy",
   "cached",
+  "cached_from",
   "created_at",
   "updated_at",
 ] as const;
@@ -133,7 +134,9 @@ export function createRunsService(deps: RunsDeps): Partial<ServiceImpl<typeof Ru
         .offset(Math.max(0, req.offset))
         .execute();
       return {
-        runs: rows.map((row) => runToProto({ ...row, prompt: null, result_schema: null })),
+        runs: rows.map((row) =>
+          runToProto({ ...row, prompt: null, result_schema: null, attempts: null }),
+        ),
       };
     },
 

@@ -1,14 +1,26 @@
+import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import type { ChatMessage } from "../templates/render.js";
 import type { TokenUsage } from "./types.js";
 
-/** About four characters a token, as the OpenAI tokenizers average on English text. */
-export function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
+/**
+ * Tokens a chat message costs beyond its content (role and separators), and the tokens that prime
+ * the answer, as OpenAI's chat format counts them.
+ */
+const PER_MESSAGE = 3;
+const PER_ANSWER = 3;
+
+/** Tokens of a text in o200k_base, the encoding of the GPT-4o and later OpenAI models. */
+export function countTextTokens(text: string): number {
+  return text ? countTokens(text) : 0;
 }
 
-/** Token usage estimated from the prompt and the answer, for providers that report none. */
-export function estimateUsage(messages: ChatMessage[], content: string): TokenUsage {
-  const prompt = estimateTokens(messages.map((m) => m.content).join("\n"));
-  const result = estimateTokens(content);
+/**
+ * Token usage counted with the tokenizer, for providers that report none: the prompt's messages in
+ * the chat format, and the answer.
+ */
+export function countUsage(messages: ChatMessage[], content: string): TokenUsage {
+  let prompt = PER_ANSWER;
+  for (const m of messages) prompt += PER_MESSAGE + countTextTokens(m.content);
+  const result = countTextTokens(content);
   return { prompt, result, total: prompt + result };
 }
