@@ -1023,3 +1023,115 @@ describe("repairs, retries, cancellation (test provider)", () => {
     expect(final.status).toBe(RunStatus.COMPLETED);
   });
 });
+
+describe("the result cache", () => {
+  const cache = (policy: {
+    type: string;
+    ttl?: number;
+    variesOn?: string[];
+    refreshProbability?: number;
+  }) => ({
+    cachePolicy: { variesOn: [], ...policy },
+  });
+
+  it("answers a repeated execution from the cache, recorded as a hit with the run it came from", async () => {
+    const first = await execute({
+      data: { name: "Cached" },
+      config: cache({ type: "cache", ttl: 60 }),
+    });
+    expect(first.run!.cached).toBe(false);
+    expect(first.run!.cacheKey).not.toBe("");
+    const hit = await execute({
+      data: { name: "Cached" },
+      config: cache({ type: "cache", ttl: 60 }),
+    });
+    expect(hit.run!.id).not.toBe(first.run!.id);
+    expect(hit.run!.status).toBe(RunStatus.COMPLETED);
+    expect(hit.run!.cached).toBe(true);
+    expect(hit.run!.cachedFrom).toBe(first.run!.id);
+    expect(fromValue(hit.run!.result)).toEqual(fromValue(first.run!.result));
+    expect(hit.run!.tokenUse).toMatchObject({ prompt: 0, result: 0, total: 0 });
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: hit.run!.id });
+    expect(stored).toMatchObject({ cached: true, cachedFrom: first.run!.id });
+    // Other data, another project, or no_cache: no hit.
+    const otherData = await execute({
+      data: { name: "Cached 2" },
+      config: cache({ type: "cache" }),
+    });
+    expect(otherData.run!.cached).toBe(false);
+    const noCache = await execute({
+      data: { name: "Cached" },
+      config: cache({ type: "no_cache" }),
+    });
+    expect(noCache.run!.cached).toBe(false);
+    expect(noCache.run!.cacheKey).toBe("");
+    const elsewhere = await execute({
+      project: other,
+      data: { name: "Cached" },
+      config: cache({ type: "cache", ttl: 60 }),
+    });
+    expect(elsewhere.run!.cached).toBe(false);
+  });
+
+  it("keys on the model and options, and on the varies_on values", async () => {
+    const policy = cache({ type: "cache", ttl: 60 });
+    await execute({ data: { name: "Keys" }, config: policy });
+    const warmer = await execute({
+      data: { name: "Keys" },
+      config: { ...policy, temperature: 0.1 },
+    });
+    expect(warmer.run!.cached).toBe(false);
+    // varies_on adds data to the key that the prompt does not show.
+    const varies = cache({ type: "cache", ttl: 60, variesOn: ["user.id"] });
+    const a = await execute({ data: { name: "Varies", user: { id: 1 } }, config: varies });
+    const b = await execute({ data: { name: "Varies", user: { id: 2 } }, config: varies });
+    const a2 = await execute({ data: { name: "Varies", user: { id: 1 } }, config: varies });
+    expect([a.run!.cached, b.run!.cached, a2.run!.cached]).toEqual([false, false, true]);
+    expect(a2.run!.cachedFrom).toBe(a.run!.id);
+  });
+
+  it("misses once an entry's ttl has passed", async () => {
+    const policy = cache({ type: "cache", ttl: 1 });
+    const first = await execute({ data: { name: "Expiring" }, config: policy });
+    expect((await execute({ data: { name: "Expiring" }, config: policy })).run!.cached).toBe(true);
+    await new Promise((r) => setTimeout(r, 1100));
+    const late = await execute({ data: { name: "Expiring" }, config: policy });
+    expect(late.run!.cached).toBe(false);
+    expect(late.run!.id).not.toBe(first.run!.id);
+  });
+
+  it("cache_and_refresh with refresh_probability 1 always executes and replaces the entry", async () => {
+    const refresh = cache({ type: "cache_and_refresh", ttl: 60, refreshProbability: 1 });
+    const first = await execute({ data: { name: "Refresh" }, config: refresh });
+    const again = await execute({ data: { name: "Refresh" }, config: refresh });
+    expect([first.run!.cached, again.run!.cached]).toEqual([false, false]);
+    const read = cache({ type: "cache_and_refresh", ttl: 60, refreshProbability: 0 });
+    const hit = await execute({ data: { name: "Refresh" }, config: read });
+    expect(hit.run!.cachedFrom).toBe(again.run!.id);
+  });
+
+  it("streams a hit like any run: the cached answer as a chunk, then the end", async () => {
+    const policy = cache({ type: "cache", ttl: 60 });
+    const first = await execute({ data: { name: "Streamed hit" }, config: policy });
+    const { run: created } = await execute({
+      data: { name: "Streamed hit" },
+      stream: true,
+      config: policy,
+    });
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    const events = await eventsUntilEnd(created!.id);
+    const final = endRun(events);
+    expect(final).toMatchObject({ cached: true, cachedFrom: first.run!.id });
+    expect(JSON.parse(chunkText(events))).toEqual(fromValue(first.run!.result));
+    // A streamed miss is kept too.
+    const { run: miss } = await execute({
+      data: { name: "Streamed miss" },
+      stream: true,
+      config: policy,
+    });
+    await executor.startRun({ projectId: main.projectId, runId: miss!.id });
+    endRun(await eventsUntilEnd(miss!.id));
+    const hit = await execute({ data: { name: "Streamed miss" }, config: policy });
+    expect(hit.run!.cachedFrom).toBe(miss!.id);
+  });
+});
