@@ -42,15 +42,28 @@ export function peerUnavailableInterceptor(peer: string): Interceptor {
 }
 
 /**
+ * The deadline of an internal call unless the transport says otherwise: reads and writes of
+ * catalog and runs answer in milliseconds, and a call that hangs (a peer stuck on a lock, a
+ * half-open connection) must not hold its caller for ever.
+ */
+export const PEER_DEADLINE_MS = 30_000;
+
+/**
  * A transport to a peer service over one long-lived HTTP/2 connection (reconnecting on demand), so
  * that no call pays a connection setup. It speaks the Connect protocol with binary protobuf: the
  * same services answer gRPC too (grpc-js callers, Kubernetes probes), but for pies' own calls
  * Connect's unary framing costs measurably less CPU than gRPC's (about +20% throughput at
  * concurrency 16 in the benchmark). `peer` names the service in errors ("the runs service is
- * unavailable").
+ * unavailable"). `deadlineMs` bounds each call.
  */
-export function peerTransport(baseUrl: string, peer = "peer"): Transport {
+export function peerTransport(
+  baseUrl: string,
+  peer = "peer",
+  deadlineMs = PEER_DEADLINE_MS,
+): Transport {
   return createConnectTransport({
+    // Every call has a deadline (DEADLINE_EXCEEDED past it; the peer sees its signal abort).
+    defaultTimeoutMs: deadlineMs,
     baseUrl,
     httpVersion: "2",
     useBinaryFormat: true,

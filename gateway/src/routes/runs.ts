@@ -13,7 +13,7 @@ import {
   type ExecuteBody,
 } from "../json/runs.js";
 import { answered } from "@pies/common";
-import { authed, routeId, type RouteContext } from "./context.js";
+import { authed, callerGone, routeId, type RouteContext } from "./context.js";
 
 /** Executions (blocking or streamed), and reading runs back. */
 export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
@@ -118,22 +118,11 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
   );
 }
 
-/** Aborted when the client goes away before its answer is sent. */
-function callerGone(reply: FastifyReply): AbortSignal {
-  const gone = new AbortController();
-  const res = reply.raw;
-  const onClose = () => {
-    if (!res.writableFinished) gone.abort();
-  };
-  res.once("close", onClose);
-  return gone.signal;
-}
-
 /**
  * A blocking execution that failed is still recorded; it answers 502 (504 when the provider timed
  * out) with the run's id and the run itself in `details`.
  */
-function failedAsError(run: Run, reply: FastifyReply) {
+export function failedAsError(run: Run, reply: FastifyReply) {
   if (run.status !== RunStatus.FAILED) return reply.send(runJson(run));
   const timeout = run.error?.code === "timeout";
   throw new HttpError(

@@ -1,4 +1,5 @@
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, fromJson, toBinary } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import { answered, fromValue, notFound, toValue, type JsonObject } from "@pies/common";
 import { newPutId, RecordConflict, withFields } from "@pies/common/bus";
@@ -11,6 +12,7 @@ import { ChunkPublisher } from "./chunk-publisher.js";
 import type { ExecutorDeps } from "./context.js";
 import { prepareExecution, repairsOf, type PreparedExecution } from "./prepare.js";
 import { ResultCache, type CachedResult } from "./result-cache.js";
+import { prepareTestData, testDataItems } from "./test-data.js";
 import { ActiveRuns } from "./active-runs.js";
 import { untilRecorded } from "./record.js";
 
@@ -20,10 +22,7 @@ import { untilRecorded } from "./record.js";
  */
 const RECORD_WAIT_MS = 10_000;
 
-/**
- * The executor's handlers. GenerateTestData is not built yet and answers UNIMPLEMENTED naming the
- * method.
- */
+/** The executor's handlers. */
 export function createExecutorService(
   deps: ExecutorDeps,
   active = new ActiveRuns(),
@@ -43,25 +42,26 @@ export function createExecutorService(
           await deps.log.put(prepared.run, 0);
           return { run: prepared.run };
         }
-        // The run stays active (heartbeats go on) until recorded, even if the caller stops waiting.
-        let answered!: () => void;
-        const providerAnswered = new Promise<void>((resolve) => (answered = resolve));
         if (prepared.cache?.mode === "read") {
           const hit = await deps.results.get(prepared.run.cacheKey);
           if (hit) return { run: await recordHit(deps, prepared.run, hit) };
         }
-        const recorded = active.run(prepared.run.id, () =>
-          executeBlocking(deps, prepared, answered, ctx.signal),
-        );
-        const run = await withinRecordWait(
-          recorded,
-          providerAnswered,
-          prepared.run.id,
-          recordWaitMs,
-        );
-        return { run };
+        return { run: await runBlocking(deps, active, prepared, ctx.signal, recordWaitMs) };
       } finally {
         release?.();
+      }
+    },
+
+    async generateTestData(req, ctx) {
+      const release = deps.executions.take(req.caller?.projectId ?? "");
+      try {
+        const prepared = await prepareTestData(deps, req);
+        const run = await runBlocking(deps, active, prepared, ctx.signal, recordWaitMs);
+        const items =
+          run.status === RunStatus.COMPLETED ? testDataItems(fromValue(run.result)) : [];
+        return { run, items: items.map((item) => fromJson(ValueSchema, item)) };
+      } finally {
+        release();
       }
     },
 
@@ -122,6 +122,25 @@ async function streamedRun(deps: ExecutorDeps, projectId: string, id: string) {
     throw new ConnectError(`run ${id} was not created with stream: true`, Code.FailedPrecondition);
   }
   return current;
+}
+
+/**
+ * A blocking execution from its provider call to its record. The run stays active (heartbeats go
+ * on) until recorded, even if the caller stops waiting.
+ */
+async function runBlocking(
+  deps: ExecutorDeps,
+  active: ActiveRuns,
+  prepared: PreparedExecution,
+  signal: AbortSignal,
+  recordWaitMs: number,
+): Promise<Run> {
+  let answered!: () => void;
+  const providerAnswered = new Promise<void>((resolve) => (answered = resolve));
+  const recorded = active.run(prepared.run.id, () =>
+    executeBlocking(deps, prepared, answered, signal),
+  );
+  return withinRecordWait(recorded, providerAnswered, prepared.run.id, recordWaitMs);
 }
 
 /**
