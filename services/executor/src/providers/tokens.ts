@@ -1,4 +1,4 @@
-import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
+import { createRequire } from "node:module";
 import type { ChatMessage } from "../templates/render.js";
 import type { TokenUsage } from "./types.js";
 
@@ -9,9 +9,25 @@ import type { TokenUsage } from "./types.js";
 const PER_MESSAGE = 3;
 const PER_ANSWER = 3;
 
+type CountTokens = (text: string) => number;
+let countTokens: CountTokens | undefined;
+
+/**
+ * The tokenizer, loaded on first use: its tables take about a second and 65 MB to load, which an
+ * executor whose providers all report usage (OpenAI and most compatible servers) never needs.
+ */
+function tokenizer(): CountTokens {
+  countTokens ??= (
+    createRequire(import.meta.url)("gpt-tokenizer/cjs/encoding/o200k_base") as {
+      countTokens: CountTokens;
+    }
+  ).countTokens;
+  return countTokens;
+}
+
 /** Tokens of a text in o200k_base, the encoding of the GPT-4o and later OpenAI models. */
 export function countTextTokens(text: string): number {
-  return text ? countTokens(text) : 0;
+  return text ? tokenizer()(text) : 0;
 }
 
 /**
