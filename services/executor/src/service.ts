@@ -44,7 +44,17 @@ export function createExecutorService(
         }
         if (prepared.cache?.mode === "read") {
           const hit = await deps.results.get(prepared.run.cacheKey);
-          if (hit) return { run: await recordHit(deps, prepared.run, hit) };
+          if (hit) {
+            const recorded = recordHit(deps, prepared.run, hit);
+            // Nothing to wait for but the record: at most the record wait, then 503 naming it.
+            const run = await withinRecordWait(
+              recorded,
+              Promise.resolve(),
+              prepared.run.id,
+              recordWaitMs,
+            );
+            return { run };
+          }
         }
         return { run: await runBlocking(deps, active, prepared, ctx.signal, recordWaitMs) };
       } finally {
