@@ -25,6 +25,14 @@ function tokenizer(): CountTokens {
   return countTokens;
 }
 
+/**
+ * Loads the tokenizer now (the embedded mode, whose `test` environment reports no usage, does it
+ * once it is serving, so that its first execution does not wait the second).
+ */
+export function loadTokenizer(): void {
+  tokenizer();
+}
+
 /** Tokens of a text in o200k_base, the encoding of the GPT-4o and later OpenAI models. */
 export function countTextTokens(text: string): number {
   return text ? tokenizer()(text) : 0;
