@@ -126,6 +126,16 @@ describe("TestClient", () => {
     expect(countTextTokens("hello world")).toBe(2);
   });
 
+  it("counts a long run without white space in linear time, about as the whole would count", () => {
+    const started = Date.now();
+    const tokens = countTextTokens("x".repeat(1_000_000));
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(tokens).toBeGreaterThan(1_000_000 / 16);
+    expect(tokens).toBeLessThan(1_000_000 / 2);
+    // Below the run length the count is the tokenizer's own.
+    expect(countTextTokens("y".repeat(200))).toBe(countTextTokens("y".repeat(100)) * 2);
+  });
+
   it("streams chunks of at most 12 characters that join to the content", async () => {
     for (const req of [
       request(user("Stream me a long answer please")),

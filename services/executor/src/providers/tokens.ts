@@ -33,9 +33,23 @@ export function loadTokenizer(): void {
   tokenizer();
 }
 
+/**
+ * Runs of this many characters without white space are counted piece by piece: byte-pair merging
+ * is quadratic in the length of a run (a 1 MB prompt of one repeated letter took minutes), while
+ * no token is anywhere near this long, so the count changes by a token at most per piece.
+ */
+const LONG_RUN = 256;
+const longRun = new RegExp(`\\S{${LONG_RUN},}`);
+const runPieces = new RegExp(`(\\S{${LONG_RUN}})`);
+
 /** Tokens of a text in o200k_base, the encoding of the GPT-4o and later OpenAI models. */
 export function countTextTokens(text: string): number {
-  return text ? tokenizer()(text) : 0;
+  if (!text) return 0;
+  const count = tokenizer();
+  if (!longRun.test(text)) return count(text);
+  let total = 0;
+  for (const piece of text.split(runPieces)) if (piece) total += count(piece);
+  return total;
 }
 
 /**
