@@ -8,13 +8,6 @@ import { createGateway } from "./app.js";
 import { closeGracefully } from "./drain.js";
 import { gatewayOptions, type GatewayConfig } from "./config.js";
 
-/**
- * The deadline of a call to the executor: a blocking execution takes at most the provider's time
- * limit (2 min by default) per attempt, and repairs add attempts. Past it the execution is
- * cancelled and recorded so.
- */
-const EXECUTE_DEADLINE_MS = 15 * 60_000;
-
 export interface GatewayProcess {
   url: string;
   stop(): Promise<void>;
@@ -28,8 +21,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
   const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
   const catalog = peerTransport(config.CATALOG_URL, "catalog");
   const runs = peerTransport(config.RUNS_URL, "runs");
-  // A blocking execution may take the provider's time limit several times over (repairs).
-  const executor = peerTransport(config.EXECUTOR_URL, "executor", EXECUTE_DEADLINE_MS);
+  const executor = peerTransport(config.EXECUTOR_URL, "executor");
   const app = createGateway({
     catalog: serviceClient(CatalogService, catalog),
     runs: serviceClient(RunsService, runs),

@@ -42,11 +42,15 @@ export function peerUnavailableInterceptor(peer: string): Interceptor {
 }
 
 /**
- * The deadline of an internal call unless the transport says otherwise: reads and writes of
- * catalog and runs answer in milliseconds, and a call that hangs (a peer stuck on a lock, a
- * half-open connection) must not hold its caller for ever.
+ * The deadline of every internal call: reads and writes of catalog and runs answer in
+ * milliseconds, and a call that hangs (a peer stuck on a lock, a half-open connection) must not
+ * hold its caller for ever. A blocking execution takes at most the provider's time limit (2 min by
+ * default) per attempt and repairs add attempts, so calls to the executor get longer. Past it the
+ * call fails DEADLINE_EXCEEDED (504 at the gateway) and the callee's signal aborts (an execution is
+ * then recorded as cancelled).
  */
 export const PEER_DEADLINE_MS = 30_000;
+export const EXECUTOR_DEADLINE_MS = 15 * 60_000;
 
 /**
  * A transport to a peer service over one long-lived HTTP/2 connection (reconnecting on demand), so
@@ -54,19 +58,14 @@ export const PEER_DEADLINE_MS = 30_000;
  * same services answer gRPC too (grpc-js callers, Kubernetes probes), but for pies' own calls
  * Connect's unary framing costs measurably less CPU than gRPC's (about +20% throughput at
  * concurrency 16 in the benchmark). `peer` names the service in errors ("the runs service is
- * unavailable"). `deadlineMs` bounds each call.
+ * unavailable").
  */
-export function peerTransport(
-  baseUrl: string,
-  peer = "peer",
-  deadlineMs = PEER_DEADLINE_MS,
-): Transport {
+export function peerTransport(baseUrl: string, peer = "peer"): Transport {
   return createConnectTransport({
-    // Every call has a deadline (DEADLINE_EXCEEDED past it; the peer sees its signal abort).
-    defaultTimeoutMs: deadlineMs,
     baseUrl,
     httpVersion: "2",
     useBinaryFormat: true,
+    defaultTimeoutMs: peer === "executor" ? EXECUTOR_DEADLINE_MS : PEER_DEADLINE_MS,
     // Peers are on the cluster network: compressing a 3 KB answer cost the two sides ~0.7 ms of
     // CPU per call (measured), far more than sending it as it is.
     acceptCompression: [],
