@@ -8,6 +8,7 @@
 //   BENCH_CONCURRENCY=1,16,64  BENCH_WARMUP_MS=1500  BENCH_DURATION_MS=5000
 //   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=420000
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
+//   ("pies cached blocking", "embedded cached blocking": result cache hits)
 //   BENCH_PIN=0 (no CPU pinning)  BENCH_RUNS_WAIT_MS=30000  BENCH_PEER_START_MS=120000
 //   BENCH_PROFILE=1 (CPU profiles of executor, gateway, embedded)  BENCH_PROFILE_INTERVAL_US
 //   BENCH_PROFILE_NODE_ARGS (more node arguments for the profiled processes)  BENCH_PROFILE_TOP=15

@@ -68,8 +68,9 @@ export function addRatios(rows) {
   const ratio = (a, b) => (a == null || b == null || b === 0 ? null : round(a / b, 2));
   const diff = (a, b) => (a == null || b == null ? null : round(a - b, 2));
   for (const row of rows) {
-    // "direct" | "portkey" | "pies" | "embedded", "blocking" | "streamed"
-    const [system, kind] = row.mode.split(" ");
+    // "direct" | "portkey" | "pies" | "embedded", ["cached"], "blocking" | "streamed"
+    const words = row.mode.split(" ");
+    const [system, kind] = [words[0], words.at(-1)];
     const same = (mode) => rows.find((r) => r.mode === mode && r.concurrency === row.concurrency);
     const base = same(`direct ${kind}`);
     row.baseline = base ? base.mode : null;

@@ -1,4 +1,5 @@
 import { createLogger, exitOnStartupError, installProcessPolicy, onShutdown } from "@pies/common";
+import { loadTokenizer } from "@pies/executor";
 import { loadEmbeddedConfig } from "./config.js";
 import { startEmbedded } from "./start.js";
 
@@ -20,6 +21,8 @@ try {
     ].join("\n") + "\n",
   );
   onShutdown(logger, () => pies.stop());
+  // The test provider reports no usage: its runs are counted with the tokenizer, loaded now.
+  setImmediate(loadTokenizer);
 } catch (err) {
   exitOnStartupError(logger)(err);
 }

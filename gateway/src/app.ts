@@ -16,6 +16,7 @@ import { catalogRoutes } from "./routes/catalog.js";
 import { runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
 import { tokenRoutes } from "./routes/tokens.js";
+import { testDataRoutes } from "./routes/test-data.js";
 
 /** The public HTTP surface: REST and SSE under /api/v1, probes at the root. No business logic. */
 export function createGateway(deps: GatewayDeps): FastifyInstance {
@@ -116,6 +117,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
       catalogRoutes(api, ctx);
       runRoutes(api, ctx);
       streamRoutes(api, ctx);
+      testDataRoutes(api, ctx);
     },
     { prefix: "/api/v1" },
   );

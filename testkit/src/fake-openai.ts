@@ -39,6 +39,10 @@
  * - `invalid-json`: with a `json_schema` response format, returns valid JSON
  *   that violates the schema (missing required properties or wrong types);
  *   otherwise behaves normally.
+ * - `invalid-json-once`: as `invalid-json` for the first request for this
+ *   model (per server, until {@link FakeOpenAI.reset}), normal afterwards.
+ * - `not-json-once`: the first request's content is not JSON at all
+ *   (`Sure! Here is your JSON:` and a truncated object), normal afterwards.
  * - any other name: normal behaviour.
  *
  * `options.latencyMs` is added before every answer (errors included) and
@@ -341,7 +345,11 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
 
     let content: string;
     try {
-      content = config.respond ? await config.respond(body) : generateContent(body);
+      content = config.respond
+        ? await config.respond(body)
+        : model === "not-json-once" && count === 1
+          ? 'Sure! Here is your JSON: {"summary": '
+          : generateContent(body, model === "invalid-json-once" && count === 1);
     } catch (err) {
       sendError(res, 500, errorBody(`respond() threw: ${String(err)}`, "server_error"));
       return;
@@ -612,13 +620,13 @@ function validateChatBody(body: unknown): OpenAIErrorBody | undefined {
 // ---------------------------------------------------------------------------
 // Content generation
 
-function generateContent(body: ChatCompletionRequestBody): string {
+function generateContent(body: ChatCompletionRequestBody, invalid = false): string {
   const format = body.response_format;
   if (format?.type === "json_schema") {
     const given = format.json_schema?.schema;
     const schema = isRecord(given) ? (given as JsonObject) : {};
     const value =
-      body.model === "invalid-json"
+      body.model === "invalid-json" || invalid
         ? violateJson(schema)
         : sampleJson(schema, seededRandom(seedOf(body.messages)));
     return JSON.stringify(value);

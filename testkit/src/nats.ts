@@ -31,6 +31,8 @@ export function createTestStream(): TestStream {
         await jsm.streams.delete(stream).catch(() => false);
         // The run record log beside it (see recordsFromConfig).
         await jsm.streams.delete(`${stream}_RECORDS`).catch(() => false);
+        // The result cache (see resultCacheFromConfig).
+        await jsm.streams.delete(`${stream}_RESULTS`).catch(() => false);
       } finally {
         await nc.close();
       }

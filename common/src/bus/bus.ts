@@ -1,8 +1,12 @@
-/** One event of a run's stream: a chunk of the result, or the end (carrying the final run). */
+/**
+ * One event of a run's stream: a chunk of the result, a repair (the answer so far failed the
+ * output schema and another follows; JSON `{attempt, errors}`), or the end (carrying the final
+ * run).
+ */
 export interface RunEvent {
   /** Position in the bus, strictly increasing per run; the SSE `id:` and the resume point. */
   seq: number;
-  kind: "chunk" | "end";
+  kind: "chunk" | "repair" | "end";
   data: Uint8Array;
   /** The publisher's trace context (W3C), when tracing is on (common/src/tracing.ts). */
   traceparent?: string;

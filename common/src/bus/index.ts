@@ -10,3 +10,4 @@ export * from "./jetstream-records.js";
 export * from "./run-log.js";
 export * from "./catalog-events.js";
 export * from "./catalog-cache.js";
+export * from "./result-cache.js";

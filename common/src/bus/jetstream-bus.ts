@@ -112,7 +112,11 @@ export class JetStreamRunEventBus implements RunEventBus {
     try {
       if (signal.aborted) return;
       for await (const m of messages) {
-        const kind = m.subject.endsWith(".end") ? "end" : "chunk";
+        const kind = m.subject.endsWith(".end")
+          ? "end"
+          : m.subject.endsWith(".repair")
+            ? "repair"
+            : "chunk";
         const traceparent = m.headers?.get("traceparent");
         yield {
           seq: m.seq,

@@ -44,6 +44,17 @@ export function peerUnavailableInterceptor(peer: string): Interceptor {
 }
 
 /**
+ * The deadline of every internal call: reads and writes of catalog and runs answer in
+ * milliseconds, and a call that hangs (a peer stuck on a lock, a half-open connection) must not
+ * hold its caller for ever. A blocking execution takes at most the provider's time limit (2 min by
+ * default) per attempt and repairs add attempts, so calls to the executor get longer. Past it the
+ * call fails DEADLINE_EXCEEDED (504 at the gateway) and the callee's signal aborts (an execution is
+ * then recorded as cancelled).
+ */
+export const PEER_DEADLINE_MS = 30_000;
+export const EXECUTOR_DEADLINE_MS = 15 * 60_000;
+
+/**
  * A transport to a peer service over one long-lived HTTP/2 connection (reconnecting on demand), so
  * that no call pays a connection setup. It speaks the Connect protocol with binary protobuf: the
  * same services answer gRPC too (grpc-js callers, Kubernetes probes), but for pies' own calls
@@ -57,6 +68,7 @@ export function peerTransport(baseUrl: string, peer = "peer", internalToken?: st
     baseUrl,
     httpVersion: "2",
     useBinaryFormat: true,
+    defaultTimeoutMs: peer === "executor" ? EXECUTOR_DEADLINE_MS : PEER_DEADLINE_MS,
     // Peers are on the cluster network: compressing a 3 KB answer cost the two sides ~0.7 ms of
     // CPU per call (measured), far more than sending it as it is.
     acceptCompression: [],

@@ -8,6 +8,7 @@ import {
   RunStatus,
   runStatuses,
   type Run,
+  type RunAttempt,
   type RunFiltersSchema,
   type SearchMeta,
   type SearchRunsRequestSchema,
@@ -73,10 +74,40 @@ export function runJson(run: Run) {
     account: run.accountId,
     project: run.projectId,
     cached: run.cached || undefined,
+    cached_from: run.cachedFrom || undefined,
+    cache_policy: run.cachePolicy,
+    attempts: run.attempts.length > 0 ? run.attempts.map(attemptJson) : undefined,
     created_at: iso(run.createdAt),
     updated_at: iso(run.updatedAt),
   });
 }
+
+/** One provider call of a run (a run with repairs has several). */
+function attemptJson(a: RunAttempt) {
+  return compact({
+    number: a.number,
+    prompt_added: fromValue(a.promptAdded) ?? [],
+    error: a.error
+      ? compact({
+          code: a.error.code,
+          message: a.error.message,
+          data: fromValue(a.error.data) ?? undefined,
+        })
+      : undefined,
+    token_use: a.tokenUse
+      ? { prompt: a.tokenUse.prompt, result: a.tokenUse.result, total: a.tokenUse.total }
+      : undefined,
+  });
+}
+
+/** A cache policy of a request (as on an interaction). */
+export const cachePolicyBody = (limits: InputLimits) =>
+  z.object({
+    type: z.enum(["cache", "no_cache", "cache_and_refresh"]),
+    ttl: int32(0).optional(),
+    varies_on: z.array(shortText(limits)).optional(),
+    refresh_probability: z.number().min(0).max(1).optional(),
+  });
 
 /** The body of the execute routes (POST /runs, /execute, /interactions/:id/execute). */
 export const executeBody = (limits: InputLimits) =>
@@ -95,6 +126,8 @@ export const executeBody = (limits: InputLimits) =>
           temperature: z.number().min(TEMPERATURE_RANGE.min).max(TEMPERATURE_RANGE.max).optional(),
           max_tokens: int32(MIN_MAX_TOKENS).optional(),
           formatter: z.union([shortText(limits), z.number()]).optional(),
+          cache_policy: cachePolicyBody(limits).optional(),
+          max_repairs: z.number().int().min(0).max(5).optional(),
         })
         .passthrough()
         .optional(),
@@ -122,6 +155,13 @@ export function executeRequest(
       temperature: body.config?.temperature,
       maxTokens: body.config?.max_tokens,
       formatter: body.config?.formatter === undefined ? "" : String(body.config.formatter),
+      maxRepairs: body.config?.max_repairs,
+      cachePolicy: body.config?.cache_policy && {
+        type: body.config.cache_policy.type,
+        ttl: body.config.cache_policy.ttl,
+        variesOn: body.config.cache_policy.varies_on ?? [],
+        refreshProbability: body.config.cache_policy.refresh_probability,
+      },
     },
   };
 }

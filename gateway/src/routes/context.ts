@@ -51,3 +51,16 @@ export function routeId(request: FastifyRequest): string {
   if (id === undefined) throw new Error(`route ${request.routeOptions.url} has no :id`);
   return id;
 }
+
+/**
+ * Aborted when the client goes away before its answer is sent: passed to the executor, it
+ * cancels the provider call of a blocking execution.
+ */
+export function callerGone(reply: FastifyReply): AbortSignal {
+  const gone = new AbortController();
+  const res = reply.raw;
+  res.once("close", () => {
+    if (!res.writableFinished) gone.abort();
+  });
+  return gone.signal;
+}

@@ -16,7 +16,7 @@ import {
   type ExecuteBody,
 } from "../json/runs.js";
 import { answered } from "@pies/common";
-import { authed, routeId, type RouteContext } from "./context.js";
+import { authed, callerGone, routeId, type RouteContext } from "./context.js";
 
 /** Executions (blocking or streamed), and reading runs back. */
 export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
@@ -44,6 +44,9 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
           clientIp: request.ip,
         },
       }),
+      // A blocking caller that goes away cancels the provider call; a streamed execution only
+      // creates its run here.
+      body.stream ? undefined : { signal: callerGone(reply) },
     );
     const ran = answered(run, "run");
     ctx.metrics.execution(ran);
@@ -126,7 +129,7 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
  * A blocking execution that failed is still recorded; it answers 502 (504 when the provider timed
  * out) with the run's id and the run itself in `details`.
  */
-function failedAsError(run: Run, reply: FastifyReply) {
+export function failedAsError(run: Run, reply: FastifyReply) {
   if (run.status !== RunStatus.FAILED) return reply.send(runJson(run));
   const timeout = run.error?.code === "timeout";
   throw new HttpError(

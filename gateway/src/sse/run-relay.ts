@@ -100,7 +100,12 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
           if (event.seq <= lastSeq) continue;
           lastSeq = event.seq;
           quiet = false;
-          out.event("message", JSON.stringify(decoder.decode(event.data)), event.seq);
+          if (event.kind === "repair") {
+            // The answer so far failed the output schema: a new one follows (JSON {attempt, errors}).
+            out.event("repair", decoder.decode(event.data), event.seq);
+          } else {
+            out.event("message", JSON.stringify(decoder.decode(event.data)), event.seq);
+          }
         }
         if (!out.open) return;
         logger.warn({ runId }, "run stream subscription ended early; subscribing again");

@@ -1,70 +1,244 @@
 import { toValue, type JsonValue } from "@pies/common";
 import { clone, create } from "@bufbuild/protobuf";
-import { RunErrorSchema, RunSchema, RunStatus, TokenUsageSchema, type Run } from "@pies/proto/runs";
+import {
+  RunAttemptSchema,
+  RunErrorSchema,
+  RunSchema,
+  RunStatus,
+  TokenUsageSchema,
+  type Run,
+  type RunAttempt,
+} from "@pies/proto/runs";
 import type { Environment } from "@pies/proto/catalog";
 import type { ExecutorDeps } from "./context.js";
-import { estimateUsage } from "./providers/tokens.js";
-import { ProviderError, type CompletionRequest, type TokenUsage } from "./providers/types.js";
+import { REPAIR_MARK } from "./providers/test-provider.js";
+import { countUsage } from "./providers/tokens.js";
+import {
+  ProviderError,
+  type CompletionRequest,
+  type CompletionResult,
+  type LlmClient,
+  type TokenUsage,
+} from "./providers/types.js";
+import type { ChatMessage } from "./templates/render.js";
+import { formatError } from "./schemas.js";
 
 /** How a provider call ended; never an exception, so the run is always recorded. */
-export type Outcome =
+export type Outcome = (
   | { ok: true; result: JsonValue; usage: TokenUsage }
-  | { ok: false; code: string; message: string; data?: JsonValue; usage?: TokenUsage };
+  | { ok: false; code: string; message: string; data?: JsonValue; usage?: TokenUsage }
+) & {
+  /** Every provider call, when an answer failed validation (a repair, or the run failed). */
+  attempts?: RunAttempt[];
+};
+
+/** Repairs of an answer that fails the output schema, unless the environment or request says. */
+export const DEFAULT_MAX_REPAIRS = 2;
+
+export interface CallOptions {
+  /** Streams: called with each piece of the content as it arrives. */
+  onChunk?: (text: string) => void;
+  /** Streams: called before a repair attempt, whose chunks then follow. */
+  onRepair?: (repair: { attempt: number; errors: string[] }) => void;
+  /** Aborts the provider call (the blocking caller went away). */
+  signal?: AbortSignal;
+  maxRepairs?: number;
+}
 
 /**
  * Steps 6–8 of an execution: call the provider (streaming when `onChunk` is given), parse and
- * validate the answer against the output schema, and take the token usage.
+ * validate the answer against the output schema, and repair: an answer that does not parse or does
+ * not validate is sent back with its errors, up to `maxRepairs` times. Token usage is the
+ * provider's, else counted with the tokenizer, summed over every attempt.
  */
 export async function callProvider(
   deps: ExecutorDeps,
   environment: Environment,
   apiKey: string,
   request: CompletionRequest,
-  onChunk?: (text: string) => void,
+  options: CallOptions = {},
 ): Promise<Outcome> {
-  let content: string;
-  let usage: TokenUsage;
+  let client: LlmClient;
   try {
-    const client = deps.providers.client(environment, apiKey);
-    const answer = await client.complete(request, onChunk ? { onChunk } : {});
-    content = answer.content;
-    usage = answer.usage ?? estimateUsage(request.messages, content);
+    client = deps.providers.client(environment, apiKey);
   } catch (err) {
-    if (err instanceof ProviderError) {
-      // The caller gets the generic message; what happened on the network is for the operator.
+    return failure(deps, environment, err);
+  }
+  const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
+  const attempts: RunAttempt[] = [];
+  let usage: TokenUsage | undefined;
+  let messages = request.messages;
+  let added: ChatMessage[] = [];
+  for (let number = 1; ; number++) {
+    let answer: CompletionResult;
+    try {
+      answer = await completeWithRetries(deps, client, { ...request, messages }, options);
+    } catch (err) {
+      const failed = failure(deps, environment, err, usage);
+      if (attempts.length > 0) {
+        attempts.push(
+          attempt(number, added, undefined, { code: failed.code, message: failed.message }),
+        );
+        failed.attempts = attempts;
+      }
+      return failed;
+    }
+    const content = answer.content;
+    const used = answer.usage ?? countUsage(messages, content);
+    usage = usage ? sum(usage, used) : used;
+    const checked = check(deps, request, content);
+    if (checked.ok) {
+      if (attempts.length === 0) return { ok: true, result: checked.result, usage };
+      attempts.push(attempt(number, added, used));
+      return { ok: true, result: checked.result, usage, attempts };
+    }
+    attempts.push(attempt(number, added, used, checked));
+    if (number > maxRepairs) {
+      return {
+        ok: false,
+        code: "validation_error",
+        message:
+          number > 1
+            ? `the answer still does not match the result schema after ${number - 1} repair${number > 2 ? "s" : ""}: ${checked.message}`
+            : checked.message,
+        data: checked.data,
+        usage,
+        attempts,
+      };
+    }
+    added = [
+      { role: "assistant", content },
+      { role: "user", content: repairMessage(checked.errors) },
+    ];
+    messages = [...messages, ...added];
+    options.onRepair?.({ attempt: number + 1, errors: checked.errors });
+  }
+}
+
+/**
+ * One provider call, retried while it is refused with a Retry-After (429/5xx) by a client that
+ * does not retry itself (the `test` provider; the openai SDK retries on its own, with backoff and
+ * jitter, honouring Retry-After). Never after the first chunk: a chunk sent is an answer begun.
+ */
+async function completeWithRetries(
+  deps: ExecutorDeps,
+  client: LlmClient,
+  request: CompletionRequest,
+  options: CallOptions,
+): Promise<CompletionResult> {
+  let chunked = false;
+  const onChunk = options.onChunk;
+  const callOptions = {
+    signal: options.signal,
+    onChunk: onChunk && ((text: string) => ((chunked = true), onChunk(text))),
+  };
+  for (let retry = 0; ; retry++) {
+    try {
+      return await client.complete(request, callOptions);
+    } catch (err) {
+      const retryAfterMs = err instanceof ProviderError ? err.retryAfterMs : undefined;
+      if (retryAfterMs === undefined || chunked || retry >= deps.providerMaxRetries) throw err;
+      // What the provider asked for, with a little jitter so that refused callers spread out.
+      await sleep(retryAfterMs * (1 + Math.random() / 10), options.signal);
+    }
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.reject(new ProviderError("aborted", "cancelled"));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        reject(new ProviderError("the provider request was aborted", "cancelled"));
+      },
+      { once: true },
+    );
+  });
+}
+
+type Checked =
+  | { ok: true; result: JsonValue }
+  | { ok: false; code: "validation_error"; message: string; data: JsonValue; errors: string[] };
+
+/** The answer parsed and validated against the output schema, when there is one. */
+function check(deps: ExecutorDeps, request: CompletionRequest, content: string): Checked {
+  if (!request.schema) return { ok: true, result: content };
+  let parsed: JsonValue;
+  try {
+    parsed = JSON.parse(content) as JsonValue;
+  } catch (err) {
+    const reason = `the answer is not JSON: ${(err as Error).message}`;
+    return {
+      ok: false,
+      code: "validation_error",
+      message: reason,
+      data: { content, errors: [] },
+      errors: [reason],
+    };
+  }
+  const errors = deps.schemas.check(request.schema, parsed);
+  if (errors.length === 0) return { ok: true, result: parsed };
+  const texts = errors.map(formatError);
+  return {
+    ok: false,
+    code: "validation_error",
+    message: `the answer does not match the result schema: ${texts.join("; ")}`,
+    // ajv's own error objects: instancePath, schemaPath, keyword, params, message.
+    data: { content, errors: JSON.parse(JSON.stringify(errors)) as JsonValue },
+    errors: texts,
+  };
+}
+
+/** What the model is told when its answer is sent back. */
+function repairMessage(errors: string[]): string {
+  return (
+    `${REPAIR_MARK}: it does not validate against the required JSON Schema.\n` +
+    `Errors:\n${errors.map((e) => `- ${e}`).join("\n")}\n` +
+    "Answer again with JSON only, that validates against the schema."
+  );
+}
+
+function attempt(
+  number: number,
+  added: ChatMessage[],
+  usage?: TokenUsage,
+  error?: { code: string; message: string; data?: JsonValue },
+): RunAttempt {
+  return create(RunAttemptSchema, {
+    number,
+    promptAdded: toValue(added as unknown as JsonValue),
+    tokenUse: usage && create(TokenUsageSchema, usage),
+    error: error && create(RunErrorSchema, { ...error, data: toValue(error.data) }),
+  });
+}
+
+const sum = (a: TokenUsage, b: TokenUsage): TokenUsage => ({
+  prompt: a.prompt + b.prompt,
+  result: a.result + b.result,
+  total: a.total + b.total,
+});
+
+function failure(
+  deps: ExecutorDeps,
+  environment: Environment,
+  err: unknown,
+  usage?: TokenUsage,
+): Extract<Outcome, { ok: false }> {
+  if (err instanceof ProviderError) {
+    // The caller gets the generic message; what happened on the network is for the operator.
+    if (err.code !== "cancelled") {
       deps.logger.warn(
         { err: err.cause ?? err, environmentId: environment.id, provider: environment.provider },
         `provider call failed: ${err.message}`,
       );
-      return { ok: false, code: err.code, message: err.message };
     }
-    deps.logger.error({ err }, "provider call failed unexpectedly");
-    return { ok: false, code: "internal", message: "the provider call failed unexpectedly" };
+    return { ok: false, code: err.code, message: err.message, usage };
   }
-  if (!request.schema) return { ok: true, result: content, usage };
-  let parsed: JsonValue;
-  try {
-    parsed = JSON.parse(content) as JsonValue;
-  } catch {
-    return {
-      ok: false,
-      code: "validation_error",
-      message: "the answer is not JSON",
-      data: { content },
-      usage,
-    };
-  }
-  const errors = deps.schemas.errors(request.schema, parsed);
-  if (errors.length > 0) {
-    return {
-      ok: false,
-      code: "validation_error",
-      message: `the answer does not match the result schema: ${errors.join("; ")}`,
-      data: { content, errors },
-      usage,
-    };
-  }
-  return { ok: true, result: parsed, usage };
+  deps.logger.error({ err }, "provider call failed unexpectedly");
+  return { ok: false, code: "internal", message: "the provider call failed unexpectedly", usage };
 }
 
 /** The run as an outcome ends it (a copy: the run given is left as it was). */
@@ -72,6 +246,7 @@ export function endedRun(run: Run, outcome: Outcome, startedAt: number): Run {
   const ended = clone(RunSchema, run);
   ended.executionTime = BigInt(Date.now() - startedAt);
   ended.tokenUse = outcome.usage && create(TokenUsageSchema, outcome.usage);
+  if (outcome.attempts) ended.attempts = outcome.attempts;
   if (outcome.ok) {
     ended.status = RunStatus.COMPLETED;
     ended.result = toValue(outcome.result);

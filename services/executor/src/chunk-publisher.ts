@@ -9,6 +9,8 @@ const encoder = new TextEncoder();
  */
 export class ChunkPublisher {
   private pending = "";
+  /** A repair waiting behind the pending chunks (JSON), and the chunks that follow it. */
+  private queued: { repair: string; after: string }[] = [];
   private inflight: Promise<void> | undefined;
   private sent = 0;
   private failure: Error | undefined;
@@ -21,16 +23,32 @@ export class ChunkPublisher {
 
   push(text: string): void {
     if (this.failure) return;
-    this.pending += text;
+    const last = this.queued.at(-1);
+    if (last) last.after += text;
+    else this.pending += text;
+    this.inflight ??= this.pump();
+  }
+
+  /** A repair event, in order after the chunks pushed so far and before those pushed next. */
+  repair(json: string): void {
+    if (this.failure) return;
+    this.queued.push({ repair: json, after: "" });
     this.inflight ??= this.pump();
   }
 
   private async pump(): Promise<void> {
     try {
-      while (this.pending && !this.failure) {
-        const data = encoder.encode(this.pending);
-        this.pending = "";
-        await this.publish("chunk", data, `${this.runId}-${++this.sent}`);
+      while ((this.pending || this.queued.length > 0) && !this.failure) {
+        if (this.pending) {
+          const data = encoder.encode(this.pending);
+          this.pending = "";
+          await this.publish("chunk", data, `${this.runId}-${++this.sent}`);
+          continue;
+        }
+        const next = this.queued.shift();
+        if (!next) break;
+        this.pending = next.after;
+        await this.publish("repair", encoder.encode(next.repair), `${this.runId}-${++this.sent}`);
       }
     } catch (err) {
       this.failure = err as Error;
@@ -39,7 +57,7 @@ export class ChunkPublisher {
     }
   }
 
-  private async publish(kind: "chunk" | "end", data: Uint8Array, dedupId: string) {
+  private async publish(kind: "chunk" | "repair" | "end", data: Uint8Array, dedupId: string) {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.bus.publish(this.runId, kind, data, dedupId);

@@ -30,6 +30,10 @@ export const executorSettingsSchema = {
   // The longest the executor keeps what it resolved from the catalog when a change event is lost
   // (events drop it at once); 0: ask the catalog at every execution.
   PIES_CATALOG_CACHE_SECONDS: env.int(60, 0),
+  // The result cache (cache_policy): its entries' bytes at most (the oldest go first), and the
+  // longest an entry is kept whatever its ttl.
+  PIES_RESULT_CACHE_MAX_BYTES: env.int(256 * 1024 * 1024, 1024),
+  PIES_RESULT_CACHE_MAX_AGE_SECONDS: env.int(86_400, 1),
 };
 
 export const executorConfigSchema = z.object({

@@ -6,6 +6,7 @@ import type { RunsService } from "@pies/proto/runs";
 import type { ProjectExecutions } from "./project-limits.js";
 import type { ProviderRegistry } from "./providers/registry.js";
 import type { CatalogResolver } from "./resolver.js";
+import type { ResultCache } from "./result-cache.js";
 import type { SchemaValidator } from "./schemas.js";
 import type { PromptRenderer } from "./templates/render.js";
 
@@ -28,4 +29,8 @@ export interface ExecutorDeps {
   recordStartAfterMs: number;
   /** Each project's concurrent executions, against its limit. */
   executions: ProjectExecutions;
+  /** Retries of a provider call refused with a Retry-After, for clients that do not retry. */
+  providerMaxRetries: number;
+  /** The result cache (cache_policy). */
+  results: ResultCache;
 }

@@ -1,6 +1,12 @@
 import type { Transport } from "@connectrpc/connect";
 import { EndpointPolicy, type Logger } from "@pies/common";
-import { type CatalogEvents, type RunEventBus, type RunLog } from "@pies/common/bus";
+import {
+  MemoryResultCache,
+  type CatalogEvents,
+  type ResultCacheStore,
+  type RunEventBus,
+  type RunLog,
+} from "@pies/common/bus";
 import { serviceClient } from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
@@ -9,6 +15,7 @@ import type { ExecutorDeps } from "./context.js";
 import { ProjectExecutions } from "./project-limits.js";
 import { ProviderRegistry } from "./providers/registry.js";
 import { CatalogResolver } from "./resolver.js";
+import { ResultCache } from "./result-cache.js";
 import { SchemaValidator } from "./schemas.js";
 import { JstSandbox } from "./templates/jst.js";
 import { PromptRenderer } from "./templates/render.js";
@@ -29,6 +36,8 @@ export type ExecutorSettings = Pick<
   | "PIES_PROJECT_MAX_EXECUTIONS"
   | "PIES_PROJECT_MAX_RENDERS"
   | "PIES_CATALOG_CACHE_SECONDS"
+  | "PIES_RESULT_CACHE_MAX_BYTES"
+  | "PIES_RESULT_CACHE_MAX_AGE_SECONDS"
 >;
 
 /** Builds the executor's dependencies over transports to its peers (Connect over HTTP/2, or in memory). */
@@ -41,6 +50,8 @@ export async function createExecutorDeps(options: {
   catalogEvents: CatalogEvents;
   logger: Logger;
   config: ExecutorSettings;
+  /** Where cached results live (shared by the replicas); in the process when not given. */
+  resultCache?: ResultCacheStore;
 }): Promise<ExecutorDeps> {
   const { config } = options;
   const sandbox = await JstSandbox.create(
@@ -71,5 +82,15 @@ export async function createExecutorDeps(options: {
     runTtlSeconds: config.PIES_RUN_TTL_SECONDS,
     recordStartAfterMs: config.PIES_RECORD_START_AFTER_MS,
     executions: new ProjectExecutions(config.PIES_PROJECT_MAX_EXECUTIONS),
+    providerMaxRetries: config.PIES_PROVIDER_MAX_RETRIES,
+    results: new ResultCache(
+      options.resultCache ??
+        new MemoryResultCache({
+          maxBytes: config.PIES_RESULT_CACHE_MAX_BYTES,
+          maxAgeSeconds: config.PIES_RESULT_CACHE_MAX_AGE_SECONDS,
+        }),
+      options.logger,
+      config.PIES_RESULT_CACHE_MAX_AGE_SECONDS,
+    ),
   };
 }

@@ -15,3 +15,4 @@ export {
   type ExecutorProcess,
   type ExecutorWiringConfig,
 } from "./start.js";
+export { loadTokenizer } from "./providers/tokens.js";

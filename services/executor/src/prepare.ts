@@ -2,10 +2,12 @@ import { create } from "@bufbuild/protobuf";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { checkGenerationSettings, invalid, newId, toValue, type JsonObject } from "@pies/common";
-import type { Environment, Interaction } from "@pies/proto/catalog";
+import type { CachePolicy, Environment, Interaction } from "@pies/proto/catalog";
 import type { ExecuteRequest } from "@pies/proto/executor";
 import { RunSchema, RunStatus, type Run } from "@pies/proto/runs";
+import { DEFAULT_MAX_REPAIRS } from "./call.js";
 import type { ExecutorDeps } from "./context.js";
+import { ResultCache, type CacheMode } from "./result-cache.js";
 import type { CompletionRequest } from "./providers/types.js";
 import { mergedInputSchema, SchemaError } from "./schemas.js";
 import { PromptTooLarge, TemplateError } from "./templates/render.js";
@@ -18,6 +20,10 @@ export interface PreparedExecution {
   environment: Environment;
   apiKey: string;
   request: CompletionRequest;
+  /** Repairs allowed when the answer fails the output schema. */
+  maxRepairs: number;
+  /** Set when the cache policy caches: the policy, and what it asks of this execution. */
+  cache?: { policy: CachePolicy; mode: CacheMode };
 }
 
 /**
@@ -58,6 +64,17 @@ export async function prepareExecution(
   const temperature = req.config?.temperature ?? interaction.temperature ?? DEFAULT_TEMPERATURE;
   const maxTokens = req.config?.maxTokens ?? interaction.maxTokens;
   checkGenerationSettings({ temperature, maxTokens });
+  const maxRepairs = repairsOf(req.config?.maxRepairs, environment);
+  const request: CompletionRequest = {
+    model,
+    messages,
+    temperature,
+    maxTokens,
+    schema: resultSchema,
+  };
+  // Nothing of the cache is done for an interaction whose policy does not cache (the hot path).
+  const policy = req.config?.cachePolicy ?? interaction.cachePolicy;
+  const mode = ResultCache.mode(policy);
 
   const run = create(RunSchema, {
     id: newId(),
@@ -87,11 +104,52 @@ export async function prepareExecution(
     resultSchema,
     createdAt: timestampNow(),
   });
+  if (req.config?.maxRepairs !== undefined && run.config) run.config.maxRepairs = maxRepairs;
+  if (policy && mode) {
+    run.cachePolicy = policyJson(policy);
+    run.cacheKey = ResultCache.key(caller.projectId, interaction, request, policy, data);
+  }
   return {
     run,
     environment,
     apiKey,
-    request: { model, messages, temperature, maxTokens, schema: resultSchema },
+    request,
+    maxRepairs,
+    cache: policy && mode ? { policy, mode } : undefined,
+  };
+}
+
+/**
+ * Repairs allowed: the request's, else the environment's `config.max_repairs`, else
+ * DEFAULT_MAX_REPAIRS (an unusable number in the environment is ignored).
+ */
+export function repairsOf(requested: number | undefined, environment: Environment): number {
+  if (requested !== undefined) {
+    if (requested < 0 || requested > MAX_REPAIRS)
+      throw invalid(`config.max_repairs must be between 0 and ${MAX_REPAIRS}`);
+    return requested;
+  }
+  const configured = environment.config?.max_repairs;
+  return typeof configured === "number" &&
+    Number.isInteger(configured) &&
+    configured >= 0 &&
+    configured <= MAX_REPAIRS
+    ? configured
+    : DEFAULT_MAX_REPAIRS;
+}
+
+/** The most repairs one execution may ask for: each is a provider call. */
+export const MAX_REPAIRS = 5;
+
+/** A cache policy as the run records it (SPEC.md's field names). */
+export function policyJson(policy: CachePolicy): JsonObject {
+  return {
+    type: policy.type,
+    ...(policy.ttl !== undefined ? { ttl: policy.ttl } : {}),
+    ...(policy.variesOn.length > 0 ? { varies_on: policy.variesOn } : {}),
+    ...(policy.refreshProbability !== undefined
+      ? { refresh_probability: policy.refreshProbability }
+      : {}),
   };
 }
 

@@ -36,12 +36,17 @@ export class SchemaValidator {
 
   /** The validation errors of `value` (empty when it is valid). */
   errors(schema: JsonObject, value: unknown): string[] {
+    return this.check(schema, value).map(formatError);
+  }
+
+  /** ajv's errors of `value` (empty when it is valid). */
+  check(schema: JsonObject, value: unknown): ErrorObject[] {
     const validate = this.compile(schema);
-    return validate(value) ? [] : (validate.errors ?? []).map(formatError);
+    return validate(value) ? [] : (validate.errors ?? []);
   }
 }
 
-function formatError(e: ErrorObject): string {
+export function formatError(e: ErrorObject): string {
   return `${e.instancePath || "/"} ${e.message ?? "is invalid"}`;
 }
 

@@ -156,6 +156,8 @@ beforeAll(async () => {
       PIES_PROJECT_MAX_EXECUTIONS: 256,
       PIES_PROJECT_MAX_RENDERS: 64,
       PIES_CATALOG_CACHE_SECONDS: 60,
+      PIES_RESULT_CACHE_MAX_BYTES: 16 * 1024 * 1024,
+      PIES_RESULT_CACHE_MAX_AGE_SECONDS: 3600,
       // Every blocking run's start is recorded (the outage tests count those puts).
       PIES_RECORD_START_AFTER_MS: 0,
     },
@@ -441,10 +443,22 @@ describe("ExecutorService.Execute (blocking)", () => {
     const { run } = await execute({ data: { name: "Ada" }, config: { model: "test-invalid" } });
     expect(run!.status).toBe(RunStatus.FAILED);
     expect(run!.error!.code).toBe("validation_error");
-    expect(run!.error!.message).toMatch(/^the answer does not match the result schema: /);
-    const data = fromValue(run!.error!.data) as { content: string; errors: string[] };
+    expect(run!.error!.message).toMatch(
+      /^the answer still does not match the result schema after 2 repairs: /,
+    );
+    const data = fromValue(run!.error!.data) as {
+      content: string;
+      errors: { instancePath: string; keyword: string }[];
+    };
     expect(JSON.parse(data.content)).toEqual({});
-    expect(data.errors.length).toBeGreaterThan(0);
+    // ajv's own errors.
+    expect(data.errors).toContainEqual(expect.objectContaining({ keyword: "required" }));
+    // The first attempt and two repairs, each rejected.
+    expect(run!.attempts.map((a) => [a.number, a.error?.code])).toEqual([
+      [1, "validation_error"],
+      [2, "validation_error"],
+      [3, "validation_error"],
+    ]);
     // The provider was called: its usage is recorded even though the answer was rejected.
     expect(run!.tokenUse!.total).toBeGreaterThan(0);
     const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
@@ -589,7 +603,16 @@ describe("ExecutorService streamed runs", () => {
     const final = endRun(events);
     expect(final.status).toBe(RunStatus.FAILED);
     expect(final.error!.code).toBe("validation_error");
-    expect(chunkText(events)).toBe("{}");
+    // Three answers, a repair event before each of the two repairs.
+    expect(events.map((e) => e.kind)).toEqual([
+      "chunk",
+      "repair",
+      "chunk",
+      "repair",
+      "chunk",
+      "end",
+    ]);
+    expect(chunkText(events)).toBe("{}{}{}");
   });
 
   it("answers NotFound when starting an unknown run or another project's run", async () => {
@@ -809,5 +832,306 @@ describe("ExecutorService while the record log (NATS) is down", () => {
     const final = endRun(await eventsUntilEnd(created!.id));
     expect(final.status).toBe(RunStatus.FAILED);
     expect(final.error!.code).toBe("executor_lost");
+  });
+});
+
+describe("repairs, retries, cancellation (test provider)", () => {
+  it("repairs an answer that fails the schema once, recording both attempts and their usage", async () => {
+    const { run } = await execute({
+      data: { name: "Ada" },
+      config: { model: "test-invalid-once" },
+    });
+    expect(run!.status).toBe(RunStatus.COMPLETED);
+    expect(new SchemaValidator().errors(resultSchema, fromValue(run!.result))).toEqual([]);
+    expect(run!.attempts).toHaveLength(2);
+    const [first, second] = run!.attempts;
+    expect(first!.number).toBe(1);
+    expect(fromValue(first!.promptAdded)).toEqual([]);
+    expect(first!.error!.code).toBe("validation_error");
+    expect(second!.number).toBe(2);
+    expect(second!.error).toBeUndefined();
+    const added = fromValue(second!.promptAdded) as { role: string; content: string }[];
+    expect(added.map((m) => m.role)).toEqual(["assistant", "user"]);
+    expect(added[0]!.content).toBe("{}");
+    expect(added[1]!.content).toMatch(/required property 'greeting'/);
+    // Usage is every attempt's: the repair resends the prompt with the answer and the errors.
+    const total = first!.tokenUse!.total + second!.tokenUse!.total;
+    expect(second!.tokenUse!.prompt).toBeGreaterThan(first!.tokenUse!.prompt);
+    expect(run!.tokenUse).toMatchObject({
+      prompt: first!.tokenUse!.prompt + second!.tokenUse!.prompt,
+      total,
+    });
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored!.attempts).toHaveLength(2);
+  });
+
+  it("fails at once when the request allows no repair (config max_repairs 0)", async () => {
+    const { run } = await execute({
+      data: { name: "Ada" },
+      config: { model: "test-invalid-once", maxRepairs: 0 },
+    });
+    expect(run!.status).toBe(RunStatus.FAILED);
+    expect(run!.error!.code).toBe("validation_error");
+    expect(run!.error!.message).toMatch(/^the answer does not match the result schema: /);
+    expect(run!.attempts).toHaveLength(1);
+    expect(run!.config!.maxRepairs).toBe(0);
+  });
+
+  it("refuses max_repairs out of range", async () => {
+    await expectCode(
+      execute({ data: { name: "Ada" }, config: { maxRepairs: 6 } }),
+      Code.InvalidArgument,
+    );
+  });
+
+  it("streams a repair as an event of its own between the two answers", async () => {
+    const { run: created } = await execute({
+      data: { name: "Bea" },
+      stream: true,
+      config: { model: "test-invalid-once" },
+    });
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    const events = await eventsUntilEnd(created!.id);
+    const kinds = events.map((e) => e.kind);
+    expect(kinds[0]).toBe("chunk");
+    expect(kinds.filter((k) => k === "repair")).toHaveLength(1);
+    const repairAt = kinds.indexOf("repair");
+    const repair = JSON.parse(decoder.decode(events[repairAt]!.data)) as {
+      attempt: number;
+      errors: string[];
+    };
+    expect(repair.attempt).toBe(2);
+    expect(repair.errors.join()).toMatch(/greeting/);
+    const before = events.slice(0, repairAt).filter((e) => e.kind === "chunk");
+    const after = events.slice(repairAt + 1, -1).filter((e) => e.kind === "chunk");
+    expect(before.map((e) => decoder.decode(e.data)).join("")).toBe("{}");
+    const final = endRun(events);
+    expect(final.status).toBe(RunStatus.COMPLETED);
+    expect(JSON.parse(after.map((e) => decoder.decode(e.data)).join(""))).toEqual(
+      fromValue(final.result),
+    );
+    expect(final.attempts).toHaveLength(2);
+  });
+
+  it("retries a provider's 429 with Retry-After: 0 before the first chunk (test-429-once)", async () => {
+    const retrying = createClient(
+      ExecutorService,
+      createRouterTransport(executorRoutes({ ...deps, providerMaxRetries: 1 }, inFlight)),
+    );
+    const caller = { accountId: main.accountId, projectId: main.projectId };
+    const blocking = await retrying.execute({
+      caller,
+      interaction: { case: "interactionId", value: main.greetingId },
+      data: { name: "Retry" },
+      config: { model: "test-429-once" },
+    });
+    expect(blocking.run!.status).toBe(RunStatus.COMPLETED);
+    const { run: created } = await retrying.execute({
+      caller,
+      interaction: { case: "interactionId", value: main.greetingId },
+      data: { name: "Retry streamed" },
+      stream: true,
+      config: { model: "test-429-once" },
+    });
+    await retrying.startRun({ projectId: main.projectId, runId: created!.id });
+    const final = endRun(await eventsUntilEnd(created!.id));
+    expect(final.status).toBe(RunStatus.COMPLETED);
+    // With no retries allowed, the 429 fails the run.
+    const refused = await execute({
+      data: { name: "No retry" },
+      config: { model: "test-429-once" },
+    });
+    expect(refused.run!.status).toBe(RunStatus.FAILED);
+    expect(refused.run!.error!.message).toMatch(/^provider answered 429/);
+  });
+
+  it("fails a run whose answer breaks off after the first chunk, blocking and streamed", async () => {
+    const { run } = await execute({
+      data: { name: "Mid" },
+      config: { model: "test-fail-midstream" },
+    });
+    expect(run!.status).toBe(RunStatus.FAILED);
+    expect(run!.error!.code).toBe("stream_error");
+    const { run: created } = await execute({
+      data: { name: "Mid" },
+      stream: true,
+      config: { model: "test-fail-midstream" },
+    });
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    const events = await eventsUntilEnd(created!.id);
+    expect(events.map((e) => e.kind)).toEqual(["chunk", "end"]);
+    const final = endRun(events);
+    expect(final.status).toBe(RunStatus.FAILED);
+    expect(final.error!.code).toBe("stream_error");
+    expect(final.error!.message).toMatch(/broke off after its first chunk/);
+  });
+
+  it("cancels the provider call when the blocking caller goes away, recording the run cancelled", async () => {
+    const before = await runCount(main);
+    const gone = new AbortController();
+    const started = Date.now();
+    const pending = execute({
+      data: { name: "Gone" },
+      config: { model: "test-latency-3000" },
+    }).catch((err: unknown) => err);
+    setTimeout(() => gone.abort(), 100);
+    // The caller's signal (what the gateway passes for a client that disconnected).
+    const call = executor
+      .execute(
+        {
+          caller: { accountId: main.accountId, projectId: main.projectId },
+          interaction: { case: "interactionId", value: main.greetingId },
+          data: { name: "Gone too" },
+          config: { model: "test-latency-3000" },
+        },
+        { signal: gone.signal },
+      )
+      .catch((err: unknown) => err);
+    expect(await call).toMatchObject({ code: Code.Canceled });
+    // The cancelled run is recorded well before the provider would have answered.
+    const deadline = Date.now() + 2000;
+    let cancelled: Run | undefined;
+    while (!cancelled && Date.now() < deadline) {
+      const { runs: listed } = await runs.listRuns({ projectId: main.projectId, limit: 20 });
+      cancelled = listed.find(
+        (r) => r.parameters?.name === "Gone too" && r.status === RunStatus.FAILED,
+      );
+      if (!cancelled) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(cancelled?.error?.code).toBe("cancelled");
+    expect(Date.now() - started).toBeLessThan(2500);
+    const other = (await pending) as { run?: Run };
+    expect(other.run!.status).toBe(RunStatus.COMPLETED);
+    expect(await runCount(main)).toBe(before + 2);
+  });
+
+  it("does not cancel a streamed run whose reader leaves (it runs to its end)", async () => {
+    const { run: created } = await execute({
+      data: { name: "Leaving reader" },
+      stream: true,
+      config: { model: "test-slow" },
+    });
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    // A reader that reads one event and leaves.
+    const leaving = new AbortController();
+    for await (const event of bus.subscribe(created!.id, { signal: leaving.signal })) {
+      expect(event.kind).toBe("chunk");
+      leaving.abort();
+      break;
+    }
+    const final = endRun(await eventsUntilEnd(created!.id, 10_000));
+    expect(final.status).toBe(RunStatus.COMPLETED);
+  });
+});
+
+describe("the result cache", () => {
+  const cache = (policy: {
+    type: string;
+    ttl?: number;
+    variesOn?: string[];
+    refreshProbability?: number;
+  }) => ({
+    cachePolicy: { variesOn: [], ...policy },
+  });
+
+  it("answers a repeated execution from the cache, recorded as a hit with the run it came from", async () => {
+    const first = await execute({
+      data: { name: "Cached" },
+      config: cache({ type: "cache", ttl: 60 }),
+    });
+    expect(first.run!.cached).toBe(false);
+    expect(first.run!.cacheKey).not.toBe("");
+    const hit = await execute({
+      data: { name: "Cached" },
+      config: cache({ type: "cache", ttl: 60 }),
+    });
+    expect(hit.run!.id).not.toBe(first.run!.id);
+    expect(hit.run!.status).toBe(RunStatus.COMPLETED);
+    expect(hit.run!.cached).toBe(true);
+    expect(hit.run!.cachedFrom).toBe(first.run!.id);
+    expect(fromValue(hit.run!.result)).toEqual(fromValue(first.run!.result));
+    expect(hit.run!.tokenUse).toMatchObject({ prompt: 0, result: 0, total: 0 });
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: hit.run!.id });
+    expect(stored).toMatchObject({ cached: true, cachedFrom: first.run!.id });
+    // Other data, another project, or no_cache: no hit.
+    const otherData = await execute({
+      data: { name: "Cached 2" },
+      config: cache({ type: "cache" }),
+    });
+    expect(otherData.run!.cached).toBe(false);
+    const noCache = await execute({
+      data: { name: "Cached" },
+      config: cache({ type: "no_cache" }),
+    });
+    expect(noCache.run!.cached).toBe(false);
+    expect(noCache.run!.cacheKey).toBe("");
+    const elsewhere = await execute({
+      project: other,
+      data: { name: "Cached" },
+      config: cache({ type: "cache", ttl: 60 }),
+    });
+    expect(elsewhere.run!.cached).toBe(false);
+  });
+
+  it("keys on the model and options, and on the varies_on values", async () => {
+    const policy = cache({ type: "cache", ttl: 60 });
+    await execute({ data: { name: "Keys" }, config: policy });
+    const warmer = await execute({
+      data: { name: "Keys" },
+      config: { ...policy, temperature: 0.1 },
+    });
+    expect(warmer.run!.cached).toBe(false);
+    // varies_on adds data to the key that the prompt does not show.
+    const varies = cache({ type: "cache", ttl: 60, variesOn: ["user.id"] });
+    const a = await execute({ data: { name: "Varies", user: { id: 1 } }, config: varies });
+    const b = await execute({ data: { name: "Varies", user: { id: 2 } }, config: varies });
+    const a2 = await execute({ data: { name: "Varies", user: { id: 1 } }, config: varies });
+    expect([a.run!.cached, b.run!.cached, a2.run!.cached]).toEqual([false, false, true]);
+    expect(a2.run!.cachedFrom).toBe(a.run!.id);
+  });
+
+  it("misses once an entry's ttl has passed", async () => {
+    const policy = cache({ type: "cache", ttl: 1 });
+    const first = await execute({ data: { name: "Expiring" }, config: policy });
+    expect((await execute({ data: { name: "Expiring" }, config: policy })).run!.cached).toBe(true);
+    await new Promise((r) => setTimeout(r, 1100));
+    const late = await execute({ data: { name: "Expiring" }, config: policy });
+    expect(late.run!.cached).toBe(false);
+    expect(late.run!.id).not.toBe(first.run!.id);
+  });
+
+  it("cache_and_refresh with refresh_probability 1 always executes and replaces the entry", async () => {
+    const refresh = cache({ type: "cache_and_refresh", ttl: 60, refreshProbability: 1 });
+    const first = await execute({ data: { name: "Refresh" }, config: refresh });
+    const again = await execute({ data: { name: "Refresh" }, config: refresh });
+    expect([first.run!.cached, again.run!.cached]).toEqual([false, false]);
+    const read = cache({ type: "cache_and_refresh", ttl: 60, refreshProbability: 0 });
+    const hit = await execute({ data: { name: "Refresh" }, config: read });
+    expect(hit.run!.cachedFrom).toBe(again.run!.id);
+  });
+
+  it("streams a hit like any run: the cached answer as a chunk, then the end", async () => {
+    const policy = cache({ type: "cache", ttl: 60 });
+    const first = await execute({ data: { name: "Streamed hit" }, config: policy });
+    const { run: created } = await execute({
+      data: { name: "Streamed hit" },
+      stream: true,
+      config: policy,
+    });
+    await executor.startRun({ projectId: main.projectId, runId: created!.id });
+    const events = await eventsUntilEnd(created!.id);
+    const final = endRun(events);
+    expect(final).toMatchObject({ cached: true, cachedFrom: first.run!.id });
+    expect(JSON.parse(chunkText(events))).toEqual(fromValue(first.run!.result));
+    // A streamed miss is kept too.
+    const { run: miss } = await execute({
+      data: { name: "Streamed miss" },
+      stream: true,
+      config: policy,
+    });
+    await executor.startRun({ projectId: main.projectId, runId: miss!.id });
+    endRun(await eventsUntilEnd(miss!.id));
+    const hit = await execute({ data: { name: "Streamed miss" }, config: policy });
+    expect(hit.run!.cachedFrom).toBe(miss!.id);
   });
 });

@@ -1,14 +1,18 @@
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, fromJson, toBinary } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
-import { answered, fromValue, notFound } from "@pies/common";
+import { answered, fromValue, notFound, toValue, type JsonObject } from "@pies/common";
 import { newPutId, RecordConflict, withFields } from "@pies/common/bus";
 import { ExecutorService } from "@pies/proto/executor";
-import { RunErrorSchema, RunSchema, RunStatus, type Run } from "@pies/proto/runs";
+import { CachePolicySchema, type CachePolicy } from "@pies/proto/catalog";
+import { RunErrorSchema, RunSchema, RunStatus, TokenUsageSchema, type Run } from "@pies/proto/runs";
 import type { ChatMessage } from "./templates/render.js";
 import { callProvider, endedRun, type Outcome } from "./call.js";
 import { ChunkPublisher } from "./chunk-publisher.js";
 import type { ExecutorDeps } from "./context.js";
-import { prepareExecution, type PreparedExecution } from "./prepare.js";
+import { prepareExecution, repairsOf, type PreparedExecution } from "./prepare.js";
+import { ResultCache, type CachedResult } from "./result-cache.js";
+import { prepareTestData, testDataItems } from "./test-data.js";
 import { ActiveRuns } from "./active-runs.js";
 import { untilRecorded } from "./record.js";
 
@@ -18,17 +22,14 @@ import { untilRecorded } from "./record.js";
  */
 const RECORD_WAIT_MS = 10_000;
 
-/**
- * The executor's handlers. GenerateTestData is not built yet and answers UNIMPLEMENTED naming the
- * method.
- */
+/** The executor's handlers. */
 export function createExecutorService(
   deps: ExecutorDeps,
   active = new ActiveRuns(),
   recordWaitMs = RECORD_WAIT_MS,
 ): Partial<ServiceImpl<typeof ExecutorService>> {
   return {
-    async execute(req) {
+    async execute(req, ctx) {
       // A blocking execution holds one of its project's execution slots from its start to its end;
       // a streamed one takes its slot when its stream starts it.
       const release = req.stream ? undefined : deps.executions.take(req.caller?.projectId ?? "");
@@ -41,21 +42,36 @@ export function createExecutorService(
           await deps.log.put(prepared.run, 0);
           return { run: prepared.run };
         }
-        // The run stays active (heartbeats go on) until recorded, even if the caller stops waiting.
-        let answered!: () => void;
-        const providerAnswered = new Promise<void>((resolve) => (answered = resolve));
-        const recorded = active.run(prepared.run.id, () =>
-          executeBlocking(deps, prepared, answered),
-        );
-        const run = await withinRecordWait(
-          recorded,
-          providerAnswered,
-          prepared.run.id,
-          recordWaitMs,
-        );
-        return { run };
+        if (prepared.cache?.mode === "read") {
+          const hit = await deps.results.get(prepared.run.cacheKey);
+          if (hit) {
+            const recorded = recordHit(deps, prepared.run, hit);
+            // Nothing to wait for but the record: at most the record wait, then 503 naming it.
+            const run = await withinRecordWait(
+              recorded,
+              Promise.resolve(),
+              prepared.run.id,
+              recordWaitMs,
+            );
+            return { run };
+          }
+        }
+        return { run: await runBlocking(deps, active, prepared, ctx.signal, recordWaitMs) };
       } finally {
         release?.();
+      }
+    },
+
+    async generateTestData(req, ctx) {
+      const release = deps.executions.take(req.caller?.projectId ?? "");
+      try {
+        const prepared = await prepareTestData(deps, req);
+        const run = await runBlocking(deps, active, prepared, ctx.signal, recordWaitMs);
+        const items =
+          run.status === RunStatus.COMPLETED ? testDataItems(fromValue(run.result)) : [];
+        return { run, items: items.map((item) => fromJson(ValueSchema, item)) };
+      } finally {
+        release();
       }
     },
 
@@ -119,6 +135,25 @@ async function streamedRun(deps: ExecutorDeps, projectId: string, id: string) {
 }
 
 /**
+ * A blocking execution from its provider call to its record. The run stays active (heartbeats go
+ * on) until recorded, even if the caller stops waiting.
+ */
+async function runBlocking(
+  deps: ExecutorDeps,
+  active: ActiveRuns,
+  prepared: PreparedExecution,
+  signal: AbortSignal,
+  recordWaitMs: number,
+): Promise<Run> {
+  let answered!: () => void;
+  const providerAnswered = new Promise<void>((resolve) => (answered = resolve));
+  const recorded = active.run(prepared.run.id, () =>
+    executeBlocking(deps, prepared, answered, signal),
+  );
+  return withinRecordWait(recorded, providerAnswered, prepared.run.id, recordWaitMs);
+}
+
+/**
  * Steps 5–9 of a blocking execution, for a run already in status processing. Resolves once the
  * run's end is recorded (retried while NATS is down).
  */
@@ -126,6 +161,8 @@ async function executeBlocking(
   deps: ExecutorDeps,
   prepared: PreparedExecution,
   answered: () => void,
+  /** Aborted when the caller goes away: the provider call is cancelled, the run recorded so. */
+  signal: AbortSignal,
 ): Promise<Run> {
   const startedAt = Date.now();
   const run = prepared.run;
@@ -158,11 +195,21 @@ async function executeBlocking(
   }
   let outcome: Outcome;
   try {
-    outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request);
+    outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request, {
+      signal,
+      maxRepairs: prepared.maxRepairs,
+    });
   } finally {
     clearTimeout(startTimer);
   }
   answered();
+  if (outcome.ok && prepared.cache) {
+    deps.results.put(run.cacheKey, prepared.cache.policy, {
+      runId: run.id,
+      result: outcome.result,
+      usage: outcome.usage,
+    });
+  }
   // With no start recorded, the end is the run's first record (a put conditional on none).
   const seq = started ? await started : 0;
   return recordEnd(deps, endedRun(run, outcome, startedAt), seq);
@@ -269,7 +316,34 @@ async function executeStreamed(deps: ExecutorDeps, run: Run, seq: number): Promi
       maxTokens: run.config?.maxTokens,
       schema: run.resultSchema,
     };
-    outcome = await callProvider(deps, environment, apiKey, request, (t) => publisher.push(t));
+    const policy = run.cacheKey ? policyOf(run.cachePolicy) : undefined;
+    const mode = ResultCache.mode(policy);
+    if (mode === "read") {
+      const hit = await deps.results.get(run.cacheKey);
+      if (hit) {
+        // Streamed like any run: the cached answer as one chunk, then the end.
+        publisher.push(typeof hit.result === "string" ? hit.result : JSON.stringify(hit.result));
+        await publisher.flush();
+        const final = await recordEnd(deps, cachedRun(run, hit, startedAt), seq);
+        await untilRecorded(() => publisher.end(toBinary(RunSchema, final)), {
+          logger: deps.logger,
+          what: `the end event of run ${run.id}`,
+        });
+        return;
+      }
+    }
+    outcome = await callProvider(deps, environment, apiKey, request, {
+      onChunk: (t) => publisher.push(t),
+      onRepair: (repair) => publisher.repair(JSON.stringify(repair)),
+      maxRepairs: repairsOf(run.config?.maxRepairs, environment),
+    });
+    if (outcome.ok && policy && mode) {
+      deps.results.put(run.cacheKey, policy, {
+        runId: run.id,
+        result: outcome.result,
+        usage: outcome.usage,
+      });
+    }
     try {
       await publisher.flush();
     } catch (err) {
@@ -293,6 +367,38 @@ async function executeStreamed(deps: ExecutorDeps, run: Run, seq: number): Promi
   } catch (err) {
     deps.logger.error({ err, runId: run.id }, "the end of a streamed run could not be recorded");
   }
+}
+
+/** A run answered from the result cache: completed with the cached result, no tokens spent. */
+function cachedRun(run: Run, hit: CachedResult, startedAt: number): Run {
+  return withFields(run, {
+    status: RunStatus.COMPLETED,
+    result: toValue(hit.result),
+    tokenUse: create(TokenUsageSchema, { prompt: 0, result: 0, total: 0 }),
+    executionTime: BigInt(Date.now() - startedAt),
+    cached: true,
+    cachedFrom: hit.runId,
+  });
+}
+
+/** Records a blocking execution answered from the cache (one put: it is over at once). */
+async function recordHit(deps: ExecutorDeps, run: Run, hit: CachedResult): Promise<Run> {
+  const ended = cachedRun(run, hit, Number(run.createdAt?.seconds ?? 0) * 1000);
+  ended.executionTime = 0n;
+  if (run.parentId) await checkParent(deps, run.projectId, run.parentId);
+  return recordEnd(deps, ended, 0);
+}
+
+/** The cache policy a run recorded (SPEC.md's field names), as the catalog's message. */
+function policyOf(json: JsonObject | undefined): CachePolicy | undefined {
+  if (!json || typeof json.type !== "string") return undefined;
+  return create(CachePolicySchema, {
+    type: json.type,
+    ttl: typeof json.ttl === "number" ? json.ttl : undefined,
+    variesOn: Array.isArray(json.varies_on) ? (json.varies_on as string[]) : [],
+    refreshProbability:
+      typeof json.refresh_probability === "number" ? json.refresh_probability : undefined,
+  });
 }
 
 export function executorRoutes(deps: ExecutorDeps, active?: ActiveRuns, recordWaitMs?: number) {

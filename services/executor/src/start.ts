@@ -4,6 +4,7 @@ import {
   catalogEventsFromConfig,
   type NatsCatalogEvents,
   recordsFromConfig,
+  resultCacheFromConfig,
   RunLog,
 } from "@pies/common/bus";
 import { peerTransport, peersServing, serveConnect, type RunningServer } from "@pies/common/server";
@@ -49,6 +50,7 @@ export async function connectExecutor(
   try {
     const log = new RunLog(await recordsFromConfig(bus.connection, config));
     const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
+    const resultCache = await resultCacheFromConfig(bus.connection, config);
     const catalog = peerTransport(config.CATALOG_URL, "catalog", config.PIES_INTERNAL_TOKEN);
     const runs = peerTransport(config.RUNS_URL, "runs", config.PIES_INTERNAL_TOKEN);
     const deps = await createExecutorDeps({
@@ -59,6 +61,7 @@ export async function connectExecutor(
       catalogEvents,
       logger,
       config,
+      resultCache,
     });
     const work = startExecutorWork(deps, config.PIES_RUN_HEARTBEAT_SECONDS);
     return {

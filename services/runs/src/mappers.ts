@@ -1,6 +1,20 @@
-import { clone, create } from "@bufbuild/protobuf";
-import { fromTimestamp, fromValue, toTimestamp, toValue, type JsonObject } from "@pies/common";
-import { RunSchema, RunStatus, runStatuses, type Run, type RunUpdate } from "@pies/proto/runs";
+import { clone, create, fromJson, toJson } from "@bufbuild/protobuf";
+import {
+  fromTimestamp,
+  fromValue,
+  toTimestamp,
+  toValue,
+  type JsonObject,
+  type JsonValue,
+} from "@pies/common";
+import {
+  RunAttemptSchema,
+  RunSchema,
+  RunStatus,
+  runStatuses,
+  type Run,
+  type RunUpdate,
+} from "@pies/proto/runs";
 import type { RunRow } from "./tables.js";
 
 /** The stored name of a status; "" for the unspecified one. */
@@ -70,6 +84,8 @@ export function runToProto(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Ru
     cachePolicy: row.cache_policy ?? undefined,
     resultSchema: row.result_schema ?? undefined,
     cached: row.cached,
+    cachedFrom: row.cached_from ?? "",
+    attempts: (row.attempts ?? []).map((a) => fromJson(RunAttemptSchema, a as JsonValue)),
     createdAt: toTimestamp(row.created_at),
     updatedAt: toTimestamp(row.updated_at),
   });
@@ -127,6 +143,10 @@ export function runToRow(run: Run) {
     cache_policy: json(run.cachePolicy ?? null),
     result_schema: json(run.resultSchema ?? null),
     cached: run.cached,
+    attempts: json(
+      run.attempts.length > 0 ? run.attempts.map((a) => toJson(RunAttemptSchema, a)) : null,
+    ),
+    cached_from: run.cachedFrom || null,
   };
 }
 

@@ -41,6 +41,8 @@ const columns = {
   cache_policy: "jsonb",
   result_schema: "jsonb",
   cached: "boolean",
+  attempts: "jsonb",
+  cached_from: "text",
   created_at: "timestamptz",
   updated_at: "timestamptz",
   record_seq: "bigint",

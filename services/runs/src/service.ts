@@ -67,6 +67,7 @@ const listColumns = [
   "parent_id",
   "cache_policy",
   "cached",
+  "cached_from",
   "created_at",
   "updated_at",
 ] as const;
@@ -154,7 +155,9 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
         .offset(Math.max(0, req.offset))
         .execute();
       return {
-        runs: rows.map((row) => runToProto({ ...row, prompt: null, result_schema: null })),
+        runs: rows.map((row) =>
+          runToProto({ ...row, prompt: null, result_schema: null, attempts: null }),
+        ),
       };
     },
 
@@ -179,12 +182,12 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
                 .offset(req.offset)
                 .execute(),
             ),
-        wantMeta
-          ? bounded((tx) => facetMeta(tx, matching(tx, projectId, req), plans))
-          : undefined,
+        wantMeta ? bounded((tx) => facetMeta(tx, matching(tx, projectId, req), plans)) : undefined,
       ]);
       return {
-        runs: rows.map((row) => runToProto({ ...row, prompt: null, result_schema: null })),
+        runs: rows.map((row) =>
+          runToProto({ ...row, prompt: null, result_schema: null, attempts: null }),
+        ),
         meta: meta && {
           total: BigInt(meta.total),
           facets: Object.fromEntries(

@@ -31,6 +31,9 @@ export interface RunsTable {
   cache_policy: Json<JsonObject | null>;
   result_schema: Json<JsonObject | null>;
   cached: boolean;
+  /** The run's provider calls when there was more than one (RunAttempt as JSON). */
+  attempts: Json<JsonValue[] | null>;
+  cached_from: string | null;
   created_at: ColumnType<Date, Date | undefined, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
   /** Position in the record log of the record this row holds (0: written directly). */

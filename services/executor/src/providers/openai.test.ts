@@ -227,7 +227,8 @@ describe("OpenAIClient", () => {
         onChunk: (t) => pieces.push(t),
       }),
     );
-    expect(error.code).toBe("provider_error");
+    expect(error.code).toBe("stream_error");
+    expect(error.message).toMatch(/^the provider's answer broke off after 8 characters/);
     expect(pieces).toEqual(["echo: he"]);
     // Not retried: the caller already has part of the answer.
     expect(fake.requests).toHaveLength(1);
@@ -273,7 +274,7 @@ describe("OpenAIClient", () => {
     });
     setTimeout(() => controller.abort(), 50);
     const error = await providerError(pending);
-    expect(error.code).toBe("provider_error");
+    expect(error.code).toBe("cancelled");
   });
 
   it("fails with a ProviderError when nothing listens at the endpoint", async () => {

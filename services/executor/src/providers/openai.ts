@@ -63,13 +63,25 @@ export class OpenAIClient implements LlmClient {
       );
       let content = "";
       let usage: CompletionResult["usage"];
-      for await (const chunk of stream) {
-        const delta = chunk.choices[0]?.delta?.content;
-        if (delta) {
-          content += delta;
-          options.onChunk(delta);
+      try {
+        for await (const chunk of stream) {
+          const delta = chunk.choices[0]?.delta?.content;
+          if (delta) {
+            content += delta;
+            options.onChunk(delta);
+          }
+          if (chunk.usage) usage = usageOf(chunk.usage);
         }
-        if (chunk.usage) usage = usageOf(chunk.usage);
+      } catch (err) {
+        // Past the first chunk nothing is retried: the caller has part of an answer.
+        if (!content) throw err;
+        const failure = toProviderError(err);
+        if (failure.code === "cancelled") throw failure;
+        throw new ProviderError(
+          `the provider's answer broke off after ${content.length} characters: ${failure.message}`,
+          "stream_error",
+          err,
+        );
       }
       return { content, usage };
     } catch (err) {
@@ -131,7 +143,7 @@ function toProviderError(err: unknown): ProviderError {
     return new ProviderError("the provider did not answer in time", "timeout", err);
   }
   if (err instanceof OpenAI.APIUserAbortError) {
-    return new ProviderError("the provider request was aborted", "provider_error", err);
+    return new ProviderError("the provider request was aborted", "cancelled", err);
   }
   const refused = refusalIn(err);
   if (refused) {

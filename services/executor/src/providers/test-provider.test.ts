@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { SchemaValidator } from "../schemas.js";
 import type { ChatMessage } from "../templates/render.js";
 import { chunks, TestClient } from "./test-provider.js";
-import { estimateTokens } from "./tokens.js";
+import { countTextTokens, countUsage } from "./tokens.js";
 import { ProviderError, type CompletionRequest } from "./types.js";
 
 const client = new TestClient();
@@ -110,20 +110,30 @@ describe("TestClient", () => {
     expect(answers.size).toBeGreaterThan(3);
   });
 
-  it("reports usage of about four characters a token", async () => {
+  it("reports no usage: the executor counts it with the tokenizer", async () => {
     const messages: ChatMessage[] = [
       { role: "system", content: "Be brief." },
       { role: "user", content: "Hello there" },
     ];
     const { content, usage } = await client.complete(request(messages), {});
-    const prompt = Math.ceil("Be brief.\nHello there".length / 4);
-    expect(usage).toEqual({
-      prompt,
-      result: Math.ceil(content.length / 4),
-      total: prompt + Math.ceil(content.length / 4),
-    });
-    expect(estimateTokens("")).toBe(0);
-    expect(estimateTokens("abcde")).toBe(2);
+    expect(usage).toBeUndefined();
+    // o200k_base: "Be brief." is 3 tokens, "Hello there" 2; 3 per message and 3 for the answer.
+    const counted = countUsage(messages, content);
+    expect(counted.prompt).toBe(3 + 3 + 3 + 3 + 2);
+    expect(counted.result).toBe(countTextTokens(content));
+    expect(counted.total).toBe(counted.prompt + counted.result);
+    expect(countTextTokens("")).toBe(0);
+    expect(countTextTokens("hello world")).toBe(2);
+  });
+
+  it("counts a long run without white space in linear time, about as the whole would count", () => {
+    const started = Date.now();
+    const tokens = countTextTokens("x".repeat(1_000_000));
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(tokens).toBeGreaterThan(1_000_000 / 16);
+    expect(tokens).toBeLessThan(1_000_000 / 2);
+    // Below the run length the count is the tokenizer's own.
+    expect(countTextTokens("y".repeat(200))).toBe(countTextTokens("y".repeat(100)) * 2);
   });
 
   it("streams chunks of at most 12 characters that join to the content", async () => {

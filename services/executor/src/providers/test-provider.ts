@@ -1,5 +1,5 @@
+import { LRUCache } from "lru-cache";
 import { sampleJson, seededRandom, seedOf, violateJson } from "@pies/common";
-import { estimateUsage } from "./tokens.js";
 import {
   ProviderError,
   type CompletionOptions,
@@ -9,15 +9,29 @@ import {
 } from "./types.js";
 
 /**
+ * Marks a repair request in the prompt (the executor's repair message starts with it), so that
+ * `test-invalid-once` can tell a first attempt from a repair without keeping state.
+ */
+export const REPAIR_MARK = "Your previous answer was not accepted";
+
+/**
  * The built-in `test` provider: deterministic output seeded by the prompt, generated locally, with
  * no network. With an output schema it answers JSON that validates against it; otherwise text.
- * The model name picks the behaviour, so every path can be exercised:
+ * It reports no token usage: the executor counts it with the tokenizer, as for any provider that
+ * reports none. The model name picks the behaviour, so every path can be exercised:
  * - `test-fail`: the call fails (a provider error);
- * - `test-invalid`: with a schema, JSON that does not validate against it;
+ * - `test-invalid`: with a schema, JSON that does not validate against it, at every attempt;
+ * - `test-invalid-once`: with a schema, invalid JSON at the first attempt, valid at a repair;
+ * - `test-429-once`: the first call with a prompt is refused as a 429 with `Retry-After: 0`
+ *   (retried by the executor like any provider's), later ones answer;
+ * - `test-fail-midstream`: the answer breaks off after its first chunk (`stream_error`);
  * - `test-slow`: 50 ms between chunks; `test-latency-<ms>`: that long before the first chunk;
  * - anything else: a normal answer.
  */
 export class TestClient implements LlmClient {
+  /** Prompts `test-429-once` has refused (bounded: the oldest are forgotten). */
+  private readonly refused = new LRUCache<number, true>({ max: 10_000 });
+
   async complete(
     request: CompletionRequest,
     options: CompletionOptions,
@@ -27,20 +41,40 @@ export class TestClient implements LlmClient {
     if (latency) await sleep(Number(latency[1]), options.signal);
     if (model === "test-fail")
       throw new ProviderError("test provider: model test-fail always fails");
-    const content = answer(
-      request,
-      seededRandom(seedOf(request.messages)),
-      model === "test-invalid",
-    );
+    const seed = seedOf(request.messages);
+    if (model === "test-429-once" && !this.refused.has(seed)) {
+      this.refused.set(seed, true);
+      throw new ProviderError(
+        "provider answered 429: rate limited (test-429-once)",
+        "provider_error",
+        undefined,
+        0,
+      );
+    }
+    const invalid =
+      model === "test-invalid" || (model === "test-invalid-once" && !isRepair(request));
+    const content = answer(request, seededRandom(seed), invalid);
+    const pieces = chunks(content);
+    if (model === "test-fail-midstream") {
+      options.onChunk?.(pieces[0] ?? "");
+      throw new ProviderError(
+        "the provider's answer broke off after its first chunk (test-fail-midstream)",
+        "stream_error",
+      );
+    }
     if (options.onChunk) {
-      for (const piece of chunks(content)) {
+      for (const piece of pieces) {
         if (model === "test-slow") await sleep(50, options.signal);
+        if (options.signal?.aborted) throw aborted();
         options.onChunk(piece);
       }
     }
-    return { content, usage: estimateUsage(request.messages, content) };
+    return { content };
   }
 }
+
+const isRepair = (request: CompletionRequest) =>
+  request.messages.some((m) => m.role === "user" && m.content.startsWith(REPAIR_MARK));
 
 function answer(request: CompletionRequest, random: () => number, invalid: boolean): string {
   if (request.schema) {
@@ -60,13 +94,15 @@ export function chunks(content: string): string[] {
   return content.match(/.{1,11}(\s|$)|.{1,12}/gs) ?? [content];
 }
 
+const aborted = () => new ProviderError("the provider request was aborted", "cancelled");
+
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(new ProviderError("aborted"));
+    if (signal?.aborted) return reject(aborted());
     const timer = setTimeout(resolve, ms);
     signal?.addEventListener("abort", () => {
       clearTimeout(timer);
-      reject(new ProviderError("aborted"));
+      reject(aborted());
     });
   });
 }

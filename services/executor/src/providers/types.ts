@@ -31,13 +31,24 @@ export interface CompletionOptions {
 export class ProviderError extends Error {
   constructor(
     message: string,
-    readonly code: "provider_error" | "timeout" = "provider_error",
+    readonly code: ProviderErrorCode = "provider_error",
     /** What really happened (addresses, errno): for the logs, never for the caller. */
     cause?: unknown,
+    /**
+     * Set when the call may be retried after this many milliseconds (a 429 or 5xx with its
+     * Retry-After) by a client that does not retry itself. The openai SDK retries on its own.
+     */
+    readonly retryAfterMs?: number,
   ) {
     super(message, cause === undefined ? undefined : { cause });
   }
 }
+
+/**
+ * The run error codes of a provider failure: `stream_error` when the answer broke off after its
+ * first chunk (never retried), `cancelled` when the caller went away.
+ */
+export type ProviderErrorCode = "provider_error" | "timeout" | "stream_error" | "cancelled";
 
 /** What the executor needs of a model provider: one completion, blocking or streamed. */
 export interface LlmClient {

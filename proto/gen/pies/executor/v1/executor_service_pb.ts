@@ -6,6 +6,8 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { CachePolicy } from "../../catalog/v1/resources_pb.js";
+import { file_pies_catalog_v1_resources } from "../../catalog/v1/resources_pb.js";
 import type { Run, RunSource } from "../../runs/v1/run_pb.js";
 import { file_pies_runs_v1_run } from "../../runs/v1/run_pb.js";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -14,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pies/executor/v1/executor_service.proto.
  */
 export const file_pies_executor_v1_executor_service: GenFile = /*@__PURE__*/
-  fileDesc("CidwaWVzL2V4ZWN1dG9yL3YxL2V4ZWN1dG9yX3NlcnZpY2UucHJvdG8SEHBpZXMuZXhlY3V0b3IudjEiWQoGQ2FsbGVyEhIKCmFjY291bnRfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRInCgZzb3VyY2UYAyABKAsyFy5waWVzLnJ1bnMudjEuUnVuU291cmNlIp0BCg9FeGVjdXRpb25Db25maWcSFgoOZW52aXJvbm1lbnRfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESEQoJZm9ybWF0dGVyGAUgASgJQg4KDF90ZW1wZXJhdHVyZUINCgtfbWF4X3Rva2VucyKbAgoORXhlY3V0ZVJlcXVlc3QSKAoGY2FsbGVyGAEgASgLMhgucGllcy5leGVjdXRvci52MS5DYWxsZXISGAoOaW50ZXJhY3Rpb25faWQYAiABKAlIABIaChBpbnRlcmFjdGlvbl9uYW1lGAMgASgJSAASDgoGc3RyZWFtGAQgASgIEiUKBGRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EgwKBHRhZ3MYBiADKAkSMQoGY29uZmlnGAcgASgLMiEucGllcy5leGVjdXRvci52MS5FeGVjdXRpb25Db25maWcSFQoNcGFyZW50X3J1bl9pZBgIIAEoCRILCgN0dGwYCSABKAVCDQoLaW50ZXJhY3Rpb24iMQoPRXhlY3V0ZVJlc3BvbnNlEh4KA3J1bhgBIAEoCzIRLnBpZXMucnVucy52MS5SdW4iNQoPU3RhcnRSdW5SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJIkMKEFN0YXJ0UnVuUmVzcG9uc2USDwoHc3RhcnRlZBgBIAEoCBIeCgNydW4YAiABKAsyES5waWVzLnJ1bnMudjEuUnVuIq4BChdHZW5lcmF0ZVRlc3REYXRhUmVxdWVzdBIoCgZjYWxsZXIYASABKAsyGC5waWVzLmV4ZWN1dG9yLnYxLkNhbGxlchIWCg5pbnRlcmFjdGlvbl9pZBgCIAEoCRINCgVjb3VudBgDIAEoBRIPCgdtZXNzYWdlGAQgASgJEjEKBmNvbmZpZxgFIAEoCzIhLnBpZXMuZXhlY3V0b3IudjEuRXhlY3V0aW9uQ29uZmlnIkEKGEdlbmVyYXRlVGVzdERhdGFSZXNwb25zZRIlCgVpdGVtcxgBIAMoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZTKfAgoPRXhlY3V0b3JTZXJ2aWNlEk4KB0V4ZWN1dGUSIC5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGVSZXF1ZXN0GiEucGllcy5leGVjdXRvci52MS5FeGVjdXRlUmVzcG9uc2USUQoIU3RhcnRSdW4SIS5waWVzLmV4ZWN1dG9yLnYxLlN0YXJ0UnVuUmVxdWVzdBoiLnBpZXMuZXhlY3V0b3IudjEuU3RhcnRSdW5SZXNwb25zZRJpChBHZW5lcmF0ZVRlc3REYXRhEikucGllcy5leGVjdXRvci52MS5HZW5lcmF0ZVRlc3REYXRhUmVxdWVzdBoqLnBpZXMuZXhlY3V0b3IudjEuR2VuZXJhdGVUZXN0RGF0YVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_pies_runs_v1_run]);
+  fileDesc("CidwaWVzL2V4ZWN1dG9yL3YxL2V4ZWN1dG9yX3NlcnZpY2UucHJvdG8SEHBpZXMuZXhlY3V0b3IudjEiWQoGQ2FsbGVyEhIKCmFjY291bnRfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRInCgZzb3VyY2UYAyABKAsyFy5waWVzLnJ1bnMudjEuUnVuU291cmNlIvsBCg9FeGVjdXRpb25Db25maWcSFgoOZW52aXJvbm1lbnRfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESEQoJZm9ybWF0dGVyGAUgASgJEjIKDGNhY2hlX3BvbGljeRgGIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5DYWNoZVBvbGljeRIYCgttYXhfcmVwYWlycxgHIAEoBUgCiAEBQg4KDF90ZW1wZXJhdHVyZUINCgtfbWF4X3Rva2Vuc0IOCgxfbWF4X3JlcGFpcnMimwIKDkV4ZWN1dGVSZXF1ZXN0EigKBmNhbGxlchgBIAEoCzIYLnBpZXMuZXhlY3V0b3IudjEuQ2FsbGVyEhgKDmludGVyYWN0aW9uX2lkGAIgASgJSAASGgoQaW50ZXJhY3Rpb25fbmFtZRgDIAEoCUgAEg4KBnN0cmVhbRgEIAEoCBIlCgRkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIMCgR0YWdzGAYgAygJEjEKBmNvbmZpZxgHIAEoCzIhLnBpZXMuZXhlY3V0b3IudjEuRXhlY3V0aW9uQ29uZmlnEhUKDXBhcmVudF9ydW5faWQYCCABKAkSCwoDdHRsGAkgASgFQg0KC2ludGVyYWN0aW9uIjEKD0V4ZWN1dGVSZXNwb25zZRIeCgNydW4YASABKAsyES5waWVzLnJ1bnMudjEuUnVuIjUKD1N0YXJ0UnVuUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSJDChBTdGFydFJ1blJlc3BvbnNlEg8KB3N0YXJ0ZWQYASABKAgSHgoDcnVuGAIgASgLMhEucGllcy5ydW5zLnYxLlJ1biKuAQoXR2VuZXJhdGVUZXN0RGF0YVJlcXVlc3QSKAoGY2FsbGVyGAEgASgLMhgucGllcy5leGVjdXRvci52MS5DYWxsZXISFgoOaW50ZXJhY3Rpb25faWQYAiABKAkSDQoFY291bnQYAyABKAUSDwoHbWVzc2FnZRgEIAEoCRIxCgZjb25maWcYBSABKAsyIS5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGlvbkNvbmZpZyJhChhHZW5lcmF0ZVRlc3REYXRhUmVzcG9uc2USJQoFaXRlbXMYASADKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSHgoDcnVuGAIgASgLMhEucGllcy5ydW5zLnYxLlJ1bjKfAgoPRXhlY3V0b3JTZXJ2aWNlEk4KB0V4ZWN1dGUSIC5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGVSZXF1ZXN0GiEucGllcy5leGVjdXRvci52MS5FeGVjdXRlUmVzcG9uc2USUQoIU3RhcnRSdW4SIS5waWVzLmV4ZWN1dG9yLnYxLlN0YXJ0UnVuUmVxdWVzdBoiLnBpZXMuZXhlY3V0b3IudjEuU3RhcnRSdW5SZXNwb25zZRJpChBHZW5lcmF0ZVRlc3REYXRhEikucGllcy5leGVjdXRvci52MS5HZW5lcmF0ZVRlc3REYXRhUmVxdWVzdBoqLnBpZXMuZXhlY3V0b3IudjEuR2VuZXJhdGVUZXN0RGF0YVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_pies_catalog_v1_resources, file_pies_runs_v1_run]);
 
 /**
  * The authenticated caller on whose behalf the executor acts.
@@ -73,6 +75,21 @@ export type ExecutionConfig = Message<"pies.executor.v1.ExecutionConfig"> & {
    * @generated from field: string formatter = 5;
    */
   formatter: string;
+
+  /**
+   * Overrides the interaction's cache policy for this request.
+   *
+   * @generated from field: pies.catalog.v1.CachePolicy cache_policy = 6;
+   */
+  cachePolicy?: CachePolicy | undefined;
+
+  /**
+   * Repairs of an answer that fails the output schema (default: the environment's
+   * config.max_repairs, else 2).
+   *
+   * @generated from field: optional int32 max_repairs = 7;
+   */
+  maxRepairs?: number | undefined;
 };
 
 /**
@@ -253,9 +270,18 @@ export const GenerateTestDataRequestSchema: GenMessage<GenerateTestDataRequest> 
  */
 export type GenerateTestDataResponse = Message<"pies.executor.v1.GenerateTestDataResponse"> & {
   /**
+   * The objects generated (empty when the run failed).
+   *
    * @generated from field: repeated google.protobuf.Value items = 1;
    */
   items: Value[];
+
+  /**
+   * The run that recorded the call (failed when no valid objects came).
+   *
+   * @generated from field: pies.runs.v1.Run run = 2;
+   */
+  run?: Run | undefined;
 };
 
 /**
@@ -298,6 +324,10 @@ export const ExecutorService: GenService<{
     output: typeof StartRunResponseSchema;
   },
   /**
+   * Asks the environment's model for `count` objects valid against the interaction's input schema
+   * (the schema enforced like an output schema, each object validated, repaired like an
+   * execution). Recorded as a run. config.environment_id is required.
+   *
    * @generated from rpc pies.executor.v1.ExecutorService.GenerateTestData
    */
   generateTestData: {

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pies/runs/v1/run.proto.
  */
 export const file_pies_runs_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChZwaWVzL3J1bnMvdjEvcnVuLnByb3RvEgxwaWVzLnJ1bnMudjEiOwoKVG9rZW5Vc2FnZRIOCgZwcm9tcHQYASABKAUSDgoGcmVzdWx0GAIgASgFEg0KBXRvdGFsGAMgASgFImkKCVJ1blNvdXJjZRIMCgR0eXBlGAEgASgJEg0KBWxhYmVsGAIgASgJEhYKDnByaW5jaXBhbF90eXBlGAMgASgJEhQKDHByaW5jaXBhbF9pZBgEIAEoCRIRCgljbGllbnRfaXAYBSABKAkilwEKCVJ1bkNvbmZpZxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIRCglmb3JtYXR0ZXIYAyABKAkSGAoLdGVtcGVyYXR1cmUYBCABKAFIAIgBARIXCgptYXhfdG9rZW5zGAUgASgFSAGIAQFCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zIk8KCFJ1bkVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIkCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIsoGCgNSdW4SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRISCgphY2NvdW50X2lkGAMgASgJEhYKDmludGVyYWN0aW9uX2lkGAQgASgJEhgKEGludGVyYWN0aW9uX25hbWUYBSABKAkSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgHIAEoCRIQCghtb2RlbF9pZBgIIAEoCRInCgZzdGF0dXMYCSABKA4yFy5waWVzLnJ1bnMudjEuUnVuU3RhdHVzEg4KBnN0cmVhbRgKIAEoCBIrCgpwYXJhbWV0ZXJzGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgZyZXN1bHQYDCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJgoGcHJvbXB0GA0gASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBHRhZ3MYDiADKAkSJwoGY29uZmlnGA8gASgLMhcucGllcy5ydW5zLnYxLlJ1bkNvbmZpZxInCgZzb3VyY2UYECABKAsyFy5waWVzLnJ1bnMudjEuUnVuU291cmNlEisKCXRva2VuX3VzZRgRIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhsKDmV4ZWN1dGlvbl90aW1lGBIgASgDSACIAQESJQoFZXJyb3IYEyABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISCwoDdHRsGBQgASgFEhEKCXBhcmVudF9pZBgVIAEoCRItCgxjYWNoZV9wb2xpY3kYFiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDXJlc3VsdF9zY2hlbWEYFyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHByb3ZpZGVyGBggASgJEg4KBmNhY2hlZBgZIAEoCBIuCgpjcmVhdGVkX2F0GBogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIRCg9fZXhlY3V0aW9uX3RpbWUiiAIKCVJ1blVwZGF0ZRInCgZzdGF0dXMYASABKA4yFy5waWVzLnJ1bnMudjEuUnVuU3RhdHVzEiYKBnJlc3VsdBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIrCgl0b2tlbl91c2UYAyABKAsyGC5waWVzLnJ1bnMudjEuVG9rZW5Vc2FnZRIbCg5leGVjdXRpb25fdGltZRgEIAEoA0gAiAEBEiUKBWVycm9yGAUgASgLMhYucGllcy5ydW5zLnYxLlJ1bkVycm9yEiYKBnByb21wdBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUIRCg9fZXhlY3V0aW9uX3RpbWUqiwEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19DUkVBVEVEEAESGQoVUlVOX1NUQVRVU19QUk9DRVNTSU5HEAISGAoUUlVOX1NUQVRVU19DT01QTEVURUQQAxIVChFSVU5fU1RBVFVTX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZwaWVzL3J1bnMvdjEvcnVuLnByb3RvEgxwaWVzLnJ1bnMudjEiOwoKVG9rZW5Vc2FnZRIOCgZwcm9tcHQYASABKAUSDgoGcmVzdWx0GAIgASgFEg0KBXRvdGFsGAMgASgFImkKCVJ1blNvdXJjZRIMCgR0eXBlGAEgASgJEg0KBWxhYmVsGAIgASgJEhYKDnByaW5jaXBhbF90eXBlGAMgASgJEhQKDHByaW5jaXBhbF9pZBgEIAEoCRIRCgljbGllbnRfaXAYBSABKAkiwQEKCVJ1bkNvbmZpZxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIRCglmb3JtYXR0ZXIYAyABKAkSGAoLdGVtcGVyYXR1cmUYBCABKAFIAIgBARIXCgptYXhfdG9rZW5zGAUgASgFSAGIAQESGAoLbWF4X3JlcGFpcnMYBiABKAVIAogBAUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnNCDgoMX21heF9yZXBhaXJzIk8KCFJ1bkVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIkCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIp4HCgNSdW4SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRISCgphY2NvdW50X2lkGAMgASgJEhYKDmludGVyYWN0aW9uX2lkGAQgASgJEhgKEGludGVyYWN0aW9uX25hbWUYBSABKAkSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgHIAEoCRIQCghtb2RlbF9pZBgIIAEoCRInCgZzdGF0dXMYCSABKA4yFy5waWVzLnJ1bnMudjEuUnVuU3RhdHVzEg4KBnN0cmVhbRgKIAEoCBIrCgpwYXJhbWV0ZXJzGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgZyZXN1bHQYDCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJgoGcHJvbXB0GA0gASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBHRhZ3MYDiADKAkSJwoGY29uZmlnGA8gASgLMhcucGllcy5ydW5zLnYxLlJ1bkNvbmZpZxInCgZzb3VyY2UYECABKAsyFy5waWVzLnJ1bnMudjEuUnVuU291cmNlEisKCXRva2VuX3VzZRgRIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhsKDmV4ZWN1dGlvbl90aW1lGBIgASgDSACIAQESJQoFZXJyb3IYEyABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISCwoDdHRsGBQgASgFEhEKCXBhcmVudF9pZBgVIAEoCRItCgxjYWNoZV9wb2xpY3kYFiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDXJlc3VsdF9zY2hlbWEYFyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHByb3ZpZGVyGBggASgJEg4KBmNhY2hlZBgZIAEoCBIuCgpjcmVhdGVkX2F0GBogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCghhdHRlbXB0cxgcIAMoCzIYLnBpZXMucnVucy52MS5SdW5BdHRlbXB0EhMKC2NhY2hlZF9mcm9tGB0gASgJEhEKCWNhY2hlX2tleRgeIAEoCUIRCg9fZXhlY3V0aW9uX3RpbWUingEKClJ1bkF0dGVtcHQSDgoGbnVtYmVyGAEgASgFEiwKDHByb21wdF9hZGRlZBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIlCgVlcnJvchgDIAEoCzIWLnBpZXMucnVucy52MS5SdW5FcnJvchIrCgl0b2tlbl91c2UYBCABKAsyGC5waWVzLnJ1bnMudjEuVG9rZW5Vc2FnZSKIAgoJUnVuVXBkYXRlEicKBnN0YXR1cxgBIAEoDjIXLnBpZXMucnVucy52MS5SdW5TdGF0dXMSJgoGcmVzdWx0GAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEisKCXRva2VuX3VzZRgDIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhsKDmV4ZWN1dGlvbl90aW1lGAQgASgDSACIAQESJQoFZXJyb3IYBSABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISJgoGcHJvbXB0GAYgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQhEKD19leGVjdXRpb25fdGltZSqLAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX0NSRUFURUQQARIZChVSVU5fU1RBVFVTX1BST0NFU1NJTkcQAhIYChRSVU5fU1RBVFVTX0NPTVBMRVRFRBADEhUKEVJVTl9TVEFUVVNfRkFJTEVEEARiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message pies.runs.v1.TokenUsage
@@ -110,6 +110,13 @@ export type RunConfig = Message<"pies.runs.v1.RunConfig"> & {
    * @generated from field: optional int32 max_tokens = 5;
    */
   maxTokens?: number | undefined;
+
+  /**
+   * Repairs allowed when the answer fails the output schema.
+   *
+   * @generated from field: optional int32 max_repairs = 6;
+   */
+  maxRepairs?: number | undefined;
 };
 
 /**
@@ -288,6 +295,8 @@ export type Run = Message<"pies.runs.v1.Run"> & {
   provider: string;
 
   /**
+   * Answered from the result cache: the result is that of run cached_from.
+   *
    * @generated from field: bool cached = 25;
    */
   cached: boolean;
@@ -301,6 +310,28 @@ export type Run = Message<"pies.runs.v1.Run"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 27;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * Every provider call of the run, in order, when there was more than one (repairs).
+   *
+   * @generated from field: repeated pies.runs.v1.RunAttempt attempts = 28;
+   */
+  attempts: RunAttempt[];
+
+  /**
+   * The run whose result a cache hit answered.
+   *
+   * @generated from field: string cached_from = 29;
+   */
+  cachedFrom: string;
+
+  /**
+   * Key of the run's result in the result cache, when its cache policy caches (internal: needed
+   * to execute a streamed run; not stored by the runs service).
+   *
+   * @generated from field: string cache_key = 30;
+   */
+  cacheKey: string;
 };
 
 /**
@@ -309,6 +340,45 @@ export type Run = Message<"pies.runs.v1.Run"> & {
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
   messageDesc(file_pies_runs_v1_run, 4);
+
+/**
+ * One provider call of a run. The first is the prompt itself; each repair adds messages to it
+ * (the previous answer and the validation errors fed back).
+ *
+ * @generated from message pies.runs.v1.RunAttempt
+ */
+export type RunAttempt = Message<"pies.runs.v1.RunAttempt"> & {
+  /**
+   * @generated from field: int32 number = 1;
+   */
+  number: number;
+
+  /**
+   * The messages this attempt added to the prompt ([] for the first).
+   *
+   * @generated from field: google.protobuf.Value prompt_added = 2;
+   */
+  promptAdded?: Value | undefined;
+
+  /**
+   * Why the attempt's answer was not accepted; unset for the accepted one.
+   *
+   * @generated from field: pies.runs.v1.RunError error = 3;
+   */
+  error?: RunError | undefined;
+
+  /**
+   * @generated from field: pies.runs.v1.TokenUsage token_use = 4;
+   */
+  tokenUse?: TokenUsage | undefined;
+};
+
+/**
+ * Describes the message pies.runs.v1.RunAttempt.
+ * Use `create(RunAttemptSchema)` to create a new message.
+ */
+export const RunAttemptSchema: GenMessage<RunAttempt> = /*@__PURE__*/
+  messageDesc(file_pies_runs_v1_run, 5);
 
 /**
  * Fields an update may set; unset fields keep their value.
@@ -352,7 +422,7 @@ export type RunUpdate = Message<"pies.runs.v1.RunUpdate"> & {
  * Use `create(RunUpdateSchema)` to create a new message.
  */
 export const RunUpdateSchema: GenMessage<RunUpdate> = /*@__PURE__*/
-  messageDesc(file_pies_runs_v1_run, 5);
+  messageDesc(file_pies_runs_v1_run, 6);
 
 /**
  * SPEC.md "Execution run status".
