@@ -98,6 +98,8 @@ describe("GET /metrics", () => {
     expect(sample(after, "pies_executions_total", done)).toBe(
       sample(before, "pies_executions_total", done) + 2,
     );
+    // The streamed run's creation is no execution of its own.
+    expect(sample(after, "pies_executions_total", { status: "created" })).toBe(0);
     expect(sample(after, "pies_http_requests_total", route)).toBe(
       sample(before, "pies_http_requests_total", route) + 2,
     );

@@ -179,6 +179,33 @@ describe("generate-test-data", () => {
     expect(one.json).toHaveLength(1);
   });
 
+  it("takes an input schema whose references point at its own definitions", async () => {
+    const prompt = await call("/prompts", {
+      name: "refs",
+      role: "user",
+      content_type: "jst",
+      content: "return `About ${topic}`",
+      input_schema: {
+        type: "object",
+        $defs: { topic: { type: "string", minLength: 2 } },
+        properties: { topic: { $ref: "#/$defs/topic" } },
+        required: ["topic"],
+      },
+    });
+    const created = await call("/interactions", {
+      name: "Refs",
+      environment: environmentId,
+      prompts: [{ type: "template", template: prompt.json.id }],
+    });
+    const r = await call(`/interactions/${created.json.id}/generate-test-data`, {
+      count: 2,
+      config: { environment: environmentId },
+    });
+    expect(r.status, r.text).toBe(200);
+    expect(r.json).toHaveLength(2);
+    for (const item of r.json as { topic: unknown }[]) expect(typeof item.topic).toBe("string");
+  });
+
   it("requires config.environment, a count in range, and a known interaction", async () => {
     const i = await interaction();
     const none = await call(`/interactions/${i.id}/generate-test-data`, { count: 2 });

@@ -49,10 +49,11 @@ export function peerUnavailableInterceptor(peer: string): Interceptor {
  * hold its caller for ever. A blocking execution takes at most the provider's time limit (2 min by
  * default) per attempt and repairs add attempts, so calls to the executor get longer. Past it the
  * call fails DEADLINE_EXCEEDED (504 at the gateway) and the callee's signal aborts (an execution is
- * then recorded as cancelled).
+ * then recorded as cancelled). The executor's bound covers the defaults' worst case with room:
+ * 2 min per attempt × 3 SDK attempts × (1 + 5 repairs at most) = 36 min.
  */
 export const PEER_DEADLINE_MS = 30_000;
-export const EXECUTOR_DEADLINE_MS = 15 * 60_000;
+export const EXECUTOR_DEADLINE_MS = 45 * 60_000;
 
 /**
  * A transport to a peer service over one long-lived HTTP/2 connection (reconnecting on demand), so

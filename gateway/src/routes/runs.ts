@@ -49,7 +49,8 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
       body.stream ? undefined : { signal: callerGone(reply) },
     );
     const ran = answered(run, "run");
-    ctx.metrics.execution(ran);
+    // A streamed run is counted when its stream relays its end, not at its creation.
+    if (ran.status !== RunStatus.CREATED) ctx.metrics.execution(ran);
     return failedAsError(ran, reply);
   };
 

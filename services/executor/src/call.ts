@@ -86,7 +86,13 @@ export async function callProvider(
     const content = answer.content;
     const used = answer.usage ?? countUsage(messages, content);
     usage = usage ? sum(usage, used) : used;
-    const checked = check(deps, request, content);
+    let checked: Checked;
+    try {
+      checked = check(deps, request, content);
+    } catch (err) {
+      // A schema that does not compile (prepare compiles them first): the run fails, never hangs.
+      return failure(deps, environment, err, usage);
+    }
     if (checked.ok) {
       if (attempts.length === 0) return { ok: true, result: checked.result, usage };
       attempts.push(attempt(number, added, used));

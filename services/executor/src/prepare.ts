@@ -107,7 +107,7 @@ export async function prepareExecution(
   if (req.config?.maxRepairs !== undefined && run.config) run.config.maxRepairs = maxRepairs;
   if (policy && mode) {
     run.cachePolicy = policyJson(policy);
-    run.cacheKey = ResultCache.key(caller.projectId, interaction, request, policy, data);
+    run.cacheKey = ResultCache.key(caller.projectId, environment.id, interaction, request, policy, data);
   }
   return {
     run,

@@ -49,12 +49,14 @@ export class ResultCache {
   }
 
   /**
-   * The key of an execution: a hash of its project, the interaction's version (id, version number
-   * and last change, so that an edited draft misses), the rendered prompt, the model and its
+   * The key of an execution: a hash of its project, the environment (two backends may serve one
+   * model name), the interaction's version (id, version number and last change, so that an edited
+   * draft misses), the rendered prompt, the model and its
    * options, the output schema and the values of the policy's `varies_on` paths in the data.
    */
   static key(
     projectId: string,
+    environmentId: string,
     interaction: Interaction,
     request: CompletionRequest,
     policy: CachePolicy,
@@ -64,6 +66,7 @@ export class ResultCache {
     const updated = interaction.updatedAt;
     const text = JSON.stringify([
       projectId,
+      environmentId,
       interaction.id,
       interaction.version,
       updated ? `${updated.seconds}.${updated.nanos}` : "",

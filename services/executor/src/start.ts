@@ -13,6 +13,7 @@ import type { Transport } from "@connectrpc/connect";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";
 import { startExecutorWork, type ExecutorWork } from "./work.js";
+import { loadTokenizer } from "./providers/tokens.js";
 
 export interface ExecutorProcess {
   server: RunningServer;
@@ -64,6 +65,9 @@ export async function connectExecutor(
       resultCache,
     });
     const work = startExecutorWork(deps, config.PIES_RUN_HEARTBEAT_SECONDS);
+    // The tokenizer (about a second of loading) now, not on the first execution whose provider
+    // reports no usage, which would stall every run and stream of the process meanwhile.
+    setImmediate(loadTokenizer);
     return {
       bus,
       catalogEvents,

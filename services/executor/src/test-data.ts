@@ -63,14 +63,25 @@ export async function prepareTestData(
   const temperature = req.config?.temperature ?? DEFAULT_TEMPERATURE;
   const maxTokens = req.config?.maxTokens;
   checkGenerationSettings({ temperature, maxTokens });
+  // The input schema nested under items: its root-level definitions go to the wrapper's root,
+  // where its `#/definitions/…` and `#/$defs/…` references point from there.
+  const { definitions, $defs, $schema: _dialect, $id: _id, ...itemSchema } = inputSchema;
   const schema: JsonObject = {
     type: "object",
+    ...(definitions !== undefined ? { definitions } : {}),
+    ...($defs !== undefined ? { $defs } : {}),
     properties: {
-      items: { type: "array", items: inputSchema, minItems: count, maxItems: count },
+      items: { type: "array", items: itemSchema, minItems: count, maxItems: count },
     },
     required: ["items"],
     additionalProperties: false,
   };
+  // Compiled before any provider call: a schema that cannot be used is the caller's 400.
+  try {
+    deps.schemas.compile(schema);
+  } catch (err) {
+    throw invalid(`the interaction's input schema cannot be used: ${(err as Error).message}`);
+  }
   const messages: ChatMessage[] = [
     {
       role: "system",
