@@ -20,6 +20,7 @@ import {
   type Stack,
   type TestDatabase,
   type TestStream,
+  internalToken,
 } from "@pies/testkit";
 
 // Issue 10 against the four processes, real PostgreSQL and NATS, and the OpenAI-compatible fake
@@ -336,7 +337,10 @@ describe("the result cache across executor processes", () => {
     expect(first.cached).toBeUndefined();
     // The put is not awaited by the execution: give it a moment to reach JetStream.
     await new Promise((r) => setTimeout(r, 200));
-    const second = serviceClient(ExecutorService, peerTransport(secondUrl, "executor2"));
+    const second = serviceClient(
+      ExecutorService,
+      peerTransport(secondUrl, "executor2", internalToken),
+    );
     const request = {
       caller: { accountId: stack.bootstrap.account, projectId: stack.bootstrap.project },
       interaction: { case: "interactionId" as const, value: id },
