@@ -160,6 +160,20 @@ describe("retries and failures against the fake upstream", () => {
     expect(chatRequests()).toHaveLength(2);
   });
 
+  it("waits as long as Retry-After says before trying again", async () => {
+    const { id } = await createInteraction();
+    upstream.reset();
+    const started = performance.now();
+    const blocking = await json(
+      await api(`/interactions/${id}/execute`, {
+        body: { data: { text: "wait a second" }, config: { model: "rate-limit-once-1s" } },
+      }),
+    );
+    expect(blocking.status).toBe("completed");
+    expect(chatRequests()).toHaveLength(2);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(950);
+  });
+
   it("fails on 500 after its retries: blocking 502 with the recorded run, streamed close failed", async () => {
     const { id } = await createInteraction();
     upstream.reset();

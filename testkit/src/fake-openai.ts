@@ -32,6 +32,8 @@
  * - `rate-limit-once`: the first request for this model (per server, until
  *   {@link FakeOpenAI.reset}) gets 429 with `Retry-After: 0`,
  *   `retry-after-ms: 10` and a `rate_limit_exceeded` body; later ones succeed.
+ * - `rate-limit-once-1s`: the same with `Retry-After: 1` alone (a client that honours it waits a
+ *   second before trying again).
  * - `drop-mid-stream`: streaming sends the role chunk and the first content
  *   chunk, then destroys the socket; non-streaming destroys the socket
  *   without answering.
@@ -315,6 +317,22 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           errorBody("Invalid request (simulated by model fail-400).", "invalid_request_error"),
         );
         return;
+      case "rate-limit-once-1s":
+        if (count === 1) {
+          res.setHeader("retry-after", "1");
+          sendError(
+            res,
+            429,
+            errorBody(
+              "Rate limit reached (simulated).",
+              "rate_limit_exceeded",
+              null,
+              "rate_limit_exceeded",
+            ),
+          );
+          return;
+        }
+        break;
       case "rate-limit-once":
         if (count === 1) {
           // The SDK prefers retry-after-ms; Retry-After: 0 is the standard fallback.

@@ -56,6 +56,8 @@ export function startProcess(
       PATH: process.env.PATH ?? "",
       LOG_LEVEL: "warn",
       PIES_INTERNAL_TOKEN: internalToken,
+      // No rate limit unless a test asks (tests and benches send many requests with one key).
+      PIES_RATE_LIMIT_PER_MINUTE: "0",
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],
@@ -156,8 +158,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const runsUrl = `http://127.0.0.1:${runsPort}`;
   const executorUrl = `http://127.0.0.1:${executorPort}`;
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
-  // No rate limit unless a test asks (tests and benches send many requests with one key).
-  const common = { HOST: "127.0.0.1", PIES_RATE_LIMIT_PER_MINUTE: "0", ...options.env };
+  const common = { HOST: "127.0.0.1", ...options.env };
   const specs: {
     name: "catalog" | "runs" | "executor" | "gateway" | "edge";
     script: string;
