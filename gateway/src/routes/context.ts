@@ -64,3 +64,18 @@ export function callerGone(reply: FastifyReply): AbortSignal {
   });
   return gone.signal;
 }
+
+/** Who is executing, as the executor records it on the run (`source`). */
+export function callerOf(request: FastifyRequest, principal: Principal) {
+  return {
+    accountId: principal.accountId,
+    projectId: principal.projectId,
+    source: {
+      type: "api",
+      label: principal.apiKeyName,
+      principalType: "apikey",
+      principalId: principal.apiKeyId,
+      clientIp: request.ip,
+    },
+  };
+}

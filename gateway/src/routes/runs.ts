@@ -16,7 +16,7 @@ import {
   type ExecuteBody,
 } from "../json/runs.js";
 import { answered } from "@pies/common";
-import { authed, callerGone, routeId, type RouteContext } from "./context.js";
+import { authed, callerGone, callerOf, routeId, type RouteContext } from "./context.js";
 
 /** Executions (blocking or streamed), and reading runs back. */
 export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
@@ -33,17 +33,7 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
     reply: FastifyReply,
   ) => {
     const { run } = await executor.execute(
-      executeRequest(body, interaction, {
-        accountId: principal.accountId,
-        projectId: principal.projectId,
-        source: {
-          type: "api",
-          label: principal.apiKeyName,
-          principalType: "apikey",
-          principalId: principal.apiKeyId,
-          clientIp: request.ip,
-        },
-      }),
+      executeRequest(body, interaction, callerOf(request, principal)),
       // A blocking caller that goes away cancels the provider call; a streamed execution only
       // creates its run here.
       body.stream ? undefined : { signal: callerGone(reply) },

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { answered, fromValue, MIN_MAX_TOKENS, TEMPERATURE_RANGE } from "@pies/common";
 import { RunStatus } from "@pies/proto/runs";
 import { int32, shortText } from "../json/limits.js";
-import { authed, callerGone, routeId, type RouteContext } from "./context.js";
+import { authed, callerGone, callerOf, routeId, type RouteContext } from "./context.js";
 import { failedAsError } from "./runs.js";
 
 /** POST /interactions/:id/generate-test-data (SPEC.md): objects valid against its input schema. */
@@ -39,17 +39,7 @@ export function testDataRoutes(app: FastifyInstance, ctx: RouteContext) {
       const b = body.parse(request.body ?? {});
       const { run, items } = await ctx.deps.executor.generateTestData(
         {
-          caller: {
-            accountId: principal.accountId,
-            projectId: principal.projectId,
-            source: {
-              type: "api",
-              label: principal.apiKeyName,
-              principalType: "apikey",
-              principalId: principal.apiKeyId,
-              clientIp: request.ip,
-            },
-          },
+          caller: callerOf(request, principal),
           interactionId: routeId(request),
           count: b.count ?? 1,
           message: b.message ?? "",

@@ -77,16 +77,7 @@ export async function prepareExecution(
   const mode = ResultCache.mode(policy);
 
   const run = create(RunSchema, {
-    id: newId(),
-    projectId: caller.projectId,
-    accountId: caller.accountId,
-    interactionId: interaction.id,
-    interactionName: interaction.name,
-    environmentId: environment.id,
-    environmentName: environment.name,
-    provider: environment.provider,
-    modelId: model,
-    status: RunStatus.CREATED,
+    ...newRunOf(caller, interaction, environment, model),
     stream: req.stream,
     parameters: data,
     prompt: toValue(messages),
@@ -107,7 +98,14 @@ export async function prepareExecution(
   if (req.config?.maxRepairs !== undefined && run.config) run.config.maxRepairs = maxRepairs;
   if (policy && mode) {
     run.cachePolicy = policyJson(policy);
-    run.cacheKey = ResultCache.key(caller.projectId, environment.id, interaction, request, policy, data);
+    run.cacheKey = ResultCache.key(
+      caller.projectId,
+      environment.id,
+      interaction,
+      request,
+      policy,
+      data,
+    );
   }
   return {
     run,
@@ -123,6 +121,27 @@ export async function prepareExecution(
  * Repairs allowed: the request's, else the environment's `config.max_repairs`, else
  * DEFAULT_MAX_REPAIRS (an unusable number in the environment is ignored).
  */
+/** What every new run starts with: its id, who runs what, where, with which model; created. */
+export function newRunOf(
+  caller: { projectId: string; accountId: string },
+  interaction: Interaction,
+  environment: Environment,
+  model: string,
+) {
+  return {
+    id: newId(),
+    projectId: caller.projectId,
+    accountId: caller.accountId,
+    interactionId: interaction.id,
+    interactionName: interaction.name,
+    environmentId: environment.id,
+    environmentName: environment.name,
+    provider: environment.provider,
+    modelId: model,
+    status: RunStatus.CREATED,
+  };
+}
+
 export function repairsOf(requested: number | undefined, environment: Environment): number {
   if (requested !== undefined) {
     if (requested < 0 || requested > MAX_REPAIRS)

@@ -4,15 +4,14 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import {
   checkGenerationSettings,
   invalid,
-  newId,
   toValue,
   type JsonObject,
   type JsonValue,
 } from "@pies/common";
 import type { GenerateTestDataRequest } from "@pies/proto/executor";
-import { RunSchema, RunStatus } from "@pies/proto/runs";
+import { RunSchema } from "@pies/proto/runs";
 import type { ExecutorDeps } from "./context.js";
-import { repairsOf, type PreparedExecution } from "./prepare.js";
+import { newRunOf, repairsOf, type PreparedExecution } from "./prepare.js";
 import { mergedInputSchema } from "./schemas.js";
 import type { ChatMessage } from "./templates/render.js";
 
@@ -100,16 +99,7 @@ export async function prepareTestData(
   ];
   const parameters: JsonObject = { count, ...(req.message ? { message: req.message } : {}) };
   const run = create(RunSchema, {
-    id: newId(),
-    projectId: caller.projectId,
-    accountId: caller.accountId,
-    interactionId: interaction.id,
-    interactionName: interaction.name,
-    environmentId: environment.id,
-    environmentName: environment.name,
-    provider: environment.provider,
-    modelId: model,
-    status: RunStatus.CREATED,
+    ...newRunOf(caller, interaction, environment, model),
     parameters,
     prompt: toValue(messages as unknown as JsonValue),
     tags: ["test-data"],
