@@ -165,6 +165,11 @@ describe("POST /runs/search", () => {
       /filters\.updated_at\.gt: must be an ISO 8601 date/,
     ],
     [{ filters: { updated_at: { gt: "2024-01-01", gte: "2024-01-01" } } }, /gt or gte, not both/],
+    [
+      { filters: { updated_at: { gte: "2024-01-01T00:00:00.0000001Z" } } },
+      /filters\.updated_at\.gte: .*to the millisecond at most/,
+    ],
+    [{ offset: 10_001 }, /offset: at most 10000/],
     [{ filters: { colour: "red" } }, /Unrecognized key.*colour/],
     [{ limit: 0 }, /limit: must be an integer from 1 to 1000/],
     [{ limit: 1001 }, /limit: must be an integer from 1 to 1000/],

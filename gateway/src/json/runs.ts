@@ -197,14 +197,17 @@ export function runFilters(
   };
 }
 
-/** An ISO 8601 date, or date and time with an offset (`Z` or `±hh:mm`). */
+/**
+ * An ISO 8601 date, or date and time with an offset (`Z` or `±hh:mm`), to the millisecond at most
+ * (a finer time would be cut, and `gte` at it would answer what it does not ask).
+ */
 const isoDate = z
   .string()
   .refine(
     (s) =>
-      /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2}))?$/.test(s) &&
+      /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:?\d{2}))?$/.test(s) &&
       !Number.isNaN(Date.parse(s)),
-    "must be an ISO 8601 date (2024-05-01) or date and time with an offset (2024-05-01T12:00:00Z)",
+    "must be an ISO 8601 date (2024-05-01) or date and time with an offset (2024-05-01T12:00:00Z), to the millisecond at most",
   );
 
 /** A facet of POST /runs/search (the service checks the path against the type). */

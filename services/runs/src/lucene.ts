@@ -212,6 +212,11 @@ export function parseQuery(query: string, defaultQueryPath?: string): Expr | nul
     throw invalid(`query: longer than ${QUERY_LIMITS.length} characters`);
   }
   const implicit = defaultQueryPath ? parsePath(defaultQueryPath, "defaultQueryPath") : null;
+  // The grammar drops an operator that ends the query (`a AND`): that is a query cut short.
+  const dangling = /(?:^|\s)(AND|OR|NOT|&&|\|\|)\s*$/.exec(query);
+  if (dangling) {
+    queryError(`syntax error: ${dangling[1]} with nothing after it`, query.trimEnd().length);
+  }
   let tree: Node;
   try {
     tree = lucene.parse(query);

@@ -329,6 +329,8 @@ describe("search over the fixture", () => {
       ["a:foo~", /fuzzy/],
       ['a:"x y"~2', /proximity/],
       ["a..b:x", /empty path segment at position 0/],
+      ["a AND", /query: syntax error: AND with nothing after it at position 5/],
+      ["a:x OR ", /query: syntax error: OR with nothing after it at position 6/],
     ])("answers %s with INVALID_ARGUMENT naming the position", async (query, message) => {
       await expectCode(search(P, { query }), Code.InvalidArgument, message);
     });
