@@ -203,16 +203,18 @@ async function executeBlocking(
     clearTimeout(startTimer);
   }
   answered();
-  if (outcome.ok && prepared.cache) {
+  // With no start recorded, the end is the run's first record (a put conditional on none).
+  const seq = started ? await started : 0;
+  const final = await recordEnd(deps, endedRun(run, outcome, startedAt), seq);
+  // Cached once the run it names is recorded as completed: a hit never names a run that is not.
+  if (outcome.ok && prepared.cache && final.status === RunStatus.COMPLETED) {
     deps.results.put(run.cacheKey, prepared.cache.policy, {
       runId: run.id,
       result: outcome.result,
       usage: outcome.usage,
     });
   }
-  // With no start recorded, the end is the run's first record (a put conditional on none).
-  const seq = started ? await started : 0;
-  return recordEnd(deps, endedRun(run, outcome, startedAt), seq);
+  return final;
 }
 
 /** A parent must be a run of the same project (NOT_FOUND naming it otherwise). */
@@ -302,6 +304,8 @@ async function executeStreamed(deps: ExecutorDeps, run: Run, seq: number): Promi
   const startedAt = Date.now();
   const publisher = new ChunkPublisher(deps.bus, run.id);
   let outcome: Outcome;
+  // What the cache keeps of this run, once its end is recorded as completed.
+  let cacheable: { policy: CachePolicy; done: Extract<Outcome, { ok: true }> } | undefined;
   try {
     const { environment, apiKey } = await deps.resolver.resolve({
       projectId: run.projectId,
@@ -337,13 +341,7 @@ async function executeStreamed(deps: ExecutorDeps, run: Run, seq: number): Promi
       onRepair: (repair) => publisher.repair(JSON.stringify(repair)),
       maxRepairs: repairsOf(run.config?.maxRepairs, environment),
     });
-    if (outcome.ok && policy && mode) {
-      deps.results.put(run.cacheKey, policy, {
-        runId: run.id,
-        result: outcome.result,
-        usage: outcome.usage,
-      });
-    }
+    if (outcome.ok && policy && mode) cacheable = { policy, done: outcome };
     try {
       await publisher.flush();
     } catch (err) {
@@ -359,6 +357,14 @@ async function executeStreamed(deps: ExecutorDeps, run: Run, seq: number): Promi
   // database or NATS is down.
   try {
     const final = await recordEnd(deps, endedRun(run, outcome, startedAt), seq);
+    // Cached once the run it names is recorded as completed (after its chunks were published).
+    if (cacheable && outcome.ok && final.status === RunStatus.COMPLETED) {
+      deps.results.put(run.cacheKey, cacheable.policy, {
+        runId: run.id,
+        result: cacheable.done.result,
+        usage: cacheable.done.usage,
+      });
+    }
     const end = toBinary(RunSchema, final);
     await untilRecorded(() => publisher.end(end), {
       logger: deps.logger,
