@@ -31,6 +31,7 @@ const log = (m) => process.stderr.write(`[bench:tracing] ${m}\n`);
 // An OTLP/HTTP sink that reads and drops what it is sent, counting the exports.
 let exports = 0;
 const sink = createServer((req, res) => {
+  req.on("error", () => res.destroy());
   req.resume();
   req.on("end", () => {
     exports++;
@@ -62,7 +63,6 @@ try {
       CATALOG_URL: stack.catalogUrl,
       RUNS_URL: stack.runsUrl,
       PIES_ALLOWED_ENDPOINTS: "loopback",
-      PIES_RATE_LIMIT_PER_MINUTE: "0",
       ...env,
     });
     started.push(proc);

@@ -1,9 +1,9 @@
-import { hash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import cors from "@fastify/cors";
 import rateLimit from "@fastify/rate-limit";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
-import { Authenticator } from "./auth.js";
+import { Authenticator, credentialHash } from "./auth.js";
 import { createClientErrorHandler } from "./client-errors.js";
 import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
@@ -137,6 +137,7 @@ function requestIdOf(request: IncomingMessage): string {
 function rateKey(request: FastifyRequest): string {
   const header = request.headers.authorization;
   const query = (request.query as Record<string, unknown> | undefined)?.access_token;
-  const credential = header ?? (typeof query === "string" ? query : undefined);
-  return credential ? hash("sha256", credential, "base64") : `ip:${request.ip}`;
+  // The token as the key look-up reads it, so that both use one hash of it.
+  const token = header ? (/^Bearer\s+(\S+)$/i.exec(header)?.[1] ?? header) : query;
+  return typeof token === "string" && token ? credentialHash(request, token) : `ip:${request.ip}`;
 }

@@ -93,13 +93,13 @@ export class Authenticator {
         throw unauthorized("the token's API key was revoked");
       return principal;
     }
-    return this.authenticateKey(token);
+    return this.authenticateKey(token, credentialHash(request, token));
   }
 
   /** An `sk-` key only (token exchange takes no token: a token cannot outlive its key's revocation). */
-  async authenticateKey(token: string): Promise<Principal> {
+  async authenticateKey(token: string, digest?: string): Promise<Principal> {
     if (!KEY_FORMAT.test(token)) throw unauthorized(INVALID);
-    const key = hash("sha256", token, "base64");
+    const key = digest ?? hash("sha256", token, "base64");
     // Entries past their time read as absent (and go); so do refused keys.
     if (this.refused.has(key)) throw unauthorized(INVALID);
     return this.cache.get(key, () => this.verify(token, key));
@@ -136,4 +136,18 @@ export function bearer(request: FastifyRequest): string | undefined {
 function queryToken(request: FastifyRequest): string | undefined {
   const token = (request.query as Record<string, unknown> | undefined)?.access_token;
   return typeof token === "string" && token ? token : undefined;
+}
+
+const digests = new WeakMap<FastifyRequest, { token: string; digest: string }>();
+
+/**
+ * The SHA-256 (base64) of a request's credential, computed once per request: the rate limiter
+ * (keyed by it) and the key look-up (cached by it) share it.
+ */
+export function credentialHash(request: FastifyRequest, token: string): string {
+  const known = digests.get(request);
+  if (known?.token === token) return known.digest;
+  const digest = hash("sha256", token, "base64");
+  digests.set(request, { token, digest });
+  return digest;
 }

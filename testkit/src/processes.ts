@@ -159,6 +159,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const executorUrl = `http://127.0.0.1:${executorPort}`;
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const common = { HOST: "127.0.0.1", ...options.env };
+  // What the executor, gateway and edge share: NATS and the two services they call.
+  const peers = { ...common, ...options.natsEnv, CATALOG_URL: catalogUrl, RUNS_URL: runsUrl };
   const specs: {
     name: "catalog" | "runs" | "executor" | "gateway" | "edge";
     script: string;
@@ -191,13 +193,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           {
             name: "edge" as const,
             script: "embedded/dist/edge-main.js",
-            env: {
-              ...common,
-              ...options.natsEnv,
-              PORT: String(gatewayPort),
-              CATALOG_URL: catalogUrl,
-              RUNS_URL: runsUrl,
-            },
+            env: { ...peers, PORT: String(gatewayPort) },
           },
         ]
       : []),
@@ -207,25 +203,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       {
         name: "executor",
         script: "services/executor/dist/main.js",
-        env: {
-          ...common,
-          ...options.natsEnv,
-          PORT: String(executorPort),
-          CATALOG_URL: catalogUrl,
-          RUNS_URL: runsUrl,
-        },
+        env: { ...peers, PORT: String(executorPort) },
       },
       {
         name: "gateway",
         script: "gateway/dist/main.js",
-        env: {
-          ...common,
-          ...options.natsEnv,
-          PORT: String(gatewayPort),
-          CATALOG_URL: catalogUrl,
-          RUNS_URL: runsUrl,
-          EXECUTOR_URL: executorUrl,
-        },
+        env: { ...peers, PORT: String(gatewayPort), EXECUTOR_URL: executorUrl },
       },
     );
   const launched: ManagedProcess[] = [];

@@ -39,6 +39,7 @@ export async function startTraceCollector(): Promise<TraceCollector> {
   const bodies: string[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
+    req.on("error", () => res.destroy());
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       if (req.method === "POST" && req.url === "/v1/traces") {

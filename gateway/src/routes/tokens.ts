@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { bearer } from "../auth.js";
+import { bearer, credentialHash } from "../auth.js";
 import { unauthorized } from "../errors.js";
 import type { RouteContext } from "./context.js";
 
@@ -13,7 +13,7 @@ export function tokenRoutes(app: FastifyInstance, ctx: RouteContext) {
   app.post("/token/issue", async (request) => {
     const given = bearer(request);
     if (!given) throw unauthorized("token exchange needs `Authorization: Bearer <API key>`");
-    const principal = await ctx.auth.authenticateKey(given);
+    const principal = await ctx.auth.authenticateKey(given, credentialHash(request, given));
     const { token, expiresAt } = await ctx.auth.tokens.issue(principal);
     return { token, expires_at: new Date(expiresAt * 1000).toISOString() };
   });

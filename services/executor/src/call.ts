@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import { toValue, type JsonValue } from "@pies/common";
 import { clone, create } from "@bufbuild/protobuf";
 import {
@@ -150,19 +151,13 @@ async function completeWithRetries(
   }
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  if (signal?.aborted) return Promise.reject(new ProviderError("aborted", "cancelled"));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        reject(new ProviderError("the provider request was aborted", "cancelled"));
-      },
-      { once: true },
-    );
-  });
+/** A pause that the caller's signal cuts short (node's timer removes its listener either way). */
+async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  try {
+    await delay(ms, undefined, signal ? { signal } : undefined);
+  } catch {
+    throw new ProviderError("the provider request was aborted", "cancelled");
+  }
 }
 
 type Checked =

@@ -170,19 +170,18 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       const projectId = requireProject(req.projectId);
       const { limit, plans } = planSearch(req);
       const wantMeta = plans.length > 0 || req.onlyMeta;
+      // The query is parsed and compiled once; each statement runs in its bounded transaction.
+      const base = matching(db, projectId, req);
+      const page = base
+        .select(listColumns)
+        .orderBy("updated_at", "desc")
+        .orderBy("id", "desc")
+        .limit(limit)
+        .offset(req.offset)
+        .compile();
       const [rows, meta] = await Promise.all([
-        req.onlyMeta
-          ? []
-          : bounded((tx) =>
-              matching(tx, projectId, req)
-                .select(listColumns)
-                .orderBy("updated_at", "desc")
-                .orderBy("id", "desc")
-                .limit(limit)
-                .offset(req.offset)
-                .execute(),
-            ),
-        wantMeta ? bounded((tx) => facetMeta(tx, matching(tx, projectId, req), plans)) : undefined,
+        req.onlyMeta ? [] : bounded(async (tx) => (await tx.executeQuery(page)).rows),
+        wantMeta ? bounded((tx) => facetMeta(tx, base, plans)) : undefined,
       ]);
       return {
         runs: rows.map((row) =>
