@@ -72,14 +72,17 @@ export async function callProvider(
   let added: ChatMessage[] = [];
   for (let number = 1; ; number++) {
     let answer: CompletionResult;
+    const partial: string[] = [];
     try {
-      answer = await completeWithRetries(deps, client, { ...request, messages }, options);
+      answer = await completeWithRetries(deps, client, { ...request, messages }, options, partial);
     } catch (err) {
+      // An answer that broke off after its first chunk was generated, and billed, as far as it
+      // came: its prompt and what arrived count (the tokenizer's count; the provider reports none).
+      const used = partial.length > 0 ? countUsage(messages, partial.join("")) : undefined;
+      if (used) usage = usage ? sum(usage, used) : used;
       const failed = failure(deps, environment, err, usage);
       if (attempts.length > 0) {
-        attempts.push(
-          attempt(number, added, undefined, { code: failed.code, message: failed.message }),
-        );
+        attempts.push(attempt(number, added, used, { code: failed.code, message: failed.message }));
         failed.attempts = attempts;
       }
       return failed;
@@ -126,29 +129,45 @@ export async function callProvider(
  * One provider call, retried while it is refused with a Retry-After (429/5xx) by a client that
  * does not retry itself (the `test` provider; the openai SDK retries on its own, with backoff and
  * jitter, honouring Retry-After). Never after the first chunk: a chunk sent is an answer begun.
+ * The chunks of the attempt that failed are left in `partial` (the caller counts their tokens).
  */
 async function completeWithRetries(
   deps: ExecutorDeps,
   client: LlmClient,
   request: CompletionRequest,
   options: CallOptions,
+  partial: string[],
 ): Promise<CompletionResult> {
-  let chunked = false;
   const onChunk = options.onChunk;
   const callOptions = {
     signal: options.signal,
-    onChunk: onChunk && ((text: string) => ((chunked = true), onChunk(text))),
+    onChunk: onChunk && ((text: string) => (partial.push(text), onChunk(text))),
   };
   for (let retry = 0; ; retry++) {
     try {
       return await client.complete(request, callOptions);
     } catch (err) {
       const retryAfterMs = err instanceof ProviderError ? err.retryAfterMs : undefined;
-      if (retryAfterMs === undefined || chunked || retry >= deps.providerMaxRetries) throw err;
-      // What the provider asked for, with a little jitter so that refused callers spread out.
-      await sleep(retryAfterMs * (1 + Math.random() / 10), options.signal);
+      if (retryAfterMs === undefined || partial.length > 0 || retry >= deps.providerMaxRetries)
+        throw err;
+      await sleep(retryDelayMs(retry, retryAfterMs), options.signal);
     }
   }
+}
+
+/** The first retry's backoff; each later one doubles it, up to RETRY_MAX_MS. */
+export const RETRY_BASE_MS = 100;
+export const RETRY_MAX_MS = 8_000;
+
+/**
+ * How long to wait before retry `retry` (0 for the first): exponential backoff with jitter (75–100%
+ * of RETRY_BASE_MS × 2^retry, at most RETRY_MAX_MS), and never less than the provider's
+ * Retry-After. `Retry-After: 0` ("now") still waits the backoff: a provider that refuses again and
+ * again is not hammered.
+ */
+export function retryDelayMs(retry: number, retryAfterMs: number, random = Math.random()): number {
+  const backoff = Math.min(RETRY_BASE_MS * 2 ** retry, RETRY_MAX_MS) * (1 - random / 4);
+  return Math.max(retryAfterMs, backoff);
 }
 
 /** A pause that the caller's signal cuts short (node's timer removes its listener either way). */

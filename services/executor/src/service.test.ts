@@ -26,6 +26,7 @@ import { createExecutorDeps } from "./deps.js";
 import { SchemaValidator } from "./schemas.js";
 import { executorRoutes } from "./service.js";
 import { ActiveRuns } from "./active-runs.js";
+import { RETRY_BASE_MS } from "./call.js";
 
 const RUN_TTL = 300;
 const resultSchema: JsonObject = {
@@ -919,6 +920,7 @@ describe("repairs, retries, cancellation (test provider)", () => {
       createRouterTransport(executorRoutes({ ...deps, providerMaxRetries: 1 }, inFlight)),
     );
     const caller = { accountId: main.accountId, projectId: main.projectId };
+    const started = Date.now();
     const blocking = await retrying.execute({
       caller,
       interaction: { case: "interactionId", value: main.greetingId },
@@ -926,6 +928,8 @@ describe("repairs, retries, cancellation (test provider)", () => {
       config: { model: "test-429-once" },
     });
     expect(blocking.run!.status).toBe(RunStatus.COMPLETED);
+    // Retry-After: 0 still waits the first backoff (75–100 ms), not a tight loop.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(RETRY_BASE_MS * 0.75);
     const { run: created } = await retrying.execute({
       caller,
       interaction: { case: "interactionId", value: main.greetingId },
@@ -964,6 +968,10 @@ describe("repairs, retries, cancellation (test provider)", () => {
     expect(final.status).toBe(RunStatus.FAILED);
     expect(final.error!.code).toBe("stream_error");
     expect(final.error!.message).toMatch(/broke off after its first chunk/);
+    // What was generated before the break counts: the prompt and the chunk that arrived.
+    expect(final.tokenUse!.prompt).toBeGreaterThan(0);
+    expect(final.tokenUse!.result).toBeGreaterThan(0);
+    expect(final.tokenUse!.total).toBe(final.tokenUse!.prompt + final.tokenUse!.result);
   });
 
   it("cancels the provider call when the blocking caller goes away, recording the run cancelled", async () => {
