@@ -1,10 +1,9 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { toValue, type JsonValue } from "@pies/common";
-import { clone, create } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import {
   RunAttemptSchema,
   RunErrorSchema,
-  RunSchema,
   RunStatus,
   TokenUsageSchema,
   type Run,
@@ -261,9 +260,14 @@ function failure(
   return { ok: false, code: "internal", message: "the provider call failed unexpectedly", usage };
 }
 
-/** The run as an outcome ends it (a copy: the run given is left as it was). */
+/**
+ * The run as an outcome ends it: a copy, so the run given is left as it was (a retried put of the
+ * start still records the start). Shallow: only top-level fields change, and the nested messages
+ * (prompt, parameters, config, source) are never changed once prepared, so a deep clone would
+ * only copy them.
+ */
 export function endedRun(run: Run, outcome: Outcome, startedAt: number): Run {
-  const ended = clone(RunSchema, run);
+  const ended: Run = { ...run };
   ended.executionTime = BigInt(Date.now() - startedAt);
   ended.tokenUse = outcome.usage && create(TokenUsageSchema, outcome.usage);
   if (outcome.attempts) ended.attempts = outcome.attempts;
