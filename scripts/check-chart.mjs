@@ -149,6 +149,38 @@ expect(
   "no database stops the render",
 );
 
+// gateway.embedExecutor: the gateway pods run the edge with the executor's settings, and nothing
+// of the executor is deployed (no Deployment, Service, policy, budget or autoscaler).
+const edge = render("gateway.embedExecutor=true", "podDisruptionBudget.enabled=true");
+expect(edge.status === 0, `helm template with gateway.embedExecutor failed: ${edge.stderr}`);
+const edgeGateway = edge.docs.find((d) => d.kind === "Deployment" && component(d) === "gateway");
+const edgeContainer = edgeGateway?.spec.template.spec.containers[0];
+const edgeEnv = (edgeContainer?.env ?? []).map((e) => e.name);
+expect(
+  edgeContainer?.command?.join(" ") === "node embedded/dist/edge-main.js",
+  `gateway.embedExecutor runs the edge (got ${edgeContainer?.command?.join(" ")})`,
+);
+expect(
+  ["PIES_TEMPLATE_WORKERS", "PIES_PROVIDER_TIMEOUT_MS", "PIES_RECORD_MAX_AGE_SECONDS"].every((n) =>
+    edgeEnv.includes(n),
+  ) && !edgeEnv.includes("EXECUTOR_URL"),
+  "the edge takes the executor's settings and no executor address",
+);
+expect(
+  new Set(edgeEnv).size === edgeEnv.length,
+  `the edge's env names each variable once (${edgeEnv.join(", ")})`,
+);
+expect(
+  !edge.stdout.includes("component: executor") &&
+    edge.docs.some((d) => d.kind === "PodDisruptionBudget"),
+  "gateway.embedExecutor deploys nothing of the executor",
+);
+const plainGateway = kinds("Deployment").find((d) => component(d) === "gateway");
+expect(
+  plainGateway?.spec.template.spec.containers[0].command.join(" ") === "node gateway/dist/main.js",
+  "by default the gateway runs alone",
+);
+
 if (failures.length) {
   console.error(`chart check failed:\n- ${failures.join("\n- ")}`);
   process.exitCode = 1;

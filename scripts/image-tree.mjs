@@ -77,19 +77,8 @@ async function check() {
   let db;
   let stream;
   let stack;
-  try {
-    const started = Date.now();
-    assemble(tree);
-    const present = devOnly.filter((name) => existsSync(path.join(tree, "node_modules", name)));
-    if (present.length) throw new Error(`the image would hold dev packages: ${present.join(", ")}`);
-    if (existsSync(path.join(tree, "testkit"))) throw new Error("the image would hold testkit");
-    console.log(
-      `image tree: ${(sizeOf(tree) / 1e6).toFixed(0)} MB in ${tree}, assembled in ${((Date.now() - started) / 1000).toFixed(1)} s`,
-    );
-
-    db = await testkit.createTestDatabase("image");
-    stream = testkit.createTestStream();
-    stack = await testkit.startStack({ databaseUrl: db.url, natsEnv: stream.env, root: tree });
+  /** A blocking and a streamed execution through the stack started from the tree, then its stop. */
+  async function exercise(name) {
     for (const p of stack.processes) {
       const script = p.child.spawnargs.at(-1);
       if (!script.startsWith(tree)) throw new Error(`${p.name} runs ${script}, not from the tree`);
@@ -99,7 +88,7 @@ async function check() {
     const prompt = await json(
       await api("/prompts", {
         body: {
-          name: "image",
+          name: name.toLowerCase(),
           role: "user",
           content_type: "jst",
           content: "return `Say ${word}`",
@@ -111,7 +100,7 @@ async function check() {
     const interaction = await json(
       await api("/interactions", {
         body: {
-          name: "ImageCheck",
+          name,
           environment: stack.bootstrap.environment,
           prompts: [{ type: "template", template: prompt.id }],
         },
@@ -138,8 +127,31 @@ async function check() {
     if (Object.values(codes).some((code) => code !== 0)) {
       throw new Error(`processes did not exit cleanly: ${JSON.stringify(codes)}`);
     }
+  }
+  try {
+    const started = Date.now();
+    assemble(tree);
+    const present = devOnly.filter((name) => existsSync(path.join(tree, "node_modules", name)));
+    if (present.length) throw new Error(`the image would hold dev packages: ${present.join(", ")}`);
+    if (existsSync(path.join(tree, "testkit"))) throw new Error("the image would hold testkit");
     console.log(
-      "image tree: catalog, runs, executor and gateway started from it; blocking and streamed executions completed; clean shutdown",
+      `image tree: ${(sizeOf(tree) / 1e6).toFixed(0)} MB in ${tree}, assembled in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
+
+    db = await testkit.createTestDatabase("image");
+    stream = testkit.createTestStream();
+    // The four processes, then the edge (gateway.embedExecutor in the chart) with catalog and runs.
+    for (const edge of [false, true]) {
+      stack = await testkit.startStack({
+        databaseUrl: db.url,
+        natsEnv: stream.env,
+        root: tree,
+        edge,
+      });
+      await exercise(edge ? "EdgeCheck" : "ImageCheck");
+    }
+    console.log(
+      "image tree: catalog, runs, executor and gateway, then the edge, started from it; blocking and streamed executions completed; clean shutdown",
     );
   } finally {
     await stack?.stop().catch(() => {});
