@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
@@ -9,6 +9,7 @@ import {
   MemoryRunEventBus,
   MemoryRunRecords,
   RunLog,
+  withFields,
   type RunEvent,
   type RunEventBus,
   type RunRecords,
@@ -17,7 +18,7 @@ import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService, type ExecuteRequestSchema } from "@pies/proto/executor";
-import { RunSchema, RunsService, RunStatus, type Run } from "@pies/proto/runs";
+import { RunErrorSchema, RunSchema, RunsService, RunStatus, type Run } from "@pies/proto/runs";
 import { runsMigrations, runsRoutes, startRunsStore } from "@pies/runs";
 import type { Kysely } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -631,6 +632,54 @@ describe("ExecutorService streamed runs", () => {
     );
     const { run: stored } = await runs.getRun({ projectId: other.projectId, id: created!.id });
     expect(stored!.status).toBe(RunStatus.CREATED);
+  });
+
+  it("starts a run it created without reading the log back, and reads it when the run changed since", async () => {
+    const reads: string[] = [];
+    const reading: RunRecords = {
+      put: (runId, data, options) => records.put(runId, data, options),
+      last: (runId) => (reads.push(runId), records.last(runId)),
+      consume: (write, options) => records.consume(write, options),
+      ready: () => records.ready(),
+    };
+    const own = createClient(
+      ExecutorService,
+      createRouterTransport(executorRoutes({ ...deps, log: new RunLog(reading) }, inFlight)),
+    );
+    const caller = { accountId: main.accountId, projectId: main.projectId };
+    const streamed = (name: string) =>
+      own.execute({
+        caller,
+        interaction: { case: "interactionId", value: main.greetingId },
+        data: { name },
+        stream: true,
+      });
+    const { run: fresh } = await streamed("Memory");
+    const first = await own.startRun({ projectId: main.projectId, runId: fresh!.id });
+    expect(first.started).toBe(true);
+    expect(reads).not.toContain(fresh!.id);
+    expect(endRun(await eventsUntilEnd(fresh!.id)).status).toBe(RunStatus.COMPLETED);
+
+    // Another project cannot start it, nor use up what was kept of it.
+    const { run: kept } = await streamed("Kept");
+    await expectCode(own.startRun({ projectId: other.projectId, runId: kept!.id }), Code.NotFound);
+    expect((await own.startRun({ projectId: main.projectId, runId: kept!.id })).started).toBe(true);
+    await eventsUntilEnd(kept!.id);
+
+    // Changed in the log since (the sweeper expired it): the log's record wins.
+    const { run: changed } = await streamed("Changed");
+    const recorded = (await store.log.last(changed!.id))!;
+    await store.log.put(
+      withFields(recorded.run, {
+        status: RunStatus.FAILED,
+        error: create(RunErrorSchema, { code: "stream_expired", message: "too late" }),
+      }),
+      recorded.seq,
+    );
+    const late = await own.startRun({ projectId: main.projectId, runId: changed!.id });
+    expect(late.started).toBe(false);
+    expect(late.run).toMatchObject({ status: RunStatus.FAILED, error: { code: "stream_expired" } });
+    expect(reads).toContain(changed!.id);
   });
 
   it("starts a run exactly once when StartRun calls race", async () => {

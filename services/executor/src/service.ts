@@ -13,6 +13,7 @@ import type { ExecutorDeps } from "./context.js";
 import { prepareExecution, repairsOf, type PreparedExecution } from "./prepare.js";
 import { ResultCache, type CachedResult } from "./result-cache.js";
 import { prepareTestData, testDataItems } from "./test-data.js";
+import { LRUCache } from "lru-cache";
 import { ActiveRuns } from "./active-runs.js";
 import { untilRecorded } from "./record.js";
 
@@ -28,6 +29,7 @@ export function createExecutorService(
   active = new ActiveRuns(),
   recordWaitMs = RECORD_WAIT_MS,
 ): Partial<ServiceImpl<typeof ExecutorService>> {
+  const created = new CreatedRuns();
   return {
     async execute(req, ctx) {
       // A blocking execution holds one of its project's execution slots from its start to its end;
@@ -39,7 +41,8 @@ export function createExecutorService(
           if (prepared.run.parentId) {
             await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
           }
-          await deps.log.put(prepared.run, 0);
+          const seq = await deps.log.put(prepared.run, 0);
+          created.keep(prepared.run, seq);
           return { run: prepared.run };
         }
         if (prepared.cache?.mode === "read") {
@@ -87,17 +90,27 @@ export function createExecutorService(
       }
       let running = false;
       try {
-        const current = await streamedRun(deps, req.projectId, req.runId);
-        if (current.run.status !== RunStatus.CREATED) return { started: false, run: current.run };
-        // Exactly one request starts the run: the put is conditional on the record it read.
-        const run = withFields(current.run, { status: RunStatus.PROCESSING });
-        let seq: number;
-        try {
-          seq = await deps.log.put(run, current.seq);
-        } catch (err) {
-          if (!(err instanceof RecordConflict)) throw err;
-          const latest = await currentRun(deps, req.projectId, req.runId);
-          return { started: false, run: latest.run };
+        // The run as this executor created it, when it did (no read of the log), else as the log
+        // has it. Either way exactly one request starts it: the put is conditional on the record
+        // read, and a run changed since it was created here is read again.
+        let current = created.take(req.projectId, req.runId);
+        let seq: number | undefined;
+        let run!: Run;
+        while (seq === undefined) {
+          const fromMemory = current !== undefined;
+          current ??= await streamedRun(deps, req.projectId, req.runId);
+          if (current.run.status !== RunStatus.CREATED) return { started: false, run: current.run };
+          run = withFields(current.run, { status: RunStatus.PROCESSING });
+          try {
+            seq = await deps.log.put(run, current.seq);
+          } catch (err) {
+            if (!(err instanceof RecordConflict)) throw err;
+            if (!fromMemory) {
+              const latest = await currentRun(deps, req.projectId, req.runId);
+              return { started: false, run: latest.run };
+            }
+            current = undefined;
+          }
         }
         if (expired(run)) return { started: true, run: await expire(deps, run, seq) };
         void active.run(run.id, () => executeStreamed(deps, run, seq)).then(release, release);
@@ -109,6 +122,32 @@ export function createExecutorService(
       }
     },
   };
+}
+
+/**
+ * Streamed runs this executor created and nobody has started yet, with the sequence of their
+ * record: the request that opens the stream usually reaches the executor that created the run (the
+ * gateway's HTTP/2 connection to it, or the same process in the edge and embedded modes), and
+ * then starts it without reading the log back (a JetStream request less on the way to the first
+ * chunk). Bounded: a run opened later, or on another replica, is read from the log as before.
+ */
+class CreatedRuns {
+  private readonly runs = new LRUCache<string, { run: Run; seq: number }>({
+    max: 2_000,
+    ttl: 60_000,
+  });
+
+  keep(run: Run, seq: number) {
+    this.runs.set(run.id, { run, seq });
+  }
+
+  /** The run, once, if this executor created it for that project. */
+  take(projectId: string, id: string): { run: Run; seq: number } | undefined {
+    const kept = this.runs.get(id);
+    if (!kept || kept.run.projectId !== projectId) return undefined;
+    this.runs.delete(id);
+    return kept;
+  }
 }
 
 /**
