@@ -11,7 +11,7 @@ import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
 import { GatewayMetrics } from "./metrics.js";
 import { installRequestTracing } from "./tracing.js";
-import { healthResponse } from "./json/responses.js";
+import { healthResponse, openApiResponse } from "./json/responses.js";
 import { installOpenApi, serializerCompiler, validatorCompiler } from "./openapi.js";
 import { installAuthentication } from "./routes/context.js";
 import { jsonBodyParser } from "./json-body.js";
@@ -146,7 +146,11 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
         "/openapi.json",
         {
           config: { auth: "public" },
-          schema: { summary: "This document (OpenAPI 3.1)", tags: ["operations"] },
+          schema: {
+            summary: "This document (OpenAPI 3.1)",
+            tags: ["operations"],
+            response: { 200: openApiResponse },
+          },
         },
         async () => app.swagger(),
       );

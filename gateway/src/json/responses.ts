@@ -255,3 +255,13 @@ export const tokenResponse = z.object({
 export const noContent = z.void();
 
 export const healthResponse = z.object({ status: z.string() });
+
+export const openApiResponse = z
+  .object({
+    openapi: z.literal("3.1.0"),
+    info: z.object({ title: z.string(), version: z.string() }).passthrough(),
+    paths: z.record(z.string(), z.unknown()),
+    components: z.record(z.string(), z.unknown()),
+  })
+  .passthrough()
+  .describe("An OpenAPI 3.1 document");
