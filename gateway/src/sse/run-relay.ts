@@ -188,9 +188,13 @@ export class RunRelay {
   /** `close` with the final run, once (whoever calls it first: the bus's end or a reconcile). */
   private close(final: Run, seq?: number) {
     if (!this.out.open) return;
-    this.options.onClose?.(final);
     this.out.event("close", JSON.stringify(runJson(final)), seq);
     this.out.end();
+    try {
+      this.options.onClose?.(final);
+    } catch (err) {
+      this.options.logger.error({ err, runId: this.runId }, "run stream's onClose failed");
+    }
   }
 
   /** `error` with pies' error body (DESIGN.md §10), and the end of the stream. */
