@@ -47,7 +47,7 @@ export function streamRoutes(instance: FastifyInstance, ctx: RouteContext) {
     (request, reply) =>
       streams.open(
         principalOf(request),
-        { runId: request.params.id, afterSeq: lastEventId(request) },
+        { runId: request.params.id, afterSeq: lastEventId(request, request.query.lastEventId) },
         reply,
       ),
   );
@@ -57,9 +57,8 @@ export function streamRoutes(instance: FastifyInstance, ctx: RouteContext) {
  * The Last-Event-ID header, or `?lastEventId=` for clients that cannot set headers. An id past
  * every sequence is kept as the largest one, so it reads as "after the end", not as "from the start".
  */
-function lastEventId(request: FastifyRequest): number | undefined {
-  const raw =
-    request.headers["last-event-id"] ?? (request.query as Record<string, string>)?.lastEventId;
+function lastEventId(request: FastifyRequest, fromQuery: string | undefined): number | undefined {
+  const raw = request.headers["last-event-id"] ?? fromQuery;
   const text = String(Array.isArray(raw) ? raw[0] : (raw ?? "")).trim();
   if (!/^\d{1,30}$/.test(text)) return undefined;
   const seq = Math.min(Number(text), Number.MAX_SAFE_INTEGER);
