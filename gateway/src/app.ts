@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { createRequire } from "node:module";
 import type { IncomingMessage } from "node:http";
 import cors from "@fastify/cors";
 import rateLimit from "@fastify/rate-limit";
@@ -10,6 +11,9 @@ import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
 import { GatewayMetrics } from "./metrics.js";
 import { installRequestTracing } from "./tracing.js";
+import { healthResponse, openApiResponse } from "./json/responses.js";
+import { installOpenApi, serializerCompiler, validatorCompiler } from "./openapi.js";
+import { installAuthentication } from "./routes/context.js";
 import { jsonBodyParser } from "./json-body.js";
 import { nulInParams } from "./request-params.js";
 import { catalogRoutes } from "./routes/catalog.js";
@@ -104,15 +108,52 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     ),
   );
 
-  app.get("/healthz", async () => ({ status: "ok" }));
-  app.get("/readyz", async (_request, reply) => {
-    const ready = await deps.isReady();
-    return reply.status(ready ? 200 : 503).send({ status: ready ? "ready" : "not ready" });
-  });
+  // Routes declare their params, query, body and responses as zod schemas (fastify-type-provider-
+  // zod types the handlers): Fastify validates requests with them and the OpenAPI document is
+  // made of them (openapi.ts).
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  installOpenApi(app, version);
 
-  tokenRoutes(app, ctx);
-  app.register(
+  void app.register(async (root) => {
+    const probe = { 200: healthResponse, 503: healthResponse };
+    root.get(
+      "/healthz",
+      { schema: { summary: "Liveness", tags: ["operations"], response: probe } },
+      async () => ({ status: "ok" }),
+    );
+    root.get(
+      "/readyz",
+      {
+        schema: {
+          summary: "Readiness: the services answer",
+          tags: ["operations"],
+          response: probe,
+        },
+      },
+      async (_request, reply) => {
+        const ready = await deps.isReady();
+        return reply.status(ready ? 200 : 503).send({ status: ready ? "ready" : "not ready" });
+      },
+    );
+    metrics.serve(root);
+    tokenRoutes(root, ctx);
+  });
+  void app.register(
     async (api) => {
+      installAuthentication(api, ctx);
+      api.get(
+        "/openapi.json",
+        {
+          config: { auth: "public" },
+          schema: {
+            summary: "This document (OpenAPI 3.1)",
+            tags: ["operations"],
+            response: { 200: openApiResponse },
+          },
+        },
+        async () => app.swagger(),
+      );
       tokenRoutes(api, ctx);
       catalogRoutes(api, ctx);
       runRoutes(api, ctx);
@@ -123,6 +164,8 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
   );
   return app;
 }
+
+const { version } = createRequire(import.meta.url)("../package.json") as { version: string };
 
 /** Probes and metrics are never rate limited. */
 const UNLIMITED = new Set(["/healthz", "/readyz", "/metrics"]);

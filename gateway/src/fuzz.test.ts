@@ -22,6 +22,14 @@ let call: ReturnType<typeof requester>;
 const routes: { method: string; url: string }[] = [];
 /** Ids of real resources, so that requests also reach past the lookups. */
 const ids: string[] = [];
+/** Credentials besides the admin key: a member key, a JWT of token exchange, a revoked key. */
+const keys: Record<string, string> = {};
+/**
+ * Per route (`POST /api/v1/runs`), the field names its declaration gives to the OpenAPI document:
+ * its body's properties (nested ones too) and its query parameters, so that a field added to a
+ * route is fuzzed without editing this test.
+ */
+const declared = new Map<string, { body: string[]; query: string[] }>();
 
 beforeAll(async () => {
   pies = await startTestPies({ executor: { PIES_TEMPLATE_TIMEOUT_MS: 2000 } });
@@ -57,12 +65,48 @@ beforeAll(async () => {
     data: { topic: "x" },
   });
   const spareKey = await call("POST", "/apikeys", { name: "spare" });
+  const member = await call("POST", "/apikeys", { name: "member" });
+  const revoked = await call("POST", "/apikeys", { name: "revoked" });
+  const token = await call("POST", "/token/issue");
   for (const r of [prompt, interaction, blocking, streamed, spareKey]) {
     expect(r.status, r.text).toBeLessThan(300);
     ids.push(r.json.id);
   }
   ids.push(pies.environmentId, pies.projectId);
+  expect((await call("DELETE", `/apikeys/${revoked.json.id}`)).status).toBe(204);
+  Object.assign(keys, {
+    member: member.json.key,
+    jwt: token.json.token,
+    revoked: revoked.json.key,
+  });
+
+  const doc = (await call("GET", "/openapi.json")).json;
+  for (const [path, operations] of Object.entries<any>(doc.paths)) {
+    for (const [method, op] of Object.entries<any>(operations)) {
+      const body = op.requestBody?.content?.["application/json"]?.schema;
+      declared.set(`${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ":$1")}`, {
+        body: body ? propertyNames(body) : [],
+        query: (op.parameters ?? [])
+          .filter((p: { in: string }) => p.in === "query")
+          .map((p: { name: string }) => p.name),
+      });
+    }
+  }
 }, 120_000);
+
+/** Every property name in a JSON Schema, at any depth. */
+function propertyNames(schema: unknown, into = new Set<string>()): string[] {
+  if (Array.isArray(schema)) schema.forEach((s) => propertyNames(s, into));
+  else if (schema && typeof schema === "object") {
+    for (const [key, value] of Object.entries(schema)) {
+      if (key === "properties" && value && typeof value === "object") {
+        for (const name of Object.keys(value)) into.add(name);
+      }
+      propertyNames(value, into);
+    }
+  }
+  return [...into];
+}
 
 afterAll(async () => {
   await pies?.close();
@@ -179,6 +223,18 @@ const bodyFields = [
   "data",
   "parent",
   "visibility",
+  // Search, generation, keys and projects.
+  "query",
+  "defaultQueryPath",
+  "facets",
+  "filters",
+  "onlyMeta",
+  "limit",
+  "offset",
+  "count",
+  "message",
+  "project",
+  "max_repairs",
 ];
 const queryFields = [
   "limit",
@@ -195,6 +251,7 @@ const queryFields = [
   "name",
   "version",
   "access_token",
+  "lastEventId",
 ];
 const configValues = fc.record(
   {
@@ -206,6 +263,67 @@ const configValues = fc.record(
   },
   { requiredKeys: [] },
 );
+
+/** Bodies shaped as a search's, so that fuzzing reaches its facets and filters. */
+const facetValues = fc.record(
+  {
+    type: fc.oneof(fc.constantFrom("string", "number", "date"), values),
+    path: fc.oneof(fc.constantFrom("modelId", "parameters.topic", "status", "updated_at"), values),
+    numBuckets: values,
+    boundaries: fc.oneof(
+      fc.array(numbers, { maxLength: 4 }),
+      fc.array(strings, { maxLength: 4 }),
+      values,
+    ),
+    default: values,
+  },
+  { requiredKeys: [] },
+);
+const searchBody = fc
+  .record(
+    {
+      query: fc.oneof(
+        strings,
+        fc.constantFrom("a AND", "topic:x*", "[1 TO", "(a OR b) NOT c", '"x', "-", "+a -b"),
+      ),
+      defaultQueryPath: values,
+      onlyMeta: values,
+      limit: values,
+      offset: values,
+      facets: fc.oneof(fc.dictionary(strings, facetValues, { maxKeys: 3 }), values),
+      filters: fc.oneof(
+        fc.dictionary(
+          fc.constantFrom(
+            "interaction",
+            "environment",
+            "environemnt",
+            "parent",
+            "status",
+            "tags",
+            "modelId",
+            "updated_at",
+            "other",
+          ),
+          fc.oneof(values, fc.dictionary(fc.constantFrom("gt", "gte", "lt", "lte", "x"), strings)),
+          { maxKeys: 4 },
+        ),
+        values,
+      ),
+    },
+    { requiredKeys: [] },
+  )
+  .map((b) => JSON.stringify(b));
+
+/** A route's bodies: any of the fields it declares or others read, with any values. */
+const bodyFor = (fields: string[]) =>
+  fc.oneof(
+    fc.constant(undefined),
+    fc
+      .dictionary(fc.constantFrom(...new Set([...fields, ...bodyFields])), values, { maxKeys: 6 })
+      .map((b) => JSON.stringify(b)),
+    body,
+    searchBody,
+  );
 
 const body = fc.oneof(
   fc.constant(undefined),
@@ -240,16 +358,25 @@ const percent = (s: string) =>
     )
     .join("");
 
-const query = fc
-  .array(
-    fc.tuple(fc.oneof(fc.constantFrom(...queryFields), fc.string({ maxLength: 5 })), strings),
-    {
-      maxLength: 4,
-    },
-  )
-  .map((pairs) =>
-    pairs.length === 0 ? "" : "?" + pairs.map(([k, v]) => `${percent(k)}=${percent(v)}`).join("&"),
-  );
+const queryFor = (fields: string[]) =>
+  fc
+    .array(
+      fc.tuple(
+        fc.oneof(
+          fc.constantFrom(...new Set([...fields, ...queryFields])),
+          fc.string({ maxLength: 5 }),
+        ),
+        strings,
+      ),
+      {
+        maxLength: 4,
+      },
+    )
+    .map((pairs) =>
+      pairs.length === 0
+        ? ""
+        : "?" + pairs.map(([k, v]) => `${percent(k)}=${percent(v)}`).join("&"),
+    );
 
 // A path parameter is usually percent-encoded; sometimes it is sent as the raw text it is.
 const pathParam = fc.oneof(
@@ -257,28 +384,95 @@ const pathParam = fc.oneof(
   fc.constantFrom("%", "%zz", "%E0%A4%A", "%00", "%2F", ".", ".."),
 );
 
-const request = (url: string) =>
-  fc.record({
+const request = (method: string, url: string) => {
+  const fields = declared.get(`${method} ${url}`) ?? { body: [], query: [] };
+  return fc.record({
     path: fc
       .constant(url)
       .chain((u) =>
         u.includes(":") ? pathParam.map((p) => u.replace(/:[A-Za-z]+/g, p)) : fc.constant(u),
       ),
-    query,
-    body,
+    query: queryFor(fields.query),
+    body: bodyFor(fields.body),
     contentType: fc.constantFrom(
       "application/json",
       "application/json",
       "text/plain",
       "application/json; charset=utf-8",
     ),
-    key: fc.constantFrom("valid", "valid", "valid", "none", "bad"),
+    key: fc.constantFrom(
+      "valid",
+      "valid",
+      "valid",
+      "jwt",
+      "member",
+      "none",
+      "bad",
+      "revoked",
+      "forged",
+      "malformed",
+    ),
   });
+};
+
+/** A JWT of the right shape signed with a key that is not the gateway's. */
+const FORGED =
+  "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJrIiwiZXhwIjo0MTAyNDQ0ODAwfQ.c2lnbmVkLXdpdGgtYW5vdGhlci1rZXktMDEyMzQ1Njc4OQ";
+
+/** The Authorization header of a fuzzed request's credential (none: no header). */
+function authorization(key: string): Record<string, string> {
+  const token =
+    key === "valid"
+      ? pies.key
+      : key === "none"
+        ? undefined
+        : key === "bad"
+          ? "sk-bad"
+          : key === "forged"
+            ? FORGED
+            : key === "malformed"
+              ? undefined
+              : keys[key];
+  if (key === "malformed") return { authorization: "Basic dXNlcjpwYXNz" };
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+/** A request at its full path (the routes outside /api/v1 too). */
+async function send(
+  method: string,
+  url: string,
+  body: string | undefined,
+  headers: Record<string, string>,
+) {
+  const response = await pies.app.inject({
+    method: method as "GET",
+    url,
+    headers,
+    ...(body === undefined ? {} : { payload: body }),
+  });
+  let json: any;
+  try {
+    json = response.body ? JSON.parse(response.body) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: response.statusCode, json, text: response.body };
+}
 
 describe("fuzzing every route", () => {
   it("finds the API's routes", () => {
     expect(routes.length).toBeGreaterThan(20);
     expect(routes).toContainEqual({ method: "GET", url: "/api/v1/runs/:id/stream" });
+    expect(routes).toContainEqual({ method: "POST", url: "/token/issue" });
+    // Each API route's declared fields are fuzzed: the document lists every one of them.
+    for (const route of routes.filter((r) => r.url.startsWith("/api/v1/"))) {
+      expect(declared.has(`${route.method} ${route.url}`), `${route.method} ${route.url}`).toBe(
+        true,
+      );
+    }
+    expect(declared.get("POST /api/v1/runs/search")!.body).toEqual(
+      expect.arrayContaining(["facets", "filters", "numBuckets", "boundaries", "updated_at"]),
+    );
     for (const route of NOT_BUILT) {
       const [method, url] = route.split(" ");
       expect(routes).toContainEqual({ method, url });
@@ -292,16 +486,14 @@ describe("fuzzing every route", () => {
     for (const route of routes) {
       const name = `${route.method} ${route.url}`;
       await fc.assert(
-        fc.asyncProperty(request(route.url), async (req) => {
-          const url = req.path.replace(/^\/api\/v1/, "") + req.query;
+        fc.asyncProperty(request(route.method, route.url), async (req) => {
+          const url = req.path + req.query;
           const headers: Record<string, string> = {
             ...(req.body === undefined ? {} : { "content-type": req.contentType }),
-            ...(req.key === "valid"
-              ? {}
-              : { authorization: req.key === "bad" ? "Bearer sk-bad" : "" }),
+            ...authorization(req.key),
           };
           const response = await Promise.race([
-            call(route.method, url, req.body, headers),
+            send(route.method, url, req.body, headers),
             new Promise<never>((_, reject) =>
               setTimeout(
                 () => reject(new Error(`${name}: no answer within ${REQUEST_TIMEOUT_MS} ms`)),

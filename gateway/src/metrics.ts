@@ -58,10 +58,24 @@ export class GatewayMetrics {
       this.durations.observe(labels, reply.elapsedTime / 1000);
       done();
     });
-    app.get("/metrics", async (_request, reply) => {
-      reply.header("content-type", this.registry.contentType);
-      return this.registry.metrics();
-    });
+  }
+
+  /** `GET /metrics`, the Prometheus text format. */
+  serve(app: FastifyInstance) {
+    app.get(
+      "/metrics",
+      {
+        schema: {
+          summary: "Prometheus metrics (text format; no key: scrape it on the pod's port)",
+          tags: ["operations"],
+          produces: [this.registry.contentType],
+        },
+      },
+      async (_request, reply) => {
+        reply.header("content-type", this.registry.contentType);
+        return this.registry.metrics();
+      },
+    );
   }
 
   /** An execution's end as the gateway saw it. */

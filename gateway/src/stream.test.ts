@@ -89,6 +89,17 @@ describe("GET /runs/:id/stream over a failing subscription, and its bounds", () 
       expect(again.map((e) => [e.event, e.id])).toEqual([["close", closeId]]);
       expect(JSON.parse(again[0]!.data)).toMatchObject({ id: runId, status: "completed" });
     }
+    // The same as `?lastEventId=`, for clients that cannot set headers; a first event's id
+    // replays what follows it.
+    const byQuery = await pies.app.inject({
+      url: `/api/v1/runs/${runId}/stream?lastEventId=${closeId}&access_token=${pies.key}`,
+    });
+    expect(parseSse(byQuery.body).map((e) => [e.event, e.id])).toEqual([["close", closeId]]);
+    const afterFirst = await pies.app.inject({
+      url: `/api/v1/runs/${runId}/stream?lastEventId=${first[0]!.id}`,
+      headers: { authorization: `Bearer ${pies.key}` },
+    });
+    expect(parseSse(afterFirst.body).map((e) => e.id)).toEqual(first.slice(1).map((e) => e.id));
   });
 
   it("bounds the open streams of a key: 429 with Retry-After, a slot again once one ends", async () => {

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { environmentBody, environmentInput, environmentJson } from "../json/environments.js";
 import {
@@ -18,7 +19,23 @@ import {
   type InputLimits,
 } from "../json/limits.js";
 import { answered } from "@pies/common";
-import { adminOnly, authed, routeId, type RouteContext } from "./context.js";
+import { principalOf, type RouteContext } from "./context.js";
+import {
+  accountResponse,
+  apiKeyCreatedResponse,
+  apiKeyResponse,
+  environmentResponse,
+  errorResponse,
+  idParams,
+  interactionRefResponse,
+  interactionResponse,
+  modelsResponse,
+  noContent,
+  projectCreatedResponse,
+  projectResponse,
+  promptResponse,
+  versionRefResponse,
+} from "../json/responses.js";
 import {
   ApiKeyRole,
   apiKeyRoleFromName,
@@ -68,9 +85,10 @@ function schemas(limits: InputLimits) {
 /**
  * Interactions, prompt templates, environments, projects, the account and API keys. Members
  * execute, read and edit interactions and prompts, and read environments and runs; keys,
- * projects and environments are managed with admin keys (`adminOnly`).
+ * projects and environments are managed with admin keys (`auth: "admin"`, context.ts).
  */
-export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
+export function catalogRoutes(instance: FastifyInstance, ctx: RouteContext) {
+  const app = instance.withTypeProvider<ZodTypeProvider>();
   const { catalog } = ctx.deps;
   const {
     interactionBody,
@@ -81,26 +99,42 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
     projectBody,
     apiKeyBody,
   } = schemas(ctx.deps.options);
+  const admin = { auth: "admin" } as const;
+  const errors = { default: errorResponse };
 
   app.post(
     "/interactions",
-    authed(ctx, async (request, principal, reply) => {
-      const body = interactionBody.parse(request.body ?? {});
+    {
+      schema: {
+        summary: "Create an interaction",
+        body: interactionBody,
+        response: { 201: interactionResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
       const { interaction } = await catalog.createInteraction({
         projectId: principal.projectId,
-        interaction: interactionInput(body),
+        interaction: interactionInput(request.body),
       });
       reply.status(201);
       return interactionJson(answered(interaction, "interaction"));
-    }),
+    },
   );
 
   app.get(
     "/interactions",
-    authed(ctx, async (request, principal) => {
-      const q = listInteractionsQuery.parse(request.query ?? {});
+    {
+      schema: {
+        summary: "List interactions",
+        querystring: listInteractionsQuery,
+        response: { 200: z.array(interactionRefResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const q = request.query;
       const { interactions } = await catalog.listInteractions({
-        projectId: principal.projectId,
+        projectId: principalOf(request).projectId,
         status: q.status
           ? (interactionStatuses.value(q.status) ?? InteractionStatus.UNSPECIFIED)
           : InteractionStatus.UNSPECIFIED,
@@ -111,49 +145,81 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
         offset: q.offset,
       });
       return interactions.map(interactionRefJson);
-    }),
+    },
   );
 
   app.get(
     "/interactions/:id",
-    authed(ctx, async (request, principal) => {
+    {
+      schema: {
+        summary: "Get an interaction, its templates expanded",
+        params: idParams,
+        response: { 200: interactionResponse, ...errors },
+      },
+    },
+    async (request) => {
       const { interaction } = await catalog.getInteraction({
-        projectId: principal.projectId,
-        id: routeId(request),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
         expandTemplates: true,
       });
       return interactionJson(answered(interaction, "interaction"));
-    }),
+    },
   );
 
   app.put(
     "/interactions/:id",
-    authed(ctx, async (request, principal) => {
-      const body = interactionBody.parse(request.body ?? {});
+    {
+      schema: {
+        summary: "Update an interaction (the fields given)",
+        params: idParams,
+        body: interactionBody,
+        response: { 200: interactionResponse, ...errors },
+      },
+    },
+    async (request) => {
       const { interaction } = await catalog.updateInteraction({
-        projectId: principal.projectId,
-        id: routeId(request),
-        interaction: interactionInput(body),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+        interaction: interactionInput(request.body),
       });
       return interactionJson(answered(interaction, "interaction"));
-    }),
+    },
   );
 
   app.delete(
     "/interactions/:id",
-    authed(ctx, async (request, principal, reply) => {
-      await catalog.deleteInteraction({ projectId: principal.projectId, id: routeId(request) });
+    {
+      schema: {
+        summary: "Delete an interaction",
+        params: idParams,
+        response: { 204: noContent, ...errors },
+      },
+    },
+    async (request, reply) => {
+      await catalog.deleteInteraction({
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+      });
       return reply.status(204).send();
-    }),
+    },
   );
 
   app.post(
     "/interactions/:id/publish",
-    authed(ctx, async (request, principal, reply) => {
-      const body = publishBody.parse(request.body ?? {});
+    {
+      schema: {
+        summary: "Publish a version of an interaction",
+        params: idParams,
+        body: publishBody,
+        response: { 201: interactionResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body;
       const { version } = await catalog.publishInteraction({
-        projectId: principal.projectId,
-        id: routeId(request),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
         visibility: body.visibility
           ? (visibilities.value(body.visibility) ?? Visibility.PRIVATE)
           : Visibility.PRIVATE,
@@ -162,141 +228,244 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       reply.status(201);
       // SPEC.md's version object: its prompts name their templates by id.
       return interactionJson(answered(version, "version"), true);
-    }),
+    },
   );
 
   app.get(
     "/interactions/:id/versions",
-    authed(ctx, async (request, principal) => {
+    {
+      schema: {
+        summary: "List the published versions of an interaction",
+        params: idParams,
+        response: { 200: z.array(versionRefResponse), ...errors },
+      },
+    },
+    async (request) => {
       const { versions } = await catalog.listInteractionVersions({
-        projectId: principal.projectId,
-        id: routeId(request),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
       });
       return versions.map(versionRefJson);
-    }),
+    },
   );
 
   app.post(
     "/prompts",
-    authed(ctx, async (request, principal, reply) => {
-      const body = promptBody.parse(request.body ?? {});
+    {
+      schema: {
+        summary: "Create a prompt template",
+        body: promptBody,
+        response: { 201: promptResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
       const { prompt } = await catalog.createPrompt({
-        projectId: principal.projectId,
-        prompt: promptInput(body),
+        projectId: principalOf(request).projectId,
+        prompt: promptInput(request.body),
       });
       reply.status(201);
       return promptJson(answered(prompt, "prompt"));
-    }),
+    },
   );
 
   app.get(
     "/prompts",
-    authed(ctx, async (request, principal) => {
-      const q = pageQuery.parse(request.query ?? {});
-      const { prompts } = await catalog.listPrompts({ projectId: principal.projectId, ...q });
+    {
+      schema: {
+        summary: "List prompt templates",
+        querystring: pageQuery,
+        response: { 200: z.array(promptResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const { limit, offset } = request.query;
+      const { prompts } = await catalog.listPrompts({
+        projectId: principalOf(request).projectId,
+        limit,
+        offset,
+      });
       return prompts.map(promptJson);
-    }),
+    },
   );
 
   app.get(
     "/prompts/:id",
-    authed(ctx, async (request, principal) => {
+    {
+      schema: {
+        summary: "Get a prompt template",
+        params: idParams,
+        response: { 200: promptResponse, ...errors },
+      },
+    },
+    async (request) => {
       const { prompt } = await catalog.getPrompt({
-        projectId: principal.projectId,
-        id: routeId(request),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
       });
       return promptJson(answered(prompt, "prompt"));
-    }),
+    },
   );
 
   app.put(
     "/prompts/:id",
-    authed(ctx, async (request, principal) => {
-      const body = promptBody.parse(request.body ?? {});
+    {
+      schema: {
+        summary: "Update a prompt template (the fields given)",
+        params: idParams,
+        body: promptBody,
+        response: { 200: promptResponse, ...errors },
+      },
+    },
+    async (request) => {
       const { prompt } = await catalog.updatePrompt({
-        projectId: principal.projectId,
-        id: routeId(request),
-        prompt: promptInput(body, true),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+        prompt: promptInput(request.body, true),
       });
       return promptJson(answered(prompt, "prompt"));
-    }),
+    },
   );
 
   app.delete(
     "/prompts/:id",
-    authed(ctx, async (request, principal, reply) => {
-      await catalog.deletePrompt({ projectId: principal.projectId, id: routeId(request) });
+    {
+      schema: {
+        summary: "Delete a prompt template",
+        params: idParams,
+        response: { 204: noContent, ...errors },
+      },
+    },
+    async (request, reply) => {
+      await catalog.deletePrompt({
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+      });
       return reply.status(204).send();
-    }),
+    },
   );
 
   app.post(
     "/environments",
-    adminOnly(ctx, async (request, principal, reply) => {
-      const body = environmentBody.parse(request.body ?? {});
+    {
+      config: admin,
+      schema: {
+        summary: "Create an environment (a provider's configuration; admin key)",
+        body: environmentBody,
+        response: { 201: environmentResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
       const { environment } = await catalog.createEnvironment({
-        projectId: principal.projectId,
-        environment: environmentInput(body),
+        projectId: principalOf(request).projectId,
+        environment: environmentInput(request.body),
       });
       reply.status(201);
       return environmentJson(answered(environment, "environment"));
-    }),
+    },
   );
 
   app.get(
     "/environments",
-    authed(ctx, async (_request, principal) => {
-      const { environments } = await catalog.listEnvironments({ projectId: principal.projectId });
+    {
+      schema: {
+        summary: "List environments",
+        response: { 200: z.array(environmentResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const { environments } = await catalog.listEnvironments({
+        projectId: principalOf(request).projectId,
+      });
       return environments.map(environmentJson);
-    }),
+    },
   );
 
   app.get(
     "/environments/:id",
-    authed(ctx, async (request, principal) => {
+    {
+      schema: {
+        summary: "Get an environment",
+        params: idParams,
+        response: { 200: environmentResponse, ...errors },
+      },
+    },
+    async (request) => {
       const { environment } = await catalog.getEnvironment({
-        projectId: principal.projectId,
-        id: routeId(request),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
       });
       return environmentJson(answered(environment, "environment"));
-    }),
+    },
   );
 
   app.get(
     "/environments/:id/models",
-    authed(ctx, async (request, principal) => {
+    {
+      schema: {
+        summary: "List the models of an environment",
+        params: idParams,
+        response: { 200: modelsResponse, ...errors },
+      },
+    },
+    async (request) => {
       const { models, source } = await catalog.listEnvironmentModels({
-        projectId: principal.projectId,
-        id: routeId(request),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
       });
       return { models, source };
-    }),
+    },
   );
 
   app.put(
     "/environments/:id",
-    adminOnly(ctx, async (request, principal) => {
-      const body = environmentBody.parse(request.body ?? {});
+    {
+      config: admin,
+      schema: {
+        summary: "Update an environment (the fields given; admin key)",
+        params: idParams,
+        body: environmentBody,
+        response: { 200: environmentResponse, ...errors },
+      },
+    },
+    async (request) => {
       const { environment } = await catalog.updateEnvironment({
-        projectId: principal.projectId,
-        id: routeId(request),
-        environment: environmentInput(body),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+        environment: environmentInput(request.body),
       });
       return environmentJson(answered(environment, "environment"));
-    }),
+    },
   );
 
   app.delete(
     "/environments/:id",
-    adminOnly(ctx, async (request, principal, reply) => {
-      await catalog.deleteEnvironment({ projectId: principal.projectId, id: routeId(request) });
+    {
+      config: admin,
+      schema: {
+        summary: "Delete an environment (admin key)",
+        params: idParams,
+        response: { 204: noContent, ...errors },
+      },
+    },
+    async (request, reply) => {
+      await catalog.deleteEnvironment({
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+      });
       return reply.status(204).send();
-    }),
+    },
   );
 
   app.get(
     "/account",
-    authed(ctx, async (_request, principal) => {
+    {
+      schema: {
+        summary: "The caller's account, project and key",
+        response: { 200: accountResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const principal = principalOf(request);
       const { account } = await catalog.getAccount({ accountId: principal.accountId });
       return {
         ...accountJson(answered(account, "account")),
@@ -307,24 +476,40 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
           role: apiKeyRoleName(principal.role),
         },
       };
-    }),
+    },
   );
 
   app.get(
     "/projects",
-    adminOnly(ctx, async (_request, principal) => {
-      const { projects } = await catalog.listProjects({ accountId: principal.accountId });
+    {
+      config: admin,
+      schema: {
+        summary: "List the projects of the account (admin key)",
+        response: { 200: z.array(projectResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const { projects } = await catalog.listProjects({
+        accountId: principalOf(request).accountId,
+      });
       return projects.map(projectJson);
-    }),
+    },
   );
 
   app.post(
     "/projects",
-    adminOnly(ctx, async (request, principal, reply) => {
-      const body = projectBody.parse(request.body ?? {});
+    {
+      config: admin,
+      schema: {
+        summary: "Create a project, with an admin key of its own (admin key)",
+        body: projectBody,
+        response: { 201: projectCreatedResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
       const { project, apiKey, secret } = await catalog.createProject({
-        accountId: principal.accountId,
-        name: body.name,
+        accountId: principalOf(request).accountId,
+        name: request.body.name,
       });
       reply.status(201);
       // Keys act within their project: the new project's admin key is the way into it.
@@ -332,21 +517,37 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
         ...projectJson(answered(project, "project")),
         api_key: { ...apiKeyJson(answered(apiKey, "API key")), key: secret },
       };
-    }),
+    },
   );
 
   app.get(
     "/apikeys",
-    adminOnly(ctx, async (_request, principal) => {
-      const { apiKeys } = await catalog.listApiKeys({ projectId: principal.projectId });
+    {
+      config: admin,
+      schema: {
+        summary: "List the API keys of the project (admin key)",
+        response: { 200: z.array(apiKeyResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const { apiKeys } = await catalog.listApiKeys({ projectId: principalOf(request).projectId });
       return apiKeys.map(apiKeyJson);
-    }),
+    },
   );
 
   app.post(
     "/apikeys",
-    adminOnly(ctx, async (request, principal, reply) => {
-      const body = apiKeyBody.parse(request.body ?? {});
+    {
+      config: admin,
+      schema: {
+        summary: "Create an API key (admin key); its secret is answered once",
+        body: apiKeyBody,
+        response: { 201: apiKeyCreatedResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const body = request.body;
       const { apiKey, secret } = await catalog.createApiKey({
         projectId: body.project ?? principal.projectId,
         // Any project of the caller's account, and no other (404).
@@ -358,14 +559,25 @@ export function catalogRoutes(app: FastifyInstance, ctx: RouteContext) {
       reply.status(201);
       // The only response that ever carries the secret.
       return { ...apiKeyJson(answered(apiKey, "API key")), key: secret };
-    }),
+    },
   );
 
   app.delete(
     "/apikeys/:id",
-    adminOnly(ctx, async (request, principal, reply) => {
-      await catalog.deleteApiKey({ projectId: principal.projectId, id: routeId(request) });
+    {
+      config: admin,
+      schema: {
+        summary: "Revoke an API key (admin key)",
+        params: idParams,
+        response: { 204: noContent, ...errors },
+      },
+    },
+    async (request, reply) => {
+      await catalog.deleteApiKey({
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+      });
       return reply.status(204).send();
-    }),
+    },
   );
 }

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ApiKeyRole, type Principal } from "@pies/proto/catalog";
 import type { Authenticator } from "../auth.js";
 import type { GatewayDeps } from "../deps.js";
@@ -12,44 +12,58 @@ export interface RouteContext {
   metrics: GatewayMetrics;
 }
 
-export type Params = Record<string, string>;
+/**
+ * Who may call a route, declared in its `config.auth`: any key of the project (`member`, the
+ * default), an admin key only (`admin`; DESIGN.md §9: keys, projects and environments are managed
+ * by admins), a key given as header or as `?access_token=` (`stream`: a browser EventSource cannot
+ * set headers), or nobody in particular (`public`).
+ */
+export type RouteAuth = "member" | "admin" | "stream" | "public";
 
-type Handler = (
-  request: FastifyRequest,
-  principal: Principal,
-  reply: FastifyReply,
-) => Promise<unknown>;
-
-/** A handler that runs for an authenticated caller; what it returns is the JSON response. */
-export function authed(ctx: RouteContext, handler: Handler) {
-  return (request: FastifyRequest, reply: FastifyReply) =>
-    inRequestTrace(request, async () => {
-      const principal = await ctx.auth.authenticate(request);
-      return handler(request, principal, reply);
-    });
+declare module "fastify" {
+  interface FastifyContextConfig {
+    auth?: RouteAuth;
+  }
+  interface FastifyRequest {
+    /** The caller, once the `/api/v1` authentication hook has verified its credential. */
+    principal: Principal | null;
+  }
 }
 
 /**
- * A handler that runs for an admin key only (DESIGN.md §9: keys, projects and environments are
- * managed by admins); a member key gets 403 `forbidden` before the handler runs. The one place
- * where roles are enforced.
+ * Authentication of the API: one `onRequest` hook of the `/api/v1` plugin, before the body is
+ * read or validated (a request without a valid credential is 401 whatever it carries), and the
+ * one place where roles are enforced (a member key on an admin route is 403 `forbidden`).
  */
-export function adminOnly(ctx: RouteContext, handler: Handler) {
-  return authed(ctx, async (request, principal, reply) => {
-    if (principal.role !== ApiKeyRole.ADMIN) {
+export function installAuthentication(api: FastifyInstance, ctx: RouteContext) {
+  api.decorateRequest("principal", null);
+  api.addHook("onRequest", async (request) => {
+    const auth = request.routeOptions.config.auth ?? "member";
+    if (auth === "public") return;
+    const principal = await inRequestTrace(request, () =>
+      ctx.auth.authenticate(request, auth === "stream"),
+    );
+    if (auth === "admin" && principal.role !== ApiKeyRole.ADMIN) {
       throw forbidden(
         `${request.method} ${request.routeOptions.url ?? request.url.split("?")[0]} needs an admin key`,
       );
     }
-    return handler(request, principal, reply);
+    request.principal = principal;
+  });
+  // Each handler runs in its request's trace context (tracing.ts).
+  api.addHook("onRoute", (route) => {
+    const handler = route.handler;
+    route.handler = function traced(request, reply) {
+      return inRequestTrace(request, () => handler.call(this, request, reply));
+    };
   });
 }
 
-/** The `:id` of the route (Fastify matches a route with `:id` only when it is there). */
-export function routeId(request: FastifyRequest): string {
-  const { id } = request.params as Params;
-  if (id === undefined) throw new Error(`route ${request.routeOptions.url} has no :id`);
-  return id;
+/** The authenticated caller of a route (not `public`). */
+export function principalOf(request: FastifyRequest): Principal {
+  const { principal } = request;
+  if (!principal) throw new Error(`route ${request.routeOptions.url} ran without a principal`);
+  return principal;
 }
 
 /**

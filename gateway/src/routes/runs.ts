@@ -1,8 +1,8 @@
-import type { FastifyReply, FastifyRequest } from "fastify";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
+import { z } from "zod";
 import type { ExecuteRequest } from "@pies/proto/executor";
 import { RunStatus, type Run } from "@pies/proto/runs";
-import type { Principal } from "@pies/proto/catalog";
 import { badRequest, HttpError } from "../errors.js";
 import {
   executeBody as executeBodySchema,
@@ -16,24 +16,34 @@ import {
   type ExecuteBody,
 } from "../json/runs.js";
 import { answered } from "@pies/common";
-import { authed, callerGone, callerOf, routeId, type RouteContext } from "./context.js";
+import { errorResponse, idParams, runResponse, searchRunsResponse } from "../json/responses.js";
+import { callerGone, callerOf, principalOf, type RouteContext } from "./context.js";
 
 /** Executions (blocking or streamed), and reading runs back. */
-export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
+export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
+  const app = instance.withTypeProvider<ZodTypeProvider>();
   const { executor, runs } = ctx.deps;
   const executeBody = executeBodySchema(ctx.deps.options);
   const listRunsQuery = listRunsQuerySchema(ctx.deps.options);
   const searchRunsBody = searchRunsBodySchema(ctx.deps.options);
+  const errors = { default: errorResponse };
+  const executed = {
+    200: runResponse.describe(
+      "The run: ended (blocking), or created (stream: true; read it at /runs/{id}/stream)",
+    ),
+    502: errorResponse.describe("The provider failed; the run is recorded, `details.run_id`"),
+    504: errorResponse.describe("The provider timed out; the run is recorded, `details.run_id`"),
+    ...errors,
+  };
 
   const execute = async (
     request: FastifyRequest,
-    principal: Principal,
     body: ExecuteBody,
     interaction: ExecuteRequest["interaction"],
     reply: FastifyReply,
   ) => {
     const { run } = await executor.execute(
-      executeRequest(body, interaction, callerOf(request, principal)),
+      executeRequest(body, interaction, callerOf(request, principalOf(request))),
       // A blocking caller that goes away cancels the provider call; a streamed execution only
       // creates its run here.
       body.stream ? undefined : { signal: callerGone(reply) },
@@ -46,73 +56,102 @@ export function runRoutes(app: FastifyInstance, ctx: RouteContext) {
 
   app.post(
     "/interactions/:id/execute",
-    authed(ctx, async (request, principal, reply) => {
-      const body = executeBody.parse(request.body ?? {});
-      return execute(
-        request,
-        principal,
-        body,
-        { case: "interactionId", value: routeId(request) },
-        reply,
-      );
-    }),
+    {
+      schema: {
+        summary: "Execute an interaction",
+        params: idParams,
+        body: executeBody,
+        response: executed,
+      },
+    },
+    (request, reply) =>
+      execute(request, request.body, { case: "interactionId", value: request.params.id }, reply),
   );
 
   app.post(
     "/runs",
-    authed(ctx, async (request, principal, reply) => {
-      const body = executeBody.parse(request.body ?? {});
-      const id = body.interaction ?? body.interactionId;
+    {
+      schema: {
+        summary: "Execute the interaction `interaction` (its id)",
+        body: executeBody,
+        response: executed,
+      },
+    },
+    (request, reply) => {
+      const id = request.body.interaction ?? request.body.interactionId;
       if (!id) throw badRequest("interaction: the id of the interaction to execute is required");
-      return execute(request, principal, body, { case: "interactionId", value: id }, reply);
-    }),
+      return execute(request, request.body, { case: "interactionId", value: id }, reply);
+    },
   );
 
   app.post(
     "/execute",
-    authed(ctx, async (request, principal, reply) => {
-      const body = executeBody.parse(request.body ?? {});
-      const name = body.interaction ?? body.interactionId;
+    {
+      schema: {
+        summary: "Execute an interaction by name: `Name`, `Name@3`, `Name@latest`, `Name@draft`",
+        body: executeBody,
+        response: executed,
+      },
+    },
+    (request, reply) => {
+      const name = request.body.interaction ?? request.body.interactionId;
       if (!name)
         throw badRequest(
           "interaction: `Name`, `Name@3`, `Name@latest` or `Name@draft` is required",
         );
-      return execute(request, principal, body, { case: "interactionName", value: name }, reply);
-    }),
+      return execute(request, request.body, { case: "interactionName", value: name }, reply);
+    },
   );
 
   app.get(
     "/runs",
-    authed(ctx, async (request, principal) => {
-      const q = listRunsQuery.parse(request.query ?? {});
+    {
+      schema: {
+        summary: "List runs, newest first",
+        querystring: listRunsQuery,
+        response: { 200: z.array(runResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const q = request.query;
       const result = await runs.listRuns({
-        projectId: principal.projectId,
+        projectId: principalOf(request).projectId,
         limit: q.limit,
         offset: q.offset,
         filters: runFilters(q),
       });
       return result.runs.map(runJson);
-    }),
+    },
   );
 
   app.get(
     "/runs/:id",
-    authed(ctx, async (request, principal) => {
+    {
+      schema: { summary: "Get a run", params: idParams, response: { 200: runResponse, ...errors } },
+    },
+    async (request) => {
       const { run } = await runs.getRun({
-        projectId: principal.projectId,
-        id: routeId(request),
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
       });
       return runJson(answered(run, "run"));
-    }),
+    },
   );
 
   app.post(
     "/runs/search",
-    authed(ctx, async (request, principal) => {
-      const body = searchRunsBody.parse(request.body ?? {});
-      const result = await runs.searchRuns(searchRunsRequest(body, principal.projectId));
+    {
+      schema: {
+        summary: "Search runs (Lucene query over the input data, filters, facets)",
+        body: searchRunsBody,
+        response: { 200: searchRunsResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      const result = await runs.searchRuns(searchRunsRequest(body, principalOf(request).projectId));
       return searchRunsJson(body, result);
-    }),
+    },
   );
 }
 

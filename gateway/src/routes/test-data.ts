@@ -1,13 +1,16 @@
 import type { FastifyInstance } from "fastify";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { answered, fromValue, MIN_MAX_TOKENS, TEMPERATURE_RANGE } from "@pies/common";
 import { RunStatus } from "@pies/proto/runs";
 import { int32, shortText } from "../json/limits.js";
-import { authed, callerGone, callerOf, routeId, type RouteContext } from "./context.js";
+import { errorResponse, idParams } from "../json/responses.js";
+import { callerGone, callerOf, principalOf, type RouteContext } from "./context.js";
 import { failedAsError } from "./runs.js";
 
 /** POST /interactions/:id/generate-test-data (SPEC.md): objects valid against its input schema. */
-export function testDataRoutes(app: FastifyInstance, ctx: RouteContext) {
+export function testDataRoutes(instance: FastifyInstance, ctx: RouteContext) {
+  const app = instance.withTypeProvider<ZodTypeProvider>();
   const limits = ctx.deps.options;
   const body = z
     .object({
@@ -35,12 +38,27 @@ export function testDataRoutes(app: FastifyInstance, ctx: RouteContext) {
 
   app.post(
     "/interactions/:id/generate-test-data",
-    authed(ctx, async (request, principal, reply) => {
-      const b = body.parse(request.body ?? {});
+    {
+      schema: {
+        summary: "Generate input data valid against the interaction's input schema",
+        params: idParams,
+        body,
+        response: {
+          200: z.array(z.unknown()).describe("`count` items valid against the input schema"),
+          502: errorResponse.describe("The provider failed; the run is recorded, `details.run_id`"),
+          504: errorResponse.describe(
+            "The provider timed out; the run is recorded, `details.run_id`",
+          ),
+          default: errorResponse,
+        },
+      },
+    },
+    async (request, reply) => {
+      const b = request.body;
       const { run, items } = await ctx.deps.executor.generateTestData(
         {
-          caller: callerOf(request, principal),
-          interactionId: routeId(request),
+          caller: callerOf(request, principalOf(request)),
+          interactionId: request.params.id,
           count: b.count ?? 1,
           message: b.message ?? "",
           config: {
@@ -58,6 +76,6 @@ export function testDataRoutes(app: FastifyInstance, ctx: RouteContext) {
       // A failed generation answers like a failed blocking execution (502/504, the run's id).
       if (recorded.status !== RunStatus.COMPLETED) return failedAsError(recorded, reply);
       return items.map((item) => fromValue(item));
-    }),
+    },
   );
 }

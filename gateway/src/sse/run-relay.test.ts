@@ -191,6 +191,32 @@ describe("relayRun", () => {
   });
 });
 
+describe("relayRun's error event", () => {
+  it("answers an end event it cannot read with `error` in pies' error shape, and ends", async () => {
+    const bus = new MemoryRunEventBus();
+    await bus.publish("r1", "chunk", bytes("hi"), "r1-1");
+    await bus.publish("r1", "end", bytes("\u00ff\u00ff not a run"), "r1-end");
+    const closed: Run[] = [];
+    const { events, settled } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus,
+      heartbeatMs: 1000,
+      run: run(RunStatus.PROCESSING),
+      onClose: (final) => closed.push(final),
+    });
+    expect(events.map((e) => e.event)).toEqual(["message", "error"]);
+    expect(JSON.parse(events[1]!.data)).toEqual({
+      error: "Bad Gateway",
+      status: 502,
+      code: "bad_event",
+      message: "the end event of run r1 could not be read; read the run at GET /runs/r1",
+    });
+    // Not a close: the run is not counted as ended by this stream.
+    expect(closed).toEqual([]);
+    await expect(settled).resolves.toBeUndefined();
+  });
+});
+
 describe("EventStream", () => {
   it("drops writes after the end and after the client went away, without an error event", async () => {
     let stream: EventStream | undefined;

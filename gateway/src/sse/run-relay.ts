@@ -6,6 +6,7 @@ import type { Logger } from "@pies/common";
 import type { RunEventBus } from "@pies/common/bus";
 import { RunSchema, RunStatus, type Run, type RunsService } from "@pies/proto/runs";
 import { runJson } from "../json/runs.js";
+import { errorBody, HttpError } from "../errors.js";
 import type { EventStream } from "./event-stream.js";
 
 const decoder = new TextDecoder();
@@ -31,75 +32,84 @@ export interface RelayOptions {
 
 /**
  * Relays a run's events from the bus to one SSE response until the run's `close` has been sent or
- * the client has gone. It never rejects, and it always ends the response.
- *
- * - A subscription that fails or ends early (NATS restarted, connection lost) is made again after
- *   the last event sent, with backoff; events already sent are skipped.
- * - Each heartbeat with no event since the last one checks the runs store: a run seen ended at two
- *   such beats in a row whose end the bus did not deliver (aged out, lost, bus unreachable, or the
- *   client is past it) closes with the stored run. One beat of grace because the executor records
- *   a run before it publishes its end.
- * - A reconnect to an ended run replays from the start of the run's events and skips those up to
- *   Last-Event-ID, so a Last-Event-ID at or past the end (the `close` event's own id) gets `close`
- *   again at once.
+ * the client has gone. It never rejects, and it always ends the response. See RunRelay.
  */
-export async function relayRun(out: EventStream, options: RelayOptions): Promise<void> {
-  const { bus, logger, run } = options;
-  const runId = run.id;
-  let lastSeq = options.afterSeq ?? 0;
-  const close = (final: Run, seq?: number) => {
-    options.onClose?.(final);
-    out.event("close", JSON.stringify(runJson(final)), seq);
-    out.end();
-  };
-  const heartbeat = setInterval(() => void beat(), options.heartbeatMs);
-  heartbeat.unref();
+export function relayRun(out: EventStream, options: RelayOptions): Promise<void> {
+  return new RunRelay(out, options).relay();
+}
 
-  let checking = false;
-  let endedBeats = 0;
-  let quiet = true;
-  async function beat() {
-    out.comment("keep-alive");
-    // Events are flowing: the bus is doing its job, and the runs store need not be asked.
-    if (!quiet) {
-      quiet = true;
-      endedBeats = 0;
-      return;
-    }
-    if (checking || !out.open) return;
-    checking = true;
+/**
+ * One run's relay to one response, in its steps:
+ *
+ * - **replay** (`relay`): the stored events after Last-Event-ID, then the live ones. A
+ *   subscription that fails or ends early (NATS restarted, connection lost) is made again after
+ *   the last event sent, with backoff; events already sent are skipped. A reconnect to an ended
+ *   run replays from the start of the run's events and skips those up to Last-Event-ID, so a
+ *   Last-Event-ID at or past the end (the `close` event's own id) gets `close` again at once.
+ * - **heartbeat** (`beat`): a comment line every `heartbeatMs`, and with no event since the last
+ *   beat, a **reconcile** with the runs store: a run seen ended at two such beats in a row whose end
+ *   the bus did not deliver (aged out, lost, bus unreachable, or the client is past it) closes with
+ *   the stored run. One beat of grace because the executor records a run before it publishes its
+ *   end.
+ * - **close**: `event: close` with the final run, once; or **fail**: `event: error` with the error
+ *   body every other error has (DESIGN.md §10), when the relay cannot go on (an end event that
+ *   cannot be read, or a fault of its own). The client may read the run at `GET /runs/:id`.
+ */
+export class RunRelay {
+  private readonly runId: string;
+  private lastSeq: number;
+  /** No event since the last beat. */
+  private quiet = true;
+  /** Beats in a row that found the run ended in the runs store. */
+  private endedBeats = 0;
+  /** A store check is in flight. */
+  private checking = false;
+
+  constructor(
+    private readonly out: EventStream,
+    private readonly options: RelayOptions,
+  ) {
+    this.runId = options.run.id;
+    this.lastSeq = options.afterSeq ?? 0;
+  }
+
+  /** Replays, then relays, until the stream ends. Never rejects; always ends the response. */
+  async relay(): Promise<void> {
+    const heartbeat = setInterval(() => void this.beat(), this.options.heartbeatMs);
+    heartbeat.unref();
     try {
-      const { run: current } = await options.runs.getRun({
-        projectId: options.projectId,
-        id: runId,
-      });
-      endedBeats = current && terminal(current) ? endedBeats + 1 : 0;
-      if (current && endedBeats >= 2) close(current);
+      await this.replay();
     } catch (err) {
-      // Transient (the runs service is away): checked again at the next beat.
-      logger.debug({ err, runId }, "run stream could not check the runs store");
+      // Nothing in replay should throw; if something does, the client is told, in the error shape.
+      this.options.logger.error({ err, runId: this.runId }, "run stream failed");
+      this.fail(
+        new HttpError(500, "internal", "the run's stream failed; reconnect with Last-Event-ID"),
+      );
     } finally {
-      checking = false;
+      clearInterval(heartbeat);
+      this.out.end();
     }
   }
 
-  try {
+  private async replay(): Promise<void> {
+    const { bus, logger, run } = this.options;
+    const { out, runId } = this;
     // An ended run whose events have aged out of the bus (or whose bus cannot say) is answered
     // from the runs store. Otherwise its (bounded) events are replayed from the start, on every
     // subscription, so that the end comes again even to a client already past it.
     const replayFromStart = terminal(run);
-    if (replayFromStart && !(await bus.hasEnd(runId).catch(() => false))) return close(run);
+    if (replayFromStart && !(await bus.hasEnd(runId).catch(() => false))) return this.close(run);
     for (let failures = 0; out.open;) {
       try {
-        const from = replayFromStart ? undefined : lastSeq || undefined;
+        const from = replayFromStart ? undefined : this.lastSeq || undefined;
         for await (const event of bus.subscribe(runId, { afterSeq: from, signal: out.signal })) {
           // Tracing on: the event's delivery in the trace of the run that published it.
           if (event.traceparent) traceDelivery(event.traceparent, event.kind, runId);
           failures = 0;
-          if (event.kind === "end") return close(fromBinary(RunSchema, event.data), event.seq);
-          if (event.seq <= lastSeq) continue;
-          lastSeq = event.seq;
-          quiet = false;
+          if (event.kind === "end") return this.closeWithEnd(event.data, event.seq);
+          if (event.seq <= this.lastSeq) continue;
+          this.lastSeq = event.seq;
+          this.quiet = false;
           if (event.kind === "repair") {
             // The answer so far failed the output schema: a new one follows (JSON {attempt, errors}).
             out.event("repair", decoder.decode(event.data), event.seq);
@@ -118,12 +128,79 @@ export async function relayRun(out: EventStream, options: RelayOptions): Promise
         () => {},
       );
     }
-  } catch (err) {
-    // Nothing above should throw; if it does, the client reconnects with its Last-Event-ID.
-    logger.error({ err, runId }, "run stream failed");
-  } finally {
-    clearInterval(heartbeat);
-    out.end();
+  }
+
+  /** Each heartbeat: a comment, and when the bus was quiet, a reconcile with the runs store. */
+  private async beat() {
+    this.out.comment("keep-alive");
+    // Events are flowing: the bus is doing its job, and the runs store need not be asked.
+    if (!this.quiet) {
+      this.quiet = true;
+      this.endedBeats = 0;
+      return;
+    }
+    if (this.checking || !this.out.open) return;
+    this.checking = true;
+    try {
+      await this.reconcile();
+    } catch (err) {
+      // Transient (the runs service is away): checked again at the next beat.
+      this.options.logger.debug(
+        { err, runId: this.runId },
+        "run stream could not check the runs store",
+      );
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  /** Closes with the stored run once it has been seen ended at two quiet beats in a row. */
+  private async reconcile() {
+    const { run: current } = await this.options.runs.getRun({
+      projectId: this.options.projectId,
+      id: this.runId,
+    });
+    this.endedBeats = current && terminal(current) ? this.endedBeats + 1 : 0;
+    if (current && this.endedBeats >= 2) this.close(current);
+  }
+
+  /** The bus's end event: the final run, or a failure when it cannot be read. */
+  private closeWithEnd(data: Uint8Array, seq: number) {
+    let final: Run;
+    try {
+      final = fromBinary(RunSchema, data);
+    } catch (err) {
+      this.options.logger.error(
+        { err, runId: this.runId },
+        "run stream got an unreadable end event",
+      );
+      return this.fail(
+        new HttpError(
+          502,
+          "bad_event",
+          `the end event of run ${this.runId} could not be read; read the run at GET /runs/${this.runId}`,
+        ),
+      );
+    }
+    this.close(final, seq);
+  }
+
+  /** `close` with the final run, once (whoever calls it first: the bus's end or a reconcile). */
+  private close(final: Run, seq?: number) {
+    if (!this.out.open) return;
+    this.out.event("close", JSON.stringify(runJson(final)), seq);
+    this.out.end();
+    try {
+      this.options.onClose?.(final);
+    } catch (err) {
+      this.options.logger.error({ err, runId: this.runId }, "run stream's onClose failed");
+    }
+  }
+
+  /** `error` with pies' error body (DESIGN.md §10), and the end of the stream. */
+  private fail(error: HttpError) {
+    this.out.event("error", JSON.stringify(errorBody(error)));
+    this.out.end();
   }
 }
 

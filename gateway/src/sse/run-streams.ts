@@ -1,0 +1,79 @@
+import type { FastifyReply } from "fastify";
+import { answered, KeySlots } from "@pies/common";
+import type { Principal } from "@pies/proto/catalog";
+import type { GatewayDeps } from "../deps.js";
+import { tooManyRequests } from "../errors.js";
+import type { GatewayMetrics } from "../metrics.js";
+import { EventStream } from "./event-stream.js";
+import { relayRun } from "./run-relay.js";
+
+/**
+ * Seconds a key over its open-stream bound is told to wait: streams free up as runs end, so soon,
+ * but not in a tight loop.
+ */
+const STREAMS_RETRY_AFTER_SECONDS = 5;
+
+/** What opening a stream is told besides the caller. */
+export interface StreamRequest {
+  runId: string;
+  /** The client's Last-Event-ID (events after it only). */
+  afterSeq?: number;
+}
+
+/**
+ * The SSE streams of runs of one gateway: each API key may hold `maxStreamsPerKey` open at once
+ * (per process: behind a load balancer the bound is per replica). `open` is the whole life of one
+ * stream:
+ *
+ * 1. take one of the key's slots (429 `rate_limited` with Retry-After when none is free);
+ * 2. read the run and start it if it is still created (the executor: a run not created with
+ *    `stream: true` is 409, an unknown one 404) — errors so far are ordinary JSON responses;
+ * 3. take the response over, as an EventStream, counted in `pies_sse_streams_active`;
+ * 4. relay the run (RunRelay: replay, heartbeat, reconcile with the runs store, close);
+ * 5. give the slot back, however the stream ended.
+ */
+export class RunStreams {
+  private readonly slots: KeySlots;
+
+  constructor(
+    private readonly deps: GatewayDeps,
+    private readonly metrics: GatewayMetrics,
+  ) {
+    this.slots = new KeySlots(deps.options.maxStreamsPerKey);
+  }
+
+  async open(principal: Principal, { runId, afterSeq }: StreamRequest, reply: FastifyReply) {
+    const { runs, executor, bus, logger, options } = this.deps;
+    const release = this.slots.take(principal.apiKeyId);
+    if (!release) {
+      throw tooManyRequests(
+        `this API key has ${options.maxStreamsPerKey} streams open, the most allowed`,
+        STREAMS_RETRY_AFTER_SECONDS,
+      );
+    }
+    try {
+      const projectId = principal.projectId;
+      // One call reads the run and starts it if it is still created.
+      const { run: read, started } = await executor.startRun({ projectId, runId });
+      const run = answered(read, "run");
+      reply.hijack();
+      const out = new EventStream(reply.raw, logger);
+      this.metrics.streams.inc();
+      out.signal.addEventListener("abort", release, { once: true });
+      out.signal.addEventListener("abort", () => this.metrics.streams.dec(), { once: true });
+      await relayRun(out, {
+        runs,
+        bus,
+        logger,
+        heartbeatMs: options.sseHeartbeatSeconds * 1000,
+        projectId,
+        run,
+        afterSeq,
+        // Counted once, by the stream that started the run.
+        ...(started ? { onClose: (final) => this.metrics.execution(final) } : {}),
+      });
+    } finally {
+      release();
+    }
+  }
+}
