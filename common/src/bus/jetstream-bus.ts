@@ -150,7 +150,8 @@ export class JetStreamRunEventBus implements RunEventBus {
     };
     signal.addEventListener("abort", stop, { once: true });
     try {
-      await this.nc.flush();
+      // While NATS is away the flush waits for it: the stream takes the replay path instead.
+      await withTimeout(this.nc.flush(), LIVE_SETUP_MS, "the live subscription was not set up");
     } catch (err) {
       signal.removeEventListener("abort", stop);
       stop();
@@ -192,6 +193,23 @@ export class JetStreamRunEventBus implements RunEventBus {
 
   async close() {
     if (!this.nc.isClosed()) await this.nc.drain();
+  }
+}
+
+/** How long a live subscription may take to be in place at the server. */
+const LIVE_SETUP_MS = 1000;
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(message)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
