@@ -37,7 +37,7 @@ describe("the JetStream bus during a NATS outage", () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect(await bus!.ready()).toBe(true);
-    await bus!.publish("r1", "end", encode("done"), "r1-end");
+    await bus!.publish("r1", "end", encode("done"), 99);
     expect(await bus!.hasEnd("r1")).toBe(true);
   }, 30_000);
 });

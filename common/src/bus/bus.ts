@@ -4,7 +4,10 @@
  * run).
  */
 export interface RunEvent {
-  /** Position in the bus, strictly increasing per run; the SSE `id:` and the resume point. */
+  /**
+   * The event's number in its run: 1, 2, … for its chunks and repairs in the order published, the
+   * end one more than the last of them. The SSE `id:` and the resume point.
+   */
   seq: number;
   kind: "chunk" | "repair" | "end";
   data: Uint8Array;
@@ -25,14 +28,30 @@ export interface SubscribeOptions {
  */
 export interface RunEventBus {
   /**
-   * Publishes one event and resolves once it is stored. `dedupId` makes a retried publish of the
-   * same event idempotent.
+   * Publishes event number `seq` of the run (RunEvent.seq) and resolves once it is stored. A
+   * retried publish of the same number (of an end: of any end) is stored once.
    */
-  publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string): Promise<void>;
+  publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number): Promise<void>;
   /** Every stored event of the run (after `afterSeq`), then live ones, until the signal aborts. */
   subscribe(runId: string, options: SubscribeOptions): AsyncIterable<RunEvent>;
+  /**
+   * Optional, for a run that has no events yet (the stream that is about to start it): resolves
+   * once every event published from then on will be delivered, live, without a replay (cheaper
+   * than `subscribe`). The iterable yields them in order from number 1 and ends after the end;
+   * it throws LiveGap if one was missed (the bus lost it, or the connection was re-established):
+   * `subscribe` after the last one delivered then. Stops, iterated or not, when `signal` aborts.
+   */
+  live?(runId: string, signal: AbortSignal): Promise<AsyncIterable<RunEvent>>;
   /** Whether the end event of the run is still stored. */
   hasEnd(runId: string): Promise<boolean>;
   ready(): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** A live subscription missed an event: resume with `subscribe` after `lastSeq`. */
+export class LiveGap extends Error {
+  constructor(readonly lastSeq: number) {
+    super(`the live subscription missed an event after ${lastSeq}`);
+    this.name = "LiveGap";
+  }
 }

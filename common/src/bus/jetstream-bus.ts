@@ -1,4 +1,9 @@
-import { headers as natsHeaders, nanos, type NatsConnection } from "@nats-io/transport-node";
+import {
+  headers as natsHeaders,
+  nanos,
+  type MsgHdrs,
+  type NatsConnection,
+} from "@nats-io/transport-node";
 import { currentTraceparent, tracingEnabled } from "../tracing.js";
 import {
   DeliverPolicy,
@@ -8,7 +13,7 @@ import {
   type JetStreamClient,
   type JetStreamManager,
 } from "@nats-io/jetstream";
-import type { RunEvent, RunEventBus, SubscribeOptions } from "./bus.js";
+import { LiveGap, type RunEvent, type RunEventBus, type SubscribeOptions } from "./bus.js";
 import { connectNats, ensureStream, natsReady, onReconnect } from "./nats.js";
 
 export interface NatsSettings {
@@ -81,25 +86,31 @@ export class JetStreamRunEventBus implements RunEventBus {
     });
   }
 
-  async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string) {
+  /**
+   * Stored in the run's stream, and delivered to live subscribers (core NATS) as it is published.
+   * The event's number travels in a header; the message id (JetStream's deduplication) is the run
+   * and the number, or the run's end.
+   */
+  async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
+    const headers = tracingEnabled() ? traceHeaders() : natsHeaders();
+    headers.set(SEQ_HEADER, String(seq));
     await this.js.publish(this.subject(runId, kind), data, {
-      msgID: dedupId,
-      ...(tracingEnabled() ? { headers: traceHeaders() } : {}),
+      msgID: kind === "end" ? `${runId}-end` : `${runId}-${seq}`,
+      headers,
     });
   }
 
   /**
-   * An ordered consumer from `afterSeq`. After the connection comes back from an outage (NATS
-   * restarted), the subscription fails rather than trust the consumer to resume: its ephemeral
-   * consumer may be gone and it can stall without a word. The caller subscribes again after the
-   * last event it got (gateway/src/sse/run-relay.ts).
+   * An ordered consumer over the run's stored events, then the live ones; those up to `afterSeq`
+   * are skipped (event numbers are the run's own, not the stream's: a run's events are few). After
+   * the connection comes back from an outage (NATS restarted), the subscription fails rather than
+   * trust the consumer to resume: its ephemeral consumer may be gone and it can stall without a
+   * word. The caller subscribes again after the last event it got (gateway/src/sse/run-relay.ts).
    */
-  async *subscribe(runId: string, { afterSeq, signal }: SubscribeOptions) {
+  async *subscribe(runId: string, { afterSeq = 0, signal }: SubscribeOptions) {
     const consumer = await this.js.consumers.get(this.options.stream, {
       filter_subjects: this.subject(runId, ">"),
-      ...(afterSeq
-        ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: afterSeq + 1 }
-        : { deliver_policy: DeliverPolicy.All }),
+      deliver_policy: DeliverPolicy.All,
     });
     const messages = await consumer.consume({ max_messages: 256 });
     const stop = () => void messages.stop();
@@ -112,18 +123,9 @@ export class JetStreamRunEventBus implements RunEventBus {
     try {
       if (signal.aborted) return;
       for await (const m of messages) {
-        const kind = m.subject.endsWith(".end")
-          ? "end"
-          : m.subject.endsWith(".repair")
-            ? "repair"
-            : "chunk";
-        const traceparent = m.headers?.get("traceparent");
-        yield {
-          seq: m.seq,
-          kind,
-          data: m.data,
-          ...(traceparent ? { traceparent } : {}),
-        } satisfies RunEvent;
+        // A message without a number (published before numbers were carried) keeps its place.
+        const event = eventOf(m.subject, m.headers, m.data, m.seq);
+        if (event.kind === "end" || event.seq > afterSeq) yield event;
       }
       if (reconnected && !signal.aborted) {
         throw new Error("the NATS connection was re-established; subscribe again");
@@ -133,6 +135,49 @@ export class JetStreamRunEventBus implements RunEventBus {
       stop();
       stopWatching();
     }
+  }
+
+  /**
+   * A core NATS subscription to the run's subjects, in place at the server when this resolves (a
+   * flush): no consumer to create, no replay. Numbers must follow each other from 1; a repeat (a
+   * publish retried after a lost acknowledgement reaches core subscribers twice) is dropped, a
+   * skip or a reconnect (core messages sent meanwhile are lost) is a LiveGap.
+   */
+  async live(runId: string, signal: AbortSignal): Promise<AsyncIterable<RunEvent>> {
+    const sub = this.nc.subscribe(this.subject(runId, ">"));
+    const stop = () => {
+      if (!sub.isClosed()) sub.unsubscribe();
+    };
+    signal.addEventListener("abort", stop, { once: true });
+    try {
+      // While NATS is away the flush waits for it: the stream takes the replay path instead.
+      await withTimeout(this.nc.flush(), LIVE_SETUP_MS, "the live subscription was not set up");
+    } catch (err) {
+      signal.removeEventListener("abort", stop);
+      stop();
+      throw err;
+    }
+    const nc = this.nc;
+    return (async function* () {
+      let last = 0;
+      // Core messages sent while the connection was down are lost: the subscription ends, a gap.
+      const stopWatching = onReconnect(nc, stop);
+      try {
+        for await (const m of sub) {
+          const event = eventOf(m.subject, m.headers, m.data);
+          if (event.seq <= last && event.kind !== "end") continue;
+          if (event.seq !== last + 1) throw new LiveGap(last);
+          last = event.seq;
+          yield event;
+          if (event.kind === "end") return;
+        }
+        if (!signal.aborted) throw new LiveGap(last);
+      } finally {
+        signal.removeEventListener("abort", stop);
+        stop();
+        stopWatching();
+      }
+    })();
   }
 
   async hasEnd(runId: string) {
@@ -149,6 +194,44 @@ export class JetStreamRunEventBus implements RunEventBus {
   async close() {
     if (!this.nc.isClosed()) await this.nc.drain();
   }
+}
+
+/** How long a live subscription may take to be in place at the server. */
+const LIVE_SETUP_MS = 1000;
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(message)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The header that carries an event's number in its run (RunEvent.seq). */
+const SEQ_HEADER = "Pies-Seq";
+
+/** A run's event as a NATS message carries it; `fallbackSeq` when it has no number (NaN if none). */
+function eventOf(
+  subject: string,
+  headers: MsgHdrs | undefined,
+  data: Uint8Array,
+  fallbackSeq = Number.NaN,
+): RunEvent {
+  const kind = subject.endsWith(".end") ? "end" : subject.endsWith(".repair") ? "repair" : "chunk";
+  const number = Number(headers?.get(SEQ_HEADER) || Number.NaN);
+  const traceparent = headers?.get("traceparent");
+  return {
+    seq: Number.isInteger(number) ? number : fallbackSeq,
+    kind,
+    data,
+    ...(traceparent ? { traceparent } : {}),
+  };
 }
 
 /** The current trace context as NATS message headers (tracing on only). */

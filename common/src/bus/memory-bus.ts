@@ -13,7 +13,6 @@ interface RunLog {
 export class MemoryRunEventBus implements RunEventBus {
   private readonly logs = new Map<string, RunLog>();
   private readonly expiry = new Map<string, NodeJS.Timeout>();
-  private seq = 0;
 
   constructor(private readonly maxAgeMs = 3_600_000) {}
 
@@ -38,11 +37,12 @@ export class MemoryRunEventBus implements RunEventBus {
     this.expiry.set(runId, timer);
   }
 
-  async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string) {
+  async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
     const log = this.log(runId);
+    const dedupId = kind === "end" ? "end" : String(seq);
     if (log.dedup.has(dedupId)) return;
     log.dedup.add(dedupId);
-    log.events.push({ seq: ++this.seq, kind, data });
+    log.events.push({ seq, kind, data });
     for (const wake of log.wake) wake();
     this.touch(runId);
   }

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { create, toBinary } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { createLogger } from "@pies/common";
-import { MemoryRunEventBus, type RunEventBus } from "@pies/common/bus";
+import { LiveGap, MemoryRunEventBus, type RunEventBus } from "@pies/common/bus";
 import { parseSse } from "@pies/testkit";
 import { RunSchema, RunStatus, type Run, type RunsService } from "@pies/proto/runs";
 import { EventStream } from "./event-stream.js";
@@ -49,14 +49,14 @@ function runsStore(getRun: () => Promise<Run>) {
 describe("relayRun", () => {
   it("writes one close when the end arrives while a heartbeat's store check is in flight", async () => {
     const bus = new MemoryRunEventBus();
-    await bus.publish("r1", "chunk", bytes("hi"), "r1-1");
+    await bus.publish("r1", "chunk", bytes("hi"), 1);
     let beats = 0;
     const store = runsStore(async () => {
       // First beat: the run has ended (the executor records it before it publishes the end).
       // Second beat: while this check is in flight, the end arrives and the stream closes; the
       // check then finds the run ended twice in a row and closes too, on an ended response.
       if (++beats === 2) {
-        await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+        await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 99);
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
       return run(RunStatus.COMPLETED);
@@ -76,7 +76,7 @@ describe("relayRun", () => {
 
   it("closes from the runs store when the bus has the end but never delivers it", async () => {
     const bus = new MemoryRunEventBus();
-    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 99);
     const stalled: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
       async *subscribe(_runId: string, { signal }: { signal: AbortSignal }) {
         await new Promise((resolve) => signal.addEventListener("abort", resolve));
@@ -94,8 +94,8 @@ describe("relayRun", () => {
 
   it("subscribes again after the last event sent when a subscription fails or ends early", async () => {
     const bus = new MemoryRunEventBus();
-    for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), `r1-${i}`);
-    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+    for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), i);
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 99);
     const afterSeqs: (number | undefined)[] = [];
     const flaky: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
       async *subscribe(runId: string, options: { afterSeq?: number; signal: AbortSignal }) {
@@ -122,10 +122,62 @@ describe("relayRun", () => {
     expect(afterSeqs).toEqual([undefined, ids[0], ids[1]]);
   });
 
+  it("relays a live subscription first, and after a gap subscribes after the last event it sent", async () => {
+    const bus = new MemoryRunEventBus();
+    for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), i);
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 4);
+    const afterSeqs: (number | undefined)[] = [];
+    const subscribing: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      subscribe(runId: string, options: { afterSeq?: number; signal: AbortSignal }) {
+        afterSeqs.push(options.afterSeq);
+        return bus.subscribe(runId, options);
+      },
+    });
+    // Live delivered c1, then missed c2 (c3 came next).
+    async function* live() {
+      yield { seq: 1, kind: "chunk" as const, data: bytes("c1") };
+      throw new LiveGap(1);
+    }
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus: subscribing,
+      heartbeatMs: 60_000,
+      run: run(RunStatus.PROCESSING),
+      live: live(),
+    });
+    expect(events.map((e) => e.data)).toEqual(['"c1"', '"c2"', '"c3"', expect.any(String)]);
+    expect(events.map((e) => e.id)).toEqual(["1", "2", "3", "4"]);
+    expect(afterSeqs).toEqual([1]);
+  });
+
+  it("closes from a live subscription alone, never subscribing", async () => {
+    const bus = new MemoryRunEventBus();
+    let subscribed = false;
+    const untouched: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      subscribe() {
+        subscribed = true;
+        throw new Error("not expected");
+      },
+    });
+    async function* live() {
+      yield { seq: 1, kind: "chunk" as const, data: bytes("c1") };
+      yield { seq: 2, kind: "end" as const, data: endOf(run(RunStatus.COMPLETED)) };
+    }
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus: untouched,
+      heartbeatMs: 60_000,
+      run: run(RunStatus.PROCESSING),
+      live: live(),
+    });
+    expect(events.map((e) => e.event)).toEqual(["message", "close"]);
+    expect(subscribed).toBe(false);
+  });
+
   it("gives a reconnect at or past the end `close` again at once", async () => {
     const bus = new MemoryRunEventBus();
-    await bus.publish("r1", "chunk", bytes("c1"), "r1-1");
-    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+    await bus.publish("r1", "chunk", bytes("c1"), 1);
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 99);
     const first = await relay({
       runs: runsStore(async () => run(RunStatus.COMPLETED)),
       bus,
@@ -151,9 +203,9 @@ describe("relayRun", () => {
     const bus = new MemoryRunEventBus();
     let status = RunStatus.PROCESSING;
     setTimeout(() => {
-      void bus.publish("r1", "chunk", bytes("c1"), "r1-1");
+      void bus.publish("r1", "chunk", bytes("c1"), 1);
       status = RunStatus.COMPLETED;
-      void bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), "r1-end");
+      void bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 99);
     }, 100);
     const { events, ms } = await relay({
       runs: runsStore(async () => run(status)),
@@ -194,8 +246,8 @@ describe("relayRun", () => {
 describe("relayRun's error event", () => {
   it("answers an end event it cannot read with `error` in pies' error shape, and ends", async () => {
     const bus = new MemoryRunEventBus();
-    await bus.publish("r1", "chunk", bytes("hi"), "r1-1");
-    await bus.publish("r1", "end", bytes("\u00ff\u00ff not a run"), "r1-end");
+    await bus.publish("r1", "chunk", bytes("hi"), 1);
+    await bus.publish("r1", "end", bytes("\u00ff\u00ff not a run"), 99);
     const closed: Run[] = [];
     const { events, settled } = await relay({
       runs: runsStore(async () => run(RunStatus.PROCESSING)),

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Client } from "@connectrpc/connect";
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Logger } from "@pies/common";
-import type { RunEventBus } from "@pies/common/bus";
+import type { RunEvent, RunEventBus } from "@pies/common/bus";
 import { RunSchema, RunStatus, type Run, type RunsService } from "@pies/proto/runs";
 import { runJson } from "../json/runs.js";
 import { errorBody, HttpError } from "../errors.js";
@@ -26,6 +26,11 @@ export interface RelayOptions {
   run: Run;
   /** The client's Last-Event-ID: deliver only events after it. */
   afterSeq?: number;
+  /**
+   * The run's events live from its first (bus.live), for a stream that started the run: relayed
+   * first, without a replay; on a gap the relay subscribes after the last event it sent.
+   */
+  live?: AsyncIterable<RunEvent>;
   /** Told the final run when its `close` is sent. */
   onClose?: (final: Run) => void;
 }
@@ -92,8 +97,17 @@ export class RunRelay {
   }
 
   private async replay(): Promise<void> {
-    const { bus, logger, run } = this.options;
+    const { bus, logger, run, live } = this.options;
     const { out, runId } = this;
+    if (live) {
+      try {
+        for await (const event of live) if (this.deliver(event)) return;
+      } catch (err) {
+        if (!out.open) return;
+        logger.debug({ err, runId }, "live run events missed one; subscribing after the last");
+      }
+      if (!out.open) return;
+    }
     // An ended run whose events have aged out of the bus (or whose bus cannot say) is answered
     // from the runs store. Otherwise its (bounded) events are replayed from the start, on every
     // subscription, so that the end comes again even to a client already past it.
@@ -103,19 +117,8 @@ export class RunRelay {
       try {
         const from = replayFromStart ? undefined : this.lastSeq || undefined;
         for await (const event of bus.subscribe(runId, { afterSeq: from, signal: out.signal })) {
-          // Tracing on: the event's delivery in the trace of the run that published it.
-          if (event.traceparent) traceDelivery(event.traceparent, event.kind, runId);
           failures = 0;
-          if (event.kind === "end") return this.closeWithEnd(event.data, event.seq);
-          if (event.seq <= this.lastSeq) continue;
-          this.lastSeq = event.seq;
-          this.quiet = false;
-          if (event.kind === "repair") {
-            // The answer so far failed the output schema: a new one follows (JSON {attempt, errors}).
-            out.event("repair", decoder.decode(event.data), event.seq);
-          } else {
-            out.event("message", JSON.stringify(decoder.decode(event.data)), event.seq);
-          }
+          if (this.deliver(event)) return;
         }
         if (!out.open) return;
         logger.warn({ runId }, "run stream subscription ended early; subscribing again");
@@ -128,6 +131,26 @@ export class RunRelay {
         () => {},
       );
     }
+  }
+
+  /** Relays one event unless already sent; true once the stream is closed (the end). */
+  private deliver(event: RunEvent): boolean {
+    // Tracing on: the event's delivery in the trace of the run that published it.
+    if (event.traceparent) traceDelivery(event.traceparent, event.kind, this.runId);
+    if (event.kind === "end") {
+      this.closeWithEnd(event.data, event.seq);
+      return true;
+    }
+    if (event.seq <= this.lastSeq) return false;
+    this.lastSeq = event.seq;
+    this.quiet = false;
+    if (event.kind === "repair") {
+      // The answer so far failed the output schema: a new one follows (JSON {attempt, errors}).
+      this.out.event("repair", decoder.decode(event.data), event.seq);
+    } else {
+      this.out.event("message", JSON.stringify(decoder.decode(event.data)), event.seq);
+    }
+    return false;
   }
 
   /** Each heartbeat: a comment, and when the bus was quiet, a reconcile with the runs store. */

@@ -26,8 +26,9 @@ export interface StreamRequest {
  * stream:
  *
  * 1. take one of the key's slots (429 `rate_limited` with Retry-After when none is free);
- * 2. read the run and start it if it is still created (the executor: a run not created with
- *    `stream: true` is 409, an unknown one 404) — errors so far are ordinary JSON responses;
+ * 2. listen live to the run's events (a first open: no Last-Event-ID), then read the run and start
+ *    it if it is still created (the executor: a run not created with `stream: true` is 409, an
+ *    unknown one 404) — errors so far are ordinary JSON responses;
  * 3. take the response over, as an EventStream, counted in `pies_sse_streams_active`;
  * 4. relay the run (RunRelay: replay, heartbeat, reconcile with the runs store, close);
  * 5. give the slot back, however the stream ended.
@@ -51,15 +52,28 @@ export class RunStreams {
         STREAMS_RETRY_AFTER_SECONDS,
       );
     }
+    // A stream that opens a run from its start listens live, from before the run can start
+    // (bus.live: no replay to set up); it is given up if the run turns out to be started already.
+    const listening = new AbortController();
     try {
       const projectId = principal.projectId;
+      const live =
+        afterSeq === undefined && bus.live
+          ? await bus.live(runId, listening.signal).catch((err: unknown) => {
+              logger.debug({ err, runId }, "live subscription failed; the stream replays");
+              return undefined;
+            })
+          : undefined;
       // One call reads the run and starts it if it is still created.
       const { run: read, started } = await executor.startRun({ projectId, runId });
+      if (!started) listening.abort();
       const run = answered(read, "run");
       reply.hijack();
       const out = new EventStream(reply.raw, logger);
       this.metrics.streams.inc();
       out.signal.addEventListener("abort", release, { once: true });
+      // The client gone, the live subscription stops too (the relay may be waiting on it).
+      out.signal.addEventListener("abort", () => listening.abort(), { once: true });
       out.signal.addEventListener("abort", () => this.metrics.streams.dec(), { once: true });
       await relayRun(out, {
         runs,
@@ -69,10 +83,13 @@ export class RunStreams {
         projectId,
         run,
         afterSeq,
+        // This request started the run: every event of it comes after the live subscription.
+        ...(started && live ? { live } : {}),
         // Counted once, by the stream that started the run.
         ...(started ? { onClose: (final) => this.metrics.execution(final) } : {}),
       });
     } finally {
+      listening.abort();
       release();
     }
   }

@@ -13,12 +13,17 @@ interface Call {
 
 const decoder = new TextDecoder();
 
+/** What JetStream deduplicates on: the run and the event's number, or the run's end. */
+const dedupIdOf = (runId: string, kind: RunEvent["kind"], seq: number) =>
+  kind === "end" ? `${runId}-end` : `${runId}-${seq}`;
+
 /** A RunEventBus whose publishes resolve or fail only when the test says so. */
 class ManualBus implements RunEventBus {
   readonly calls: Call[] = [];
   private waiters: Array<() => void> = [];
 
-  publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string): Promise<void> {
+  publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number): Promise<void> {
+    const dedupId = dedupIdOf(runId, kind, seq);
     return new Promise<void>((resolve, reject) => {
       this.calls.push({ runId, kind, text: decoder.decode(data), dedupId, resolve, reject });
       for (const wake of this.waiters.splice(0)) wake();
@@ -65,7 +70,8 @@ class FlakyBus implements RunEventBus {
     ) => boolean,
   ) {}
 
-  async publish(_runId: string, kind: RunEvent["kind"], data: Uint8Array, dedupId: string) {
+  async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
+    const dedupId = dedupIdOf(runId, kind, seq);
     const attempt = { kind, text: decoder.decode(data), dedupId };
     this.attempts.push(attempt);
     if (this.fail(attempt, this.attempts.length))

@@ -42,13 +42,13 @@ export class ChunkPublisher {
         if (this.pending) {
           const data = encoder.encode(this.pending);
           this.pending = "";
-          await this.publish("chunk", data, `${this.runId}-${++this.sent}`);
+          await this.publish("chunk", data, ++this.sent);
           continue;
         }
         const next = this.queued.shift();
         if (!next) break;
         this.pending = next.after;
-        await this.publish("repair", encoder.encode(next.repair), `${this.runId}-${++this.sent}`);
+        await this.publish("repair", encoder.encode(next.repair), ++this.sent);
       }
     } catch (err) {
       this.failure = err as Error;
@@ -57,10 +57,11 @@ export class ChunkPublisher {
     }
   }
 
-  private async publish(kind: "chunk" | "repair" | "end", data: Uint8Array, dedupId: string) {
+  /** Event number `seq` of the run (retried with the same number: stored once). */
+  private async publish(kind: "chunk" | "repair" | "end", data: Uint8Array, seq: number) {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.bus.publish(this.runId, kind, data, dedupId);
+        return await this.bus.publish(this.runId, kind, data, seq);
       } catch (err) {
         if (attempt >= this.attempts) throw err;
         await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
@@ -74,9 +75,9 @@ export class ChunkPublisher {
     if (this.failure) throw this.failure;
   }
 
-  /** Publishes the end event (after the chunks). */
+  /** Publishes the end event (after the chunks), numbered one more than the last of them. */
   async end(data: Uint8Array): Promise<void> {
     await this.flush().catch(() => {});
-    await this.publish("end", data, `${this.runId}-end`);
+    await this.publish("end", data, this.sent + 1);
   }
 }
