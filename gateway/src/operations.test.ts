@@ -145,6 +145,22 @@ describe("the rate limit", () => {
       await limited.close();
     }
   }, 60_000);
+
+  it("limits bad credentials too (the limit comes before authentication)", async () => {
+    const limited = await startTestPies({ gateway: { rateLimitPerMinute: 2 } });
+    try {
+      const unknown = `sk-${"Z".repeat(43)}`;
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        statuses.push(
+          (await request(limited.app, "GET", "/environments", { key: unknown })).status,
+        );
+      }
+      expect(statuses).toEqual([401, 401, 429, 429]);
+    } finally {
+      await limited.close();
+    }
+  }, 60_000);
 });
 
 describe("CORS", () => {

@@ -31,13 +31,16 @@ declare module "fastify" {
 }
 
 /**
- * Authentication of the API: one `onRequest` hook of the `/api/v1` plugin, before the body is
- * read or validated (a request without a valid credential is 401 whatever it carries), and the
- * one place where roles are enforced (a member key on an admin route is 403 `forbidden`).
+ * Authentication of the API: one `onRequest` hook for the routes of the `/api/v1` plugin, before
+ * the body is read or validated (a request without a valid credential is 401 whatever it carries),
+ * and the one place where roles are enforced (a member key on an admin route is 403 `forbidden`).
+ * It is the last of each route's `onRequest` hooks, after the rate limit's (which @fastify/rate-limit
+ * adds to each route): a plugin-wide hook would run before it, and a flood of bad credentials
+ * would then reach the key look-up unlimited.
  */
 export function installAuthentication(api: FastifyInstance, ctx: RouteContext) {
   api.decorateRequest("principal", null);
-  api.addHook("onRequest", async (request) => {
+  const authenticate = async (request: FastifyRequest) => {
     const auth = request.routeOptions.config.auth ?? "member";
     if (auth === "public") return;
     const principal = await inRequestTrace(request, () =>
@@ -49,9 +52,14 @@ export function installAuthentication(api: FastifyInstance, ctx: RouteContext) {
       );
     }
     request.principal = principal;
-  });
-  // Each handler runs in its request's trace context (tracing.ts).
+  };
   api.addHook("onRoute", (route) => {
+    const own = route.onRequest;
+    route.onRequest = [
+      ...(own === undefined ? [] : Array.isArray(own) ? own : [own]),
+      authenticate,
+    ];
+    // Each handler runs in its request's trace context (tracing.ts).
     const handler = route.handler;
     route.handler = function traced(request, reply) {
       return inRequestTrace(request, () => handler.call(this, request, reply));
