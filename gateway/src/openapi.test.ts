@@ -28,6 +28,9 @@ beforeAll(async () => {
     }
   });
   await pies.app.ready();
+  // The hook saw the routes being added (an app readied earlier would leave the list empty, and
+  // the checks over it would pass having checked nothing).
+  expect(routes.length).toBeGreaterThan(20);
   const response = await pies.app.inject({ url: "/api/v1/openapi.json" });
   expect(response.statusCode).toBe(200);
   doc = response.json();

@@ -100,6 +100,20 @@ describe("GET /runs/:id/stream over a failing subscription, and its bounds", () 
       headers: { authorization: `Bearer ${pies.key}` },
     });
     expect(parseSse(afterFirst.body).map((e) => e.id)).toEqual(first.slice(1).map((e) => e.id));
+    // Given twice, the first value counts (not a 400).
+    const twice = await pies.app.inject({
+      url: `/api/v1/runs/${runId}/stream?lastEventId=${first[0]!.id}&lastEventId=1`,
+      headers: { authorization: `Bearer ${pies.key}` },
+    });
+    expect(twice.statusCode).toBe(200);
+    expect(parseSse(twice.body).map((e) => e.id)).toEqual(first.slice(1).map((e) => e.id));
+    // HEAD is not served: it would start the run and hold a stream for nothing.
+    const head = await pies.app.inject({
+      method: "HEAD",
+      url: `/api/v1/runs/${runId}/stream`,
+      headers: { authorization: `Bearer ${pies.key}` },
+    });
+    expect(head.statusCode).toBe(404);
   });
 
   it("bounds the open streams of a key: 429 with Retry-After, a slot again once one ends", async () => {

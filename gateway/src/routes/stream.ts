@@ -5,14 +5,20 @@ import { errorResponse, idParams } from "../json/responses.js";
 import { RunStreams } from "../sse/run-streams.js";
 import { principalOf, type RouteContext } from "./context.js";
 
+/** A query parameter given more than once counts once, as its first value (as before). */
+const firstOf = (schema: z.ZodOptional<z.ZodString>) =>
+  z.preprocess((value) => (Array.isArray(value) ? value[0] : value), schema);
+
 /** The query of the stream route: the token and Last-Event-ID for clients that cannot set headers. */
 const streamQuery = z
   .object({
-    access_token: z
-      .string()
-      .optional()
-      .describe("The API key or JWT, for clients that cannot set headers (this route only)"),
-    lastEventId: z.string().optional().describe("As the Last-Event-ID header"),
+    access_token: firstOf(
+      z
+        .string()
+        .optional()
+        .describe("The API key or JWT, for clients that cannot set headers (this route only)"),
+    ),
+    lastEventId: firstOf(z.string().optional().describe("As the Last-Event-ID header")),
   })
   .passthrough();
 
@@ -34,6 +40,8 @@ export function streamRoutes(instance: FastifyInstance, ctx: RouteContext) {
     "/runs/:id/stream",
     {
       config: { auth: "stream" },
+      // A HEAD would start the run and hold a stream open with nothing to show for it.
+      exposeHeadRoute: false,
       schema: {
         summary: "Stream a run created with `stream: true` (starts it)",
         params: idParams,

@@ -267,6 +267,26 @@ describe("relayRun's error event", () => {
     expect(closed).toEqual([]);
     await expect(settled).resolves.toBeUndefined();
   });
+
+  it("closes with the stored run instead when the runs store has it ended", async () => {
+    const bus = new MemoryRunEventBus();
+    await bus.publish("r1", "chunk", bytes("hi"), 1);
+    await bus.publish("r1", "end", bytes("\u00ff\u00ff not a run"), 2);
+    const closed: Run[] = [];
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.COMPLETED, "stored")),
+      bus,
+      heartbeatMs: 60_000,
+      run: run(RunStatus.PROCESSING),
+      onClose: (final) => closed.push(final),
+    });
+    expect(events.map((e) => [e.event, e.id])).toEqual([
+      ["message", "1"],
+      ["close", "2"],
+    ]);
+    expect(JSON.parse(events[1]!.data)).toMatchObject({ id: "r1", modelId: "stored" });
+    expect(closed).toHaveLength(1);
+  });
 });
 
 describe("EventStream", () => {

@@ -69,6 +69,8 @@ export class RunRelay {
   private endedBeats = 0;
   /** A store check is in flight. */
   private checking = false;
+  /** `close` was sent (or would have been, had the client stayed). */
+  private closed = false;
 
   constructor(
     private readonly out: EventStream,
@@ -101,7 +103,7 @@ export class RunRelay {
     const { out, runId } = this;
     if (live) {
       try {
-        for await (const event of live) if (this.deliver(event)) return;
+        for await (const event of live) if (await this.deliver(event)) return;
       } catch (err) {
         if (!out.open) return;
         logger.debug({ err, runId }, "live run events missed one; subscribing after the last");
@@ -118,7 +120,7 @@ export class RunRelay {
         const from = replayFromStart ? undefined : this.lastSeq || undefined;
         for await (const event of bus.subscribe(runId, { afterSeq: from, signal: out.signal })) {
           failures = 0;
-          if (this.deliver(event)) return;
+          if (await this.deliver(event)) return;
         }
         if (!out.open) return;
         logger.warn({ runId }, "run stream subscription ended early; subscribing again");
@@ -134,11 +136,11 @@ export class RunRelay {
   }
 
   /** Relays one event unless already sent; true once the stream is closed (the end). */
-  private deliver(event: RunEvent): boolean {
+  private async deliver(event: RunEvent): Promise<boolean> {
     // Tracing on: the event's delivery in the trace of the run that published it.
     if (event.traceparent) traceDelivery(event.traceparent, event.kind, this.runId);
     if (event.kind === "end") {
-      this.closeWithEnd(event.data, event.seq);
+      await this.closeWithEnd(event.data, event.seq);
       return true;
     }
     if (event.seq <= this.lastSeq) return false;
@@ -188,7 +190,7 @@ export class RunRelay {
   }
 
   /** The bus's end event: the final run, or a failure when it cannot be read. */
-  private closeWithEnd(data: Uint8Array, seq: number) {
+  private async closeWithEnd(data: Uint8Array, seq: number) {
     let final: Run;
     try {
       final = fromBinary(RunSchema, data);
@@ -197,6 +199,13 @@ export class RunRelay {
         { err, runId: this.runId },
         "run stream got an unreadable end event",
       );
+      // The runs store has the end too, once the run is recorded ended: close with it, so that a
+      // client's reconnect is not answered with the same error again and again.
+      const stored = await this.options.runs
+        .getRun({ projectId: this.options.projectId, id: this.runId })
+        .then(({ run }) => run)
+        .catch(() => undefined);
+      if (stored && terminal(stored)) return this.close(stored, seq);
       return this.fail(
         new HttpError(
           502,
@@ -208,11 +217,17 @@ export class RunRelay {
     this.close(final, seq);
   }
 
-  /** `close` with the final run, once (whoever calls it first: the bus's end or a reconcile). */
+  /**
+   * `close` with the final run, once (whoever calls it first: the bus's end or a reconcile).
+   * `onClose` is told even when the client has gone meanwhile: the run ended all the same.
+   */
   private close(final: Run, seq?: number) {
-    if (!this.out.open) return;
-    this.out.event("close", JSON.stringify(runJson(final)), seq);
-    this.out.end();
+    if (this.closed) return;
+    this.closed = true;
+    if (this.out.open) {
+      this.out.event("close", JSON.stringify(runJson(final)), seq);
+      this.out.end();
+    }
     try {
       this.options.onClose?.(final);
     } catch (err) {
