@@ -29,6 +29,7 @@ import { fork } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { serveBenchGateway } from "./lib/bench-gateway.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 /** GW_OVERHEAD_BUILD: a build of gateway/src to measure (default gateway/dist; as in gateway.mjs). */
@@ -107,36 +108,12 @@ async function stub() {
 
 /** The real gateway against the stub. */
 async function gateway() {
-  const { createGateway } = await import(dist("app.js"));
-  const { gatewayOptions, loadGatewaySettings } = await import(dist("config.js"));
-  const { createLogger } = await import("@pies/common");
-  const { MemoryCatalogEvents, MemoryRunEventBus } = await import("@pies/common/bus");
-  const { peerTransport, serviceClient } = await import("@pies/common/server");
-  const { CatalogService } = await import("@pies/proto/catalog");
-  const { ExecutorService } = await import("@pies/proto/executor");
-  const { RunsService } = await import("@pies/proto/runs");
-  const stubUrl = process.env.GW_OVERHEAD_STUB_URL;
-  const app = createGateway({
-    catalog: serviceClient(CatalogService, peerTransport(stubUrl, "catalog")),
-    runs: serviceClient(RunsService, peerTransport(stubUrl, "runs")),
-    executor: serviceClient(ExecutorService, peerTransport(stubUrl, "executor")),
-    bus: new MemoryRunEventBus(),
-    catalogEvents: new MemoryCatalogEvents(),
-    logger: createLogger("gateway", "warn"),
-    isReady: async () => true,
+  await serveBenchGateway({
+    build: path.dirname(dist("app.js")),
+    stubUrl: process.env.GW_OVERHEAD_STUB_URL,
     // The rate limit on (as deployed, so its cost per request is measured) but never reached.
-    options: gatewayOptions(loadGatewaySettings({ PIES_RATE_LIMIT_PER_MINUTE: "100000000" })),
-    tokenKey: new Uint8Array(32).fill(1),
+    rateLimitPerMinute: 100_000_000,
   });
-  const url = await app.listen({ host: "127.0.0.1", port: 0 });
-  process.on("message", (msg) => {
-    if (msg === "cpu") {
-      const { user, system } = process.cpuUsage();
-      process.send({ cpuUs: user + system });
-    }
-  });
-  process.on("disconnect", () => void app.close().then(() => process.exit(0)));
-  process.send({ url });
 }
 
 /** The gateway's CPU time so far (µs), asked over IPC. */

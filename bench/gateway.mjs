@@ -26,6 +26,7 @@ import http from "node:http";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { serveBenchGateway } from "./lib/bench-gateway.mjs";
 import { addSelfTimes, listProfiles, loadProfile, shortUrl } from "./lib/profile.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -103,44 +104,11 @@ async function stub() {
 
 /** The real gateway against the stub; reports its CPU on request. */
 async function gateway() {
-  const build = path.resolve(repoRoot, process.env.GW_BENCH_BUILD);
-  const { createGateway } = await import(path.join(build, "app.js"));
-  const config = await import(path.join(build, "config.js"));
-  const { gatewayOptions } = config;
-  // Builds from before the internal credential have no loadGatewaySettings.
-  const loadGatewaySettings = config.loadGatewaySettings ?? config.loadGatewayConfig;
-  const { createLogger } = await import("@pies/common");
-  const { MemoryCatalogEvents, MemoryRunEventBus } = await import("@pies/common/bus");
-  const { peerTransport, serviceClient } = await import("@pies/common/server");
-  const { CatalogService } = await import("@pies/proto/catalog");
-  const { ExecutorService } = await import("@pies/proto/executor");
-  const { RunsService } = await import("@pies/proto/runs");
-  const stubUrl = process.env.GW_BENCH_STUB_URL;
-  const app = createGateway({
-    catalog: serviceClient(CatalogService, peerTransport(stubUrl, "catalog")),
-    runs: serviceClient(RunsService, peerTransport(stubUrl, "runs")),
-    executor: serviceClient(ExecutorService, peerTransport(stubUrl, "executor")),
-    bus: new MemoryRunEventBus(),
-    catalogEvents: new MemoryCatalogEvents(),
-    logger: createLogger("gateway", "warn"),
-    isReady: async () => true,
-    options: gatewayOptions(loadGatewaySettings({ PIES_RATE_LIMIT_PER_MINUTE: "0" })),
-    tokenKey: new Uint8Array(32).fill(1),
+  await serveBenchGateway({
+    build: path.resolve(repoRoot, process.env.GW_BENCH_BUILD),
+    stubUrl: process.env.GW_BENCH_STUB_URL,
+    rateLimitPerMinute: 0,
   });
-  const url = await app.listen({ host: "127.0.0.1", port: 0 });
-  process.on("message", (msg) => {
-    if (msg === "cpu") {
-      const { user, system } = process.cpuUsage();
-      process.send({
-        cpuUs: user + system,
-        systemUs: system,
-        atUs: Number(process.hrtime.bigint() / 1000n),
-      });
-    }
-  });
-  // Closing (rather than being killed) lets --cpu-prof write its profile.
-  process.on("disconnect", () => void app.close().then(() => process.exit(0)));
-  process.send({ url });
 }
 
 function pinning() {

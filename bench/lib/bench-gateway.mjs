@@ -1,0 +1,47 @@
+// The real gateway of a bench, in its own process, in front of a stub of the other services.
+
+/**
+ * Starts the gateway built in `build` (a directory holding gateway/src's build: app.js, config.js)
+ * against the Connect stub at `stubUrl`, tells the parent its URL, answers "cpu" messages with its
+ * CPU time so far, and closes (rather than being killed: --cpu-prof writes its profile then) when
+ * the parent disconnects. `rateLimitPerMinute` 0 turns the rate limit off.
+ */
+export async function serveBenchGateway({ build, stubUrl, rateLimitPerMinute }) {
+  const { createGateway } = await import(`${build}/app.js`);
+  const config = await import(`${build}/config.js`);
+  const { gatewayOptions } = config;
+  // Builds from before the internal credential have no loadGatewaySettings.
+  const loadGatewaySettings = config.loadGatewaySettings ?? config.loadGatewayConfig;
+  const { createLogger } = await import("@pies/common");
+  const { MemoryCatalogEvents, MemoryRunEventBus } = await import("@pies/common/bus");
+  const { peerTransport, serviceClient } = await import("@pies/common/server");
+  const { CatalogService } = await import("@pies/proto/catalog");
+  const { ExecutorService } = await import("@pies/proto/executor");
+  const { RunsService } = await import("@pies/proto/runs");
+  const app = createGateway({
+    catalog: serviceClient(CatalogService, peerTransport(stubUrl, "catalog")),
+    runs: serviceClient(RunsService, peerTransport(stubUrl, "runs")),
+    executor: serviceClient(ExecutorService, peerTransport(stubUrl, "executor")),
+    bus: new MemoryRunEventBus(),
+    catalogEvents: new MemoryCatalogEvents(),
+    logger: createLogger("gateway", "warn"),
+    isReady: async () => true,
+    options: gatewayOptions(
+      loadGatewaySettings({ PIES_RATE_LIMIT_PER_MINUTE: String(rateLimitPerMinute) }),
+    ),
+    tokenKey: new Uint8Array(32).fill(1),
+  });
+  const url = await app.listen({ host: "127.0.0.1", port: 0 });
+  process.on("message", (msg) => {
+    if (msg === "cpu") {
+      const { user, system } = process.cpuUsage();
+      process.send({
+        cpuUs: user + system,
+        systemUs: system,
+        atUs: Number(process.hrtime.bigint() / 1000n),
+      });
+    }
+  });
+  process.on("disconnect", () => void app.close().then(() => process.exit(0)));
+  process.send({ url });
+}
