@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
+import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm";
 import { createLogger, DatabaseFaults } from "@pies/common";
 import {
   JetStreamRunEventBus,
@@ -51,7 +52,9 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
         logger,
         faults,
       })
-    : createDatabase({ pglite: await PGlite.create(path.join(dataDir, "pg")) });
+    : createDatabase({
+        pglite: await PGlite.create(path.join(dataDir, "pg"), { extensions: { pg_trgm } }),
+      });
 
   let bus: RunEventBus;
   let records: RunRecords;
