@@ -453,13 +453,15 @@ export function textPatterns(path: string[] | null, test: Test): string[] {
 
 /** An expression as a SQL condition on `parameters`; each jsonpath and pattern is a bound
  * parameter. */
-export function exprToSql(e: Expr): RawBuilder<boolean> {
+export function exprToSql(e: Expr, options: { patterns: boolean }): RawBuilder<boolean> {
   switch (e.kind) {
     case "all":
       return sql<boolean>`true`;
     case "match": {
       const exact = sql<boolean>`parameters @? ${leafPath(e.path, e.test)}::jsonpath`;
-      const patterns = textPatterns(e.path, e.test);
+      // Without the trigram index they only cost (and the planner, which cannot estimate them
+      // well without its statistics, takes them for rare and scans the table).
+      const patterns = options.patterns ? textPatterns(e.path, e.test) : [];
       if (patterns.length === 0) return sql<boolean>`(${exact})`;
       // `parameters::text` is the trigram index's expression, written the same way. The planner
       // would multiply the patterns' selectivity by the jsonpath test's, as if independent, and
@@ -472,11 +474,11 @@ export function exprToSql(e: Expr): RawBuilder<boolean> {
       )} and coalesce(${exact}, false))`;
     }
     case "not":
-      return sql<boolean>`(not ${exprToSql(e.item)})`;
+      return sql<boolean>`(not ${exprToSql(e.item, options)})`;
     case "and":
     case "or":
       return sql<boolean>`(${sql.join(
-        e.items.map(exprToSql),
+        e.items.map((item) => exprToSql(item, options)),
         sql.raw(e.kind === "and" ? " and " : " or "),
       )})`;
   }

@@ -6,7 +6,7 @@ import { RunsService, RunStatus } from "@pies/proto/runs";
 import { applyFilters } from "./filters.js";
 import { applyUpdate, runToProto, runToRow, statusName } from "./mappers.js";
 import { findRun } from "./find-run.js";
-import { facetMeta, matching, planSearch } from "./search.js";
+import { facetMeta, indexPresence, matching, planSearch, TRIGRAM_INDEX } from "./search.js";
 import type { RunsDatabase } from "./tables.js";
 
 export interface RunsDeps {
@@ -18,6 +18,8 @@ export interface RunsDeps {
    * narrow scans its project, and the pool it shares with the record writer must not be held.
    */
   searchTimeoutMs?: number;
+  /** How long the answer to "is the trigram index there?" is kept (default 60 s). */
+  indexCheckMs?: number;
 }
 
 /** Column values from a message; a JSON field that is not JSON (a Value of no kind) is the caller's error. */
@@ -76,6 +78,7 @@ const listColumns = [
 export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsService> {
   const { db, log } = deps;
   const searchTimeoutMs = Math.max(1, Math.trunc(deps.searchTimeoutMs ?? 10_000));
+  const trigramIndex = indexPresence(db, TRIGRAM_INDEX, deps.indexCheckMs ?? 60_000);
   /** `fn` in a transaction whose statements are cut at the search timeout (DEADLINE_EXCEEDED). */
   const bounded = <T>(fn: (tx: Kysely<RunsDatabase>) => Promise<T>) =>
     db
@@ -171,7 +174,9 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       const { limit, plans } = planSearch(req);
       const wantMeta = plans.length > 0 || req.onlyMeta;
       // The query is parsed and compiled once; each statement runs in its bounded transaction.
-      const base = matching(db, projectId, req);
+      const base = matching(db, projectId, req, {
+        patterns: req.query.trim() !== "" && (await trigramIndex()),
+      });
       const page = base
         .select(listColumns)
         .orderBy("updated_at", "desc")

@@ -1,10 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { sql, type Kysely } from "kysely";
+import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { Kysely, PostgresDialect, sql, type CompiledQuery } from "kysely";
+import { MemoryRunRecords, RunLog } from "@pies/common/bus";
+import { RunsService } from "@pies/proto/runs";
 import pg from "pg";
 import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, type TestDatabase } from "@pies/testkit";
 import { indexBuilds } from "../src/migrations/index-builds.js";
 import { migrations } from "../src/migrations/index.js";
+import { runsRoutes } from "../src/service.js";
 
 // The search indexes are built outside the migrations, concurrently, on the real PostgreSQL
 // server: writers are not blocked while they build, a leftover of a failed build is rebuilt, and
@@ -125,5 +129,35 @@ describe("the runs search indexes", () => {
     expect(performance.now() - started).toBeLessThan(2000);
     await holder.query("select pg_advisory_unlock(hashtextextended('pies.index-builds.runs', 0))");
     expect((await buildIndexes(db, "runs", indexBuilds)).built).toHaveLength(indexBuilds.length);
+  });
+
+  it("are what the search's trigram patterns wait for: none without the index, some with it", async () => {
+    const queries: CompiledQuery[] = [];
+    const pool = new pg.Pool({ connectionString: testDb.url, max: 2 });
+    const logged = new Kysely<any>({
+      dialect: new PostgresDialect({ pool }),
+      log: (event) => event.level === "query" && queries.push(event.query),
+    });
+    try {
+      const runs = createClient(
+        RunsService,
+        createRouterTransport(
+          runsRoutes({ db: logged, log: new RunLog(new MemoryRunRecords()), indexCheckMs: 0 }),
+        ),
+      );
+      const c = await client();
+      await c.query(insertRun("r1"));
+      const search = async () => {
+        queries.length = 0;
+        const res = await runs.searchRuns({ projectId: "p", query: "customer.name:Glob*" });
+        expect(res.runs.map((r) => r.id)).toEqual(["r1"]);
+        return queries.map((q) => q.sql).join("\n");
+      };
+      expect(await search()).not.toContain("like");
+      await buildIndexes(db, "runs", indexBuilds);
+      expect(await search()).toContain("parameters::text like $");
+    } finally {
+      await logged.destroy();
+    }
   });
 });
