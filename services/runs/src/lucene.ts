@@ -9,7 +9,7 @@ import { invalid } from "@pies/common";
  * evaluated in memory by the tests), and each leaf becomes one `parameters @? <jsonpath>` test with
  * the JSON path as a bound parameter, which the GIN (jsonb_path_ops) index on `parameters` serves
  * for equality at a path. What that index cannot serve (wildcards, bare terms, string ranges) also
- * gets `parameters::text like <pattern>` (textPattern), a condition every match meets, which the
+ * gets `parameters::text like <pattern>` conditions (textPatterns) that every match meets, which the
  * trigram index on the input data's text serves; the jsonpath test keeps the answer exact.
  *
  * Meaning, exact and case-sensitive (keyword semantics):
@@ -20,9 +20,11 @@ import { invalid } from "@pies/common";
  *   the whole string; `path:*` matches when the path has a value.
  * - `path:[a TO b]` (inclusive) and `path:{a TO b}` (exclusive), mixed and `*` bounds allowed: a
  *   numeric range when every bound is a number, else a range of strings (jsonpath string order).
- * - A bare term matches `defaultQueryPath`, or any value anywhere in the input data without one.
- * - `AND`/`&&`, `OR`/`||`, `NOT`/`!`/`-`, `+`, grouping, `path:(a OR b)`; AND binds tighter than
- *   OR, and terms side by side are ANDed.
+ * - A bare term matches `defaultQueryPath`, or any value anywhere in the input data without one;
+ *   `*:term` any value, and `*:*` every run (Lucene's match-all).
+ * - `AND`/`&&`, `OR`/`||`, `NOT`/`!`/`-`, `+`, grouping, `path:(a OR b)`; NOT binds tightest, then
+ *   AND (and terms side by side, ANDed), then OR. An operator follows a term or a group, except
+ *   NOT after AND/OR: `NOT NOT a` is an error (`NOT (NOT a)` is not). `path:-5` is the number.
  */
 export type Expr =
   | { kind: "and"; items: Expr[] }

@@ -740,7 +740,7 @@ type Q =
   | { t: "not"; item: Q; op: "NOT" | "-" | "!" };
 
 const PATHS = ["a", "b", "n.a", "n.b"];
-// Words of three letters or more get a trigram pattern beside their jsonpath test (textPattern);
+// Words of three letters or more get a trigram pattern beside their jsonpath test (textPatterns);
 // the odd strings check its escapes (JSON's and LIKE's).
 const WORDS = ["x", "y", "xy", "yx", "true", "xyz", "zyx", "xyzzy"];
 const ODD = ['ab"c\\d', "abc%_d", "abcX_d", "abc\nd", "xyz\u0001"];
