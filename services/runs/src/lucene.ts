@@ -295,7 +295,9 @@ function tokens(query: string): { text: string; offset: number }[] {
  * `&&`/`||`, and ignores an operator that starts a query or a group. As in Lucene, an operator
  * follows a term or a group, except NOT, which may follow AND or OR; a double negation is written
  * `NOT (NOT a)`. Returns the text for the grammar, `&&` and `||` written AND and OR (which it
- * reads with a NOT after them), and where each of its offsets was in the query.
+ * reads with a NOT after them), a space between an operator and a parenthesis it touches (the
+ * grammar reads `NOT(a)` as the word "NOT" and `a`), and where each of its offsets was in the
+ * query.
  */
 function checkOperators(query: string): { text: string; at: Position } {
   const words = tokens(query);
@@ -314,12 +316,28 @@ function checkOperators(query: string): { text: string; at: Position } {
         queryError(`syntax error: ${w.text} with nothing before it`, w.offset);
       }
       const next = words[i + 1];
-      if (next?.text === ")")
+      if (!next)
+        queryError(`syntax error: ${w.text} with nothing after it`, query.trimEnd().length);
+      if (next.text === ")")
         queryError(`syntax error: ${w.text} with nothing after it`, next.offset);
-      if (w.text === "&&" || w.text === "||") {
-        text += query.slice(copied, w.offset) + (w.text === "&&" ? "AND" : "OR");
-        copied = w.offset + 2;
-        shifts.push(text.length);
+      // The grammar reads an operator only between spaces: one touching a parenthesis
+      // (`NOT(a)`, `(a)AND(b)`) would be a search word. Lucene reads it as the operator.
+      const end = w.offset + w.text.length;
+      const spaceBefore = before?.text === ")" && before.offset + 1 === w.offset;
+      const spaceAfter = next.text === "(" && next.offset === end;
+      if (spaceBefore || spaceAfter || w.text === "&&" || w.text === "||") {
+        text += query.slice(copied, w.offset);
+        if (spaceBefore) {
+          text += " ";
+          shifts.push(text.length);
+        }
+        text += w.text === "&&" ? "AND" : w.text === "||" ? "OR" : w.text;
+        if (w.text === "&&") shifts.push(text.length); // AND is one longer; OR is as long
+        copied = end;
+        if (spaceAfter) {
+          text += " ";
+          shifts.push(text.length);
+        }
       }
     }
   });

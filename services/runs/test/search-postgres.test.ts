@@ -735,9 +735,9 @@ type Leaf =
 /** With the spelling of its operator when the query is written with the fewest parentheses. */
 type Q =
   | Leaf
-  | { t: "and"; items: Q[]; op: "AND" | "&&" | " " }
-  | { t: "or"; items: Q[]; op: "OR" | "||" }
-  | { t: "not"; item: Q; op: "NOT" | "-" | "!" };
+  | { t: "and"; items: Q[]; op: "AND" | "&&" | " "; tight: boolean }
+  | { t: "or"; items: Q[]; op: "OR" | "||"; tight: boolean }
+  | { t: "not"; item: Q; op: "NOT" | "-" | "!"; tight: boolean };
 
 const PATHS = ["a", "b", "n.a", "n.b"];
 // Words of three letters or more get a trigram pattern beside their jsonpath test (textPatterns);
@@ -807,16 +807,19 @@ const query: fc.Arbitrary<Q> = fc.letrec<{ q: Q }>((tie) => ({
       t: fc.constant("and" as const),
       items: fc.array(tie("q"), { minLength: 2, maxLength: 3 }),
       op: fc.constantFrom("AND" as const, "&&" as const, " " as const),
+      tight: fc.boolean(),
     }),
     fc.record({
       t: fc.constant("or" as const),
       items: fc.array(tie("q"), { minLength: 2, maxLength: 3 }),
       op: fc.constantFrom("OR" as const, "||" as const),
+      tight: fc.boolean(),
     }),
     fc.record({
       t: fc.constant("not" as const),
       item: tie("q"),
       op: fc.constantFrom("NOT" as const, "-" as const, "!" as const),
+      tight: fc.boolean(),
     }),
   ),
 })).q;
@@ -853,19 +856,37 @@ function render(q: Q): string {
   }
 }
 
+/** Operands joined by an operator, which touches a parenthesis beside it when `tight`
+ * (`(a)AND(b)`, as Lucene reads it too). */
+function joinOperands(parts: string[], op: string, tight: boolean): string {
+  return parts.reduce((text, part) =>
+    op === " "
+      ? `${text} ${part}`
+      : `${text}${tight && text.endsWith(")") ? "" : " "}${op}${tight && part.startsWith("(") ? "" : " "}${part}`,
+  );
+}
+
 /**
  * With the fewest parentheses the documented precedence allows (NOT, then AND, and terms side by
- * side, then OR), each operator spelled as the tree says: the compiled query must read it as the
- * in-memory evaluation does.
+ * side, then OR), each operator spelled as the tree says, sometimes touching a parenthesis: the
+ * compiled query must read it as the in-memory evaluation does.
  */
 function renderFlat(q: Q, parent: "top" | "or" | "and" | "not" = "top"): string {
   switch (q.t) {
     case "or": {
-      const text = q.items.map((i) => renderFlat(i, "or")).join(` ${q.op} `);
+      const text = joinOperands(
+        q.items.map((i) => renderFlat(i, "or")),
+        q.op,
+        q.tight,
+      );
       return parent === "top" || parent === "or" ? text : `(${text})`;
     }
     case "and": {
-      const text = q.items.map((i) => renderFlat(i, "and")).join(q.op === " " ? " " : ` ${q.op} `);
+      const text = joinOperands(
+        q.items.map((i) => renderFlat(i, "and")),
+        q.op,
+        q.tight,
+      );
       return parent === "not" ? `(${text})` : text;
     }
     case "not": {
@@ -882,7 +903,9 @@ function renderFlat(q: Q, parent: "top" | "or" | "and" | "not" = "top"): string 
       ) {
         return `${q.op}${inner}`;
       }
-      return q.item.t === "not" ? `NOT (${inner})` : `NOT ${inner}`;
+      const space = q.tight ? "" : " ";
+      if (q.item.t === "not") return `NOT${space}(${inner})`;
+      return inner.startsWith("(") ? `NOT${space}${inner}` : `NOT ${inner}`;
     }
     default:
       return renderLeaf(q);

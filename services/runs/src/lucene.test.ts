@@ -1,0 +1,53 @@
+import { describe, expect, it } from "vitest";
+import { parseQuery, type Expr } from "./lucene.js";
+
+const term = (string: string, path: string[] | null = null): Expr => ({
+  kind: "match",
+  path,
+  test: { type: "equals", string },
+});
+const not = (item: Expr): Expr => ({ kind: "not", item });
+const and = (...items: Expr[]): Expr => ({ kind: "and", items });
+const or = (...items: Expr[]): Expr => ({ kind: "or", items });
+
+/** The 400's message of a query that is refused. */
+function refusal(query: string): string {
+  try {
+    parseQuery(query);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  throw new Error(`${query} was not refused`);
+}
+
+describe("operators touching a parenthesis", () => {
+  it.each<[string, Expr]>([
+    ["NOT(x:a)", not(term("a", ["x"]))],
+    ["a OR(b)", or(term("a"), term("b"))],
+    ["a AND(b)", and(term("a"), term("b"))],
+    ["(a)AND(b)", and(term("a"), term("b"))],
+    ["(a)&&(b)", and(term("a"), term("b"))],
+    ["(a)||(b)", or(term("a"), term("b"))],
+    ["(a)OR b", or(term("a"), term("b"))],
+    ["a AND NOT(b)", and(term("a"), not(term("b")))],
+    ["(a)AND NOT(b)", and(term("a"), not(term("b")))],
+    ["x:(a OR(b))", or(term("a", ["x"]), term("b", ["x"]))],
+    ["(NOT(a))", not(term("a"))],
+  ])("reads %s as the operator", (query, expected) => {
+    expect(parseQuery(query)).toEqual(expected);
+  });
+
+  it.each([
+    // Positions are in the query as written (the grammar's text has spaces added).
+    ["(a)AND", "AND with nothing after it at position 6"],
+    ["(a)AND(b", "unexpected end of query at position 8"],
+    ["(a)&&(b", "unexpected end of query at position 7"],
+    ["(a)||(b", "unexpected end of query at position 7"],
+    ["a || b AND (", "unexpected end of query at position 12"],
+    ["(a)AND()", 'unexpected ")" at position 7'],
+    ["(a)AND(AND b)", "AND with nothing before it at position 7"],
+    ["(a)OR(b)OR OR c", "OR right after OR at position 11"],
+  ])("answers %s with a 400 naming the position in the query", (query, message) => {
+    expect(refusal(query)).toContain(message);
+  });
+});
