@@ -51,3 +51,23 @@ describe("operators touching a parenthesis", () => {
     expect(refusal(query)).toContain(message);
   });
 });
+
+describe("two signs in a row", () => {
+  it.each([
+    ["!!a", /"!" right after "!" .* at position 1$/],
+    ["--a", /"-" right after "-" .* at position 1$/],
+    ["!-a", /"-" right after "!" .* at position 1$/],
+    ["+-a", /"-" right after "\+" .* at position 1$/],
+    ["x:a --y:b", /"-" right after "-" .* at position 5$/],
+    ["x:a -!y:(b)", /"!" right after "-" .* at position 5$/],
+    ["(a)AND --b", /"-" right after "-" .* at position 8$/],
+  ])("answers %s with a 400 naming the second sign", (query, message) => {
+    expect(refusal(query)).toMatch(message);
+  });
+
+  it("reads an escaped or quoted second sign as part of the term", () => {
+    expect(parseQuery("-\\-a")).toEqual(not(term("-a")));
+    expect(parseQuery('-"-a"')).toEqual(not(term("-a")));
+    expect(parseQuery("-a")).toEqual(not(term("a")));
+  });
+});

@@ -24,7 +24,8 @@ import { invalid } from "@pies/common";
  *   `*:term` any value, and `*:*` every run (Lucene's match-all).
  * - `AND`/`&&`, `OR`/`||`, `NOT`/`!`/`-`, `+`, grouping, `path:(a OR b)`; NOT binds tightest, then
  *   AND (and terms side by side, ANDed), then OR. An operator follows a term or a group, except
- *   NOT after AND/OR: `NOT NOT a` is an error (`NOT (NOT a)` is not). `path:-5` is the number.
+ *   NOT after AND/OR: `NOT NOT a` and two signs (`--a`, `!-a`) are errors (`NOT (NOT a)` is not).
+ *   `path:-5` is the number.
  */
 export type Expr =
   | { kind: "and"; items: Expr[] }
@@ -153,18 +154,33 @@ type Position = (offset: number | undefined) => number | undefined;
  * The grammar reads `-field:…`, `+field:…` and `!field:…` (a term or a `field:( … )` group) as a
  * field named with the sign: the sign is a prohibition (`-`, `!`) or a requirement (`+`).
  */
-function signed(field: string): { field: string; negate: boolean } {
+function signed(field: string, offset: number | undefined): { field: string; negate: boolean } {
   if (field !== IMPLICIT && /^[-+!]/.test(field)) {
+    doubleSign(field, offset);
     return { field: field.slice(1), negate: !field.startsWith("+") };
   }
   return { field, negate: false };
+}
+
+/** Two signs in a row (`--a`, `!-x:a`, `+-a`): the grammar reads the second as part of the word.
+ * As `NOT NOT`, a 400 naming the second sign (a double negation is written `NOT (NOT a)`). */
+function doubleSign(word: string, offset: number | undefined) {
+  if (/^[-+!][-+!]/.test(word)) {
+    queryError(
+      `syntax error: "${word[1]}" right after "${word[0]}" (escape it to search for it: \\${word[1]})`,
+      offset === undefined ? undefined : offset + 1,
+    );
+  }
 }
 
 function leaf(node: TermNode | RangeNode, ctx: Context): Expr {
   if (++ctx.count.leaves > QUERY_LIMITS.leaves) {
     queryError(`more than ${QUERY_LIMITS.leaves} terms`);
   }
-  const { field, negate: prohibited } = signed(node.field);
+  const { field, negate: prohibited } = signed(
+    node.field,
+    ctx.at(node.fieldLocation?.start.offset),
+  );
   let negate = prohibited;
   // `*:` names every path, as Lucene's `*:*` (match all) does.
   const path =
@@ -187,6 +203,9 @@ function leaf(node: TermNode | RangeNode, ctx: Context): Expr {
       );
     }
   }
+  if (prefix && field === IMPLICIT && "term" in node && !node.quoted) {
+    doubleSign(`${prefix}${node.term}`, ctx.at(node.termLocation?.start.offset));
+  }
   const test = "term_min" in node ? rangeTest(node) : termTest(node, ctx.at);
   if (prefix === "-" || prefix === "!") negate = !negate;
   const expr: Expr =
@@ -199,7 +218,7 @@ function leaf(node: TermNode | RangeNode, ctx: Context): Expr {
 function expr(node: Node | TermNode | RangeNode, ctx: Context): Expr {
   if (!isNode(node)) return leaf(node, ctx);
   const { field: groupField, negate: prohibited } = node.field
-    ? signed(node.field)
+    ? signed(node.field, ctx.at(node.fieldLocation?.start.offset))
     : { field: node.field, negate: false };
   const inner: Context =
     groupField && groupField !== IMPLICIT
