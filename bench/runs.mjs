@@ -192,15 +192,16 @@ async function trigramPart() {
   const db = createDatabase({ url: t.url, poolMax: 4 });
   const client = new pg.Client({ connectionString: t.url });
   await client.connect();
-  const trigram = runsIndexBuilds.filter((b) => b.extension === "pg_trgm");
+  const trigram = runsIndexBuilds.filter((b) => b.extensions?.includes("pg_trgm"));
   const lines = [];
   try {
     await migrateToLatest(db, "runs", runsMigrations);
     await client.query("drop index if exists runs.runs_parameters_trgm_idx");
+    await client.query("drop index if exists runs.runs_project_parameters_trgm_idx");
     await buildIndexes(
       db,
       "runs",
-      runsIndexBuilds.filter((b) => !b.extension),
+      runsIndexBuilds.filter((b) => !b.extensions),
     );
     const { rows } = await client.query("select count(*)::int as n from runs.runs");
     let seedMs = 0;
@@ -235,7 +236,7 @@ async function trigramPart() {
     if (report.built.length !== 1)
       throw new Error(`trigram index not built: ${JSON.stringify(report)}`);
     const { rows: size } = await client.query(
-      "select pg_size_pretty(pg_relation_size('runs.runs_parameters_trgm_idx')) as trgm, " +
+      "select pg_size_pretty(pg_relation_size('runs.runs_project_parameters_trgm_idx')) as trgm, " +
         "pg_size_pretty(pg_relation_size('runs.runs')) as heap",
     );
     latencies.sort((a, b) => a - b);

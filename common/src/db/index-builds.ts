@@ -14,12 +14,12 @@ export interface IndexBuild {
   table: string;
   /**
    * Constant SQL after `on <table>`: `using gin (parameters jsonb_path_ops)`. Given the (quoted)
-   * schema of `extension` when there is one, to name its operator classes.
+   * schema of its first extension when it has one, to name its operator classes.
    */
   definition: (extensionSchema: string) => string;
-  /** An extension it needs: when it cannot be created (not available, no privilege), the index is
+  /** Extensions it needs: when one cannot be created (not available, no privilege), the index is
    * left out with a warning (queries must stay correct without it). */
-  extension?: string;
+  extensions?: string[];
   /** Indexes it supersedes, dropped (concurrently) once it is valid. */
   replaces?: string[];
 }
@@ -68,22 +68,26 @@ export async function buildIndexes(
     try {
       const extensionSchemas = new Map<string, string | null>();
       for (const build of builds) {
-        let extensionSchema = "";
-        if (build.extension) {
-          if (!extensionSchemas.has(build.extension)) {
-            extensionSchemas.set(build.extension, await ensureExtension(conn, build.extension));
+        const schemas: string[] = [];
+        for (const extension of build.extensions ?? []) {
+          if (!extensionSchemas.has(extension)) {
+            extensionSchemas.set(extension, await ensureExtension(conn, extension));
           }
-          const found = extensionSchemas.get(build.extension);
+          const found = extensionSchemas.get(extension);
           if (!found) {
             logger?.warn(
-              { index: build.name, extension: build.extension },
+              { index: build.name, extension },
               "index left out: its extension is not available (searches stay correct, slower)",
             );
-            report.skipped.push(build.name);
-            continue;
+            break;
           }
-          extensionSchema = quoteIdent(found);
+          schemas.push(quoteIdent(found));
         }
+        if (schemas.length < (build.extensions ?? []).length) {
+          report.skipped.push(build.name);
+          continue;
+        }
+        const extensionSchema = schemas[0] ?? "";
         const qualified = `${quoteIdent(schema)}.${quoteIdent(build.name)}`;
         const state = await sql<{ valid: boolean }>`
           select i.indisvalid as valid from pg_index i

@@ -145,7 +145,7 @@ export function matching(
 }
 
 /** The trigram index of the input data's text (migrations/index-builds.ts). */
-export const TRIGRAM_INDEX = "runs_parameters_trgm_idx";
+export const TRIGRAM_INDEX = "runs_project_parameters_trgm_idx";
 
 /**
  * Whether an index of the runs schema is there and valid, looked up at most once per `ttlMs`

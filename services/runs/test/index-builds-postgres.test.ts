@@ -92,7 +92,9 @@ describe("the runs search indexes", () => {
     await observer.query("set enable_seqscan = off");
     const query = `select id from runs.runs where parameters::text like '%"Globex"%'`;
     const plan = await observer.query(`explain ${query}`);
-    expect(plan.rows.map((r) => r["QUERY PLAN"]).join("\n")).toContain("runs_parameters_trgm_idx");
+    expect(plan.rows.map((r) => r["QUERY PLAN"]).join("\n")).toContain(
+      "runs_project_parameters_trgm_idx",
+    );
     const { rows } = await observer.query(query);
     expect(rows.map((r) => r.id).sort()).toEqual(["r-during", "r-open"]);
   });
@@ -103,17 +105,65 @@ describe("the runs search indexes", () => {
     await c.query(insertRun("r1"));
     await expect(
       c.query(
-        "create index concurrently runs_parameters_trgm_idx on runs.runs ((1 / (length(id) - length(id))))",
+        "create index concurrently runs_project_parameters_trgm_idx on runs.runs ((1 / (length(id) - length(id))))",
       ),
     ).rejects.toThrow(/division by zero/);
-    expect((await indexState()).runs_parameters_trgm_idx).toBe(false);
+    expect((await indexState()).runs_project_parameters_trgm_idx).toBe(false);
     const report = await buildIndexes(db, "runs", indexBuilds);
-    expect(report.built).toContain("runs_parameters_trgm_idx");
-    expect((await indexState()).runs_parameters_trgm_idx).toBe(true);
+    expect(report.built).toContain("runs_project_parameters_trgm_idx");
+    expect((await indexState()).runs_project_parameters_trgm_idx).toBe(true);
     const { rows } = await c.query(
-      "select pg_get_indexdef('runs.runs_parameters_trgm_idx'::regclass) as def",
+      "select pg_get_indexdef('runs.runs_project_parameters_trgm_idx'::regclass) as def",
     );
     expect(rows[0].def).toContain("gin_trgm_ops");
+  });
+
+  it("replace the trigram index over every project by one under the project", async () => {
+    // The index an earlier version built: the input data's trigrams alone, every project's.
+    const c = await client();
+    await c.query("create extension if not exists pg_trgm");
+    await c.query(
+      "create index runs_parameters_trgm_idx on runs.runs using gin ((parameters::text) gin_trgm_ops)",
+    );
+    const report = await buildIndexes(db, "runs", indexBuilds);
+    expect(report.built).toContain("runs_project_parameters_trgm_idx");
+    const state = await indexState();
+    expect(state.runs_parameters_trgm_idx).toBeUndefined();
+    expect(state.runs_project_parameters_trgm_idx).toBe(true);
+    const { rows } = await c.query(
+      "select pg_get_indexdef('runs.runs_project_parameters_trgm_idx'::regclass) as def",
+    );
+    expect(rows[0].def).toMatch(
+      /using gin \(project_id, \(\(parameters\)::text\) .*gin_trgm_ops\)/i,
+    );
+    // The project is in the index condition: only its rows are candidates (no recheck of others').
+    await c.query(insertRun("r-globex"));
+    await c.query(
+      `insert into runs.runs (id, project_id, account_id, interaction_id, status, parameters)
+       select 'r' || i, case when i % 2 = 0 then 'p' else 'other' end, 'a', 'i', 'completed',
+              jsonb_build_object('customer', jsonb_build_object('name', 'Initech ' || i))
+       from generate_series(1, 4000) as i`,
+    );
+    await c.query("analyze runs.runs");
+    // A small table: the planner would rather scan it, or the project's btree indexes, which
+    // are left out for the EXPLAIN (the transaction is rolled back).
+    await c.query("begin");
+    const { rows: others } = await c.query(
+      `select indexrelid::regclass::text as name from pg_index
+       where indrelid = 'runs.runs'::regclass and indexrelid::regclass::text <> 'runs.runs_pkey'
+         and indexrelid::regclass::text <> 'runs.runs_project_parameters_trgm_idx'`,
+    );
+    for (const o of others) await c.query(`drop index ${o.name}`);
+    await c.query("set local enable_seqscan = off");
+    const plan = await c.query(
+      `explain select id from runs.runs where project_id = 'p' and parameters::text like '%"Globex"%'`,
+    );
+    await c.query("rollback");
+    const text = plan.rows.map((r) => r["QUERY PLAN"]).join("\n");
+    expect(text).toContain("runs_project_parameters_trgm_idx");
+    expect(text).toMatch(
+      /Index Cond: \(\(project_id = 'p'::text\) AND \(\(parameters\)::text ~~ '%"Globex"%'::text\)\)/,
+    );
   });
 
   it("are left to the process that holds the build lock, without waiting for it", async () => {
@@ -136,7 +186,9 @@ describe("the runs search indexes", () => {
     const pool = new pg.Pool({ connectionString: testDb.url, max: 2 });
     const logged = new Kysely<any>({
       dialect: new PostgresDialect({ pool }),
-      log: (event) => event.level === "query" && queries.push(event.query),
+      log: (event) => {
+        if (event.level === "query") queries.push(event.query);
+      },
     });
     try {
       const runs = createClient(
