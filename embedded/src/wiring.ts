@@ -7,7 +7,7 @@ import {
   type RunEventBus,
   type RunRecords,
 } from "@pies/common/bus";
-import { migrateToLatest, pingDatabase, startIndexBuilds } from "@pies/common/db";
+import { migrateToLatest, pingDatabase, prepareIndexBuilds } from "@pies/common/db";
 import { errorInterceptor, serviceClient } from "@pies/common/server";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createExecutorDeps, startExecutorWork, type ExecutorSettings } from "@pies/executor";
@@ -60,8 +60,9 @@ export async function createInMemoryPies(options: {
     createRouterTransport(routes, { router: { interceptors: [errorInterceptor(logger, faults)] } });
   await migrateToLatest(db, "catalog", catalogMigrations);
   await migrateToLatest(db, "runs", runsMigrations);
-  // As the runs service does: its search indexes are built concurrently, in the background.
-  const indexes = startIndexBuilds(db, "runs", runsIndexBuilds, logger);
+  // The runs service's search indexes: built concurrently in the background on a PostgreSQL
+  // server, as the service does; on PGlite (in this process) before serving.
+  const indexes = await prepareIndexBuilds(db, "runs", runsIndexBuilds, logger);
   const catalogTransport = local(
     catalogRoutes({
       db,

@@ -1,5 +1,6 @@
 import { sql, type Kysely } from "kysely";
 import type { Logger } from "../logger.js";
+import { isInProcessDatabase } from "./db.js";
 
 /**
  * An index built outside the migrations, with CREATE INDEX CONCURRENTLY, so that building it on a
@@ -50,9 +51,15 @@ export async function buildIndexes(
   db: Kysely<any>,
   schema: string,
   builds: readonly IndexBuild[],
-  options: { logger?: Logger; onBackend?: (pid: number) => void } = {},
+  options: {
+    logger?: Logger;
+    onBackend?: (pid: number) => void;
+    /** CREATE INDEX CONCURRENTLY (the default), or a plain CREATE INDEX (which blocks writes). */
+    concurrently?: boolean;
+  } = {},
 ): Promise<IndexBuildReport> {
   const { logger } = options;
+  const concurrently = options.concurrently === false ? "" : " concurrently";
   const report: IndexBuildReport = { built: [], present: [], skipped: [], busy: false };
   if (builds.length === 0) return report;
   const lockKey = `pies.index-builds.${schema}`;
@@ -100,14 +107,17 @@ export async function buildIndexes(
         } else {
           if (valid === false) {
             logger?.warn({ index: build.name }, "dropping an index an earlier build left invalid");
-            await sql.raw(`drop index concurrently if exists ${qualified}`).execute(conn);
+            await sql.raw(`drop index${concurrently} if exists ${qualified}`).execute(conn);
           }
           const started = performance.now();
-          logger?.info({ index: build.name }, "building an index (concurrently)");
+          logger?.info(
+            { index: build.name },
+            concurrently ? "building an index (concurrently)" : "building an index",
+          );
           await sql
             .raw(
               // The index goes to its table's schema (a name here cannot be qualified).
-              `create index concurrently ${quoteIdent(build.name)} on ${build.table} ${build.definition(extensionSchema)}`,
+              `create index${concurrently} ${quoteIdent(build.name)} on ${build.table} ${build.definition(extensionSchema)}`,
             )
             .execute(conn);
           logger?.info(
@@ -118,7 +128,7 @@ export async function buildIndexes(
         }
         for (const old of build.replaces ?? []) {
           await sql
-            .raw(`drop index concurrently if exists ${quoteIdent(schema)}.${quoteIdent(old)}`)
+            .raw(`drop index${concurrently} if exists ${quoteIdent(schema)}.${quoteIdent(old)}`)
             .execute(conn);
         }
       }
@@ -185,4 +195,31 @@ export function startIndexBuilds(
       await done;
     },
   };
+}
+
+/**
+ * The builds of a service's start: in the background on a PostgreSQL server (startIndexBuilds).
+ * An in-process database (PGlite, the embedded mode) runs a statement on this process's thread: a
+ * build "in the background" would stall every request for as long as it takes (seconds on 100k
+ * runs). There they are built first, with a plain CREATE INDEX (no other process writes), and
+ * the start waits for them; a failed build is logged and the service goes on without the index.
+ */
+export async function prepareIndexBuilds(
+  db: Kysely<any>,
+  schema: string,
+  builds: readonly IndexBuild[],
+  logger: Logger,
+): Promise<{ done: Promise<IndexBuildReport | undefined>; stop(): Promise<void> }> {
+  if (!isInProcessDatabase(db)) return startIndexBuilds(db, schema, builds, logger);
+  logger.info(
+    { schema },
+    "building the indexes before serving: the embedded database runs in this process",
+  );
+  const report = await buildIndexes(db, schema, builds, { logger, concurrently: false }).catch(
+    (err: unknown) => {
+      logger.error({ err, schema }, "building the schema's indexes failed");
+      return undefined;
+    },
+  );
+  return { done: Promise.resolve(report), stop: async () => {} };
 }
