@@ -53,12 +53,21 @@ export async function buildIndexes(
   builds: readonly IndexBuild[],
   options: {
     logger?: Logger;
-    onBackend?: (pid: number) => void;
+    /** The building connection's backend pid once it holds the build lock, null once it no
+     * longer builds (the connection then goes back to the pool: never cancel it after). */
+    onBackend?: (pid: number | null) => void;
     /** CREATE INDEX CONCURRENTLY (the default), or a plain CREATE INDEX (which blocks writes). */
     concurrently?: boolean;
+    /** Checked before each statement: once aborted, no further statement is sent (the build
+     * ends with the signal's reason). */
+    signal?: AbortSignal;
   } = {},
 ): Promise<IndexBuildReport> {
-  const { logger } = options;
+  const { logger, signal } = options;
+  const run = <T>(query: { execute(conn: Kysely<any>): Promise<T> }, conn: Kysely<any>) => {
+    signal?.throwIfAborted();
+    return query.execute(conn);
+  };
   const concurrently = options.concurrently === false ? "" : " concurrently";
   const report: IndexBuildReport = { built: [], present: [], skipped: [], busy: false };
   if (builds.length === 0) return report;
@@ -73,11 +82,13 @@ export async function buildIndexes(
     }
     options.onBackend?.(Number(rows[0].pid));
     try {
+      signal?.throwIfAborted();
       const extensionSchemas = new Map<string, string | null>();
       for (const build of builds) {
         const schemas: string[] = [];
         for (const extension of build.extensions ?? []) {
           if (!extensionSchemas.has(extension)) {
+            signal?.throwIfAborted();
             extensionSchemas.set(extension, await ensureExtension(conn, extension));
           }
           const found = extensionSchemas.get(extension);
@@ -96,30 +107,34 @@ export async function buildIndexes(
         }
         const extensionSchema = schemas[0] ?? "";
         const qualified = `${quoteIdent(schema)}.${quoteIdent(build.name)}`;
-        const state = await sql<{ valid: boolean }>`
-          select i.indisvalid as valid from pg_index i
-          join pg_class c on c.oid = i.indexrelid
-          join pg_namespace n on n.oid = c.relnamespace
-          where n.nspname = ${schema} and c.relname = ${build.name}`.execute(conn);
+        const state = await run(
+          sql<{ valid: boolean }>`
+            select i.indisvalid as valid from pg_index i
+            join pg_class c on c.oid = i.indexrelid
+            join pg_namespace n on n.oid = c.relnamespace
+            where n.nspname = ${schema} and c.relname = ${build.name}`,
+          conn,
+        );
         const valid = state.rows[0]?.valid;
         if (valid) {
           report.present.push(build.name);
         } else {
           if (valid === false) {
             logger?.warn({ index: build.name }, "dropping an index an earlier build left invalid");
-            await sql.raw(`drop index${concurrently} if exists ${qualified}`).execute(conn);
+            await run(sql.raw(`drop index${concurrently} if exists ${qualified}`), conn);
           }
           const started = performance.now();
           logger?.info(
             { index: build.name },
             concurrently ? "building an index (concurrently)" : "building an index",
           );
-          await sql
-            .raw(
+          await run(
+            sql.raw(
               // The index goes to its table's schema (a name here cannot be qualified).
               `create index${concurrently} ${quoteIdent(build.name)} on ${build.table} ${build.definition(extensionSchema)}`,
-            )
-            .execute(conn);
+            ),
+            conn,
+          );
           logger?.info(
             { index: build.name, ms: Math.round(performance.now() - started) },
             "index built",
@@ -127,9 +142,10 @@ export async function buildIndexes(
           report.built.push(build.name);
         }
         for (const old of build.replaces ?? []) {
-          await sql
-            .raw(`drop index${concurrently} if exists ${quoteIdent(schema)}.${quoteIdent(old)}`)
-            .execute(conn);
+          await run(
+            sql.raw(`drop index${concurrently} if exists ${quoteIdent(schema)}.${quoteIdent(old)}`),
+            conn,
+          );
         }
       }
       // An expression index has statistics of its own, which only ANALYZE gathers; the planner
@@ -137,10 +153,15 @@ export async function buildIndexes(
       const tables = new Set(
         builds.filter((b) => report.built.includes(b.name)).map((b) => b.table),
       );
-      for (const table of tables) await sql.raw(`analyze ${table}`).execute(conn);
+      for (const table of tables) await run(sql.raw(`analyze ${table}`), conn);
       return report;
     } finally {
-      await sql`select pg_advisory_unlock(hashtextextended(${lockKey}, 0))`.execute(conn);
+      options.onBackend?.(null);
+      // A cancel sent just before may land on the first try: the lock must not stay with a
+      // connection going back to the pool.
+      const unlock = () =>
+        sql`select pg_advisory_unlock(hashtextextended(${lockKey}, 0))`.execute(conn);
+      await unlock().catch(unlock);
     }
   });
 }
@@ -166,9 +187,9 @@ async function ensureExtension(conn: Kysely<any>, name: string): Promise<string 
 
 /**
  * The builds in the background of a running service: its start does not wait for them (a build
- * on a large table takes minutes and writers go on meanwhile); `stop` cancels one in progress (it
- * leaves an invalid index, which the next start drops and builds again). A failed build is logged
- * and the service goes on without the index.
+ * on a large table takes minutes and writers go on meanwhile); `stop` sends no further statement
+ * and cancels the one in progress (which leaves an invalid index, which the next start drops and
+ * builds again). A failed build is logged and the service goes on without the index.
  */
 export function startIndexBuilds(
   db: Kysely<any>,
@@ -176,26 +197,38 @@ export function startIndexBuilds(
   builds: readonly IndexBuild[],
   logger: Logger,
 ): { done: Promise<IndexBuildReport | undefined>; stop(): Promise<void> } {
-  let backend: number | undefined;
+  let backend: number | null = null;
   let finished = false;
-  let stopping = false;
-  const done = buildIndexes(db, schema, builds, { logger, onBackend: (pid) => (backend = pid) })
+  const stopping = new AbortController();
+  const done = buildIndexes(db, schema, builds, {
+    logger,
+    onBackend: (pid) => (backend = pid),
+    signal: stopping.signal,
+  })
     .catch((err: unknown) => {
-      if (!stopping) logger.error({ err, schema }, "building the schema's indexes failed");
+      if (!stopping.signal.aborted) {
+        logger.error({ err, schema }, "building the schema's indexes failed");
+      }
       return undefined;
     })
     .finally(() => (finished = true));
   return {
     done,
     async stop() {
-      stopping = true;
-      if (!finished && backend !== undefined) {
-        await sql`select pg_cancel_backend(${backend})`.execute(db).catch(() => undefined);
+      stopping.abort(new Error("stopping"));
+      // A statement sent just before the abort may reach the server after a cancel: cancel
+      // again until the build ends (never once its connection is back in the pool).
+      while (!finished && backend !== null) {
+        const pid = backend;
+        await sql`select pg_cancel_backend(${pid})`.execute(db).catch(() => undefined);
+        await Promise.race([done, delay(100)]);
       }
       await done;
     },
   };
 }
+
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms).unref());
 
 /**
  * The builds of a service's start: in the background on a PostgreSQL server (startIndexBuilds).

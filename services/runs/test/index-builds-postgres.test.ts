@@ -4,7 +4,8 @@ import { Kysely, PostgresDialect, sql, type CompiledQuery } from "kysely";
 import { MemoryRunRecords, RunLog } from "@pies/common/bus";
 import { RunsService } from "@pies/proto/runs";
 import pg from "pg";
-import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
+import { createLogger } from "@pies/common";
+import { buildIndexes, createDatabase, migrateToLatest, startIndexBuilds } from "@pies/common/db";
 import { createTestDatabase, type TestDatabase } from "@pies/testkit";
 import { indexBuilds } from "../src/migrations/index-builds.js";
 import { migrations } from "../src/migrations/index.js";
@@ -211,5 +212,56 @@ describe("the runs search indexes", () => {
     } finally {
       await logged.destroy();
     }
+  });
+});
+
+describe("stopping the background builds", () => {
+  const logger = createLogger("test", "silent");
+  /** A writer's open transaction: a concurrent build waits for it, as long as it stays open. */
+  async function openWriter() {
+    const writer = await client();
+    await writer.query("begin");
+    await writer.query(insertRun(`r-${Math.random()}`));
+    return writer;
+  }
+  const waitingBuilds = async (observer: pg.Client) =>
+    (
+      await observer.query(
+        `select count(*)::int as n from pg_stat_activity where datname = current_database()
+         and query ilike 'create index%' and wait_event_type = 'Lock'`,
+      )
+    ).rows[0].n as number;
+  const within = <T>(p: Promise<T>, ms: number) =>
+    Promise.race([
+      p.then(() => "stopped"),
+      new Promise((resolve) => setTimeout(() => resolve("still running"), ms).unref()),
+    ]);
+
+  it("sends no further statement once stopped between statements", async () => {
+    const writer = await openWriter();
+    const builds = startIndexBuilds(db, "runs", indexBuilds, logger);
+    // Stopped before any build statement is sent: none is, though the writer would hold each up.
+    expect(await within(builds.stop(), 3000)).toBe("stopped");
+    expect(await builds.done).toBeUndefined();
+    await writer.query("commit");
+    for (const b of indexBuilds) expect((await indexState())[b.name]).toBeUndefined();
+  });
+
+  it("cancels the statement in progress", async () => {
+    const writer = await openWriter();
+    const observer = await client();
+    const builds = startIndexBuilds(db, "runs", indexBuilds, logger);
+    for (let i = 0; (await waitingBuilds(observer)) === 0; i++) {
+      if (i > 200) throw new Error("the build never waited for the writer");
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(await within(builds.stop(), 3000)).toBe("stopped");
+    expect(await waitingBuilds(observer)).toBe(0);
+    await writer.query("commit");
+    // The first index was left invalid, the others not begun: the next build makes them all.
+    const state = await indexState();
+    expect(state[indexBuilds[0]!.name]).toBe(false);
+    expect(state[indexBuilds[1]!.name]).toBeUndefined();
+    expect((await buildIndexes(db, "runs", indexBuilds)).built).toHaveLength(indexBuilds.length);
   });
 });
