@@ -82,7 +82,11 @@ export async function buildIndexes(
     }
     options.onBackend?.(Number(rows[0].pid));
     try {
-      signal?.throwIfAborted();
+      // A role's or database's default timeouts are for requests: they would cancel every build
+      // of a large table (and a concurrent build waits, without blocking anyone, for the
+      // transactions open when it began). Reset before the connection goes back to the pool.
+      await run(sql`set statement_timeout = 0`, conn);
+      await run(sql`set lock_timeout = 0`, conn);
       const extensionSchemas = new Map<string, string | null>();
       for (const build of builds) {
         const schemas: string[] = [];
@@ -162,6 +166,8 @@ export async function buildIndexes(
       const unlock = () =>
         sql`select pg_advisory_unlock(hashtextextended(${lockKey}, 0))`.execute(conn);
       await unlock().catch(unlock);
+      await sql`reset statement_timeout`.execute(conn);
+      await sql`reset lock_timeout`.execute(conn);
     }
   });
 }
@@ -185,45 +191,65 @@ async function ensureExtension(conn: Kysely<any>, name: string): Promise<string 
   return find();
 }
 
+/** How long a service waits before trying an unfinished build again. */
+export const INDEX_BUILD_RETRY_MS = 5 * 60_000;
+
 /**
  * The builds in the background of a running service: its start does not wait for them (a build
  * on a large table takes minutes and writers go on meanwhile); `stop` sends no further statement
- * and cancels the one in progress (which leaves an invalid index, which the next start drops and
- * builds again). A failed build is logged and the service goes on without the index.
+ * and cancels the one in progress (which leaves an invalid index, which the next build drops and
+ * builds again). A failed build is logged and the service goes on without the index; an
+ * unfinished one (failed, or another process held the build lock and may have died or been
+ * stopped) is tried again every `retryMs` until one finds every index there or left out.
+ * `done` is the first attempt.
  */
 export function startIndexBuilds(
   db: Kysely<any>,
   schema: string,
   builds: readonly IndexBuild[],
   logger: Logger,
+  options: { retryMs?: number } = {},
 ): { done: Promise<IndexBuildReport | undefined>; stop(): Promise<void> } {
+  const retryMs = options.retryMs ?? INDEX_BUILD_RETRY_MS;
   let backend: number | null = null;
-  let finished = false;
+  let timer: NodeJS.Timeout | undefined;
   const stopping = new AbortController();
-  const done = buildIndexes(db, schema, builds, {
-    logger,
-    onBackend: (pid) => (backend = pid),
-    signal: stopping.signal,
-  })
-    .catch((err: unknown) => {
-      if (!stopping.signal.aborted) {
-        logger.error({ err, schema }, "building the schema's indexes failed");
-      }
-      return undefined;
+  const attempt = (): Promise<IndexBuildReport | undefined> =>
+    buildIndexes(db, schema, builds, {
+      logger,
+      onBackend: (pid) => (backend = pid),
+      signal: stopping.signal,
     })
-    .finally(() => (finished = true));
+      .catch((err: unknown) => {
+        if (!stopping.signal.aborted) {
+          logger.error({ err, schema }, "building the schema's indexes failed");
+        }
+        return undefined;
+      })
+      .then((report) => {
+        if (!stopping.signal.aborted && (report === undefined || report.busy)) {
+          logger.info({ schema, retryMs }, "the schema's indexes will be tried again");
+          timer = setTimeout(() => void (current = attempt()), retryMs);
+          timer.unref();
+        }
+        return report;
+      });
+  let current = attempt();
   return {
-    done,
+    done: current,
     async stop() {
       stopping.abort(new Error("stopping"));
+      clearTimeout(timer);
       // A statement sent just before the abort may reach the server after a cancel: cancel
       // again until the build ends (never once its connection is back in the pool).
-      while (!finished && backend !== null) {
+      let ended = false;
+      void current.finally(() => (ended = true));
+      while (!ended && backend !== null) {
         const pid = backend;
         await sql`select pg_cancel_backend(${pid})`.execute(db).catch(() => undefined);
-        await Promise.race([done, delay(100)]);
+        await Promise.race([current, delay(100)]);
       }
-      await done;
+      await current;
     },
   };
 }

@@ -265,3 +265,54 @@ describe("stopping the background builds", () => {
     expect((await buildIndexes(db, "runs", indexBuilds)).built).toHaveLength(indexBuilds.length);
   });
 });
+
+describe("unfinished builds", () => {
+  const logger = createLogger("test", "silent");
+
+  it("are tried again while another process held the build lock", async () => {
+    const holder = await client();
+    await holder.query("select pg_advisory_lock(hashtextextended('pies.index-builds.runs', 0))");
+    const builds = startIndexBuilds(db, "runs", indexBuilds, logger, { retryMs: 200 });
+    try {
+      expect((await builds.done)?.busy).toBe(true);
+      // The holder goes away (it died, or was stopped) without building them.
+      await holder.query(
+        "select pg_advisory_unlock(hashtextextended('pies.index-builds.runs', 0))",
+      );
+      for (let i = 0; ; i++) {
+        const state = await indexState();
+        if (indexBuilds.every((b) => state[b.name] === true)) break;
+        if (i > 200) throw new Error("the build was never tried again");
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    } finally {
+      await builds.stop();
+    }
+  });
+
+  it("are not cut by a default statement or lock timeout, which the connection keeps after", async () => {
+    const c = await client();
+    const { rows } = await c.query("select current_database() as name");
+    const name = rows[0].name as string;
+    await c.query(`alter database "${name}" set statement_timeout = '100ms'`);
+    await c.query(`alter database "${name}" set lock_timeout = '100ms'`);
+    // One connection, opened after: it has the defaults, and the build runs on it.
+    const one = createDatabase({ url: testDb.url, poolMax: 1 });
+    try {
+      const writer = await client();
+      await writer.query("begin");
+      await writer.query(insertRun("r-open"));
+      const building = buildIndexes(one, "runs", indexBuilds);
+      // The build waits for the writer's transaction longer than either timeout.
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      await writer.query("commit");
+      expect((await building).built).toEqual(indexBuilds.map((b) => b.name));
+      const shown = await sql<{ s: string; l: string }>`
+        select current_setting('statement_timeout') as s,
+               current_setting('lock_timeout') as l`.execute(one);
+      expect(shown.rows[0]).toEqual({ s: "100ms", l: "100ms" });
+    } finally {
+      await one.destroy();
+    }
+  });
+});
