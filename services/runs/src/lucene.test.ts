@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseQuery, type Expr } from "./lucene.js";
+import { parseQuery, textPatterns, type Expr, type Test } from "./lucene.js";
 
 const term = (string: string, path: string[] | null = null): Expr => ({
   kind: "match",
@@ -69,5 +69,55 @@ describe("two signs in a row", () => {
     expect(parseQuery("-\\-a")).toEqual(not(term("-a")));
     expect(parseQuery('-"-a"')).toEqual(not(term("-a")));
     expect(parseQuery("-a")).toEqual(not(term("a")));
+  });
+});
+
+describe("textPatterns", () => {
+  type Equals = Extract<Test, { type: "equals" }>;
+  const equals = (string: string): Equals => ({ type: "equals", string });
+  it.each<[string, string[] | null, Test, string[]]>([
+    ["a bare string, quoted", null, equals("Globex"), ['%"Globex"%']],
+    ["LIKE's % and _ escaped", null, equals("abc%_d"), ['%"abc\\%\\_d"%']],
+    // jsonb writes a backslash as \\ and LIKE reads each written backslash from \\.
+    ["a backslash, JSON's then LIKE's", null, equals("abc\\d"), ['%"abc\\\\\\\\d"%']],
+    ["a quote, as JSON writes it", null, equals('q"xyz'), ['%"q\\\\"xyz"%']],
+    ["a control character, as JSON writes it", null, equals("xyz\u0001"), ['%"xyz\\\\u0001"%']],
+    [
+      "true, which the boolean matches unquoted",
+      null,
+      { ...equals("true"), boolean: true },
+      ["%true%"],
+    ],
+    ["none for a number", null, { ...equals("12345"), number: 12345 }, []],
+    ["none with a path (the jsonpath index serves it)", ["a"], equals("Globex"), []],
+    ["none for fewer than three letters in a row", null, equals("ab"), []],
+  ])("%s", (_, path, test, expected) => {
+    expect(textPatterns(path, test)).toEqual(expected);
+  });
+
+  it.each([
+    ["xyz*", ['%"xyz%']],
+    ["*zyx", ['%zyx"%']],
+    ["*yzz*", ["%yzz%"]],
+    ["abc%*", ['%"abc\\%%']],
+    ["*c_d", []],
+    ["xyz*_abc", ['%"xyz%', '%\\_abc"%']],
+    ["ab?c*", []],
+  ])("the literal runs of the wildcard term %s", (term, expected) => {
+    const test = parseQuery(term);
+    expect(test?.kind).toBe("match");
+    const leaf = test as Extract<Expr, { kind: "match" }>;
+    expect(textPatterns(leaf.path, leaf.test)).toEqual(expected);
+  });
+
+  it("the common prefix of a string range's bounds", () => {
+    const range = (lo: string, hi: string): Test => ({
+      type: "range",
+      lower: { value: lo, inclusive: true },
+      upper: { value: hi, inclusive: false },
+    });
+    expect(textPatterns(["a"], range("abc_%x", "abc_%z"))).toEqual(['%"abc\\_\\%%']);
+    expect(textPatterns(["a"], range("abcd", "abce"))).toEqual(['%"abc%']);
+    expect(textPatterns(["a"], range("ab", "ac"))).toEqual([]);
   });
 });
