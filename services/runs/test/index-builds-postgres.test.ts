@@ -136,7 +136,9 @@ describe("the runs search indexes", () => {
     const pool = new pg.Pool({ connectionString: testDb.url, max: 2 });
     const logged = new Kysely<any>({
       dialect: new PostgresDialect({ pool }),
-      log: (event) => event.level === "query" && queries.push(event.query),
+      log: (event) => {
+        if (event.level === "query") queries.push(event.query);
+      },
     });
     try {
       const runs = createClient(
