@@ -50,7 +50,7 @@ export async function buildIndexes(
   db: Kysely<any>,
   schema: string,
   builds: readonly IndexBuild[],
-  options: { logger?: Logger; onBackend?: (pid: number) => void } = {},
+  options: { logger?: Logger; onBackend?: (pid: number) => void; signal?: AbortSignal } = {},
 ): Promise<IndexBuildReport> {
   const { logger } = options;
   const report: IndexBuildReport = { built: [], present: [], skipped: [], busy: false };
@@ -68,6 +68,8 @@ export async function buildIndexes(
     try {
       const extensionSchemas = new Map<string, string | null>();
       for (const build of builds) {
+        // Stopped between two statements (a cancel reaches only a statement in progress).
+        options.signal?.throwIfAborted();
         let extensionSchema = "";
         if (build.extension) {
           if (!extensionSchemas.has(build.extension)) {
@@ -165,7 +167,12 @@ export function startIndexBuilds(
   let backend: number | undefined;
   let finished = false;
   let stopping = false;
-  const done = buildIndexes(db, schema, builds, { logger, onBackend: (pid) => (backend = pid) })
+  const stopped = new AbortController();
+  const done = buildIndexes(db, schema, builds, {
+    logger,
+    onBackend: (pid) => (backend = pid),
+    signal: stopped.signal,
+  })
     .catch((err: unknown) => {
       if (!stopping) logger.error({ err, schema }, "building the schema's indexes failed");
       return undefined;
@@ -175,6 +182,7 @@ export function startIndexBuilds(
     done,
     async stop() {
       stopping = true;
+      stopped.abort();
       if (!finished && backend !== undefined) {
         await sql`select pg_cancel_backend(${backend})`.execute(db).catch(() => undefined);
       }
