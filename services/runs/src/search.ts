@@ -126,22 +126,33 @@ export function rangeBuckets(
 type Base = SelectQueryBuilder<RunsDatabase, "runs.runs", object>;
 
 /**
- * The runs a search matches: its project, filters and query; `patterns` when the trigram index
- * is there (see textPatterns).
+ * The runs a search matches: `filtered`, its project and filters, and `condition`, its query
+ * (null without one), parsed once. `where` adds the query's SQL, with trigram `patterns` when the
+ * trigram index is there (see textPatterns).
  */
+export function searchParts(db: Kysely<RunsDatabase>, projectId: string, req: SearchRunsRequest) {
+  const condition = parseQuery(req.query, req.defaultQueryPath || undefined);
+  const filtered = applyFilters(
+    db.selectFrom("runs.runs").where("project_id", "=", projectId) as Base,
+    req.filters,
+  );
+  return {
+    filtered,
+    condition,
+    where: (base: Base, options: { patterns: boolean }) =>
+      condition ? base.where(exprToSql(condition, options)) : base,
+  };
+}
+
+/** The runs a search matches: its project, filters and query. */
 export function matching(
   db: Kysely<RunsDatabase>,
   projectId: string,
   req: SearchRunsRequest,
   options: { patterns: boolean } = { patterns: false },
 ): Base {
-  const condition = parseQuery(req.query, req.defaultQueryPath || undefined);
-  let base = applyFilters(
-    db.selectFrom("runs.runs").where("project_id", "=", projectId) as Base,
-    req.filters,
-  );
-  if (condition) base = base.where(exprToSql(condition, options));
-  return base;
+  const parts = searchParts(db, projectId, req);
+  return parts.where(parts.filtered, options);
 }
 
 /** The trigram index of the input data's text (migrations/index-builds.ts). */

@@ -213,6 +213,34 @@ describe("the runs search indexes", () => {
       await logged.destroy();
     }
   });
+
+  it("are cancelled when the service stops mid-build, and built again at the next start", async () => {
+    const writer = await client();
+    await writer.query("begin");
+    await writer.query(insertRun("r-open"));
+    const builds = startIndexBuilds(db, "runs", indexBuilds, createLogger("test", "silent"));
+    const observer = await client();
+    for (let i = 0; ; i++) {
+      const { rows } = await observer.query(
+        `select count(*)::int as n from pg_stat_activity where datname = current_database()
+         and query ilike 'create index%' and wait_event_type = 'Lock'`,
+      );
+      if (rows[0].n > 0) break;
+      if (i > 200) throw new Error("the build never waited for the writer");
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    // The build waits for the open transaction; stopping does not.
+    const started = performance.now();
+    await builds.stop();
+    expect(performance.now() - started).toBeLessThan(3000);
+    expect(await builds.done).toBeUndefined();
+    await writer.query("commit");
+    const left = await indexState();
+    expect(indexBuilds.some((b) => left[b.name] === true)).toBe(false);
+    expect((await buildIndexes(db, "runs", indexBuilds)).built).toHaveLength(indexBuilds.length);
+    const built = await indexState();
+    for (const b of indexBuilds) expect(built[b.name]).toBe(true);
+  });
 });
 
 describe("stopping the background builds", () => {

@@ -33,6 +33,8 @@ import type { RunsDatabase } from "../src/tables.js";
 let testDb: TestDatabase;
 let db: Kysely<RunsDatabase>;
 let runs: Client<typeof RunsService>;
+/** The same service, looking for a page among the newest 4 runs before the trigram patterns. */
+let windowed: Client<typeof RunsService>;
 
 type SearchInit = Omit<MessageInitShape<typeof SearchRunsRequestSchema>, "$typeName">;
 type FiltersInit = Omit<MessageInitShape<typeof RunFiltersSchema>, "$typeName">;
@@ -45,6 +47,10 @@ beforeAll(async () => {
   await buildIndexes(db, "runs", indexBuilds);
   const log = new RunLog(new MemoryRunRecords());
   runs = createClient(RunsService, createRouterTransport(runsRoutes({ db, log })));
+  windowed = createClient(
+    RunsService,
+    createRouterTransport(runsRoutes({ db, log, pageWindow: 4 })),
+  );
 });
 
 afterAll(async () => {
@@ -1122,6 +1128,44 @@ describe("property: the trigram pattern beside a term never drops a match", () =
         expect(res.runs.map((r) => r.id)).toEqual(expected);
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe("property: a page looked for in a window of the newest runs first is the same page", () => {
+  it("of random queries, pages and filters over random small data sets", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(runArb, { minLength: 1, maxLength: 12 }),
+        query,
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 0, max: 3 }),
+        fc.option(fc.constantFrom(...STATUSES), { nil: undefined }),
+        async (data, q, limit, offset, status) => {
+          const projectId = `window-${newId()}`;
+          const rows = data.map((r, i) => ({
+            ...r,
+            id: `${projectId}-r${String(i).padStart(2, "0")}`,
+            project_id: projectId,
+            updated_at: at(r.minute),
+          }));
+          await insert(rows);
+          const expected = rows
+            .filter((r) => holds(q, r.parameters, null) && (!status || r.status === status))
+            .sort((x, y) => y.minute - x.minute || (x.id < y.id ? 1 : -1))
+            .slice(offset, offset + limit)
+            .map((r) => r.id);
+          const res = await windowed.searchRuns({
+            projectId,
+            limit,
+            offset,
+            query: renderFlat(q),
+            filters: { status: status ? STATUS_ENUM[status] : RunStatus.UNSPECIFIED },
+          });
+          expect(res.runs.map((r) => r.id)).toEqual(expected);
+        },
+      ),
+      { numRuns: 150, seed: 20261125 },
     );
   });
 });
