@@ -7,13 +7,17 @@
 // table sequentially is read from pg_stat_user_tables. Settings (environment, all optional):
 //   BENCH_RUNS_N=1000000  BENCH_RUNS_SAMPLES=40  BENCH_RUNS_WRITE=20000 (runs per write round)
 //   BENCH_RUNS_WRITE_BATCH=100  BENCH_RUNS_KEEP=1 (leave the database, print its URL)
-//   BENCH_RUNS_PARTS=write,search (either or both)
+//   BENCH_RUNS_PARTS=write,trgm,search (any of them)
+//   BENCH_RUNS_TRGM_N=1000000 (runs seeded for the trigram part)
+// The trgm part: searches the jsonpath index cannot serve (wildcards, bare terms, string ranges),
+// in the runs service, on a scratch database of BENCH_RUNS_TRGM_N seeded runs, before and after
+// the trigram index is built (concurrently, while a writer keeps inserting), with their plans.
 import os from "node:os";
 import { CompiledQuery, Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { toTimestamp } from "@pies/common";
-import { createDatabase, migrateToLatest } from "@pies/common/db";
+import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, createTestStream, seedRuns, startStack } from "@pies/testkit";
 import {
   FacetType,
@@ -22,7 +26,7 @@ import {
   RunStatus,
   SearchRunsRequestSchema,
 } from "@pies/proto/runs";
-import { createRunsService, runsMigrations, writeRecords } from "@pies/runs";
+import { createRunsService, runsIndexBuilds, runsMigrations, writeRecords } from "@pies/runs";
 import { percentile } from "./lib/stats.mjs";
 
 const int = (name, fallback) => {
@@ -35,7 +39,7 @@ const N = int("BENCH_RUNS_N", 1_000_000);
 const SAMPLES = int("BENCH_RUNS_SAMPLES", 40);
 const WRITE = int("BENCH_RUNS_WRITE", 20_000);
 const WRITE_BATCH = int("BENCH_RUNS_WRITE_BATCH", 100);
-const PARTS = (process.env.BENCH_RUNS_PARTS ?? "write,search").split(",").map((p) => p.trim());
+const PARTS = (process.env.BENCH_RUNS_PARTS ?? "write,trgm,search").split(",").map((p) => p.trim());
 const load = () => os.loadavg()[0].toFixed(1);
 const log = (...args) =>
   console.error(`[runs bench ${new Date().toISOString().slice(11, 19)}]`, ...args);
@@ -44,10 +48,6 @@ const fmt = (n) => n.toLocaleString("en-US");
 // --- 1. The record writer's throughput, before and after the search indexes -------------------
 
 const ROUNDS = int("BENCH_RUNS_WRITE_ROUNDS", 3);
-const SEARCH_MIGRATION = "2026-11-23T12-00_search_indexes";
-const before = Object.fromEntries(
-  Object.entries(runsMigrations).filter(([name]) => name < SEARCH_MIGRATION),
-);
 
 function recordBatch(from, count) {
   const records = [];
@@ -77,17 +77,29 @@ function recordBatch(from, count) {
   return records;
 }
 
-async function writeRound(migrations, label) {
+/**
+ * One round: a scratch database migrated, with every search index (built as the service builds
+ * them) or with none of them, then WRITE runs written by the record writer's statement.
+ */
+async function writeRound(withIndexes) {
   const t = await createTestDatabase("runswrite");
   const db = createDatabase({ url: t.url, poolMax: 2 });
   try {
-    await migrateToLatest(db, "runs", migrations);
+    await migrateToLatest(db, "runs", runsMigrations);
+    if (withIndexes) {
+      const report = await buildIndexes(db, "runs", runsIndexBuilds);
+      if (report.built.length !== runsIndexBuilds.length) throw new Error("indexes not built");
+    }
     const batches = [];
     for (let i = 0; i < WRITE; i += WRITE_BATCH) batches.push(recordBatch(i, WRITE_BATCH));
     const started = performance.now();
     for (const batch of batches) await writeRecords(db, batch);
     const ms = performance.now() - started;
-    return { label, runsPerSecond: Math.round((WRITE / ms) * 1000), ms };
+    return {
+      label: withIndexes ? "after" : "before",
+      runsPerSecond: Math.round((WRITE / ms) * 1000),
+      ms,
+    };
   } finally {
     await db.destroy();
     await t.drop();
@@ -96,10 +108,10 @@ async function writeRound(migrations, label) {
 
 async function writeThroughput() {
   const rounds = [];
-  // Alternated, three rounds each, so that a noisy neighbour hits both alike.
+  // Alternated, ROUNDS rounds each, so that a noisy neighbour hits both alike.
   for (let r = 0; r < ROUNDS; r++) {
-    rounds.push(await writeRound(before, "before"));
-    rounds.push(await writeRound(runsMigrations, "after"));
+    rounds.push(await writeRound(false));
+    rounds.push(await writeRound(true));
   }
   const median = (label) => {
     const values = rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond);
@@ -116,7 +128,145 @@ async function writeThroughput() {
   };
 }
 
-// --- 2. The stack, seeded, measured over HTTP ------------------------------------------------
+// --- 2. The trigram index: searches before and after it, writes while it builds --------------
+
+const TRGM_N = int("BENCH_RUNS_TRGM_N", 1_000_000);
+/** The seeder's first project (of its default four). */
+const TRGM_PROJECT = "seed-p1";
+const TRGM_CASES = [
+  ["wildcard prefix customer.name:Glob*", { query: "customer.name:Glob*" }],
+  ["wildcard substring message:*refund*", { query: "message:*refund*" }],
+  ["wildcard 1% message:*subscription*renewal*", { query: "message:*subscription*renewal*" }],
+  [
+    "wildcard rare message:*urgent*subscription*thanks*",
+    { query: "message:*urgent*subscription*thanks*" },
+  ],
+  ["bare term Vandelay (any value)", { query: "Vandelay" }],
+  ["string range customer.name:[Stark TO Starz]", { query: "customer.name:[Stark TO Starz]" }],
+  ["onlyMeta total of message:*refund*", { query: "message:*refund*", onlyMeta: true }],
+  ["onlyMeta total of Vandelay", { query: "Vandelay", onlyMeta: true }],
+];
+
+/** Each case's p50/p99 in the runs service, and the indexes its statements' plans use. */
+async function trigramCases(url, project) {
+  const queries = [];
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  const db = new Kysely({
+    dialect: new PostgresDialect({ pool }),
+    log: (event) => event.level === "query" && queries.push(event.query),
+  });
+  const svc = createRunsService({ db, log: undefined });
+  const out = [];
+  try {
+    for (const [label, body] of TRGM_CASES) {
+      const send = () =>
+        svc.searchRuns(create(SearchRunsRequestSchema, { projectId: project, ...body }));
+      const m = await measure(label, send);
+      queries.length = 0;
+      const res = await send();
+      const plans = [];
+      for (const q of queries.filter((x) => x.sql.includes("@?"))) {
+        const { rows } = await db.executeQuery(
+          CompiledQuery.raw(`explain (analyze, timing off) ${q.sql}`, [...q.parameters]),
+        );
+        const text = rows.map((r) => r["QUERY PLAN"]).join("\n");
+        const used = [...new Set(text.match(/runs_[a-z_]+_idx|Seq Scan on runs/g) ?? [])];
+        const time = /Execution Time: ([\d.]+) ms/.exec(text)?.[1];
+        plans.push(`${used.join(" + ") || "?"} (${time} ms)`);
+      }
+      out.push({
+        ...m,
+        matches: body.onlyMeta ? Number(res.meta?.total ?? 0) : res.runs.length,
+        plans: plans.join("; "),
+      });
+    }
+  } finally {
+    await db.destroy();
+  }
+  return out;
+}
+
+async function trigramPart() {
+  const given = process.env.BENCH_RUNS_TRGM_URL;
+  const t = given ? { url: given, drop: async () => {} } : await createTestDatabase("runstrgm");
+  const db = createDatabase({ url: t.url, poolMax: 4 });
+  const client = new pg.Client({ connectionString: t.url });
+  await client.connect();
+  const trigram = runsIndexBuilds.filter((b) => b.extensions?.includes("pg_trgm"));
+  const lines = [];
+  try {
+    await migrateToLatest(db, "runs", runsMigrations);
+    await client.query("drop index if exists runs.runs_parameters_trgm_idx");
+    await client.query("drop index if exists runs.runs_project_parameters_trgm_idx");
+    await buildIndexes(
+      db,
+      "runs",
+      runsIndexBuilds.filter((b) => !b.extensions),
+    );
+    const { rows } = await client.query("select count(*)::int as n from runs.runs");
+    let seedMs = 0;
+    if (rows[0].n === 0) {
+      log(`trgm: seeding ${fmt(TRGM_N)} runs into a scratch database`);
+      seedMs = await seedRuns(client, { count: TRGM_N });
+      await client.query("vacuum analyze runs.runs");
+    }
+    const { rows: sized } = await client.query(
+      "select count(*)::int as n, count(*) filter (where project_id = $1)::int as p from runs.runs",
+      [TRGM_PROJECT],
+    );
+    log(`trgm: ${fmt(sized[0].n)} runs; measuring without the trigram index`);
+    const before = await trigramCases(t.url, TRGM_PROJECT);
+
+    // The build, concurrently, while the record writer's statement keeps inserting.
+    let writing = true;
+    const latencies = [];
+    const writer = (async () => {
+      for (let i = 0; writing; i += WRITE_BATCH) {
+        const batch = recordBatch(10_000_000 + i, WRITE_BATCH);
+        const started = performance.now();
+        await writeRecords(db, batch);
+        latencies.push(performance.now() - started);
+      }
+    })();
+    const started = performance.now();
+    const report = await buildIndexes(db, "runs", trigram);
+    const buildMs = performance.now() - started;
+    writing = false;
+    await writer;
+    if (report.built.length !== 1)
+      throw new Error(`trigram index not built: ${JSON.stringify(report)}`);
+    const { rows: size } = await client.query(
+      "select pg_size_pretty(pg_relation_size('runs.runs_project_parameters_trgm_idx')) as trgm, " +
+        "pg_size_pretty(pg_relation_size('runs.runs')) as heap",
+    );
+    latencies.sort((a, b) => a - b);
+    log(`trgm: built in ${(buildMs / 1000).toFixed(1)} s; measuring with it`);
+    const after = await trigramCases(t.url, TRGM_PROJECT);
+    lines.push(
+      `Trigram index: ${fmt(sized[0].n)} runs (the project searched holds ${fmt(sized[0].p)})` +
+        (seedMs ? `, seeded in ${(seedMs / 1000).toFixed(1)} s` : "") +
+        `; built concurrently in ${(buildMs / 1000).toFixed(1)} s (${size[0].trgm}; table ` +
+        `${size[0].heap}) while the record writer's statement inserted ${fmt(latencies.length * WRITE_BATCH)} ` +
+        `runs in batches of ${WRITE_BATCH} (batch p50 ${ms(percentile(latencies, 50) ?? 0)}, ` +
+        `max ${ms(latencies.at(-1) ?? 0)}). Runs service, ${SAMPLES} samples each, load ${load()}:`,
+      "",
+      "| case | matches | p50 without | p99 without | p50 with | p99 with | plan without | plan with |",
+      "|---|---|---|---|---|---|---|---|",
+      ...before.map((b, i) => {
+        const a = after[i];
+        return `| ${b.label} | ${fmt(a.matches)} | ${ms(b.p50)} | ${ms(b.p99)} | ${ms(a.p50)} | ${ms(a.p99)} | ${b.plans} | ${a.plans} |`;
+      }),
+      "",
+    );
+  } finally {
+    await client.end();
+    await db.destroy();
+    if (!given) await t.drop();
+  }
+  return lines;
+}
+
+// --- 3. The stack, seeded, measured over HTTP ------------------------------------------------
 
 async function measure(label, send) {
   for (let i = 0; i < 3; i++) await send(); // warm up
@@ -319,6 +469,7 @@ async function main() {
       "",
     );
   }
+  if (PARTS.includes("trgm")) lines.push(...(await trigramPart()));
   if (!PARTS.includes("search")) {
     console.log(lines.join("\n"));
     return;

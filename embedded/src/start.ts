@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
+import { btree_gin } from "@electric-sql/pglite/contrib/btree_gin";
+import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm";
 import { createLogger, DatabaseFaults } from "@pies/common";
 import {
   JetStreamRunEventBus,
@@ -51,7 +53,12 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
         logger,
         faults,
       })
-    : createDatabase({ pglite: await PGlite.create(path.join(dataDir, "pg")) });
+    : createDatabase({
+        pglite: await PGlite.create(path.join(dataDir, "pg"), {
+          // The runs search's trigram index, under the project (services/runs index-builds.ts).
+          extensions: { pg_trgm, btree_gin },
+        }),
+      });
 
   let bus: RunEventBus;
   let records: RunRecords;

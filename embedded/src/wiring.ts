@@ -7,11 +7,17 @@ import {
   type RunEventBus,
   type RunRecords,
 } from "@pies/common/bus";
-import { migrateToLatest, pingDatabase } from "@pies/common/db";
+import { migrateToLatest, pingDatabase, prepareIndexBuilds } from "@pies/common/db";
 import { errorInterceptor, serviceClient } from "@pies/common/server";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createExecutorDeps, startExecutorWork, type ExecutorSettings } from "@pies/executor";
-import { runsMigrations, runsRoutes, startRunsStore, startSweeper } from "@pies/runs";
+import {
+  runsIndexBuilds,
+  runsMigrations,
+  runsRoutes,
+  startRunsStore,
+  startSweeper,
+} from "@pies/runs";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunsService } from "@pies/proto/runs";
@@ -54,6 +60,9 @@ export async function createInMemoryPies(options: {
     createRouterTransport(routes, { router: { interceptors: [errorInterceptor(logger, faults)] } });
   await migrateToLatest(db, "catalog", catalogMigrations);
   await migrateToLatest(db, "runs", runsMigrations);
+  // The runs service's search indexes: built concurrently in the background on a PostgreSQL
+  // server, as the service does; on PGlite (in this process) before serving.
+  const indexes = await prepareIndexBuilds(db, "runs", runsIndexBuilds, logger);
   const catalogTransport = local(
     catalogRoutes({
       db,
@@ -97,6 +106,7 @@ export async function createInMemoryPies(options: {
       await executor.stop(graceMs);
       await sweeper.stop();
       await store.stop();
+      await indexes.stop();
       if (!options.catalogEvents) await catalogEvents.close();
     },
   };

@@ -1,6 +1,7 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Kysely, Migration } from "kysely";
 import { createDatabase, migrateToLatest, pingDatabase } from "./db.js";
+import { startIndexBuilds, type IndexBuild } from "./index-builds.js";
 import { createLogger } from "../logger.js";
 import { serveConnect, type RunningServer } from "../server/server.js";
 import { DatabaseFaults } from "../unavailable.js";
@@ -28,6 +29,8 @@ export async function startDatabaseService<DB>(options: {
   name: string;
   schema: string;
   migrations: Record<string, Migration>;
+  /** Indexes built concurrently in the background once serving (see buildIndexes). */
+  indexBuilds?: readonly IndexBuild[];
   serviceName: string;
   config: DatabaseServiceSettings;
   routes: (
@@ -67,9 +70,11 @@ export async function startDatabaseService<DB>(options: {
       internalToken: config.PIES_INTERNAL_TOKEN,
     });
     const background = options.background?.(db, logger, faults);
+    const indexes = startIndexBuilds(db, options.schema, options.indexBuilds ?? [], logger);
     return {
       server,
       async stop() {
+        await indexes.stop();
         await background?.stop();
         await server.close();
         await db.destroy();

@@ -28,10 +28,20 @@ export type DatabaseOptions =
     }
   | { pglite: PGlite };
 
+/** The databases createDatabase made over PGlite. */
+const inProcess = new WeakSet<Kysely<any>>();
+
+/** Whether the database runs in this process (PGlite): a long statement stalls the event loop. */
+export function isInProcessDatabase(db: Kysely<any>): boolean {
+  return inProcess.has(db);
+}
+
 /** A Kysely instance over a pg pool (one per process, never per request) or an embedded PGlite. */
 export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
   if ("pglite" in options) {
-    return new Kysely<DB>({ dialect: new PGliteDialect(options.pglite) });
+    const db = new Kysely<DB>({ dialect: new PGliteDialect(options.pglite) });
+    inProcess.add(db);
+    return db;
   }
   const pool = new pg.Pool({
     connectionString: options.url,

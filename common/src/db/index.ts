@@ -2,3 +2,4 @@
 // the start-up of a database-backed Connect service.
 export * from "./db.js";
 export * from "./db-service.js";
+export * from "./index-builds.js";

@@ -1,5 +1,6 @@
 export { createRunsService, runsRoutes, type RunsDeps } from "./service.js";
 export { migrations as runsMigrations } from "./migrations/index.js";
+export { indexBuilds as runsIndexBuilds } from "./migrations/index-builds.js";
 export type { RunsDatabase } from "./tables.js";
 export {
   runsConfigSchema,

@@ -125,19 +125,68 @@ export function rangeBuckets(
 
 type Base = SelectQueryBuilder<RunsDatabase, "runs.runs", object>;
 
+/**
+ * The runs a search matches: `filtered`, its project and filters, and `condition`, its query
+ * (null without one), parsed once. `where` adds the query's SQL, with trigram `patterns` when the
+ * trigram index is there (see textPatterns).
+ */
+export function searchParts(db: Kysely<RunsDatabase>, projectId: string, req: SearchRunsRequest) {
+  const condition = parseQuery(req.query, req.defaultQueryPath || undefined);
+  const filtered = applyFilters(
+    db.selectFrom("runs.runs").where("project_id", "=", projectId) as Base,
+    req.filters,
+  );
+  return {
+    filtered,
+    condition,
+    where: (base: Base, options: { patterns: boolean }) =>
+      condition ? base.where(exprToSql(condition, options)) : base,
+  };
+}
+
 /** The runs a search matches: its project, filters and query. */
 export function matching(
   db: Kysely<RunsDatabase>,
   projectId: string,
   req: SearchRunsRequest,
+  options: { patterns: boolean } = { patterns: false },
 ): Base {
-  const condition = parseQuery(req.query, req.defaultQueryPath || undefined);
-  let base = applyFilters(
-    db.selectFrom("runs.runs").where("project_id", "=", projectId) as Base,
-    req.filters,
-  );
-  if (condition) base = base.where(exprToSql(condition));
-  return base;
+  const parts = searchParts(db, projectId, req);
+  return parts.where(parts.filtered, options);
+}
+
+/** The trigram index of the input data's text (migrations/index-builds.ts). */
+export const TRIGRAM_INDEX = "runs_project_parameters_trgm_idx";
+
+/**
+ * Whether an index of the runs schema is there and valid, looked up at most once per `ttlMs`
+ * (it appears once its concurrent build ends, and never where its extension is missing). A
+ * failed look-up answers false until the next.
+ */
+export function indexPresence(db: Kysely<RunsDatabase>, name: string, ttlMs: number) {
+  let known: { present: boolean; at: number } | undefined;
+  let pending: Promise<boolean> | undefined;
+  const lookUp = async () => {
+    try {
+      const { rows } = await sql<{ valid: boolean }>`
+        select i.indisvalid as valid from pg_index i
+        join pg_class c on c.oid = i.indexrelid
+        join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = 'runs' and c.relname = ${name}`.execute(db);
+      return rows[0]?.valid === true;
+    } catch {
+      return false;
+    }
+  };
+  return async (): Promise<boolean> => {
+    if (known && performance.now() - known.at < ttlMs) return known.present;
+    pending ??= lookUp().then((present) => {
+      known = { present, at: performance.now() };
+      pending = undefined;
+      return present;
+    });
+    return pending;
+  };
 }
 
 /** SQL of the value a range facet groups by: its width_bucket index (null when no value). */

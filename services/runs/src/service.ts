@@ -1,12 +1,13 @@
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
-import { sql, type Kysely } from "kysely";
+import { sql, type CompiledQuery, type Kysely } from "kysely";
 import { invalid, notFound, pageSize, requireProject } from "@pies/common";
 import { RecordConflict, type RunLog } from "@pies/common/bus";
 import { RunsService, RunStatus } from "@pies/proto/runs";
 import { applyFilters } from "./filters.js";
 import { applyUpdate, runToProto, runToRow, statusName } from "./mappers.js";
 import { findRun } from "./find-run.js";
-import { facetMeta, matching, planSearch } from "./search.js";
+import { exprToSql } from "./lucene.js";
+import { facetMeta, indexPresence, planSearch, searchParts, TRIGRAM_INDEX } from "./search.js";
 import type { RunsDatabase } from "./tables.js";
 
 export interface RunsDeps {
@@ -18,6 +19,10 @@ export interface RunsDeps {
    * narrow scans its project, and the pool it shares with the record writer must not be held.
    */
   searchTimeoutMs?: number;
+  /** How long the answer to "is the trigram index there?" is kept (default 60 s). */
+  indexCheckMs?: number;
+  /** Runs a search's page looks through in order before its trigram patterns (default 20,000). */
+  pageWindow?: number;
 }
 
 /** Column values from a message; a JSON field that is not JSON (a Value of no kind) is the caller's error. */
@@ -76,6 +81,8 @@ const listColumns = [
 export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsService> {
   const { db, log } = deps;
   const searchTimeoutMs = Math.max(1, Math.trunc(deps.searchTimeoutMs ?? 10_000));
+  const trigramIndex = indexPresence(db, TRIGRAM_INDEX, deps.indexCheckMs ?? 60_000);
+  const pageWindow = Math.max(1, Math.trunc(deps.pageWindow ?? 20_000));
   /** `fn` in a transaction whose statements are cut at the search timeout (DEADLINE_EXCEEDED). */
   const bounded = <T>(fn: (tx: Kysely<RunsDatabase>) => Promise<T>) =>
     db
@@ -170,8 +177,10 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       const projectId = requireProject(req.projectId);
       const { limit, plans } = planSearch(req);
       const wantMeta = plans.length > 0 || req.onlyMeta;
-      // The query is parsed and compiled once; each statement runs in its bounded transaction.
-      const base = matching(db, projectId, req);
+      // The query is parsed once; each statement runs in its bounded transaction.
+      const parts = searchParts(db, projectId, req);
+      const patterns = parts.condition !== null && (await trigramIndex());
+      const base = parts.where(parts.filtered, { patterns });
       const page = base
         .select(listColumns)
         .orderBy("updated_at", "desc")
@@ -179,8 +188,32 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
         .limit(limit)
         .offset(req.offset)
         .compile();
+      // With trigram patterns, the planner may take a common term for a rare one (it estimates
+      // the patterns from statistics) and sort every match instead of reading the project in
+      // order to the page. So the page is first looked for among the newest `pageWindow` runs the
+      // filters keep, read in order: a term on more than one run in a few hundred fills its page
+      // there, in milliseconds, whatever the estimate. A page the window leaves short is read
+      // with the patterns (a rare term: the trigram index). Exact either way: the window is the
+      // start of the ordered matches' superset, so its first matches are the first matches.
+      type PageRow = typeof page extends CompiledQuery<infer R> ? R : never;
+      const windowed = parts.condition
+        ? sql<PageRow>`select * from (${parts.filtered
+            .select(listColumns)
+            .orderBy("updated_at", "desc")
+            .orderBy("id", "desc")
+            .limit(pageWindow)}) as w
+          where ${exprToSql(parts.condition, { patterns: false })}
+          order by updated_at desc, id desc limit ${limit} offset ${req.offset}`
+        : undefined;
+      const readPage = async (tx: Kysely<RunsDatabase>) => {
+        if (patterns && windowed) {
+          const first = await windowed.execute(tx);
+          if (first.rows.length === limit) return first.rows;
+        }
+        return (await tx.executeQuery(page)).rows;
+      };
       const [rows, meta] = await Promise.all([
-        req.onlyMeta ? [] : bounded(async (tx) => (await tx.executeQuery(page)).rows),
+        req.onlyMeta ? [] : bounded(readPage),
         wantMeta ? bounded((tx) => facetMeta(tx, base, plans)) : undefined,
       ]);
       return {

@@ -2,6 +2,7 @@ import { connectNats, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { startDatabaseService, type ServiceProcess } from "@pies/common/db";
 import { RunsService } from "@pies/proto/runs";
 import type { RunsConfig } from "./config.js";
+import { indexBuilds } from "./migrations/index-builds.js";
 import { migrations } from "./migrations/index.js";
 import { startRecordWriter } from "./record-writer.js";
 import { runsRoutes } from "./service.js";
@@ -22,6 +23,7 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
       name: "runs",
       schema: "runs",
       migrations,
+      indexBuilds,
       serviceName: RunsService.typeName,
       config,
       routes: (db) => runsRoutes({ db, log }),

@@ -11,7 +11,7 @@ import pg from "pg";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { createLogger, newId, toTimestamp } from "@pies/common";
 import { connectNats, recordsFromConfig, RunLog } from "@pies/common/bus";
-import { createDatabase, migrateToLatest } from "@pies/common/db";
+import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, createTestStream, type TestDatabase } from "@pies/testkit";
 import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import {
@@ -21,6 +21,7 @@ import {
   type RunFilters,
   type RunFiltersSchema,
 } from "@pies/proto/runs";
+import { indexBuilds } from "../src/migrations/index-builds.js";
 import { migrations } from "../src/migrations/index.js";
 import { startRecordWriter, writeRecords } from "../src/record-writer.js";
 import { runsRoutes } from "../src/service.js";
@@ -49,6 +50,7 @@ const INDEXES = [
   "runs_parameters_idx",
   "runs_parent_idx",
   "runs_pkey",
+  "runs_project_parameters_trgm_idx",
   "runs_project_updated_cover_idx",
   "runs_status_idx",
   "runs_tags_idx",
@@ -67,6 +69,7 @@ beforeAll(async () => {
     },
   });
   await migrateToLatest(db, "runs", migrations);
+  await buildIndexes(db, "runs", indexBuilds);
   nc = await connectNats(stream.url, "runs-test");
   log = new RunLog(
     await recordsFromConfig(nc, {
@@ -109,17 +112,23 @@ async function appliedMigrations(kysely: Kysely<any>): Promise<string[]> {
 }
 
 describe("migrations", () => {
-  it("apply on a fresh database and are idempotent", async () => {
-    // beforeAll migrated the fresh database once.
+  it("apply on a fresh database and are idempotent, as the index builds are", async () => {
+    // beforeAll migrated the fresh database once and built its indexes.
     expect(await indexNames(db)).toEqual(INDEXES);
     expect(await appliedMigrations(db)).toEqual(Object.keys(migrations));
     await migrateToLatest(db, "runs", migrations);
     await migrateToLatest(db, "runs", migrations);
+    expect(await buildIndexes(db, "runs", indexBuilds)).toEqual({
+      built: [],
+      present: indexBuilds.map((b) => b.name),
+      skipped: [],
+      busy: false,
+    });
     expect(await indexNames(db)).toEqual(INDEXES);
     expect(await appliedMigrations(db)).toEqual(Object.keys(migrations));
   });
 
-  it("succeed when two processes migrate the same fresh database at once", async () => {
+  it("succeed when two processes migrate the same fresh database at once (one builds the indexes)", async () => {
     const fresh = await createTestDatabase("runsmig");
     // Two processes: two pools.
     const a = createDatabase<RunsDatabase>({ url: fresh.url, poolMax: 2 });
@@ -129,8 +138,8 @@ describe("migrations", () => {
       for (let round = 0; round < 8; round++) {
         await sql`drop schema if exists runs cascade`.execute(a);
         const results = await Promise.allSettled([
-          migrateToLatest(a, "runs", migrations),
-          migrateToLatest(b, "runs", migrations),
+          migrateToLatest(a, "runs", migrations).then(() => buildIndexes(a, "runs", indexBuilds)),
+          migrateToLatest(b, "runs", migrations).then(() => buildIndexes(b, "runs", indexBuilds)),
         ]);
         const failures = results.flatMap((r) =>
           r.status === "rejected" ? [`round ${round}: ${(r.reason as Error).message}`] : [],

@@ -1,0 +1,41 @@
+import { describe, expect, it } from "vitest";
+import { PGlite } from "@electric-sql/pglite";
+import { btree_gin } from "@electric-sql/pglite/contrib/btree_gin";
+import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm";
+import { sql } from "kysely";
+import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
+import { indexBuilds } from "./migrations/index-builds.js";
+import { migrations } from "./migrations/index.js";
+
+const TRIGRAM = "runs_project_parameters_trgm_idx";
+
+// The embedded mode (PGlite) builds the search indexes as the service does on PostgreSQL; the
+// trigram one (under the project) only where PGlite has pg_trgm and btree_gin loaded (the
+// embedded mode loads both).
+describe("the runs search indexes on PGlite", () => {
+  it.each([
+    ["with pg_trgm and btree_gin loaded", { pg_trgm, btree_gin }, true],
+    ["with pg_trgm alone", { pg_trgm }, false],
+    ["without either", {}, false],
+  ])("are built %s", async (_, extensions, trigram) => {
+    const db = createDatabase({ pglite: await PGlite.create({ extensions }) });
+    try {
+      await migrateToLatest(db, "runs", migrations);
+      const names = indexBuilds.map((b) => b.name);
+      expect(await buildIndexes(db, "runs", indexBuilds)).toEqual({
+        built: trigram ? names : names.filter((n) => n !== TRIGRAM),
+        present: [],
+        skipped: trigram ? [] : [TRIGRAM],
+        busy: false,
+      });
+      expect((await buildIndexes(db, "runs", indexBuilds)).built).toEqual([]);
+      if (trigram) {
+        const { rows } = await sql<{ def: string }>`
+          select pg_get_indexdef(${`runs.${TRIGRAM}`}::regclass) as def`.execute(db);
+        expect(rows[0]?.def).toMatch(/USING gin \(project_id, \(\(parameters\)::text\)/);
+      }
+    } finally {
+      await db.destroy();
+    }
+  });
+});

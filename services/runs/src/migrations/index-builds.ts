@@ -1,0 +1,40 @@
+import type { IndexBuild } from "@pies/common/db";
+
+/**
+ * The runs table's search indexes, built concurrently once the service serves (buildIndexes):
+ * building them inside a migration would block the record writer's inserts for as long as the
+ * build takes on a large table. Each is a name: an index changes by a new name (and `replaces`).
+ */
+export const indexBuilds: readonly IndexBuild[] = [
+  // Lucene terms with a path compile to `parameters @? <jsonpath>` tests, which a GIN index with
+  // jsonb_path_ops serves (equality at a path; smaller and cheaper to maintain than jsonb_ops).
+  {
+    name: "runs_parameters_idx",
+    table: "runs.runs",
+    definition: () => "using gin (parameters jsonb_path_ops)",
+  },
+  // The project's index in the default order, covering what the facets group by (status, model,
+  // execution time; updated_at is in the key): facets over a project are an index-only scan. It
+  // replaces the index of the same key.
+  {
+    name: "runs_project_updated_cover_idx",
+    table: "runs.runs",
+    definition: () =>
+      "(project_id, updated_at desc, id desc) include (status, model_id, execution_time)",
+    replaces: ["runs_project_updated_idx"],
+  },
+  // Trigrams of the input data as text, under the project: what the jsonpath index cannot serve
+  // (wildcards, bare terms over any value, string ranges) also compiles to
+  // `parameters::text like <pattern>`, a condition every match meets, which this index serves
+  // with the project's id in the same index condition (btree_gin's operator class for text): the
+  // candidates it yields are the caller's project's only, so a search does not cost more, nor
+  // take longer, as other projects' data grows. The jsonpath test keeps the answer exact. It
+  // replaces the trigram index of the input data alone, over every project.
+  {
+    name: "runs_project_parameters_trgm_idx",
+    table: "runs.runs",
+    extensions: ["pg_trgm", "btree_gin"],
+    definition: (ext) => `using gin (project_id, (parameters::text) ${ext}.gin_trgm_ops)`,
+    replaces: ["runs_parameters_trgm_idx"],
+  },
+];
