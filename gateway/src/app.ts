@@ -139,6 +139,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     metrics.serve(root);
     tokenRoutes(root, ctx);
   });
+  let openApiText: string | undefined;
   void app.register(
     async (api) => {
       installAuthentication(api, ctx);
@@ -152,7 +153,9 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
             response: { 200: openApiResponse },
           },
         },
-        async () => app.swagger(),
+        // Serialized once (some 70 KB, asked for without a key): the routes do not change.
+        async (_request, reply) =>
+          reply.type("application/json").send((openApiText ??= JSON.stringify(app.swagger()))),
       );
       tokenRoutes(api, ctx);
       catalogRoutes(api, ctx);

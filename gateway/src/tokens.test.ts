@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestPies, testTokenKey, type TestPies } from "../test/in-memory-pies.js";
 import { request } from "../test/requests.js";
-import { tokenKeyFrom } from "./tokens.js";
+import { TokenIssuer, tokenKeyFrom } from "./tokens.js";
 
 // Token exchange (DESIGN.md §9) through the real gateway over the real services, in memory.
 let pies: TestPies;
@@ -143,5 +143,11 @@ describe("the signing key", () => {
     expect(
       Buffer.from(tokenKeyFrom({ PIES_JWT_SECRET: secret, PIES_INTERNAL_TOKEN: token })),
     ).toEqual(Buffer.alloc(32, 5));
+  });
+
+  it("is refused when shorter than 32 bytes (an empty one made every call a 500)", () => {
+    expect(() => new TokenIssuer(new Uint8Array(0), 60)).toThrow(/at least 32 bytes/);
+    expect(() => new TokenIssuer(new Uint8Array(31), 60)).toThrow(/at least 32 bytes/);
+    expect(() => new TokenIssuer(new Uint8Array(32), 60)).not.toThrow();
   });
 });

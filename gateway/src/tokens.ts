@@ -39,6 +39,9 @@ const ROLES: Record<string, ApiKeyRole> = {
 const roleName = (role: ApiKeyRole) =>
   Object.entries(ROLES).find(([, value]) => value === role)?.[0] ?? "member";
 
+/** The shortest signing key accepted: HS256's own output size. */
+const MIN_KEY_BYTES = 32;
+
 export class TokenIssuer {
   /**
    * The signing key, imported once as a WebCrypto key: given as bytes, jose imports it at every
@@ -50,11 +53,15 @@ export class TokenIssuer {
     key: Uint8Array,
     private readonly ttlSeconds: number,
   ) {
+    // Refused at start: a short key would make every token forgeable, an empty one every call 500.
+    if (key.length < MIN_KEY_BYTES) {
+      throw new Error(`the token signing key must be at least ${MIN_KEY_BYTES} bytes`);
+    }
     this.key = webcrypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, [
       "sign",
       "verify",
     ]);
-    // Awaited at each use; a rejection (an empty key) is reported there, not as unhandled here.
+    // Awaited at each use; a rejection is reported there, not as unhandled here.
     this.key.catch(() => {});
   }
 
