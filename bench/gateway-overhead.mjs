@@ -29,7 +29,7 @@ import { fork } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { serveBenchGateway } from "./lib/bench-gateway.mjs";
+import { serveBenchGateway, serveBenchStub } from "./lib/bench-gateway.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 /** GW_OVERHEAD_BUILD: a build of gateway/src to measure (default gateway/dist; as in gateway.mjs). */
@@ -56,8 +56,7 @@ async function principalOf() {
 /** The catalog (key verification) and runs (getRun) services, answering at once. */
 async function stub() {
   const { create } = await import("@bufbuild/protobuf");
-  const { serveConnect } = await import("@pies/common/server");
-  const { createLogger, toValue } = await import("@pies/common");
+  const { toValue } = await import("@pies/common");
   const { CatalogService } = await import("@pies/proto/catalog");
   const { RunsService, RunSchema, RunStatus } = await import("@pies/proto/runs");
   const principal = await principalOf();
@@ -90,20 +89,10 @@ async function stub() {
     createdAt: at,
     updatedAt: at,
   });
-  const server = await serveConnect({
-    name: "stub",
-    host: "127.0.0.1",
-    port: 0,
-    logger: createLogger("stub", "silent"),
-    serviceNames: [],
-    isReady: async () => true,
-    routes(router) {
-      router.service(CatalogService, { verifyApiKey: async () => ({ principal }) });
-      router.service(RunsService, { getRun: async () => ({ run }) });
-    },
+  await serveBenchStub((router) => {
+    router.service(CatalogService, { verifyApiKey: async () => ({ principal }) });
+    router.service(RunsService, { getRun: async () => ({ run }) });
   });
-  process.send({ url: server.url });
-  process.on("disconnect", () => void server.close(0).then(() => process.exit(0)));
 }
 
 /** The real gateway against the stub. */

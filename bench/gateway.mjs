@@ -26,7 +26,7 @@ import http from "node:http";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { serveBenchGateway } from "./lib/bench-gateway.mjs";
+import { serveBenchGateway, serveBenchStub } from "./lib/bench-gateway.mjs";
 import { addSelfTimes, listProfiles, loadProfile, shortUrl } from "./lib/profile.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -37,8 +37,7 @@ const role = process.argv.find((a) => a.startsWith("--role="))?.slice("--role=".
 /** The catalog, runs and executor, answering at once over a real Connect HTTP/2 server. */
 async function stub() {
   const { create } = await import("@bufbuild/protobuf");
-  const { serveConnect } = await import("@pies/common/server");
-  const { createLogger, toValue } = await import("@pies/common");
+  const { toValue } = await import("@pies/common");
   const { CatalogService, ApiKeyRole, PrincipalSchema } = await import("@pies/proto/catalog");
   const { ExecutorService } = await import("@pies/proto/executor");
   const { RunsService, RunSchema, RunStatus } = await import("@pies/proto/runs");
@@ -56,50 +55,40 @@ async function stub() {
     const ms = Date.now();
     return { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 };
   };
-  const server = await serveConnect({
-    name: "stub",
-    host: "127.0.0.1",
-    port: 0,
-    logger: createLogger("stub", "silent"),
-    serviceNames: [],
-    isReady: async () => true,
-    routes(router) {
-      router.service(CatalogService, { verifyApiKey: async () => ({ principal }) });
-      router.service(RunsService, {});
-      router.service(ExecutorService, {
-        async execute(req) {
-          const text = req.data?.fields?.text?.kind?.value ?? "";
-          return {
-            run: create(RunSchema, {
-              id: `run_${String(++n).padStart(16, "0")}`,
-              projectId: req.caller?.projectId,
-              accountId: req.caller?.accountId,
-              interactionId: req.interaction.value,
-              interactionName: "Summarise",
-              environmentId: "env_0123456789abcdef",
-              environmentName: "test",
-              modelId: "gpt-4o-mini",
-              status: RunStatus.COMPLETED,
-              stream: false,
-              parameters: {},
-              result: toValue("Revenue up 12%, costs down 3%, headcount flat."),
-              prompt: toValue([{ role: "user", content: `Summarise ${text}` }]),
-              tags: req.tags,
-              config: { environmentId: "env_0123456789abcdef", model: "gpt-4o-mini" },
-              source: req.caller?.source,
-              tokenUse: { prompt: 24, result: 12, total: 36 },
-              executionTime: 7n,
-              provider: "openai_compatible",
-              createdAt: now(),
-              updatedAt: now(),
-            }),
-          };
-        },
-      });
-    },
+  await serveBenchStub((router) => {
+    router.service(CatalogService, { verifyApiKey: async () => ({ principal }) });
+    router.service(RunsService, {});
+    router.service(ExecutorService, {
+      async execute(req) {
+        const text = req.data?.fields?.text?.kind?.value ?? "";
+        return {
+          run: create(RunSchema, {
+            id: `run_${String(++n).padStart(16, "0")}`,
+            projectId: req.caller?.projectId,
+            accountId: req.caller?.accountId,
+            interactionId: req.interaction.value,
+            interactionName: "Summarise",
+            environmentId: "env_0123456789abcdef",
+            environmentName: "test",
+            modelId: "gpt-4o-mini",
+            status: RunStatus.COMPLETED,
+            stream: false,
+            parameters: {},
+            result: toValue("Revenue up 12%, costs down 3%, headcount flat."),
+            prompt: toValue([{ role: "user", content: `Summarise ${text}` }]),
+            tags: req.tags,
+            config: { environmentId: "env_0123456789abcdef", model: "gpt-4o-mini" },
+            source: req.caller?.source,
+            tokenUse: { prompt: 24, result: 12, total: 36 },
+            executionTime: 7n,
+            provider: "openai_compatible",
+            createdAt: now(),
+            updatedAt: now(),
+          }),
+        };
+      },
+    });
   });
-  process.send({ url: server.url });
-  process.on("disconnect", () => void server.close(0).then(() => process.exit(0)));
 }
 
 /** The real gateway against the stub; reports its CPU on request. */

@@ -1,6 +1,26 @@
 // The real gateway of a bench, in its own process, in front of a stub of the other services.
 
 /**
+ * The stub: a real Connect HTTP/2 server (serveConnect) with the given routes, in this process;
+ * tells the parent its URL and stops when the parent disconnects.
+ */
+export async function serveBenchStub(routes) {
+  const { serveConnect } = await import("@pies/common/server");
+  const { createLogger } = await import("@pies/common");
+  const server = await serveConnect({
+    name: "stub",
+    host: "127.0.0.1",
+    port: 0,
+    logger: createLogger("stub", "silent"),
+    serviceNames: [],
+    isReady: async () => true,
+    routes,
+  });
+  process.send({ url: server.url });
+  process.on("disconnect", () => void server.close(0).then(() => process.exit(0)));
+}
+
+/**
  * Starts the gateway built in `build` (a directory holding gateway/src's build: app.js, config.js)
  * against the Connect stub at `stubUrl`, tells the parent its URL, answers "cpu" messages with its
  * CPU time so far, and closes (rather than being killed: --cpu-prof writes its profile then) when

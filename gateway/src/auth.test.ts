@@ -37,6 +37,7 @@ function authenticator(negativeSeconds = 5, down = false) {
     catalog,
     catalogEvents: events,
     options: { authCacheSeconds: 30, authNegativeCacheSeconds: negativeSeconds },
+    tokenKey: new Uint8Array(32).fill(7),
   } as unknown as GatewayDeps;
   return {
     auth: new Authenticator(deps),

@@ -37,6 +37,23 @@ async function indexState(): Promise<Record<string, boolean>> {
   return Object.fromEntries(rows.map((r) => [r.name, r.valid]));
 }
 
+/** Index builds waiting on a lock (a writer's transaction, or the table), as `observer` sees. */
+async function waitingBuilds(observer: pg.Client): Promise<number> {
+  const { rows } = await observer.query(
+    `select count(*)::int as n from pg_stat_activity where datname = current_database()
+     and query ilike 'create index%' and wait_event_type = 'Lock'`,
+  );
+  return rows[0].n as number;
+}
+
+/** Resolves once an index build waits on a lock (fails after 5 s). */
+async function untilBuildWaitsOnLock(observer: pg.Client): Promise<void> {
+  for (let i = 0; (await waitingBuilds(observer)) === 0; i++) {
+    if (i > 200) throw new Error("the build never waited for the writer");
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
 beforeEach(async () => {
   testDb = await createTestDatabase("runsidx");
   db = createDatabase({ url: testDb.url, poolMax: 4 });
@@ -64,16 +81,8 @@ describe("the runs search indexes", () => {
     await writer.query(insertRun("r-open"));
     const building = buildIndexes(db, "runs", indexBuilds);
     const observer = await client();
-    for (let i = 0; ; i++) {
-      // The build waits on a lock: the writer's transaction (concurrently) or its table (not).
-      const { rows } = await observer.query(
-        `select count(*)::int as n from pg_stat_activity where datname = current_database()
-         and query ilike 'create index%' and wait_event_type = 'Lock'`,
-      );
-      if (rows[0].n > 0) break;
-      if (i > 200) throw new Error("the build never waited for the writer");
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+    // The build waits on a lock: the writer's transaction (concurrently) or its table (not).
+    await untilBuildWaitsOnLock(observer);
     const other = await client();
     await other.query("set statement_timeout = '3s'");
     await other.query(insertRun("r-during"));
@@ -220,15 +229,7 @@ describe("the runs search indexes", () => {
     await writer.query(insertRun("r-open"));
     const builds = startIndexBuilds(db, "runs", indexBuilds, createLogger("test", "silent"));
     const observer = await client();
-    for (let i = 0; ; i++) {
-      const { rows } = await observer.query(
-        `select count(*)::int as n from pg_stat_activity where datname = current_database()
-         and query ilike 'create index%' and wait_event_type = 'Lock'`,
-      );
-      if (rows[0].n > 0) break;
-      if (i > 200) throw new Error("the build never waited for the writer");
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+    await untilBuildWaitsOnLock(observer);
     // The build waits for the open transaction; stopping does not.
     const started = performance.now();
     await builds.stop();
@@ -252,13 +253,6 @@ describe("stopping the background builds", () => {
     await writer.query(insertRun(`r-${Math.random()}`));
     return writer;
   }
-  const waitingBuilds = async (observer: pg.Client) =>
-    (
-      await observer.query(
-        `select count(*)::int as n from pg_stat_activity where datname = current_database()
-         and query ilike 'create index%' and wait_event_type = 'Lock'`,
-      )
-    ).rows[0].n as number;
   const within = <T>(p: Promise<T>, ms: number) =>
     Promise.race([
       p.then(() => "stopped"),
@@ -279,10 +273,7 @@ describe("stopping the background builds", () => {
     const writer = await openWriter();
     const observer = await client();
     const builds = startIndexBuilds(db, "runs", indexBuilds, logger);
-    for (let i = 0; (await waitingBuilds(observer)) === 0; i++) {
-      if (i > 200) throw new Error("the build never waited for the writer");
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+    await untilBuildWaitsOnLock(observer);
     expect(await within(builds.stop(), 3000)).toBe("stopped");
     expect(await waitingBuilds(observer)).toBe(0);
     await writer.query("commit");
