@@ -29,7 +29,7 @@ import { fork } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { serveBenchGateway, serveBenchStub } from "./lib/bench-gateway.mjs";
+import { benchPrincipal, serveBenchGateway, serveBenchStub } from "./lib/bench-gateway.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 /** GW_OVERHEAD_BUILD: a build of gateway/src to measure (default gateway/dist; as in gateway.mjs). */
@@ -39,27 +39,13 @@ const API_KEY = `sk-${"A".repeat(43)}`;
 const RUN_ID = "run_0123456789abcdef";
 const role = process.argv.find((a) => a.startsWith("--role="))?.slice("--role=".length);
 
-async function principalOf() {
-  const { create } = await import("@bufbuild/protobuf");
-  const { ApiKeyRole, PrincipalSchema } = await import("@pies/proto/catalog");
-  return create(PrincipalSchema, {
-    accountId: "acc_0123456789abcdef",
-    projectId: "prj_0123456789abcdef",
-    apiKeyId: "key_0123456789abcdef",
-    apiKeyName: "bench",
-    accountName: "acme",
-    projectName: "default",
-    role: ApiKeyRole.MEMBER,
-  });
-}
-
 /** The catalog (key verification) and runs (getRun) services, answering at once. */
 async function stub() {
   const { create } = await import("@bufbuild/protobuf");
   const { toValue } = await import("@pies/common");
   const { CatalogService } = await import("@pies/proto/catalog");
   const { RunsService, RunSchema, RunStatus } = await import("@pies/proto/runs");
-  const principal = await principalOf();
+  const principal = await benchPrincipal();
   const at = { seconds: 1763942400n, nanos: 0 };
   const run = create(RunSchema, {
     id: RUN_ID,
@@ -196,7 +182,7 @@ async function authCost(n) {
   const { Authenticator } = await import(dist("auth.js"));
   const { gatewayOptions, loadGatewaySettings } = await import(dist("config.js"));
   const { MemoryCatalogEvents } = await import("@pies/common/bus");
-  const principal = await principalOf();
+  const principal = await benchPrincipal();
   let verified = 0;
   const auth = new Authenticator({
     catalog: { verifyApiKey: async () => (verified++, { principal }) },
@@ -234,7 +220,7 @@ async function main() {
   const { peerTransport, serviceClient } = await import("@pies/common/server");
   const { RunsService } = await import("@pies/proto/runs");
   const runs = serviceClient(RunsService, peerTransport(stubbed.url, "runs"));
-  const principal = await principalOf();
+  const principal = await benchPrincipal();
   const token = await tokenOf(gw.url);
   const byKey = httpGetter(gw.url, `Bearer ${API_KEY}`);
   const byJwt = httpGetter(gw.url, `Bearer ${token}`);

@@ -26,7 +26,7 @@ import http from "node:http";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { serveBenchGateway, serveBenchStub } from "./lib/bench-gateway.mjs";
+import { benchPrincipal, serveBenchGateway, serveBenchStub } from "./lib/bench-gateway.mjs";
 import { addSelfTimes, listProfiles, loadProfile, shortUrl } from "./lib/profile.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -38,18 +38,10 @@ const role = process.argv.find((a) => a.startsWith("--role="))?.slice("--role=".
 async function stub() {
   const { create } = await import("@bufbuild/protobuf");
   const { toValue } = await import("@pies/common");
-  const { CatalogService, ApiKeyRole, PrincipalSchema } = await import("@pies/proto/catalog");
+  const { CatalogService } = await import("@pies/proto/catalog");
   const { ExecutorService } = await import("@pies/proto/executor");
   const { RunsService, RunSchema, RunStatus } = await import("@pies/proto/runs");
-  const principal = create(PrincipalSchema, {
-    accountId: "acc_0123456789abcdef",
-    projectId: "prj_0123456789abcdef",
-    apiKeyId: "key_0123456789abcdef",
-    apiKeyName: "bench",
-    accountName: "acme",
-    projectName: "default",
-    role: ApiKeyRole.MEMBER,
-  });
+  const principal = await benchPrincipal();
   let n = 0;
   const now = () => {
     const ms = Date.now();

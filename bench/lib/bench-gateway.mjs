@@ -1,5 +1,20 @@
 // The real gateway of a bench, in its own process, in front of a stub of the other services.
 
+/** The member key's principal that the stubs' catalog answers for every key. */
+export async function benchPrincipal() {
+  const { create } = await import("@bufbuild/protobuf");
+  const { ApiKeyRole, PrincipalSchema } = await import("@pies/proto/catalog");
+  return create(PrincipalSchema, {
+    accountId: "acc_0123456789abcdef",
+    projectId: "prj_0123456789abcdef",
+    apiKeyId: "key_0123456789abcdef",
+    apiKeyName: "bench",
+    accountName: "acme",
+    projectName: "default",
+    role: ApiKeyRole.MEMBER,
+  });
+}
+
 /**
  * The stub: a real Connect HTTP/2 server (serveConnect) with the given routes, in this process;
  * tells the parent its URL and stops when the parent disconnects.

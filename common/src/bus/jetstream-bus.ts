@@ -200,6 +200,8 @@ export class JetStreamRunEventBus implements RunEventBus {
 const LIVE_SETUP_MS = 1000;
 
 async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  // Given up on at the timeout, it may still reject later (the connection closed): not unheard.
+  promise.catch(() => {});
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([
