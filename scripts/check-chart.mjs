@@ -63,7 +63,9 @@ const expect = (ok, what) => {
 const lint = run(["lint", chart, "--strict", "-f", ciValues]);
 expect(lint.status === 0, `helm lint --strict failed:\n${lint.stdout}${lint.stderr}`);
 
-const { docs, status, stderr } = render();
+// The four processes (gateway.embedExecutor=false): every component in pods of its own. The default
+// (the edge) is checked below.
+const { docs, status, stderr } = render("gateway.embedExecutor=false");
 expect(status === 0, `helm template failed: ${stderr}`);
 const kinds = (kind) => docs.filter((d) => d.kind === kind);
 const component = (d) => d.metadata.labels["app.kubernetes.io/component"];
@@ -118,7 +120,10 @@ expect(
   policies.gateway && policies.gateway.spec.ingress[0].from === undefined,
   "gateway: NetworkPolicy admits any source by default",
 );
-const narrowed = render("networkPolicy.gatewayFrom[0].namespaceSelector.matchLabels.name=ingress");
+const narrowed = render(
+  "gateway.embedExecutor=false",
+  "networkPolicy.gatewayFrom[0].namespaceSelector.matchLabels.name=ingress",
+);
 const gw = narrowed.docs.find((d) => d.kind === "NetworkPolicy" && component(d) === "gateway");
 expect(
   gw?.spec.ingress[0].from?.[0]?.namespaceSelector?.matchLabels?.name === "ingress",
@@ -129,7 +134,9 @@ expect(
   render("networkPolicy.enabled=false").docs.every((d) => d.kind !== "NetworkPolicy"),
   "networkPolicy.enabled=false renders none",
 );
-const own = render("internalToken.existingSecret=mine").docs.filter((d) => d.kind === "Deployment");
+const own = render("gateway.embedExecutor=false", "internalToken.existingSecret=mine").docs.filter(
+  (d) => d.kind === "Deployment",
+);
 expect(
   own.every(
     (d) =>
@@ -149,10 +156,11 @@ expect(
   "no database stops the render",
 );
 
-// gateway.embedExecutor: the gateway pods run the edge with the executor's settings, and nothing
-// of the executor is deployed (no Deployment, Service, policy, budget or autoscaler).
-const edge = render("gateway.embedExecutor=true", "podDisruptionBudget.enabled=true");
-expect(edge.status === 0, `helm template with gateway.embedExecutor failed: ${edge.stderr}`);
+// The default, the edge (gateway.embedExecutor): the gateway pods run the edge with the executor's
+// settings, and nothing of the executor is deployed (no Deployment, Service, policy, budget or
+// autoscaler); catalog and runs admit only the gateway.
+const edge = render("podDisruptionBudget.enabled=true");
+expect(edge.status === 0, `helm template of the defaults (the edge) failed: ${edge.stderr}`);
 const edgeGateway = edge.docs.find((d) => d.kind === "Deployment" && component(d) === "gateway");
 const edgeContainer = edgeGateway?.spec.template.spec.containers[0];
 const edgeEnv = (edgeContainer?.env ?? []).map((e) => e.name);
@@ -175,10 +183,24 @@ expect(
     edge.docs.some((d) => d.kind === "PodDisruptionBudget"),
   "gateway.embedExecutor deploys nothing of the executor",
 );
+expect(
+  edge.docs.filter((d) => d.kind === "Deployment").length === 3,
+  "the edge: 3 Deployments (gateway, catalog, runs)",
+);
+for (const name of ["catalog", "runs"]) {
+  const policy = edge.docs.find((d) => d.kind === "NetworkPolicy" && component(d) === name);
+  const from = (policy?.spec.ingress?.[0]?.from ?? []).map(
+    (peer) => peer.podSelector?.matchLabels?.["app.kubernetes.io/component"],
+  );
+  expect(
+    JSON.stringify(from) === JSON.stringify(["gateway"]),
+    `the edge: ${name}'s NetworkPolicy admits only the gateway (got ${JSON.stringify(from)})`,
+  );
+}
 const plainGateway = kinds("Deployment").find((d) => component(d) === "gateway");
 expect(
   plainGateway?.spec.template.spec.containers[0].command.join(" ") === "node gateway/dist/main.js",
-  "by default the gateway runs alone",
+  "with gateway.embedExecutor=false the gateway runs alone",
 );
 
 if (failures.length) {
