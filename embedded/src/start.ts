@@ -1,10 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { PGlite } from "@electric-sql/pglite";
-import { btree_gin } from "@electric-sql/pglite/contrib/btree_gin";
-import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm";
-import { createLogger, DatabaseFaults } from "@pies/common";
+import { createLogger, DatabaseFaults, type Logger } from "@pies/common";
 import {
   JetStreamRunEventBus,
   MemoryCatalogEvents,
@@ -16,7 +13,7 @@ import {
   type RunEventBus,
   type RunRecords,
 } from "@pies/common/bus";
-import { createDatabase } from "@pies/common/db";
+import { createDatabase, openPGliteWorker } from "@pies/common/db";
 import type { Kysely } from "kysely";
 import { seedAccount } from "@pies/catalog";
 import { closeGracefully, gatewayOptions } from "@pies/gateway";
@@ -54,11 +51,33 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
         faults,
       })
     : createDatabase({
-        pglite: await PGlite.create(path.join(dataDir, "pg"), {
-          // The runs search's trigram index, under the project (services/runs index-builds.ts).
-          extensions: { pg_trgm, btree_gin },
+        // In a worker thread: statements (the record writer's batches above all) run beside the
+        // event loop instead of stalling it. The extensions: the runs search's trigram index,
+        // under the project (services/runs index-builds.ts).
+        pglite: await openPGliteWorker(path.join(dataDir, "pg"), {
+          extensions: ["pg_trgm", "btree_gin"],
+          onFailure(err) {
+            // Nothing can be stored any more: exit, rather than answer every request with an error.
+            logger.fatal({ err }, "the embedded database stopped; exiting");
+            process.exit(1);
+          },
         }),
       });
+  try {
+    return await startOn(config, logger, dataDir, db, faults);
+  } catch (err) {
+    await db.destroy().catch(() => {});
+    throw err;
+  }
+}
+
+async function startOn(
+  config: EmbeddedConfig,
+  logger: Logger,
+  dataDir: string,
+  db: Kysely<any>,
+  faults: DatabaseFaults,
+): Promise<EmbeddedPies> {
 
   let bus: RunEventBus;
   let records: RunRecords;

@@ -8,8 +8,8 @@ import {
   type MigrationProvider,
 } from "kysely";
 import pg from "pg";
-import type { PGlite } from "@electric-sql/pglite";
 import { PGliteDialect } from "./pglite-dialect.js";
+import type { PGliteHandle } from "./pglite-worker.js";
 import type { Logger } from "../logger.js";
 import type { DatabaseFaults } from "../unavailable.js";
 
@@ -26,7 +26,7 @@ export type DatabaseOptions =
       /** Told of every lost connection. */
       faults?: DatabaseFaults;
     }
-  | { pglite: PGlite };
+  | { pglite: PGliteHandle };
 
 /** The databases createDatabase made over PGlite. */
 const inProcess = new WeakSet<Kysely<any>>();

@@ -3,3 +3,4 @@
 export * from "./db.js";
 export * from "./db-service.js";
 export * from "./index-builds.js";
+export * from "./pglite-worker.js";

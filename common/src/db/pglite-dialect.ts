@@ -1,4 +1,3 @@
-import type { PGlite } from "@electric-sql/pglite";
 import {
   PostgresAdapter,
   PostgresIntrospector,
@@ -10,14 +9,16 @@ import {
   type Kysely,
   type QueryResult,
 } from "kysely";
+import type { PGliteHandle } from "./pglite-worker.js";
 
 /**
- * Kysely dialect over one PGlite instance. PGlite is a single connection, so this driver hands it
+ * Kysely dialect over one PGlite instance (in this thread, or in a worker thread: pglite-worker.ts).
+ * PGlite is a single connection, so this driver hands it
  * out to one Kysely connection at a time: a transaction holds it from BEGIN to COMMIT and no other
  * query can slip in between (kysely-pglite's driver shares the connection without such a lock).
  */
 export class PGliteDialect implements Dialect {
-  constructor(private readonly pglite: PGlite) {}
+  constructor(private readonly pglite: PGliteHandle) {}
   createAdapter() {
     return new PostgresAdapter();
   }
@@ -36,7 +37,7 @@ class PGliteDriver implements Driver {
   private tail: Promise<void> = Promise.resolve();
   private readonly releases = new WeakMap<DatabaseConnection, () => void>();
 
-  constructor(private readonly pglite: PGlite) {}
+  constructor(private readonly pglite: PGliteHandle) {}
 
   async init(): Promise<void> {}
 
@@ -72,7 +73,7 @@ class PGliteDriver implements Driver {
 }
 
 class PGliteConnection implements DatabaseConnection {
-  constructor(private readonly pglite: PGlite) {}
+  constructor(private readonly pglite: PGliteHandle) {}
 
   async executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {
     const result = await this.pglite.query<R>(compiled.sql, [...compiled.parameters]);
