@@ -78,7 +78,6 @@ async function startOn(
   db: Kysely<any>,
   faults: DatabaseFaults,
 ): Promise<EmbeddedPies> {
-
   let bus: RunEventBus;
   let records: RunRecords;
   let catalogEvents: CatalogEvents;

@@ -58,7 +58,11 @@ port.on("message", (request: ThreadRequest) => {
       }
       port.postMessage(reply);
     } catch (err) {
-      port.postMessage({ id: request.id, ok: false, error: errorFields(err) } satisfies ThreadReply);
+      port.postMessage({
+        id: request.id,
+        ok: false,
+        error: errorFields(err),
+      } satisfies ThreadReply);
     }
   })();
 });

@@ -21,9 +21,7 @@ export interface PGliteHandle {
 }
 
 type Request =
-  | { op: "query"; sql: string; params: unknown[] }
-  | { op: "exec"; sql: string }
-  | { op: "close" };
+  { op: "query"; sql: string; params: unknown[] } | { op: "exec"; sql: string } | { op: "close" };
 /** PGlite in a worker thread: the handle, and the thread (tests end it to play a crash). */
 export interface PGliteWorkerHandle extends PGliteHandle {
   readonly thread: Worker;
@@ -112,7 +110,10 @@ export async function openPGliteWorker(
   return {
     thread: worker,
     async query<R>(sql: string, params: unknown[] = []) {
-      const reply = (await call({ op: "query", sql, params })) as { rows?: R[]; affectedRows?: number };
+      const reply = (await call({ op: "query", sql, params })) as {
+        rows?: R[];
+        affectedRows?: number;
+      };
       return { rows: reply.rows ?? [], affectedRows: reply.affectedRows };
     },
     exec: (sql: string) => call({ op: "exec", sql }),
