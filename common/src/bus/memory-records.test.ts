@@ -50,6 +50,43 @@ describe("the in-memory record log", () => {
     await consumer.stop();
   });
 
+  it("answers an `accepted` put before its record is written; a later put of the run waits for both", async () => {
+    const records = new MemoryRunRecords();
+    const written: RunRecord[][] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const consumer = records.consume(
+      async (batch) => {
+        await gate;
+        written.push(batch);
+      },
+      { onError: () => {} },
+    );
+    const created = records.put("r1", bytes("created"), { dedupId: "a", expectSeq: 0 });
+    // The writer holds the first batch: an accepted put answers anyway, its condition checked.
+    const startedSeq = await records.put("r1", bytes("processing"), {
+      dedupId: "b",
+      expectSeq: 1,
+      accepted: true,
+    });
+    expect(startedSeq).toBe(2);
+    expect(written).toEqual([]);
+    await expect(
+      records.put("r1", bytes("again"), { dedupId: "c", expectSeq: 1, accepted: true }),
+    ).rejects.toThrow(RecordConflict);
+    let ended = false;
+    const end = records
+      .put("r1", bytes("completed"), { dedupId: "d", expectSeq: startedSeq })
+      .then(() => (ended = true));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(ended).toBe(false);
+    open();
+    await Promise.all([created, end]);
+    // Stored in the order of the puts: the accepted record before the end.
+    expect(written.flat().map((r) => r.seq)).toEqual([1, 2, 3]);
+    await consumer.stop();
+  });
+
   it("batches what arrives while a batch is written, and retries a failed batch", async () => {
     const { records, written, errors, consumer } = logWithWriter(2);
     const seqs = await Promise.all(

@@ -29,7 +29,11 @@ export class MemoryRunRecords implements RunRecords {
 
   constructor(private readonly maxAgeMs = 60_000) {}
 
-  async put(runId: string, data: Uint8Array, options: { dedupId: string; expectSeq?: number }) {
+  async put(
+    runId: string,
+    data: Uint8Array,
+    options: { dedupId: string; expectSeq?: number; accepted?: boolean },
+  ) {
     const known = this.dedup.get(options.dedupId);
     if (known !== undefined) return known;
     const last = this.lastByRun.get(runId);
@@ -42,10 +46,13 @@ export class MemoryRunRecords implements RunRecords {
     this.lastByRun.delete(runId);
     this.lastByRun.set(runId, { ...record, at: Date.now() });
     this.dedup.set(options.dedupId, record.seq);
-    await new Promise<void>((stored) => {
+    const stored = new Promise<void>((stored) => {
       this.pending.push({ record, stored });
       this.wake?.();
     });
+    // Batches are written in the order of the puts: a later put of the run, once stored, is
+    // stored with this one or after it.
+    if (!options.accepted) await stored;
     return record.seq;
   }
 

@@ -51,9 +51,14 @@ export class RunLog {
    * record's sequence once it is durable. `expectSeq` makes it conditional (RecordConflict).
    * Attempts that repeat one put (after a failure whose answer was lost) pass the same `putId`,
    * so that it is stored once; two different puts never share one, or the second would be taken
-   * for a repeat of the first and "succeed" without being stored.
+   * for a repeat of the first and "succeed" without being stored. `accepted`: see RunRecords.put.
    */
-  put(run: Run, expectSeq?: number, putId = newPutId()): Promise<number> {
+  put(
+    run: Run,
+    expectSeq?: number,
+    putId = newPutId(),
+    options: { accepted?: boolean } = {},
+  ): Promise<number> {
     run.updatedAt = timestampNow();
     run.createdAt ??= run.updatedAt;
     // As the store answers it: without a configuration, the run's own environment and model are
@@ -65,7 +70,7 @@ export class RunLog {
     run.source ??= create(RunSourceSchema);
     run.parameters ??= {};
     return this.records
-      .put(run.id, toBinary(RunSchema, run), { dedupId: putId, expectSeq })
+      .put(run.id, toBinary(RunSchema, run), { dedupId: putId, expectSeq, ...options })
       .catch(unavailable);
   }
 

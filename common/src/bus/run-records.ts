@@ -38,11 +38,15 @@ export interface RunRecords {
    * last record has that sequence (0: the run has none), else RecordConflict: the conditional
    * update that lets exactly one request start a streamed run, and keeps a late end from
    * overwriting the sweeper's. `dedupId` makes a retried put of the same record idempotent.
+   * `accepted`: resolve once the log has taken the record in its order (sequence given, condition
+   * checked), which may be before it is durable where the log can tell the two apart (embedded,
+   * in memory: durable means written to the store); a later put of the same run that resolves
+   * durable makes this one durable too. JetStream answers once, durable.
    */
   put(
     runId: string,
     data: Uint8Array,
-    options: { dedupId: string; expectSeq?: number },
+    options: { dedupId: string; expectSeq?: number; accepted?: boolean },
   ): Promise<number>;
   /** The run's last record, if the log still holds it. */
   last(runId: string): Promise<RunRecord | undefined>;

@@ -682,6 +682,38 @@ describe("ExecutorService streamed runs", () => {
     expect(reads).toContain(changed!.id);
   });
 
+  it("starts a streamed run once the log has its start in order, recording only the creation and the end durably", async () => {
+    const puts: { status: RunStatus; accepted: boolean }[] = [];
+    const watching: RunRecords = {
+      put(runId, data, options) {
+        puts.push({ status: fromBinary(RunSchema, data).status, accepted: !!options.accepted });
+        return records.put(runId, data, options);
+      },
+      last: (runId) => records.last(runId),
+      consume: (write, options) => records.consume(write, options),
+      ready: () => records.ready(),
+    };
+    const own = createClient(
+      ExecutorService,
+      createRouterTransport(executorRoutes({ ...deps, log: new RunLog(watching) }, inFlight)),
+    );
+    const { run } = await own.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.greetingId },
+      data: { name: "Accepted" },
+      stream: true,
+    });
+    expect((await own.startRun({ projectId: main.projectId, runId: run!.id })).started).toBe(true);
+    expect(endRun(await eventsUntilEnd(run!.id)).status).toBe(RunStatus.COMPLETED);
+    expect(puts).toEqual([
+      { status: RunStatus.CREATED, accepted: false },
+      { status: RunStatus.PROCESSING, accepted: true },
+      { status: RunStatus.COMPLETED, accepted: false },
+    ]);
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored!.status).toBe(RunStatus.COMPLETED);
+  });
+
   it("starts a run exactly once when StartRun calls race", async () => {
     const { run: created } = await execute({ data: { name: "Race" }, stream: true });
     const answers = await Promise.all(

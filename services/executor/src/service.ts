@@ -102,7 +102,12 @@ export function createExecutorService(
           if (current.run.status !== RunStatus.CREATED) return { started: false, run: current.run };
           run = withFields(current.run, { status: RunStatus.PROCESSING });
           try {
-            seq = await deps.log.put(run, current.seq);
+            // Started once the log has the record in order (the condition decides who starts
+            // it), not once it is stored: embedded, that is one write of PGlite less before the
+            // provider is called. The end's record, stored before the stream closes, stores this
+            // one too; if the process dies first, the run stays `created` and the sweeper fails
+            // it when its ttl runs out, as it would a stream never opened.
+            seq = await deps.log.put(run, current.seq, undefined, { accepted: true });
           } catch (err) {
             if (!(err instanceof RecordConflict)) throw err;
             if (!fromMemory) {
