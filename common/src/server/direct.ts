@@ -136,7 +136,7 @@ export function directTransport(
       };
       if (ctx.signal.aborted) {
         // A caller that has already gone away: nothing is called (a transport would not send).
-        ctx.abort();
+        ctx.abort(CALL_ENDED);
         throw ConnectError.from(ctx.signal.reason, Code.Canceled);
       }
       const next = interceptors.reduceRight(
@@ -172,7 +172,7 @@ export function directTransport(
         throw err instanceof CallerEnded ? err.error : received(err, ctx);
       } finally {
         // As behind a transport: the handler's signal ends with its call (and its deadline timer).
-        ctx.abort();
+        ctx.abort(CALL_ENDED);
       }
     },
 
@@ -187,6 +187,13 @@ const streamingRefused = (method: DescMethod) =>
     `${method.parent.typeName}.${method.name} is a streaming method: in-process calls are unary only`,
     Code.Unimplemented,
   );
+
+/**
+ * The reason the handler's signal gives once its call is over. One shared error: an abort without
+ * a reason makes a DOMException, whose stack trace cost ~40 µs of CPU per execution at c=64 (the
+ * edge's profile); the reason of a call already over matters to no one.
+ */
+const CALL_ENDED = new ConnectError("the call has ended", Code.Canceled);
 
 /** A router that keeps the implementations it is given, building no protocol handler. */
 function recordingRouter(add: (spec: MethodImplSpec) => void): ConnectRouter {
