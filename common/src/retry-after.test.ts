@@ -3,6 +3,7 @@ import type { ConnectRouter, Transport } from "@connectrpc/connect";
 import { RunsService } from "@pies/proto/runs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { peerTransport } from "./server/client.js";
+import { directTransport } from "./server/direct.js";
 import { createLogger } from "./logger.js";
 import { retryableError, retryAfterSeconds } from "./retry-after.js";
 import { serveConnect, type RunningServer } from "./server/server.js";
@@ -43,8 +44,12 @@ async function callError(transport: Transport): Promise<ConnectError> {
 }
 
 describe("retry-after on Connect errors", () => {
-  it("reaches the caller over HTTP/2 (the four processes) and in memory (the embedded mode)", async () => {
-    for (const transport of [peerTransport(server.url), createRouterTransport(routes)]) {
+  it("reaches the caller over HTTP/2 (the four processes), in memory and in process (the embedded mode, the edge)", async () => {
+    for (const transport of [
+      peerTransport(server.url),
+      createRouterTransport(routes),
+      directTransport(routes),
+    ]) {
       const err = await callError(transport);
       expect(err.code).toBe(Code.ResourceExhausted);
       expect(err.rawMessage).toBe("busy");

@@ -1,4 +1,3 @@
-import { createRouterTransport } from "@connectrpc/connect";
 import { z } from "zod";
 import {
   createLogger,
@@ -7,7 +6,12 @@ import {
   loadConfig,
   natsConfigSchema,
 } from "@pies/common";
-import { errorInterceptor, peersServing, serviceClient } from "@pies/common/server";
+import {
+  directTransport,
+  errorInterceptor,
+  peersServing,
+  serviceClient,
+} from "@pies/common/server";
 import { connectExecutor, executorSettingsSchema } from "@pies/executor";
 import {
   closeGracefully,
@@ -41,8 +45,8 @@ export const loadEdgeConfig = (source?: Record<string, string | undefined>) =>
   loadConfig(edgeConfigSchema, source);
 
 /**
- * The edge: the gateway and an executor in one process, the gateway calling the executor through
- * an in-memory Connect transport (full serialization, no HTTP/2 hop, no second process to wake),
+ * The edge: the gateway and an executor in one process, the gateway calling the executor's
+ * handlers directly (directTransport: no serialization, no HTTP/2 hop, no second process to wake),
  * with catalog and runs remote as in the four-process deployment. Executions cost one Connect
  * call less: what DESIGN.md §4's hot path needs most (README, "The hot path, measured").
  */
@@ -55,13 +59,14 @@ export async function startEdge(
     // The gateway's key cache follows the same catalog change events as the executor's caches.
     const { bus, catalogEvents, catalog, runs, work } = executor;
     // As in an executor process: unexpected errors logged with their cause, answered INTERNAL.
-    const inMemory = createRouterTransport(work.routes, {
-      router: { interceptors: [errorInterceptor(logger)] },
-    });
+    // The execution's request and its run are shared, not copied: neither side changes them once
+    // handed over (the gateway only reads the run; the executor copies a run before it changes
+    // it, and keeps a created run unchanged until its stream starts it), see direct.ts.
+    const inProcess = directTransport(work.routes, { interceptors: [errorInterceptor(logger)] });
     const app = createGateway({
       catalog: serviceClient(CatalogService, catalog),
       runs: serviceClient(RunsService, runs),
-      executor: serviceClient(ExecutorService, inMemory),
+      executor: serviceClient(ExecutorService, inProcess),
       bus,
       catalogEvents,
       logger,

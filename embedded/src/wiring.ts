@@ -1,4 +1,4 @@
-import { createRouterTransport, type ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter } from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import { DatabaseFaults, EndpointPolicy, type Logger } from "@pies/common";
 import {
@@ -8,7 +8,7 @@ import {
   type RunRecords,
 } from "@pies/common/bus";
 import { migrateToLatest, pingDatabase, prepareIndexBuilds } from "@pies/common/db";
-import { errorInterceptor, serviceClient } from "@pies/common/server";
+import { directTransport, errorInterceptor, serviceClient } from "@pies/common/server";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createExecutorDeps, startExecutorWork, type ExecutorSettings } from "@pies/executor";
 import {
@@ -32,8 +32,9 @@ export interface InMemoryPies {
 }
 
 /**
- * The gateway over the three services in this process, joined by in-memory Connect transports
- * (full serialization, no ports), on one database (two schemas) and the given bus. Migrates first.
+ * The gateway over the three services in this process, each hop a direct call of the callee's
+ * handlers (directTransport: no serialization, no ports), on one database (two schemas) and the
+ * given bus. Migrates first.
  */
 export async function createInMemoryPies(options: {
   db: Kysely<any>;
@@ -51,13 +52,22 @@ export async function createInMemoryPies(options: {
   sweep: { leaseSeconds: number; intervalMs: number };
   /** Where the database's failures are noted (give the pool's too, as createDatabase's `faults`). */
   faults?: DatabaseFaults;
+  /**
+   * Tests: every message that crosses a hop is deep-frozen (`freezeMessages` of directTransport),
+   * so that a service or the gateway changing a message it shares with the other side throws.
+   */
+  checkIsolation?: boolean;
 }): Promise<InMemoryPies> {
   const { db, bus, logger, faults = new DatabaseFaults() } = options;
   const catalogEvents = options.catalogEvents ?? new MemoryCatalogEvents();
   // As in a service process: unexpected errors are logged with their cause, answered as INTERNAL;
-  // a database that is down is UNAVAILABLE, and the sweeper waits a lease after it.
+  // a database that is down is UNAVAILABLE, and the sweeper waits a lease after it. The messages
+  // are shared by caller and callee, not copied: safe because neither changes them (direct.ts).
   const local = (routes: (router: ConnectRouter) => void) =>
-    createRouterTransport(routes, { router: { interceptors: [errorInterceptor(logger, faults)] } });
+    directTransport(routes, {
+      interceptors: [errorInterceptor(logger, faults)],
+      freezeMessages: options.checkIsolation,
+    });
   await migrateToLatest(db, "catalog", catalogMigrations);
   await migrateToLatest(db, "runs", runsMigrations);
   // The runs service's search indexes: built concurrently in the background on a PostgreSQL

@@ -62,6 +62,9 @@ export async function startTestPies(
       ...options.executor,
     },
     sweep: { leaseSeconds: 60, intervalMs: 10_000 },
+    // Every message that crosses a hop is frozen: a service or the gateway that changed a message
+    // it shares with the other side (the hops call handlers directly, no copy) fails the test.
+    checkIsolation: true,
     gateway: {
       // The configured defaults (limits included), then what the tests need.
       ...gatewayOptions(loadGatewaySettings({})),

@@ -3,3 +3,4 @@ export * from "./server.js";
 export * from "./health.js";
 export * from "./client.js";
 export * from "./internal-auth.js";
+export * from "./direct.js";
