@@ -8,6 +8,7 @@ import {
 } from "@pies/common";
 import {
   directTransport,
+  EXECUTOR_DEADLINE_MS,
   errorInterceptor,
   peersServing,
   serviceClient,
@@ -62,7 +63,11 @@ export async function startEdge(
     // The execution's request and its run are shared, not copied: neither side changes them once
     // handed over (the gateway only reads the run; the executor copies a run before it changes
     // it, and keeps a created run unchanged until its stream starts it), see direct.ts.
-    const inProcess = directTransport(work.routes, { interceptors: [errorInterceptor(logger)] });
+    // The same deadline as the gateway's calls to an executor of its own (client.ts).
+    const inProcess = directTransport(work.routes, {
+      interceptors: [errorInterceptor(logger)],
+      defaultTimeoutMs: EXECUTOR_DEADLINE_MS,
+    });
     const app = createGateway({
       catalog: serviceClient(CatalogService, catalog),
       runs: serviceClient(RunsService, runs),

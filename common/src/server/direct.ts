@@ -273,8 +273,12 @@ function received(err: unknown, ctx: HandlerContext): ConnectError {
   return answer;
 }
 
-/** Freezes an object graph (typed arrays, which cannot be frozen, are left as they are). */
-function deepFreeze<T>(value: T, seen = new Set<object>()): T {
+/**
+ * Freezes an object graph (typed arrays, which cannot be frozen, are left as they are): what is
+ * shared between the two sides of an in-process call, or kept in a cache and handed out, cannot
+ * be changed by one of its holders behind the others' backs (a change throws instead).
+ */
+export function deepFreeze<T>(value: T, seen = new Set<object>()): T {
   if (typeof value !== "object" || value === null || seen.has(value)) return value;
   seen.add(value);
   if (ArrayBuffer.isView(value)) return value;

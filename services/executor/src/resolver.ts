@@ -1,5 +1,6 @@
 import type { Client } from "@connectrpc/connect";
 import { CatalogCache, type CatalogEvents } from "@pies/common/bus";
+import { deepFreeze } from "@pies/common/server";
 import type { CatalogService, ResolveExecutionResponse } from "@pies/proto/catalog";
 
 /** What an execution asks the catalog (ResolveExecutionRequest's fields). */
@@ -56,12 +57,17 @@ export class CatalogResolver {
     return this.cache.get(
       key,
       () =>
-        this.catalog.resolveExecution({
-          projectId: req.projectId,
-          interaction: req.interaction?.case ? req.interaction : { case: undefined },
-          environmentId: req.environmentId,
-          environmentOnly: req.environmentOnly ?? false,
-        }),
+        this.catalog
+          .resolveExecution({
+            projectId: req.projectId,
+            interaction: req.interaction?.case ? req.interaction : { case: undefined },
+            environmentId: req.environmentId,
+            environmentOnly: req.environmentOnly ?? false,
+          })
+          // Every execution until the next change event reads this one answer, and its parts
+          // (the result schema, the cache policy) go into runs that reach callers as they are
+          // (in-process, with no copy between): frozen, so that no holder can change it for all.
+          .then((answer) => deepFreeze(answer)),
       req.projectId,
     );
   }

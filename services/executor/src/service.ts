@@ -16,6 +16,7 @@ import { prepareTestData, testDataItems } from "./test-data.js";
 import { LRUCache } from "lru-cache";
 import { ActiveRuns } from "./active-runs.js";
 import { untilRecorded } from "./record.js";
+import { deepFreeze } from "@pies/common/server";
 
 /**
  * How long a blocking caller waits for its run to be recorded once the provider has answered.
@@ -142,8 +143,13 @@ class CreatedRuns {
     ttl: 60_000,
   });
 
+  /**
+   * Keeps the run as created, frozen: it is also the answer to the request that created it, which
+   * an in-process caller holds with no copy between (directTransport); a change by either would
+   * otherwise be the other's. Starting it copies it (withFields).
+   */
   keep(run: Run, seq: number) {
-    this.runs.set(run.id, { run, seq });
+    this.runs.set(run.id, { run: deepFreeze(run), seq });
   }
 
   /** The run, once, if this executor created it for that project. */
