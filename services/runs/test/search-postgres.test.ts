@@ -1104,7 +1104,7 @@ describe("property: SQL equals an in-memory evaluation", () => {
 });
 
 describe("property: the trigram pattern beside a term never drops a match", () => {
-  // The patterns look in the input data's strings and booleans only (SEARCH_TEXT): strings at any
+  // The patterns look in the input data's strings only (SEARCH_TEXT): strings at any
   // depth, in arrays of objects and arrays of arrays, beside numbers and booleans, and keys that
   // are searched words themselves (in the data's text, not in the strings).
   it("of terms, phrases, wildcards and string ranges over strings with escapes", async () => {

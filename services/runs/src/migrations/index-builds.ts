@@ -24,13 +24,13 @@ export const indexBuilds: readonly IndexBuild[] = [
       "(project_id, updated_at desc, id desc) include (status, model_id, execution_time)",
     replaces: ["runs_project_updated_idx"],
   },
-  // Trigrams of the input data's strings (SEARCH_TEXT: its strings and booleans as a JSON array),
-  // under the project: what the jsonpath index cannot serve (wildcards, bare terms over any value,
-  // string ranges) also compiles to `<SEARCH_TEXT> like <pattern>`, a condition every match meets,
-  // which this index serves with the project's id in the same index condition (btree_gin's
-  // operator class for text): the candidates it yields are the caller's project's only, so a
-  // search does not cost more, nor take longer, as other projects' data grows. The jsonpath test
-  // keeps the answer exact. Keys, numbers and JSON's syntax are not in it (no pattern looks for
+  // Trigrams of the input data's strings (SEARCH_TEXT: its strings as a JSON array), under the
+  // project: what the jsonpath index cannot serve (wildcards, bare terms over any value, string
+  // ranges) also compiles to `<SEARCH_TEXT> like <pattern>`, a condition every match meets, which
+  // this index serves with the project's id in the same index condition (btree_gin's operator
+  // class for text): the candidates it yields are the caller's project's only, so a search does
+  // not cost more, nor take longer, as other projects' data grows. The jsonpath test keeps the
+  // answer exact. Keys, numbers, booleans and JSON's syntax are not in it (no pattern looks for
   // them): fewer trigrams for the record writer to add with each row. It replaces the trigram
   // indexes of the input data's whole text (`parameters::text`), under the project and over
   // every project.
