@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // pies runs search benchmark (issue 9): the record writer's insert throughput with the search
-// indexes and without; then the four-process stack on real PostgreSQL, with runs seeded straight
+// indexes and without (runs recorded once, and runs recorded twice: processing, then ended); then the four-process stack on real PostgreSQL, with runs seeded straight
 // into its database (testkit seedRuns: four projects, the API key's one of them), measured at
 // 100,000 runs and at BENCH_RUNS_N: p50/p99 over HTTP of GET /runs (no filter, each filter) and
 // POST /runs/search (Lucene terms, three facets, onlyMeta). Whether any list query scanned the runs
@@ -12,8 +12,9 @@
 // The trgm part: searches the jsonpath index cannot serve (wildcards, bare terms, string ranges),
 // in the runs service, on a scratch database of BENCH_RUNS_TRGM_N seeded runs, before and after
 // the trigram index is built (concurrently, while a writer keeps inserting), with their plans.
+import fs from "node:fs";
 import os from "node:os";
-import { CompiledQuery, Kysely, PostgresDialect } from "kysely";
+import { CompiledQuery, Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { toTimestamp } from "@pies/common";
@@ -49,56 +50,103 @@ const fmt = (n) => n.toLocaleString("en-US");
 
 const ROUNDS = int("BENCH_RUNS_WRITE_ROUNDS", 3);
 
+/** Run i as the executor records it: `processing` (no result yet), or `completed`. */
+function benchRun(i, status = RunStatus.COMPLETED) {
+  const ended = status === RunStatus.COMPLETED;
+  return create(RunSchema, {
+    id: `w_${i}`,
+    projectId: `bench-w${i % 4}`,
+    accountId: "acc",
+    interactionId: `int-${i % 24}`,
+    interactionName: "Summary",
+    environmentId: `env-${i % 3}`,
+    modelId: ["gpt-4o", "gpt-4o-mini", "o3-mini"][i % 3],
+    status,
+    parameters: {
+      customer: { name: ["Acme", "Globex", "Initech"][i % 3], tier: "pro", id: i % 100000 },
+      message: "please summarise the invoice for order " + i + " and draft a reply to support",
+      lang: "en",
+      priority: i % 5,
+      items: [{ sku: `sku-${i % 500}`, qty: 1 + (i % 9) }],
+    },
+    tags: i % 3 === 0 ? ["prod", "chat"] : ["eval"],
+    ...(ended && {
+      tokenUse: { prompt: 120, result: 80, total: 200 },
+      executionTime: BigInt(100 + (i % 5000)),
+    }),
+  });
+}
+
 function recordBatch(from, count) {
   const records = [];
   for (let i = from; i < from + count; i++) {
-    const run = create(RunSchema, {
-      id: `w_${i}`,
-      projectId: `bench-w${i % 4}`,
-      accountId: "acc",
-      interactionId: `int-${i % 24}`,
-      interactionName: "Summary",
-      environmentId: `env-${i % 3}`,
-      modelId: ["gpt-4o", "gpt-4o-mini", "o3-mini"][i % 3],
-      status: RunStatus.COMPLETED,
-      parameters: {
-        customer: { name: ["Acme", "Globex", "Initech"][i % 3], tier: "pro", id: i % 100000 },
-        message: "please summarise the invoice for order " + i + " and draft a reply to support",
-        lang: "en",
-        priority: i % 5,
-        items: [{ sku: `sku-${i % 500}`, qty: 1 + (i % 9) }],
-      },
-      tags: i % 3 === 0 ? ["prod", "chat"] : ["eval"],
-      tokenUse: { prompt: 120, result: 80, total: 200 },
-      executionTime: BigInt(100 + (i % 5000)),
-    });
-    records.push({ runId: run.id, seq: i + 1, data: toBinary(RunSchema, run) });
+    records.push({ runId: `w_${i}`, seq: i + 1, data: toBinary(RunSchema, benchRun(i)) });
   }
   return records;
 }
 
+/** How many batches after its `processing` record a slow run's `completed` one comes. */
+const SLOW_LAG = 10;
+
+/**
+ * The record log of WRITE runs in batches of WRITE_BATCH. `fast`: one `completed` record per run
+ * (a run that ends within PIES_RECORD_START_AFTER_MS is recorded once, at its end). `slow`: a
+ * `processing` record, then the `completed` one SLOW_LAG batches later, half of each batch each
+ * (a slower run is recorded twice: its row is inserted, then updated).
+ */
+function recordLog(pattern) {
+  if (pattern === "fast") {
+    const batches = [];
+    for (let i = 0; i < WRITE; i += WRITE_BATCH) batches.push(recordBatch(i, WRITE_BATCH));
+    return batches;
+  }
+  const half = WRITE_BATCH / 2;
+  const batches = [];
+  let seq = 1;
+  const record = (i, status) => ({
+    runId: `w_${i}`,
+    seq: seq++,
+    data: toBinary(RunSchema, benchRun(i, status)),
+  });
+  for (let k = 0; k < Math.ceil(WRITE / half) + SLOW_LAG; k++) {
+    const batch = [];
+    for (let j = 0; j < half; j++) {
+      const started = k * half + j;
+      if (started < WRITE) batch.push(record(started, RunStatus.PROCESSING));
+      const ended = (k - SLOW_LAG) * half + j;
+      if (ended >= 0 && ended < WRITE) batch.push(record(ended, RunStatus.COMPLETED));
+    }
+    batches.push(batch);
+  }
+  return batches;
+}
+
 /**
  * One round: a scratch database migrated, with every search index (built as the service builds
- * them) or with none of them, then WRITE runs written by the record writer's statement.
+ * them) or with none of them, then WRITE runs written by the record writer's statement, on one
+ * connection: the runs per second, and the CPU time its PostgreSQL backend spent (read from
+ * /proc where the server runs on this machine; less moved by other work than the wall clock).
  */
-async function writeRound(withIndexes) {
+async function writeRound(withIndexes, pattern) {
   const t = await createTestDatabase("runswrite");
-  const db = createDatabase({ url: t.url, poolMax: 2 });
+  const db = createDatabase({ url: t.url, poolMax: 1 });
   try {
     await migrateToLatest(db, "runs", runsMigrations);
     if (withIndexes) {
       const report = await buildIndexes(db, "runs", runsIndexBuilds);
       if (report.built.length !== runsIndexBuilds.length) throw new Error("indexes not built");
     }
-    const batches = [];
-    for (let i = 0; i < WRITE; i += WRITE_BATCH) batches.push(recordBatch(i, WRITE_BATCH));
+    const batches = recordLog(pattern);
+    const backend = await backendCpu(db);
+    const cpuBefore = backend();
     const started = performance.now();
     for (const batch of batches) await writeRecords(db, batch);
     const ms = performance.now() - started;
+    const cpuAfter = backend();
     return {
       label: withIndexes ? "after" : "before",
       runsPerSecond: Math.round((WRITE / ms) * 1000),
-      ms,
+      dbCpuMs: cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore,
     };
   } finally {
     await db.destroy();
@@ -106,25 +154,49 @@ async function writeRound(withIndexes) {
   }
 }
 
-async function writeThroughput() {
+/** A reader of the CPU time (ms) of the pool's one backend so far; null if not on this machine. */
+async function backendCpu(db) {
+  const { rows } = await sql`select pg_backend_pid() as pid`.execute(db);
+  const file = `/proc/${rows[0].pid}/stat`;
+  const tick = 1000 / 100; // USER_HZ is 100 on Linux
+  return () => {
+    try {
+      // utime and stime: the 14th and 15th fields, the 12th and 13th after the command's ")".
+      const fields = fs.readFileSync(file, "utf8").split(") ")[1].split(" ");
+      return (Number(fields[11]) + Number(fields[12])) * tick;
+    } catch {
+      return null;
+    }
+  };
+}
+
+async function writeThroughput(pattern) {
   const rounds = [];
   // Alternated, ROUNDS rounds each, so that a noisy neighbour hits both alike.
   for (let r = 0; r < ROUNDS; r++) {
-    rounds.push(await writeRound(false));
-    rounds.push(await writeRound(true));
+    rounds.push(await writeRound(false, pattern));
+    rounds.push(await writeRound(true, pattern));
   }
-  const median = (label) => {
-    const values = rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond);
+  const median = (label, key) => {
+    const values = rounds.filter((x) => x.label === label).map((x) => x[key]);
+    if (values.includes(null)) return null;
     return values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
   };
   const best = (label) =>
     Math.max(...rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond));
   return {
-    before: median("before"),
-    after: median("after"),
+    before: median("before", "runsPerSecond"),
+    after: median("after", "runsPerSecond"),
     bestBefore: best("before"),
     bestAfter: best("after"),
-    rounds: rounds.map((r) => `${r.label} ${fmt(r.runsPerSecond)}`).join(", "),
+    cpuBefore: median("before", "dbCpuMs"),
+    cpuAfter: median("after", "dbCpuMs"),
+    rounds: rounds
+      .map(
+        (r) =>
+          `${r.label} ${fmt(r.runsPerSecond)}${r.dbCpuMs === null ? "" : ` (${r.dbCpuMs} ms)`}`,
+      )
+      .join(", "),
   };
 }
 
@@ -198,6 +270,7 @@ async function trigramPart() {
     await migrateToLatest(db, "runs", runsMigrations);
     await client.query("drop index if exists runs.runs_parameters_trgm_idx");
     await client.query("drop index if exists runs.runs_project_parameters_trgm_idx");
+    await client.query("drop index if exists runs.runs_project_strings_trgm_idx");
     await buildIndexes(
       db,
       "runs",
@@ -236,7 +309,7 @@ async function trigramPart() {
     if (report.built.length !== 1)
       throw new Error(`trigram index not built: ${JSON.stringify(report)}`);
     const { rows: size } = await client.query(
-      "select pg_size_pretty(pg_relation_size('runs.runs_project_parameters_trgm_idx')) as trgm, " +
+      "select pg_size_pretty(pg_relation_size('runs.runs_project_strings_trgm_idx')) as trgm, " +
         "pg_size_pretty(pg_relation_size('runs.runs')) as heap",
     );
     latencies.sort((a, b) => a - b);
@@ -457,17 +530,30 @@ async function seqScans(client) {
 async function main() {
   const lines = [`## runs search bench (${new Date().toISOString()})`, ""];
   if (PARTS.includes("write")) {
-    log(`write throughput: ${fmt(WRITE)} runs in batches of ${WRITE_BATCH}, ${ROUNDS} rounds each`);
-    const loadBefore = load();
-    const write = await writeThroughput();
-    log(`writer runs/s: before ${fmt(write.before)}, after ${fmt(write.after)} (${write.rounds})`);
-    lines.push(
-      `Record writer, ${fmt(WRITE)} runs in batches of ${WRITE_BATCH} into an empty table, ` +
-        `${ROUNDS} alternated rounds each (load average ${loadBefore} → ${load()}): median ` +
-        `${fmt(write.before)} runs/s without the search indexes, ${fmt(write.after)} with them; ` +
-        `best ${fmt(write.bestBefore)} and ${fmt(write.bestAfter)} (${write.rounds}).`,
-      "",
-    );
+    for (const pattern of ["fast", "slow"]) {
+      log(
+        `write throughput, ${pattern} runs: ${fmt(WRITE)} runs in batches of ${WRITE_BATCH}, ${ROUNDS} rounds each`,
+      );
+      const loadBefore = load();
+      const write = await writeThroughput(pattern);
+      log(
+        `writer runs/s: before ${fmt(write.before)}, after ${fmt(write.after)} (${write.rounds})`,
+      );
+      const perRun = (ms) => (ms === null ? "?" : `${((ms * 1000) / WRITE).toFixed(1)} µs`);
+      lines.push(
+        `Record writer, ${fmt(WRITE)} ${pattern} runs (${
+          pattern === "fast"
+            ? "one completed record each"
+            : `a processing record, then the completed one ${SLOW_LAG} batches later`
+        }) in batches of ${WRITE_BATCH} into an empty table, ` +
+          `${ROUNDS} alternated rounds, load ${loadBefore} → ${load()}: median ` +
+          `${fmt(write.before)} runs/s without the search indexes, ${fmt(write.after)} with them; ` +
+          `best ${fmt(write.bestBefore)} and ${fmt(write.bestAfter)}; the database backend's CPU ` +
+          `per run ${perRun(write.cpuBefore)} without, ${perRun(write.cpuAfter)} with ` +
+          `(rounds, runs/s and backend CPU: ${write.rounds}).`,
+        "",
+      );
+    }
   }
   if (PARTS.includes("trgm")) lines.push(...(await trigramPart()));
   if (!PARTS.includes("search")) {

@@ -7,7 +7,7 @@ import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
 import { indexBuilds } from "./migrations/index-builds.js";
 import { migrations } from "./migrations/index.js";
 
-const TRIGRAM = "runs_project_parameters_trgm_idx";
+const TRIGRAM = "runs_project_strings_trgm_idx";
 
 // The embedded mode (PGlite) builds the search indexes as the service does on PostgreSQL; the
 // trigram one (under the project) only where PGlite has pg_trgm and btree_gin loaded (the
@@ -32,7 +32,9 @@ describe("the runs search indexes on PGlite", () => {
       if (trigram) {
         const { rows } = await sql<{ def: string }>`
           select pg_get_indexdef(${`runs.${TRIGRAM}`}::regclass) as def`.execute(db);
-        expect(rows[0]?.def).toMatch(/USING gin \(project_id, \(\(parameters\)::text\)/);
+        expect(rows[0]?.def).toMatch(
+          /USING gin \(project_id, \(\(jsonb_path_query_array\(parameters, 'strict \$\.\*\*/,
+        );
       }
     } finally {
       await db.destroy();

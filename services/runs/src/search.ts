@@ -155,8 +155,8 @@ export function matching(
   return parts.where(parts.filtered, options);
 }
 
-/** The trigram index of the input data's text (migrations/index-builds.ts). */
-export const TRIGRAM_INDEX = "runs_project_parameters_trgm_idx";
+/** The trigram index of the input data's strings (migrations/index-builds.ts). */
+export const TRIGRAM_INDEX = "runs_project_strings_trgm_idx";
 
 /**
  * Whether an index of the runs schema is there and valid, looked up at most once per `ttlMs`

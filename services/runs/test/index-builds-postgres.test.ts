@@ -7,6 +7,7 @@ import pg from "pg";
 import { createLogger } from "@pies/common";
 import { buildIndexes, createDatabase, migrateToLatest, startIndexBuilds } from "@pies/common/db";
 import { createTestDatabase, type TestDatabase } from "@pies/testkit";
+import { SEARCH_TEXT } from "../src/lucene.js";
 import { indexBuilds } from "../src/migrations/index-builds.js";
 import { migrations } from "../src/migrations/index.js";
 import { runsRoutes } from "../src/service.js";
@@ -100,10 +101,10 @@ describe("the runs search indexes", () => {
     expect(built.runs_project_updated_idx).toBeUndefined();
     // Both runs are in the new indexes: a search for them through the trigram index finds them.
     await observer.query("set enable_seqscan = off");
-    const query = `select id from runs.runs where parameters::text like '%"Globex"%'`;
+    const query = `select id from runs.runs where ${SEARCH_TEXT} like '%"Globex"%'`;
     const plan = await observer.query(`explain ${query}`);
     expect(plan.rows.map((r) => r["QUERY PLAN"]).join("\n")).toContain(
-      "runs_project_parameters_trgm_idx",
+      "runs_project_strings_trgm_idx",
     );
     const { rows } = await observer.query(query);
     expect(rows.map((r) => r.id).sort()).toEqual(["r-during", "r-open"]);
@@ -115,36 +116,42 @@ describe("the runs search indexes", () => {
     await c.query(insertRun("r1"));
     await expect(
       c.query(
-        "create index concurrently runs_project_parameters_trgm_idx on runs.runs ((1 / (length(id) - length(id))))",
+        "create index concurrently runs_project_strings_trgm_idx on runs.runs ((1 / (length(id) - length(id))))",
       ),
     ).rejects.toThrow(/division by zero/);
-    expect((await indexState()).runs_project_parameters_trgm_idx).toBe(false);
+    expect((await indexState()).runs_project_strings_trgm_idx).toBe(false);
     const report = await buildIndexes(db, "runs", indexBuilds);
-    expect(report.built).toContain("runs_project_parameters_trgm_idx");
-    expect((await indexState()).runs_project_parameters_trgm_idx).toBe(true);
+    expect(report.built).toContain("runs_project_strings_trgm_idx");
+    expect((await indexState()).runs_project_strings_trgm_idx).toBe(true);
     const { rows } = await c.query(
-      "select pg_get_indexdef('runs.runs_project_parameters_trgm_idx'::regclass) as def",
+      "select pg_get_indexdef('runs.runs_project_strings_trgm_idx'::regclass) as def",
     );
     expect(rows[0].def).toContain("gin_trgm_ops");
   });
 
-  it("replace the trigram index over every project by one under the project", async () => {
-    // The index an earlier version built: the input data's trigrams alone, every project's.
+  it("replace the trigram indexes of the input data's whole text by the one of its strings, under the project", async () => {
+    // The indexes earlier versions built: the input data's whole text (keys, numbers and JSON's
+    // syntax too), every project's, then under the project.
     const c = await client();
     await c.query("create extension if not exists pg_trgm");
+    await c.query("create extension if not exists btree_gin");
     await c.query(
       "create index runs_parameters_trgm_idx on runs.runs using gin ((parameters::text) gin_trgm_ops)",
     );
+    await c.query(
+      "create index runs_project_parameters_trgm_idx on runs.runs using gin (project_id, (parameters::text) gin_trgm_ops)",
+    );
     const report = await buildIndexes(db, "runs", indexBuilds);
-    expect(report.built).toContain("runs_project_parameters_trgm_idx");
+    expect(report.built).toContain("runs_project_strings_trgm_idx");
     const state = await indexState();
     expect(state.runs_parameters_trgm_idx).toBeUndefined();
-    expect(state.runs_project_parameters_trgm_idx).toBe(true);
+    expect(state.runs_project_parameters_trgm_idx).toBeUndefined();
+    expect(state.runs_project_strings_trgm_idx).toBe(true);
     const { rows } = await c.query(
-      "select pg_get_indexdef('runs.runs_project_parameters_trgm_idx'::regclass) as def",
+      "select pg_get_indexdef('runs.runs_project_strings_trgm_idx'::regclass) as def",
     );
     expect(rows[0].def).toMatch(
-      /using gin \(project_id, \(\(parameters\)::text\) .*gin_trgm_ops\)/i,
+      /using gin \(project_id, \(\(jsonb_path_query_array\(parameters, 'strict \$\.\*\*.*\)::text\) .*gin_trgm_ops\)/i,
     );
     // The project is in the index condition: only its rows are candidates (no recheck of others').
     await c.query(insertRun("r-globex"));
@@ -161,19 +168,20 @@ describe("the runs search indexes", () => {
     const { rows: others } = await c.query(
       `select indexrelid::regclass::text as name from pg_index
        where indrelid = 'runs.runs'::regclass and indexrelid::regclass::text <> 'runs.runs_pkey'
-         and indexrelid::regclass::text <> 'runs.runs_project_parameters_trgm_idx'`,
+         and indexrelid::regclass::text <> 'runs.runs_project_strings_trgm_idx'`,
     );
     for (const o of others) await c.query(`drop index ${o.name}`);
     await c.query("set local enable_seqscan = off");
-    const plan = await c.query(
-      `explain select id from runs.runs where project_id = 'p' and parameters::text like '%"Globex"%'`,
-    );
+    const query = `select id from runs.runs where project_id = 'p' and ${SEARCH_TEXT} like '%"Globex"%'`;
+    const plan = await c.query(`explain ${query}`);
+    const found = await c.query(query);
     await c.query("rollback");
     const text = plan.rows.map((r) => r["QUERY PLAN"]).join("\n");
-    expect(text).toContain("runs_project_parameters_trgm_idx");
+    expect(text).toContain("runs_project_strings_trgm_idx");
     expect(text).toMatch(
-      /Index Cond: \(\(project_id = 'p'::text\) AND \(\(parameters\)::text ~~ '%"Globex"%'::text\)\)/,
+      /Index Cond: \(\(project_id = 'p'::text\) AND \(\(jsonb_path_query_array\(parameters, .*\)::text ~~ '%"Globex"%'::text\)\)/,
     );
+    expect(found.rows.map((r) => r.id)).toEqual(["r-globex"]);
   });
 
   it("are left to the process that holds the build lock, without waiting for it", async () => {
@@ -217,7 +225,7 @@ describe("the runs search indexes", () => {
       };
       expect(await search()).not.toContain("like");
       await buildIndexes(db, "runs", indexBuilds);
-      expect(await search()).toContain("parameters::text like $");
+      expect(await search()).toContain(`${SEARCH_TEXT} like $`);
     } finally {
       await logged.destroy();
     }

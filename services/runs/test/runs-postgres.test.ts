@@ -50,7 +50,7 @@ const INDEXES = [
   "runs_parameters_idx",
   "runs_parent_idx",
   "runs_pkey",
-  "runs_project_parameters_trgm_idx",
+  "runs_project_strings_trgm_idx",
   "runs_project_updated_cover_idx",
   "runs_status_idx",
   "runs_tags_idx",

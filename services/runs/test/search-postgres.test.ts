@@ -1104,12 +1104,22 @@ describe("property: SQL equals an in-memory evaluation", () => {
 });
 
 describe("property: the trigram pattern beside a term never drops a match", () => {
+  // The patterns look in the input data's strings only (SEARCH_TEXT): strings at any
+  // depth, in arrays of objects and arrays of arrays, beside numbers and booleans, and keys that
+  // are searched words themselves (in the data's text, not in the strings).
   it("of terms, phrases, wildcards and string ranges over strings with escapes", async () => {
     const text = fc.constantFrom(...WORDS, ...ODD, "abc", "xyzzyx", 'q"xyz', "xyz\\");
-    const data = fc.record({
-      a: fc.oneof(text, fc.array(text, { maxLength: 2 })),
-      n: fc.record({ a: text }),
-    });
+    const scalar = fc.oneof(text, fc.boolean(), fc.integer({ min: -2, max: 3 }));
+    const data = fc.record(
+      {
+        a: fc.oneof(scalar, fc.array(scalar, { maxLength: 2 })),
+        n: fc.record({ a: text, xyz: scalar }, { requiredKeys: [] }),
+        l: fc.array(fc.oneof(fc.record({ a: scalar }), fc.array(scalar, { maxLength: 2 })), {
+          maxLength: 2,
+        }),
+      },
+      { requiredKeys: ["a"] },
+    );
     await fc.assert(
       fc.asyncProperty(fc.array(data, { minLength: 1, maxLength: 6 }), leaf, async (rows, q) => {
         const projectId = `pattern-${newId()}`;

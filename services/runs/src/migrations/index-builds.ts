@@ -1,4 +1,5 @@
 import type { IndexBuild } from "@pies/common/db";
+import { SEARCH_TEXT } from "../lucene.js";
 
 /**
  * The runs table's search indexes, built concurrently once the service serves (buildIndexes):
@@ -23,18 +24,21 @@ export const indexBuilds: readonly IndexBuild[] = [
       "(project_id, updated_at desc, id desc) include (status, model_id, execution_time)",
     replaces: ["runs_project_updated_idx"],
   },
-  // Trigrams of the input data as text, under the project: what the jsonpath index cannot serve
-  // (wildcards, bare terms over any value, string ranges) also compiles to
-  // `parameters::text like <pattern>`, a condition every match meets, which this index serves
-  // with the project's id in the same index condition (btree_gin's operator class for text): the
-  // candidates it yields are the caller's project's only, so a search does not cost more, nor
-  // take longer, as other projects' data grows. The jsonpath test keeps the answer exact. It
-  // replaces the trigram index of the input data alone, over every project.
+  // Trigrams of the input data's strings (SEARCH_TEXT: its strings as a JSON array), under the
+  // project: what the jsonpath index cannot serve (wildcards, bare terms over any value, string
+  // ranges) also compiles to `<SEARCH_TEXT> like <pattern>`, a condition every match meets, which
+  // this index serves with the project's id in the same index condition (btree_gin's operator
+  // class for text): the candidates it yields are the caller's project's only, so a search does
+  // not cost more, nor take longer, as other projects' data grows. The jsonpath test keeps the
+  // answer exact. Keys, numbers, booleans and JSON's syntax are not in it (no pattern looks for
+  // them): fewer trigrams for the record writer to add with each row. It replaces the trigram
+  // indexes of the input data's whole text (`parameters::text`), under the project and over
+  // every project.
   {
-    name: "runs_project_parameters_trgm_idx",
+    name: "runs_project_strings_trgm_idx",
     table: "runs.runs",
     extensions: ["pg_trgm", "btree_gin"],
-    definition: (ext) => `using gin (project_id, (parameters::text) ${ext}.gin_trgm_ops)`,
-    replaces: ["runs_parameters_trgm_idx"],
+    definition: (ext) => `using gin (project_id, (${SEARCH_TEXT}) ${ext}.gin_trgm_ops)`,
+    replaces: ["runs_parameters_trgm_idx", "runs_project_parameters_trgm_idx"],
   },
 ];
