@@ -126,8 +126,17 @@ describe("four processes over HTTP", () => {
 
     const readBack = await json(await api(`/runs/${created.id}`));
     expect(readBack).toMatchObject({ id: created.id, status: "completed", result: final.result });
-    const listed = await json<any[]>(await api(`/runs?interaction=${interaction.id}`));
-    expect(listed.map((r) => r.id).sort()).toEqual([blocking.id, created.id].sort());
+    // Lists read the store, which the record writer fills a batch behind the log (README,
+    // "Recording"): the runs are listed once their batch is written.
+    await expect
+      .poll(
+        async () =>
+          (await json<any[]>(await api(`/runs?interaction=${interaction.id}`)))
+            .map((r) => r.id)
+            .sort(),
+        { timeout: 10_000, interval: 50 },
+      )
+      .toEqual([blocking.id, created.id].sort());
 
     // A second reader after the end gets the same events replayed, then close.
     const replay = await readSse(
