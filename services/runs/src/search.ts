@@ -1,8 +1,22 @@
-import { sql, type Kysely, type RawBuilder, type SelectQueryBuilder } from "kysely";
+import {
+  sql,
+  type AliasedRawBuilder,
+  type Compilable,
+  type Kysely,
+  type RawBuilder,
+  type SelectQueryBuilder,
+} from "kysely";
 import { fromTimestamp, invalid, pageSize } from "@pies/common";
-import { FacetType, type Facet, type SearchRunsRequest } from "@pies/proto/runs";
+import {
+  AnchorDirection,
+  FacetType,
+  RunStatus,
+  type Facet,
+  type SearchRunsRequest,
+} from "@pies/proto/runs";
 import { applyFilters } from "./filters.js";
 import { exprToSql, parseQuery } from "./lucene.js";
+import { statusName } from "./mappers.js";
 import type { RunsDatabase } from "./tables.js";
 
 /** Bounds on one search's facets (DESIGN.md §3), so that a request's cost stays bounded. */
@@ -196,20 +210,27 @@ function bucketIndex(plan: Extract<FacetPlan, { kind: "range" }>): RawBuilder<nu
     : sql`width_bucket(execution_time::float8, ${plan.boundaries as number[]}::float8[])`;
 }
 
+/** A facet other than tags: counted by the one grouping statement. */
+type KeyedPlan = Exclude<FacetPlan, { path: "tags" }>;
+type StringPlan = Extract<FacetPlan, { kind: "string" }>;
+
 /**
- * The total and every facet's buckets, over all the runs that match (not the page). One scan
- * counts the matches by each facet but tags, separately (GROUPING SETS: one row per value of
- * each facet, plus the total, whatever the combinations; the covering index serves it without
- * reading the table). The tags, one run to many, have a query of their own, which keeps only the
- * most frequent in SQL: a project may have any number of distinct tags.
+ * The total and the buckets of every facet but tags in one statement: `rows` selects the
+ * expressions each facet groups by (given, aliased) from the matches, with `weight` the number of
+ * runs one row stands for (`count(*)` over runs, `sum(n)` over counted rows). GROUPING SETS: one
+ * row per value of each facet, plus the total, whatever the combinations.
  */
-export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: FacetPlan[]) {
-  const keyed = plans.filter((p) => p.path !== "tags");
+async function groupedCounts(
+  db: Kysely<RunsDatabase>,
+  plans: KeyedPlan[],
+  rows: (selected: AliasedRawBuilder<unknown, string>[]) => RawBuilder<unknown> | Compilable,
+  weight: RawBuilder<unknown>,
+) {
   // Facets that group by the same thing share a column.
   const expressions = new Map<string, RawBuilder<unknown>>();
-  const keyOf = (p: FacetPlan) =>
+  const keyOf = (p: KeyedPlan) =>
     p.kind === "range" ? `${p.path}:${p.boundaries.join(",")}` : p.path;
-  for (const p of keyed) {
+  for (const p of plans) {
     if (expressions.has(keyOf(p))) continue;
     expressions.set(
       keyOf(p),
@@ -217,16 +238,12 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
     );
   }
   const keys = [...expressions.keys()];
-  const selected = [...expressions.values()];
+  const selected = [...expressions.values()].map((e, i) => e.as(`k${i}`));
   const cols = keys.map((_, i) => sql.raw(`k${i}`));
-  const inner =
-    keys.length === 0
-      ? base.select(sql<number>`1`.as("one"))
-      : base.select(selected.map((e, i) => e.as(`k${i}`)));
   const flags = keys.map((_, i) => sql`grouping(${sql.raw(`k${i}`)}) as ${sql.raw(`g${i}`)}`);
-  const grouped = await sql<Record<string, unknown> & { n: string | number }>`
-    select ${keys.length ? sql`${sql.join(cols)}, ${sql.join(flags)},` : sql``} count(*) as n
-    from (${inner}) as s
+  const grouped = await sql<Record<string, unknown> & { n: string | number | null }>`
+    select ${keys.length ? sql`${sql.join(cols)}, ${sql.join(flags)},` : sql``} ${weight} as n
+    from (${rows(selected)}) as s
     ${
       keys.length
         ? sql`group by grouping sets (${sql.join([...cols.map((c) => sql`(${c})`), sql`()`])})`
@@ -235,7 +252,7 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
   let total = 0;
   const counts = keys.map(() => new Map<unknown, number>());
   for (const row of grouped.rows) {
-    const n = Number(row.n);
+    const n = Number(row.n ?? 0);
     // The row of one grouping set: the facet whose column it groups by (grouping() = 0), or
     // none (the empty set: the total).
     const i = keys.findIndex((_, j) => Number(row[`g${j}`]) === 0);
@@ -243,28 +260,179 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
     else counts[i]?.set(row[`k${i}`] ?? null, n);
   }
   const result: Record<string, Bucket[]> = {};
-  for (const p of keyed) {
+  for (const p of plans) {
     const c = counts[keys.indexOf(keyOf(p))] ?? new Map<unknown, number>();
     result[p.name] =
       p.kind === "string"
         ? topBuckets(c as Map<string, number>, p.numBuckets)
         : rangeBuckets(p, c as Map<number | null, number>);
   }
-  const tagPlans = plans.filter((p) => p.path === "tags");
-  if (tagPlans.length > 0) {
-    // The most frequent first, ties in byte order of the tag (code point order); one more than
-    // asked, so that topBuckets breaks no tie differently from here.
-    const keep = Math.max(...tagPlans.map((p) => (p as { numBuckets: number }).numBuckets)) + 1;
-    const tagged = await sql<{ t: string; n: string | number }>`
-      select t, count(*) as n from (${base.select("tags")}) as s
-      cross join lateral (select distinct unnest(s.tags) as t) as x
-      group by t order by n desc, t collate "C" limit ${keep}`.execute(db);
-    const tagCounts = new Map(tagged.rows.map((r) => [r.t, Number(r.n)]));
-    for (const p of tagPlans) {
-      result[p.name] = topBuckets(tagCounts, (p as { numBuckets: number }).numBuckets);
-    }
-  }
   return { total, facets: result };
+}
+
+/**
+ * The tags facets, over the matches of `base`. The tags, one run to many, have a query of their
+ * own, which keeps only the most frequent in SQL: a project may have any number of distinct tags.
+ */
+async function tagFacets(db: Kysely<RunsDatabase>, base: Base, plans: StringPlan[]) {
+  const result: Record<string, Bucket[]> = {};
+  if (plans.length === 0) return result;
+  // The most frequent first, ties in byte order of the tag (code point order); one more than
+  // asked, so that topBuckets breaks no tie differently from here.
+  const keep = Math.max(...plans.map((p) => p.numBuckets)) + 1;
+  const tagged = await sql<{ t: string; n: string | number }>`
+    select t, count(*) as n from (${base.select("tags")}) as s
+    cross join lateral (select distinct unnest(s.tags) as t) as x
+    group by t order by n desc, t collate "C" limit ${keep}`.execute(db);
+  const tagCounts = new Map(tagged.rows.map((r) => [r.t, Number(r.n)]));
+  for (const p of plans) result[p.name] = topBuckets(tagCounts, p.numBuckets);
+  return result;
+}
+
+const isKeyed = (p: FacetPlan): p is KeyedPlan => p.path !== "tags";
+const isTags = (p: FacetPlan): p is StringPlan => p.path === "tags";
+
+/**
+ * The total and every facet's buckets, over all the runs that match (not the page). One scan
+ * counts the matches by each facet but tags (the covering index serves it without reading the
+ * table); the tags have a query of their own (tagFacets).
+ */
+export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: FacetPlan[]) {
+  const { total, facets } = await groupedCounts(
+    db,
+    plans.filter(isKeyed),
+    (selected) => base.select(selected.length ? selected : [sql<number>`1`.as("one")]),
+    sql`count(*)`,
+  );
+  return { total, facets: { ...facets, ...(await tagFacets(db, base, plans.filter(isTags))) } };
+}
+
+/** The width of a rollup bucket (runs.run_rollups): an hour of updated_at, in UTC. */
+export const ROLLUP_BUCKET_MS = 3_600_000;
+const bucketOf = (ms: number) => Math.floor(ms / ROLLUP_BUCKET_MS) * ROLLUP_BUCKET_MS;
+
+/**
+ * How the rollup answers a search's meta: the hour buckets counted from the runs themselves (an
+ * updated_at bound or boundary cuts through them), and the bounds on the whole buckets that the
+ * rollup counts.
+ */
+export interface RollupPlan {
+  /** Starts (ms) of the buckets that some bound or boundary cuts: counted from runs.runs. */
+  partial: number[];
+  /** Whole buckets counted: bucket >= / > each of these (ms). */
+  from: { ms: number; inclusive: boolean }[];
+  /** Whole buckets counted: bucket start <= each of these (ms). */
+  until: number[];
+  status?: string;
+  models: string[];
+  topLevelOnly: boolean;
+}
+
+/**
+ * Whether the rollup (runs.run_rollups) can answer this search's total and facets, and how: no
+ * query; only filters its key covers (status, models, top level only, updated_at bounds); facets
+ * on status, modelId, updated_at (and tags, counted as ever). Undefined otherwise.
+ *
+ * A whole hour lies on one side of every bound and in one bucket of every date facet unless a
+ * bound or a boundary falls inside it (or on its start, for a bound that excludes its value from
+ * above it: gt, lte): such an hour is partial, and its runs are counted one by one.
+ */
+export function planRollup(req: SearchRunsRequest, plans: FacetPlan[]): RollupPlan | undefined {
+  if (req.query.trim() !== "") return undefined;
+  if (!plans.every((p) => p.path !== "execution_time")) return undefined;
+  const f = req.filters;
+  if (
+    f &&
+    (f.interactionIds.length > 0 ||
+      f.environmentIds.length > 0 ||
+      f.tags.length > 0 ||
+      f.parentId !== "")
+  ) {
+    return undefined;
+  }
+  const partial = new Set<number>();
+  /** A value that splits the hour it is in unless it is that hour's start and `alignedSplits` is false. */
+  const cut = (ms: number, alignedSplits: boolean) => {
+    if (alignedSplits || ms !== bucketOf(ms)) partial.add(bucketOf(ms));
+  };
+  for (const p of plans) {
+    // A run equal to a boundary lands in the upper bucket: a boundary on an hour's start splits nothing.
+    if (p.kind === "range") for (const b of p.boundaries) cut(Date.parse(String(b)), false);
+  }
+  const from: RollupPlan["from"] = [];
+  const until: number[] = [];
+  const lower = (d: Date, inclusive: boolean) => {
+    cut(d.getTime(), !inclusive);
+    from.push({ ms: d.getTime(), inclusive });
+  };
+  const upper = (d: Date, inclusive: boolean) => {
+    cut(d.getTime(), inclusive);
+    // A whole bucket is below the bound when its end is at or below it.
+    until.push(d.getTime() - ROLLUP_BUCKET_MS);
+  };
+  const anchor = fromTimestamp(f?.anchorDate);
+  if (anchor) {
+    if (f?.anchorDirection === AnchorDirection.BEFORE) upper(anchor, false);
+    else lower(anchor, false);
+  }
+  const after = fromTimestamp(f?.updatedAfter);
+  if (after) lower(after, f?.updatedAfterInclusive ?? false);
+  const before = fromTimestamp(f?.updatedBefore);
+  if (before) upper(before, f?.updatedBeforeInclusive ?? false);
+  return {
+    partial: [...partial].sort((a, b) => a - b),
+    from,
+    until,
+    ...(f && f.status !== RunStatus.UNSPECIFIED ? { status: statusName(f.status) } : {}),
+    models: f?.models ?? [],
+    topLevelOnly: f?.topLevelOnly ?? false,
+  };
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * The total and facets of `planRollup`'s searches in one statement (one snapshot): the rollup's
+ * rows of the whole buckets the filters keep, plus the runs of the partial buckets (an index range
+ * scan of (project_id, updated_at) per hour, with the filters), each as status, model and
+ * updated_at (a whole bucket's start: the same facet bucket as every run in it) with a weight.
+ * Tags facets are counted over the runs, as by facetMeta.
+ */
+export async function rollupMeta(
+  db: Kysely<RunsDatabase>,
+  projectId: string,
+  filtered: Base,
+  rollup: RollupPlan,
+  plans: FacetPlan[],
+) {
+  const partial = sql`${rollup.partial.map(iso)}::timestamptz[]`;
+  let whole = db
+    .selectFrom("runs.run_rollups")
+    .select(["status", "model_id", sql<Date>`bucket`.as("updated_at"), "n"])
+    .where("project_id", "=", projectId)
+    .where("n", ">", 0);
+  if (rollup.status !== undefined) whole = whole.where("status", "=", rollup.status);
+  if (rollup.models.length > 0) whole = whole.where("model_id", "in", rollup.models);
+  if (rollup.topLevelOnly) whole = whole.where("top_level", "=", true);
+  for (const b of rollup.from) whole = whole.where("bucket", b.inclusive ? ">=" : ">", new Date(b.ms));
+  for (const u of rollup.until) whole = whole.where("bucket", "<=", new Date(u));
+  if (rollup.partial.length > 0) whole = whole.where(sql<boolean>`bucket <> all(${partial})`);
+  const counted = filtered
+    .select(["status", "model_id", "updated_at", sql<number>`1::bigint`.as("n")])
+    .where(sql<boolean>`updated_at >= p.b and updated_at < p.b + interval '1 hour'`);
+  const union =
+    rollup.partial.length > 0
+      ? sql`${whole} union all
+          select r.* from unnest(${partial}) as p(b) cross join lateral (${counted}) as r`
+      : sql`${whole}`;
+  const { total, facets } = await groupedCounts(
+    db,
+    plans.filter(isKeyed),
+    (selected) =>
+      sql`select ${selected.length ? sql`${sql.join(selected)},` : sql``} n from (${union}) as u`,
+    sql`sum(n)`,
+  );
+  return { total, facets: { ...facets, ...(await tagFacets(db, filtered, plans.filter(isTags))) } };
 }
 
 /** The deepest page a search serves. */

@@ -42,8 +42,19 @@ export interface RunsTable {
   heartbeat_at: ColumnType<Date, Date | undefined, Date>;
 }
 
+/** Runs counted by project, hour of updated_at, status, model and top level (maintained by triggers). */
+export interface RunRollupsTable {
+  project_id: string;
+  bucket: Date;
+  status: string;
+  model_id: string;
+  top_level: boolean;
+  n: ColumnType<string | number, number, number>;
+}
+
 export interface RunsDatabase {
   "runs.runs": RunsTable;
+  "runs.run_rollups": RunRollupsTable;
 }
 
 export type RunRow = Selectable<RunsTable>;

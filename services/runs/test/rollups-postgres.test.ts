@@ -1,0 +1,236 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import fc from "fast-check";
+import { createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
+import { sql, type Kysely } from "kysely";
+import pg from "pg";
+import { createLogger, newId, toTimestamp } from "@pies/common";
+import { MemoryRunRecords, RunLog, type RunRecord } from "@pies/common/bus";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
+import { createTestDatabase, seedRuns, type TestDatabase } from "@pies/testkit";
+import {
+  AnchorDirection,
+  FacetType,
+  RunSchema,
+  RunsService,
+  RunStatus,
+  type FacetSchema,
+  type RunFiltersSchema,
+  type SearchRunsRequestSchema,
+} from "@pies/proto/runs";
+import { migrations } from "../src/migrations/index.js";
+import { startRecordWriter, writeRecords } from "../src/record-writer.js";
+import { runsRoutes } from "../src/service.js";
+import { sweepRuns } from "../src/sweeper.js";
+import type { RunsDatabase } from "../src/tables.js";
+
+// The facet rollup (runs.run_rollups) on the real PostgreSQL server: kept equal to a recount of
+// runs.runs by its triggers through every kind of write, and the searches it answers answered as
+// the count over the runs answers them (and as an in-memory evaluation), partial hours included.
+let testDb: TestDatabase;
+let db: Kysely<RunsDatabase>;
+let pool: pg.Pool;
+let log: RunLog;
+/** The service as it runs: the total and facets from the rollup when it can answer them. */
+let rolled: Client<typeof RunsService>;
+/** The same service counting over the runs always. */
+let counted: Client<typeof RunsService>;
+
+type SearchInit = Omit<MessageInitShape<typeof SearchRunsRequestSchema>, "$typeName">;
+type FiltersInit = Omit<MessageInitShape<typeof RunFiltersSchema>, "$typeName">;
+type FacetInit = Omit<MessageInitShape<typeof FacetSchema>, "$typeName">;
+
+const ROLLUP_MIGRATION = "2026-11-25T00-00_run_rollups";
+
+beforeAll(async () => {
+  testDb = await createTestDatabase("rollups");
+  db = createDatabase<RunsDatabase>({ url: testDb.url, poolMax: 6 });
+  pool = new pg.Pool({ connectionString: testDb.url, max: 2 });
+  // Runs written before the rollup exists: its migration counts them.
+  await migrateToLatest(
+    db,
+    "runs",
+    Object.fromEntries(Object.entries(migrations).filter(([name]) => name < ROLLUP_MIGRATION)),
+  );
+  await seedRuns(pool, { count: 2000, projects: ["pre-1", "pre-2"], spanDays: 3 });
+  await migrateToLatest(db, "runs", migrations);
+  log = new RunLog(new MemoryRunRecords());
+  rolled = createClient(RunsService, createRouterTransport(runsRoutes({ db, log })));
+  counted = createClient(
+    RunsService,
+    createRouterTransport(runsRoutes({ db, log, facetRollups: false })),
+  );
+});
+
+afterAll(async () => {
+  await pool?.end();
+  await db?.destroy();
+  await testDb?.drop();
+});
+
+/** The rollup's rows with a count, and the same counted over runs.runs now: they must be equal. */
+async function expectRecount() {
+  const { rows: stored } = await sql`
+    select project_id, bucket, status, model_id, top_level, n::int as n from runs.run_rollups
+    where n <> 0 order by 1, 2, 3, 4, 5`.execute(db);
+  const { rows: recount } = await sql`
+    select project_id, date_trunc('hour', updated_at at time zone 'UTC') at time zone 'UTC' as bucket,
+      status, model_id, parent_id is null as top_level, count(*)::int as n
+    from runs.runs group by 1, 2, 3, 4, 5 order by 1, 2, 3, 4, 5`.execute(db);
+  expect(stored).toEqual(recount);
+  return stored.length;
+}
+
+const T0 = Date.parse("2026-03-01T00:00:00.000Z");
+const HOUR = 3_600_000;
+
+describe("the rollup equals a recount", () => {
+  it("of the runs there before its migration, and of the seeder's batches", async () => {
+    expect(await expectRecount()).toBeGreaterThan(50);
+    await seedRuns(pool, {
+      count: 3000,
+      from: 2000,
+      projects: ["pre-1", "pre-2"],
+      spanDays: 3,
+      batchSize: 700,
+    });
+    await expectRecount();
+  });
+
+  it("after updates of status, updated_at (to another hour), model and parent, heartbeats and deletes", async () => {
+    const q = (text: string) => pool.query(text);
+    await q(`update runs.runs set status = 'failed' where project_id = 'pre-1' and status = 'processing'`);
+    await expectRecount();
+    await q(`update runs.runs set updated_at = updated_at + interval '90 minutes'
+             where project_id = 'pre-2' and id like '%3'`);
+    await expectRecount();
+    await q(`update runs.runs set updated_at = updated_at + interval '1 second'
+             where project_id = 'pre-2' and id like '%4'`);
+    await expectRecount();
+    await q(`update runs.runs set model_id = 'other-model', status = 'completed'
+             where id like '%7' and status <> 'completed'`);
+    await expectRecount();
+    await q(`update runs.runs set parent_id = case when parent_id is null then 'seed_1' end
+             where id like '%5'`);
+    await expectRecount();
+    // An update that moves no run to another key writes no rollup row (no new row versions).
+    const versions = async () =>
+      (await sql`select xmin::text as v from runs.run_rollups order by 1`.execute(db)).rows;
+    const was = await versions();
+    await q(`update runs.runs set heartbeat_at = now() where project_id = 'pre-1'`);
+    expect(await versions()).toEqual(was);
+    await expectRecount();
+    await q(`update runs.runs set project_id = 'pre-3' where id like '%11'`);
+    await expectRecount();
+    await q(`delete from runs.runs where id like '%9'`);
+    await expectRecount();
+    const { rows: negative } = await sql`select * from runs.run_rollups where n < 0`.execute(db);
+    expect(negative).toEqual([]);
+  });
+});
+
+/** A record of a run of `projectId` (a message as the log holds it). */
+function record(
+  seq: number,
+  id: string,
+  projectId: string,
+  status: RunStatus,
+  fields: { modelId?: string; parentId?: string; updatedAt?: number } = {},
+): RunRecord {
+  const run = create(RunSchema, {
+    id,
+    projectId,
+    accountId: "acc",
+    interactionId: "int",
+    modelId: fields.modelId ?? "m-1",
+    status,
+    parentId: fields.parentId ?? "",
+    updatedAt: toTimestamp(new Date(fields.updatedAt ?? T0 + seq * 60_000)),
+  });
+  return { runId: id, seq, data: toBinary(RunSchema, run) };
+}
+
+describe("the rollup through the record writer and the sweeper", () => {
+  it("counts batches with repeats, replayed and out of order, and two writers at once", async () => {
+    const p = `writer-${newId()}`;
+    const { CREATED, PROCESSING, COMPLETED, FAILED } = RunStatus;
+    // One batch: each run's records from created to its end, the latest of each written.
+    const first: RunRecord[] = [];
+    let seq = 0;
+    for (let i = 0; i < 40; i++) {
+      const id = `${p}-${i}`;
+      first.push(record(++seq, id, p, CREATED, { updatedAt: T0 + i * 7 * 60_000 }));
+      first.push(record(++seq, id, p, PROCESSING, { updatedAt: T0 + i * 7 * 60_000 + 1 }));
+      if (i % 3 === 0) {
+        first.push(
+          record(++seq, id, p, i % 2 ? FAILED : COMPLETED, {
+            updatedAt: T0 + i * 11 * 60_000,
+            modelId: i % 4 ? "m-1" : "m-2",
+            ...(i > 0 ? { parentId: `${p}-0` } : {}),
+          }),
+        );
+      }
+    }
+    await writeRecords(db, first);
+    await expectRecount();
+    // The same batch again, and an earlier part of it after: nothing changes.
+    await writeRecords(db, first);
+    await writeRecords(db, first.slice(0, 30));
+    await expectRecount();
+    // The rest of the runs end, each in a later hour.
+    const ends = first
+      .filter((r, i) => i % 2 === 1)
+      .map((r, i) =>
+        record(1000 + i, r.runId, p, COMPLETED, { updatedAt: T0 + 5 * HOUR + i * 60_000 }),
+      );
+    await writeRecords(db, ends);
+    await expectRecount();
+    // Two writers at once on the same keys (the same hours, statuses, models): no deadlock.
+    const batches = (w: number) =>
+      Array.from({ length: 20 }, (_, b) =>
+        Array.from({ length: 25 }, (_, i) =>
+          record(5000 + b * 25 + i, `${p}-w${w}-${b}-${i}`, p, i % 2 ? CREATED : COMPLETED, {
+            updatedAt: T0 + (i % 5) * HOUR,
+            modelId: `m-${i % 3}`,
+          }),
+        ),
+      );
+    await Promise.all(
+      [0, 1].map(async (w) => {
+        for (const batch of batches(w)) await writeRecords(db, batch);
+      }),
+    );
+    await expectRecount();
+  });
+
+  it("counts the runs the sweeper fails", async () => {
+    const p = `sweep-${newId()}`;
+    await sql`
+      insert into runs.runs (id, project_id, account_id, interaction_id, status, stream, ttl,
+                             created_at, updated_at, heartbeat_at)
+      select ${p} || '-' || n, ${p}, 'a', 'i', case when n % 2 = 0 then 'created' else 'processing' end,
+             n % 2 = 0, 1, now() - interval '2 hours', now() - interval '2 hours', now() - interval '2 hours'
+      from generate_series(1, 30) as n`.execute(db);
+    await expectRecount();
+    const writer = startRecordWriter(db, log.records, createLogger("rollups-test", "silent"));
+    try {
+      const swept = await sweepRuns(db, log, { leaseSeconds: 60 });
+      expect(swept.expired + swept.orphaned).toBeGreaterThanOrEqual(30);
+      for (let i = 0; i < 200; i++) {
+        const { rows } = await sql<{ n: number }>`
+          select count(*)::int as n from runs.runs where project_id = ${p} and status = 'failed'`.execute(db);
+        if (rows[0]!.n === 30) break;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    } finally {
+      await writer.stop();
+    }
+    const res = await rolled.searchRuns({
+      projectId: p,
+      onlyMeta: true,
+      facets: { s: { type: FacetType.STRING, path: "status" } },
+    });
+    expect(res.meta!.facets.s!.buckets.map((b) => [b.id, Number(b.count)])).toEqual([["failed", 30]]);
+    await expectRecount();
+  });
+});
