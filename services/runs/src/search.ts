@@ -414,7 +414,8 @@ export async function rollupMeta(
   if (rollup.status !== undefined) whole = whole.where("status", "=", rollup.status);
   if (rollup.models.length > 0) whole = whole.where("model_id", "in", rollup.models);
   if (rollup.topLevelOnly) whole = whole.where("top_level", "=", true);
-  for (const b of rollup.from) whole = whole.where("bucket", b.inclusive ? ">=" : ">", new Date(b.ms));
+  for (const b of rollup.from)
+    whole = whole.where("bucket", b.inclusive ? ">=" : ">", new Date(b.ms));
   for (const u of rollup.until) whole = whole.where("bucket", "<=", new Date(u));
   if (rollup.partial.length > 0) whole = whole.where(sql<boolean>`bucket <> all(${partial})`);
   const counted = filtered
