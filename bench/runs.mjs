@@ -7,7 +7,8 @@
 // table sequentially is read from pg_stat_user_tables. Settings (environment, all optional):
 //   BENCH_RUNS_N=1000000  BENCH_RUNS_SAMPLES=40  BENCH_RUNS_WRITE=20000 (runs per write round)
 //   BENCH_RUNS_WRITE_BATCH=100  BENCH_RUNS_KEEP=1 (leave the database, print its URL)
-//   BENCH_RUNS_PARTS=write,trgm,search (any of them)
+//   BENCH_RUNS_PARTS=write,trgm,search (any of them; also rollupwrite: the facet rollup's
+//   triggers' cost to the record writer, disabled and enabled in alternated rounds)
 //   BENCH_RUNS_TRGM_N=1000000 (runs seeded for the trigram part)
 // The trgm part: searches the jsonpath index cannot serve (wildcards, bare terms, string ranges),
 // in the runs service, on a scratch database of BENCH_RUNS_TRGM_N seeded runs, before and after
@@ -49,7 +50,7 @@ const fmt = (n) => n.toLocaleString("en-US");
 
 const ROUNDS = int("BENCH_RUNS_WRITE_ROUNDS", 3);
 
-function recordBatch(from, count) {
+function recordBatch(from, count, status = RunStatus.COMPLETED, seqBase = 0) {
   const records = [];
   for (let i = from; i < from + count; i++) {
     const run = create(RunSchema, {
@@ -60,7 +61,7 @@ function recordBatch(from, count) {
       interactionName: "Summary",
       environmentId: `env-${i % 3}`,
       modelId: ["gpt-4o", "gpt-4o-mini", "o3-mini"][i % 3],
-      status: RunStatus.COMPLETED,
+      status,
       parameters: {
         customer: { name: ["Acme", "Globex", "Initech"][i % 3], tier: "pro", id: i % 100000 },
         message: "please summarise the invoice for order " + i + " and draft a reply to support",
@@ -72,7 +73,7 @@ function recordBatch(from, count) {
       tokenUse: { prompt: 120, result: 80, total: 200 },
       executionTime: BigInt(100 + (i % 5000)),
     });
-    records.push({ runId: run.id, seq: i + 1, data: toBinary(RunSchema, run) });
+    records.push({ runId: run.id, seq: seqBase + i + 1, data: toBinary(RunSchema, run) });
   }
   return records;
 }
@@ -124,6 +125,62 @@ async function writeThroughput() {
     after: median("after"),
     bestBefore: best("before"),
     bestAfter: best("after"),
+    rounds: rounds.map((r) => `${r.label} ${fmt(r.runsPerSecond)}`).join(", "),
+  };
+}
+
+/**
+ * One round of the rollup's write cost: a scratch database migrated with every search index, its
+ * rollup triggers enabled or disabled, then WRITE runs written by the record writer's statement,
+ * each twice (processing, then completed: an insert, then an update of the same rows).
+ */
+async function rollupWriteRound(withRollup) {
+  const t = await createTestDatabase("runsrollupwrite");
+  const db = createDatabase({ url: t.url, poolMax: 2 });
+  try {
+    await migrateToLatest(db, "runs", runsMigrations);
+    const report = await buildIndexes(db, "runs", runsIndexBuilds);
+    if (report.built.length !== runsIndexBuilds.length) throw new Error("indexes not built");
+    if (!withRollup) {
+      for (const trigger of ["insert", "update", "delete", "truncate"]) {
+        await db.executeQuery(
+          CompiledQuery.raw(`alter table runs.runs disable trigger run_rollups_${trigger}`),
+        );
+      }
+    }
+    const batches = [];
+    for (let i = 0; i < WRITE; i += WRITE_BATCH) {
+      batches.push(recordBatch(i, WRITE_BATCH, RunStatus.PROCESSING));
+      batches.push(recordBatch(i, WRITE_BATCH, RunStatus.COMPLETED, WRITE));
+    }
+    const started = performance.now();
+    for (const batch of batches) await writeRecords(db, batch);
+    const ms = performance.now() - started;
+    return {
+      label: withRollup ? "after" : "before",
+      runsPerSecond: Math.round((WRITE / ms) * 1000),
+      ms,
+    };
+  } finally {
+    await db.destroy();
+    await t.drop();
+  }
+}
+
+async function rollupWriteThroughput() {
+  const rounds = [];
+  // Alternated, ROUNDS rounds each, so that a noisy neighbour hits both alike.
+  for (let r = 0; r < ROUNDS; r++) {
+    rounds.push(await rollupWriteRound(false));
+    rounds.push(await rollupWriteRound(true));
+  }
+  const median = (label) => {
+    const values = rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond);
+    return values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  };
+  return {
+    before: median("before"),
+    after: median("after"),
     rounds: rounds.map((r) => `${r.label} ${fmt(r.runsPerSecond)}`).join(", "),
   };
 }
@@ -235,7 +292,7 @@ async function trigramPart() {
     await writer;
     if (report.built.length !== 1)
       throw new Error(`trigram index not built: ${JSON.stringify(report)}`);
-    const { rows: size } = await client.query(
+    const { rows: rollupSize } = await client.query(
       "select pg_size_pretty(pg_relation_size('runs.runs_project_parameters_trgm_idx')) as trgm, " +
         "pg_size_pretty(pg_relation_size('runs.runs')) as heap",
     );
@@ -267,6 +324,26 @@ async function trigramPart() {
 }
 
 // --- 3. The stack, seeded, measured over HTTP ------------------------------------------------
+
+/** Two cases measured sample by sample in turn, so that a noisy neighbour hits both alike. */
+async function measurePair([labelA, sendA], [labelB, sendB]) {
+  for (let i = 0; i < 3; i++) {
+    await sendA(); // warm up
+    await sendB();
+  }
+  const times = [[], []];
+  for (let i = 0; i < SAMPLES; i++) {
+    for (const [k, send] of [sendA, sendB].entries()) {
+      const started = performance.now();
+      await send();
+      times[k].push(performance.now() - started);
+    }
+  }
+  return [labelA, labelB].map((label, k) => {
+    const sorted = times[k].sort((a, b) => a - b);
+    return { label, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+  });
+}
 
 async function measure(label, send) {
   for (let i = 0; i < 3; i++) await send(); // warm up
@@ -353,6 +430,7 @@ async function measureAll(stack, client, project, databaseUrl) {
   // The runs service alone, in this process on the same database: the store's share of the above.
   const db = createDatabase({ url: databaseUrl, poolMax: 4 });
   const svc = createRunsService({ db, log: undefined });
+  const overRuns = createRunsService({ db, log: undefined, facetRollups: false });
   const facets = {
     status: { type: FacetType.STRING, path: "status" },
     model: { type: FacetType.STRING, path: "modelId" },
@@ -387,16 +465,18 @@ async function measureAll(stack, client, project, databaseUrl) {
             create(SearchRunsRequestSchema, { projectId: project, query: "customer.name:Acme" }),
           ),
       ],
-      [
-        "service SearchRuns 3 facets",
-        () =>
-          svc.searchRuns(
-            create(SearchRunsRequestSchema, { projectId: project, onlyMeta: true, facets }),
-          ),
-      ],
     ]) {
       service.push(await measure(label, send));
     }
+    // The rollup's answer and the count over the runs, in turn.
+    const threeFacetsOf = (s) => () =>
+      s.searchRuns(create(SearchRunsRequestSchema, { projectId: project, onlyMeta: true, facets }));
+    service.push(
+      ...(await measurePair(
+        ["service SearchRuns 3 facets (rollup)", threeFacetsOf(svc)],
+        ["service SearchRuns 3 facets (counted over the runs)", threeFacetsOf(overRuns)],
+      )),
+    );
   } finally {
     await db.destroy();
   }
@@ -469,6 +549,18 @@ async function main() {
       "",
     );
   }
+  if (PARTS.includes("rollupwrite")) {
+    log(`rollup write cost: ${fmt(WRITE)} runs, each written twice, ${ROUNDS} rounds each`);
+    const loadBefore = load();
+    const write = await rollupWriteThroughput();
+    lines.push(
+      `Record writer with the search indexes, ${fmt(WRITE)} runs in batches of ${WRITE_BATCH}, ` +
+        `each written twice (processing, then completed), ${ROUNDS} alternated rounds each ` +
+        `(load average ${loadBefore} → ${load()}): median ${fmt(write.before)} runs/s with the ` +
+        `rollup triggers disabled, ${fmt(write.after)} with them (${write.rounds}).`,
+      "",
+    );
+  }
   if (PARTS.includes("trgm")) lines.push(...(await trigramPart()));
   if (!PARTS.includes("search")) {
     console.log(lines.join("\n"));
@@ -508,6 +600,13 @@ async function main() {
         "select count(*)::int as n from runs.runs where project_id = $1",
         [project],
       );
+      const { rows: rollupSize } = await client.query(
+        `select (select count(*)::int from runs.run_rollups) as rows,
+           (select count(*)::int from runs.run_rollups where project_id = $1) as project_rows,
+           pg_total_relation_size('runs.run_rollups') as bytes,
+           pg_total_relation_size('runs.runs') as run_bytes`,
+        [project],
+      );
       const loadBefore = load();
       const measured = await measureAll(stack, client, project, database.url);
       results.push({
@@ -516,6 +615,7 @@ async function main() {
         seedMs: ms,
         analyzeMs,
         load: `${loadBefore} → ${load()}`,
+        rollup: rollupSize[0],
         ...measured,
       });
     }
@@ -536,6 +636,13 @@ async function main() {
         ` (pg_stat_user_tables counted ${r.listSeqScans} sequential scans of runs.runs, by any ` +
         `process, while the list cases ran). ` +
         `Load average (1 min) before → after measuring: ${r.load} on ${os.cpus().length} cores.`,
+    );
+  }
+  for (const r of results) {
+    lines.push(
+      `Rollup at ${fmt(r.size)} runs: ${fmt(r.rollup.rows)} rows (the key's project ` +
+        `${fmt(r.rollup.project_rows)}), ${(r.rollup.bytes / 1048576).toFixed(1)} MiB with its ` +
+        `index, beside ${(r.rollup.run_bytes / 1048576).toFixed(0)} MiB of runs.runs with its indexes.`,
     );
   }
   lines.push(`Seeding ${fmt(seeded)} runs in all: ${(seedMs / 1000).toFixed(1)} s.`);

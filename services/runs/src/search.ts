@@ -307,22 +307,24 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
   return { total, facets: { ...facets, ...(await tagFacets(db, base, plans.filter(isTags))) } };
 }
 
-/** The width of a rollup bucket (runs.run_rollups): an hour of updated_at, in UTC. */
-export const ROLLUP_BUCKET_MS = 3_600_000;
-const bucketOf = (ms: number) => Math.floor(ms / ROLLUP_BUCKET_MS) * ROLLUP_BUCKET_MS;
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+/** The start of the bucket of `width` ms that holds `ms` (hours and days in UTC). */
+const bucketOf = (ms: number, width: number) => Math.floor(ms / width) * width;
 
 /**
- * How the rollup answers a search's meta: the hour buckets counted from the runs themselves (an
- * updated_at bound or boundary cuts through them), and the bounds on the whole buckets that the
- * rollup counts.
+ * How the rollup answers a search's meta: which days and hours some updated_at bound or date
+ * boundary cuts, and the bounds on the buckets counted whole.
  */
 export interface RollupPlan {
-  /** Starts (ms) of the buckets that some bound or boundary cuts: counted from runs.runs. */
-  partial: number[];
-  /** Whole buckets counted: bucket >= / > each of these (ms). */
-  from: { ms: number; inclusive: boolean }[];
-  /** Whole buckets counted: bucket start <= each of these (ms). */
-  until: number[];
+  /** Starts (ms) of the days something cuts: counted by their hours. */
+  partialDays: number[];
+  /** Starts (ms) of the hours something cuts: counted from runs.runs. */
+  partialHours: number[];
+  /** Lower bounds: a whole bucket starts at or after (inclusive), or after, each. */
+  lower: { ms: number; inclusive: boolean }[];
+  /** Upper bounds: a whole bucket ends at or before each. */
+  upper: number[];
   status?: string;
   models: string[];
   topLevelOnly: boolean;
@@ -331,15 +333,16 @@ export interface RollupPlan {
 /**
  * Whether the rollup (runs.run_rollups) can answer this search's total and facets, and how: no
  * query; only filters its key covers (status, models, top level only, updated_at bounds); facets
- * on status, modelId, updated_at (and tags, counted as ever). Undefined otherwise.
+ * on status, modelId, updated_at (and tags, counted over the runs as ever). Undefined otherwise.
  *
- * A whole hour lies on one side of every bound and in one bucket of every date facet unless a
- * bound or a boundary falls inside it (or on its start, for a bound that excludes its value from
- * above it: gt, lte): such an hour is partial, and its runs are counted one by one.
+ * A whole day (or hour) lies on one side of every bound and in one bucket of every date facet
+ * unless a bound or a boundary falls inside it, or on its start for a bound that leaves out the
+ * value itself from the runs above it (gt, lte): such a day is counted by its hours, and such an
+ * hour run by run. An hour cut is in a day cut.
  */
 export function planRollup(req: SearchRunsRequest, plans: FacetPlan[]): RollupPlan | undefined {
   if (req.query.trim() !== "") return undefined;
-  if (!plans.every((p) => p.path !== "execution_time")) return undefined;
+  if (plans.some((p) => p.path === "execution_time")) return undefined;
   const f = req.filters;
   if (
     f &&
@@ -350,52 +353,60 @@ export function planRollup(req: SearchRunsRequest, plans: FacetPlan[]): RollupPl
   ) {
     return undefined;
   }
-  const partial = new Set<number>();
-  /** A value that splits the hour it is in unless it is that hour's start and `alignedSplits` is false. */
-  const cut = (ms: number, alignedSplits: boolean) => {
-    if (alignedSplits || ms !== bucketOf(ms)) partial.add(bucketOf(ms));
+  const days = new Set<number>();
+  const hours = new Set<number>();
+  /** A value that cuts the day and hour it is in, but not one it starts unless `atStart`. */
+  const cut = (ms: number, atStart: boolean) => {
+    for (const [width, set] of [
+      [DAY_MS, days],
+      [HOUR_MS, hours],
+    ] as const) {
+      if (atStart || ms !== bucketOf(ms, width)) set.add(bucketOf(ms, width));
+    }
   };
   for (const p of plans) {
-    // A run equal to a boundary lands in the upper bucket: a boundary on an hour's start splits nothing.
+    // A run equal to a boundary lands in the upper bucket: a boundary cuts no bucket it starts.
     if (p.kind === "range") for (const b of p.boundaries) cut(Date.parse(String(b)), false);
   }
-  const from: RollupPlan["from"] = [];
-  const until: number[] = [];
-  const lower = (d: Date, inclusive: boolean) => {
+  const lower: RollupPlan["lower"] = [];
+  const upper: number[] = [];
+  const above = (d: Date, inclusive: boolean) => {
     cut(d.getTime(), !inclusive);
-    from.push({ ms: d.getTime(), inclusive });
+    lower.push({ ms: d.getTime(), inclusive });
   };
-  const upper = (d: Date, inclusive: boolean) => {
+  const below = (d: Date, inclusive: boolean) => {
     cut(d.getTime(), inclusive);
-    // A whole bucket is below the bound when its end is at or below it.
-    until.push(d.getTime() - ROLLUP_BUCKET_MS);
+    upper.push(d.getTime());
   };
   const anchor = fromTimestamp(f?.anchorDate);
   if (anchor) {
-    if (f?.anchorDirection === AnchorDirection.BEFORE) upper(anchor, false);
-    else lower(anchor, false);
+    if (f?.anchorDirection === AnchorDirection.BEFORE) below(anchor, false);
+    else above(anchor, false);
   }
   const after = fromTimestamp(f?.updatedAfter);
-  if (after) lower(after, f?.updatedAfterInclusive ?? false);
+  if (after) above(after, f?.updatedAfterInclusive ?? false);
   const before = fromTimestamp(f?.updatedBefore);
-  if (before) upper(before, f?.updatedBeforeInclusive ?? false);
+  if (before) below(before, f?.updatedBeforeInclusive ?? false);
+  const sorted = (set: Set<number>) => [...set].sort((a, b) => a - b);
   return {
-    partial: [...partial].sort((a, b) => a - b),
-    from,
-    until,
+    partialDays: sorted(days),
+    partialHours: sorted(hours),
+    lower,
+    upper,
     ...(f && f.status !== RunStatus.UNSPECIFIED ? { status: statusName(f.status) } : {}),
     models: f?.models ?? [],
     topLevelOnly: f?.topLevelOnly ?? false,
   };
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
+const instants = (ms: number[]) => sql`${ms.map((v) => new Date(v).toISOString())}::timestamptz[]`;
 
 /**
- * The total and facets of `planRollup`'s searches in one statement (one snapshot): the rollup's
- * rows of the whole buckets the filters keep, plus the runs of the partial buckets (an index range
- * scan of (project_id, updated_at) per hour, with the filters), each as status, model and
- * updated_at (a whole bucket's start: the same facet bucket as every run in it) with a weight.
+ * The total and facets of `planRollup`'s searches in one statement (one snapshot), as rows of
+ * status, model and updated_at with the number of runs each stands for: the rollup's days the
+ * search covers whole; within the days it cuts, the rollup's hours it covers whole; and the runs
+ * of the hours it cuts (an index range scan of (project_id, updated_at) per hour, with the
+ * filters). A whole bucket's updated_at is its start: in the same facet bucket as each of its runs.
  * Tags facets are counted over the runs, as by facetMeta.
  */
 export async function rollupMeta(
@@ -405,27 +416,38 @@ export async function rollupMeta(
   rollup: RollupPlan,
   plans: FacetPlan[],
 ) {
-  const partial = sql`${rollup.partial.map(iso)}::timestamptz[]`;
-  let whole = db
-    .selectFrom("runs.run_rollups")
-    .select(["status", "model_id", sql<Date>`bucket`.as("updated_at"), "n"])
-    .where("project_id", "=", projectId)
-    .where("n", ">", 0);
-  if (rollup.status !== undefined) whole = whole.where("status", "=", rollup.status);
-  if (rollup.models.length > 0) whole = whole.where("model_id", "in", rollup.models);
-  if (rollup.topLevelOnly) whole = whole.where("top_level", "=", true);
-  for (const b of rollup.from)
-    whole = whole.where("bucket", b.inclusive ? ">=" : ">", new Date(b.ms));
-  for (const u of rollup.until) whole = whole.where("bucket", "<=", new Date(u));
-  if (rollup.partial.length > 0) whole = whole.where(sql<boolean>`bucket <> all(${partial})`);
-  const counted = filtered
-    .select(["status", "model_id", "updated_at", sql<number>`1::bigint`.as("n")])
-    .where(sql<boolean>`updated_at >= p.b and updated_at < p.b + interval '1 hour'`);
-  const union =
-    rollup.partial.length > 0
-      ? sql`${whole} union all
-          select r.* from unnest(${partial}) as p(b) cross join lateral (${counted}) as r`
-      : sql`${whole}`;
+  /** The rollup's rows of buckets `width` ms wide that the filters keep whole, bar `partial` ones. */
+  const whole = (width: number, partial: number[]) => {
+    let q = db
+      .selectFrom("runs.run_rollups")
+      .select(["status", "model_id", sql<Date>`bucket`.as("updated_at"), "n"])
+      .where("project_id", "=", projectId)
+      .where("hours", "=", width / HOUR_MS)
+      .where("n", ">", 0);
+    if (rollup.status !== undefined) q = q.where("status", "=", rollup.status);
+    if (rollup.models.length > 0) q = q.where("model_id", "in", rollup.models);
+    if (rollup.topLevelOnly) q = q.where("top_level", "=", true);
+    for (const b of rollup.lower) q = q.where("bucket", b.inclusive ? ">=" : ">", new Date(b.ms));
+    for (const u of rollup.upper) q = q.where("bucket", "<=", new Date(u - width));
+    if (partial.length > 0) q = q.where(sql<boolean>`bucket <> all(${instants(partial)})`);
+    return q;
+  };
+  const parts = [sql`${whole(DAY_MS, rollup.partialDays)}`];
+  if (rollup.partialDays.length > 0) {
+    const hoursOfDay = whole(HOUR_MS, rollup.partialHours).where(
+      sql<boolean>`bucket >= d.b and bucket < d.b + interval '1 day'`,
+    );
+    parts.push(sql`select h.* from unnest(${instants(rollup.partialDays)}) as d(b)
+      cross join lateral (${hoursOfDay}) as h`);
+  }
+  if (rollup.partialHours.length > 0) {
+    const runsOfHour = filtered
+      .select(["status", "model_id", "updated_at", sql<number>`1::bigint`.as("n")])
+      .where(sql<boolean>`updated_at >= p.b and updated_at < p.b + interval '1 hour'`);
+    parts.push(sql`select r.* from unnest(${instants(rollup.partialHours)}) as p(b)
+      cross join lateral (${runsOfHour}) as r`);
+  }
+  const union = sql.join(parts, sql` union all `);
   const { total, facets } = await groupedCounts(
     db,
     plans.filter(isKeyed),

@@ -667,9 +667,8 @@ describe("the facet rollup on PGlite", () => {
       await setUpdatedAt(run.id, new Date(Date.UTC(2026, 0, 1, i, 30 * (i % 2))));
     }
     const stored = await sql`select bucket, status, model_id, top_level, n::int as n
-      from runs.run_rollups where project_id = ${projectId} and n <> 0 order by 1, 2, 3, 4`.execute(
-      db,
-    );
+      from runs.run_rollups where project_id = ${projectId} and hours = 1 and n <> 0
+      order by 1, 2, 3, 4`.execute(db);
     const recount =
       await sql`select date_trunc('hour', updated_at at time zone 'UTC') at time zone 'UTC' as bucket,
         status, model_id, parent_id is null as top_level, count(*)::int as n

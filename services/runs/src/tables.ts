@@ -42,9 +42,11 @@ export interface RunsTable {
   heartbeat_at: ColumnType<Date, Date | undefined, Date>;
 }
 
-/** Runs counted by project, hour of updated_at, status, model and top level (maintained by triggers). */
+/** Runs counted by project, hour and day of updated_at, status, model and top level (by triggers). */
 export interface RunRollupsTable {
   project_id: string;
+  /** The bucket's width: 1 (an hour) or 24 (a day, in UTC). */
+  hours: number;
   bucket: Date;
   status: string;
   model_id: string;

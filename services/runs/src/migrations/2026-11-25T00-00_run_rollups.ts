@@ -2,51 +2,59 @@ import { sql, type Kysely } from "kysely";
 
 // Frozen: a migration never imports application code and never changes once released.
 
-/** A run's rollup key, of a transition table's row (its hour of updated_at, in UTC). */
-const key = `project_id, date_trunc('hour', updated_at at time zone 'UTC') at time zone 'UTC',
-    status, model_id, parent_id is null`;
+/**
+ * A run's rollup keys, of the rows of `source` (a transition table or runs.runs): one per level,
+ * its hour and its day of updated_at (in UTC), with its status, model and whether it is top level.
+ */
+const keys = (source: string, weight: string) => `
+    select project_id, h.hours,
+      (case when h.hours = 1 then date_trunc('hour', updated_at at time zone 'UTC')
+            else date_trunc('day', updated_at at time zone 'UTC') end) at time zone 'UTC',
+      status, model_id, parent_id is null, ${weight}
+    from ${source} cross join (values (1::smallint), (24::smallint)) as h (hours)`;
+const columns = "project_id, hours, bucket, status, model_id, top_level";
+/** Adds each key's count, in key order (two writers lock the rows they share in the same order). */
+const upsert = (rows: string) => `
+    insert into runs.run_rollups as r (${columns}, n)
+    select * from (${rows}) as d order by 1, 2, 3, 4, 5, 6
+    on conflict (${columns}) do update set n = r.n + excluded.n`;
 
 export async function up(db: Kysely<any>): Promise<void> {
-  // Runs counted by project, hour of updated_at and the columns that facets and filters use
-  // (status, model, top level or child), so that a project's facets over these count the rows of
-  // this table instead of every run. The key is small on purpose: each column added multiplies
-  // the rows per hour. A count may be 0 (its runs moved on): kept, as the next run of that key
-  // would insert it again; readers leave such rows out.
+  // Runs counted by project, hour and day of updated_at, and the columns that facets and filters
+  // use (status, model, top level or child), so that a project's facets over these add up rows of
+  // this table instead of counting every run: the days a search covers whole, the hours of the days
+  // a bound or boundary cuts, and the runs of the hours it cuts (runs.runs). The key is small on
+  // purpose: each column added multiplies the rows per bucket. A count may be 0 (its runs moved
+  // on): kept, as the next run of that key would insert it again; readers leave such rows out.
   await sql`create table runs.run_rollups (
     project_id text not null,
+    hours smallint not null,
     bucket timestamptz not null,
     status text not null,
     model_id text not null,
     top_level boolean not null,
     n bigint not null,
-    primary key (project_id, bucket, status, model_id, top_level)
+    primary key (project_id, hours, bucket, status, model_id, top_level)
   )`.execute(db);
   // Kept exact by statement-level triggers, in the transaction of every change to runs.runs:
   // each statement's rows (a record writer's batch, a seeder's 50,000) counted by key once, the
-  // old rows subtracted and the new added, upserted in key order (two writers lock the rows they
-  // share in the same order). An update that moves no run to another key (a heartbeat) nets to
-  // nothing and writes nothing.
+  // old rows subtracted and the new added. An update that moves no run to another key (a
+  // heartbeat) nets to nothing and writes nothing.
   await sql
     .raw(
       `create function runs.run_rollups_apply() returns trigger language plpgsql as $$
 begin
   if tg_op = 'INSERT' then
-    insert into runs.run_rollups as r (project_id, bucket, status, model_id, top_level, n)
-    select ${key}, count(*) from new_runs group by 1, 2, 3, 4, 5 order by 1, 2, 3, 4, 5
-    on conflict (project_id, bucket, status, model_id, top_level) do update set n = r.n + excluded.n;
+    ${upsert(`${keys("new_runs", "count(*)")} group by 1, 2, 3, 4, 5, 6`)};
   elsif tg_op = 'DELETE' then
-    insert into runs.run_rollups as r (project_id, bucket, status, model_id, top_level, n)
-    select ${key}, -count(*) from old_runs group by 1, 2, 3, 4, 5 order by 1, 2, 3, 4, 5
-    on conflict (project_id, bucket, status, model_id, top_level) do update set n = r.n + excluded.n;
+    ${upsert(`${keys("old_runs", "-count(*)")} group by 1, 2, 3, 4, 5, 6`)};
   else
-    insert into runs.run_rollups as r (project_id, bucket, status, model_id, top_level, n)
-    select p, b, s, m, t, sum(d) from (
-      select ${key}, 1 from new_runs
+    ${upsert(`select p, h, b, s, m, t, sum(d) from (
+      ${keys("new_runs", "1")}
       union all
-      select ${key}, -1 from old_runs
-    ) as c (p, b, s, m, t, d)
-    group by 1, 2, 3, 4, 5 having sum(d) <> 0 order by 1, 2, 3, 4, 5
-    on conflict (project_id, bucket, status, model_id, top_level) do update set n = r.n + excluded.n;
+      ${keys("old_runs", "-1")}
+    ) as c (p, h, b, s, m, t, d)
+    group by 1, 2, 3, 4, 5, 6 having sum(d) <> 0`)};
   end if;
   return null;
 end $$`,
@@ -72,8 +80,8 @@ end $$`.execute(db);
   // until this transaction ends, so no run is counted twice or missed.
   await sql
     .raw(
-      `insert into runs.run_rollups (project_id, bucket, status, model_id, top_level, n)
-       select ${key}, count(*) from runs.runs group by 1, 2, 3, 4, 5`,
+      `insert into runs.run_rollups (${columns}, n)
+       ${keys("runs.runs", "count(*)")} group by 1, 2, 3, 4, 5, 6`,
     )
     .execute(db);
 }
