@@ -266,6 +266,7 @@ async function trigramPart() {
       log(`trgm: seeding ${fmt(TRGM_N)} runs into a scratch database`);
       seedMs = await seedRuns(client, { count: TRGM_N });
       await client.query("vacuum analyze runs.runs");
+      await client.query("vacuum analyze runs.run_rollups");
     }
     const { rows: sized } = await client.query(
       "select count(*)::int as n, count(*) filter (where project_id = $1)::int as p from runs.runs",
@@ -592,6 +593,7 @@ async function main() {
       seeded = size;
       const analyze = performance.now();
       await client.query("vacuum analyze runs.runs");
+      await client.query("vacuum analyze runs.run_rollups");
       const analyzeMs = performance.now() - analyze;
       log(
         `seeded in ${(ms / 1000).toFixed(1)} s; vacuum analyze ${(analyzeMs / 1000).toFixed(1)} s`,

@@ -433,12 +433,16 @@ export async function rollupMeta(
     return q;
   };
   const parts = [sql`${whole(DAY_MS, rollup.partialDays)}`];
-  if (rollup.partialDays.length > 0) {
-    const hoursOfDay = whole(HOUR_MS, rollup.partialHours).where(
-      sql<boolean>`bucket >= d.b and bucket < d.b + interval '1 day'`,
+  // The hours of the days cut, bar the hours cut: looked up by key (an index scan with the list,
+  // whatever the table's statistics say).
+  const cutHours = new Set(rollup.partialHours);
+  const wholeHours = rollup.partialDays.flatMap((day) =>
+    Array.from({ length: 24 }, (_, h) => day + h * HOUR_MS).filter((h) => !cutHours.has(h)),
+  );
+  if (wholeHours.length > 0) {
+    parts.push(
+      sql`${whole(HOUR_MS, []).where(sql<boolean>`bucket = any(${instants(wholeHours)})`)}`,
     );
-    parts.push(sql`select h.* from unnest(${instants(rollup.partialDays)}) as d(b)
-      cross join lateral (${hoursOfDay}) as h`);
   }
   if (rollup.partialHours.length > 0) {
     const runsOfHour = filtered
