@@ -293,7 +293,7 @@ async function trigramPart() {
     await writer;
     if (report.built.length !== 1)
       throw new Error(`trigram index not built: ${JSON.stringify(report)}`);
-    const { rows: rollupSize } = await client.query(
+    const { rows: size } = await client.query(
       "select pg_size_pretty(pg_relation_size('runs.runs_project_parameters_trgm_idx')) as trgm, " +
         "pg_size_pretty(pg_relation_size('runs.runs')) as heap",
     );

@@ -285,6 +285,15 @@ async function insertRuns(
         project_id: r.project_id,
         account_id: "acc",
         interaction_id: "i",
+        interaction_name: "",
+        environment_id: "e",
+        environment_name: "",
+        provider: "",
+        stream: false,
+        ttl: 0,
+        cached: false,
+        config: "{}",
+        source: "{}",
         model_id: r.model_id,
         status: r.status,
         tags: r.tags ?? [],
@@ -563,6 +572,44 @@ describe("property: the rollup's answers equal the count over the runs and an in
       // fast-check picks the seed; a failure prints it (and the path) to replay the case.
       { numRuns: 300 },
     );
+  });
+});
+
+describe("writers of one rollup key", () => {
+  it("wait for each other's commit, and both count; a writer of another key does not wait", async () => {
+    const p = `locks-${newId()}`;
+    const insert = (id: string, status: string) =>
+      `insert into runs.runs (id, project_id, account_id, interaction_id, status, updated_at)
+       values ('${p}-${id}', '${p}', 'a', 'i', '${status}', '2026-03-01T10:00:00Z')`;
+    const open = await pool.connect();
+    const other = await pool.connect();
+    try {
+      await open.query("begin");
+      await open.query(insert("a", "completed"));
+      await other.query("set statement_timeout = '2s'");
+      await other.query(insert("b", "failed"));
+      const waiting = other.query(insert("c", "completed"));
+      const settled = await Promise.race([
+        waiting.then(() => "done"),
+        new Promise((r) => setTimeout(() => r("waiting"), 300)),
+      ]);
+      expect(settled).toBe("waiting");
+      await open.query("commit");
+      await waiting;
+    } finally {
+      open.release();
+      other.release();
+    }
+    const res = await rolled.searchRuns({
+      projectId: p,
+      onlyMeta: true,
+      facets: { s: { type: FacetType.STRING, path: "status" } },
+    });
+    expect(bucketsOf(res, "s")).toEqual([
+      { id: "completed", count: 2 },
+      { id: "failed", count: 1 },
+    ]);
+    await expectRecount();
   });
 });
 
