@@ -7,7 +7,8 @@
 // table sequentially is read from pg_stat_user_tables. Settings (environment, all optional):
 //   BENCH_RUNS_N=1000000  BENCH_RUNS_SAMPLES=40  BENCH_RUNS_WRITE=20000 (runs per write round)
 //   BENCH_RUNS_WRITE_BATCH=100  BENCH_RUNS_KEEP=1 (leave the database, print its URL)
-//   BENCH_RUNS_PARTS=write,trgm,search (any of them)
+//   BENCH_RUNS_PARTS=write,trgm,search (any of them; also rollupwrite: the facet rollup's
+//   triggers' cost to the record writer, disabled and enabled in alternated rounds)
 //   BENCH_RUNS_TRGM_N=1000000 (runs seeded for the trigram part)
 // The trgm part: searches the jsonpath index cannot serve (wildcards, bare terms, string ranges),
 // in the runs service, on a scratch database of BENCH_RUNS_TRGM_N seeded runs, before and after
@@ -77,10 +78,14 @@ function benchRun(i, status = RunStatus.COMPLETED) {
   });
 }
 
-function recordBatch(from, count) {
+function recordBatch(from, count, status = RunStatus.COMPLETED, seqBase = 0) {
   const records = [];
   for (let i = from; i < from + count; i++) {
-    records.push({ runId: `w_${i}`, seq: i + 1, data: toBinary(RunSchema, benchRun(i)) });
+    records.push({
+      runId: `w_${i}`,
+      seq: seqBase + i + 1,
+      data: toBinary(RunSchema, benchRun(i, status)),
+    });
   }
   return records;
 }
@@ -200,6 +205,62 @@ async function writeThroughput(pattern) {
   };
 }
 
+/**
+ * One round of the rollup's write cost: a scratch database migrated with every search index, its
+ * rollup triggers enabled or disabled, then WRITE runs written by the record writer's statement,
+ * each twice (processing, then completed: an insert, then an update of the same rows).
+ */
+async function rollupWriteRound(withRollup) {
+  const t = await createTestDatabase("runsrollupwrite");
+  const db = createDatabase({ url: t.url, poolMax: 2 });
+  try {
+    await migrateToLatest(db, "runs", runsMigrations);
+    const report = await buildIndexes(db, "runs", runsIndexBuilds);
+    if (report.built.length !== runsIndexBuilds.length) throw new Error("indexes not built");
+    if (!withRollup) {
+      for (const trigger of ["insert", "update", "delete", "truncate"]) {
+        await db.executeQuery(
+          CompiledQuery.raw(`alter table runs.runs disable trigger run_rollups_${trigger}`),
+        );
+      }
+    }
+    const batches = [];
+    for (let i = 0; i < WRITE; i += WRITE_BATCH) {
+      batches.push(recordBatch(i, WRITE_BATCH, RunStatus.PROCESSING));
+      batches.push(recordBatch(i, WRITE_BATCH, RunStatus.COMPLETED, WRITE));
+    }
+    const started = performance.now();
+    for (const batch of batches) await writeRecords(db, batch);
+    const ms = performance.now() - started;
+    return {
+      label: withRollup ? "after" : "before",
+      runsPerSecond: Math.round((WRITE / ms) * 1000),
+      ms,
+    };
+  } finally {
+    await db.destroy();
+    await t.drop();
+  }
+}
+
+async function rollupWriteThroughput() {
+  const rounds = [];
+  // Alternated, ROUNDS rounds each, so that a noisy neighbour hits both alike.
+  for (let r = 0; r < ROUNDS; r++) {
+    rounds.push(await rollupWriteRound(false));
+    rounds.push(await rollupWriteRound(true));
+  }
+  const median = (label) => {
+    const values = rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond);
+    return values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  };
+  return {
+    before: median("before"),
+    after: median("after"),
+    rounds: rounds.map((r) => `${r.label} ${fmt(r.runsPerSecond)}`).join(", "),
+  };
+}
+
 // --- 2. The trigram index: searches before and after it, writes while it builds --------------
 
 const TRGM_N = int("BENCH_RUNS_TRGM_N", 1_000_000);
@@ -282,6 +343,7 @@ async function trigramPart() {
       log(`trgm: seeding ${fmt(TRGM_N)} runs into a scratch database`);
       seedMs = await seedRuns(client, { count: TRGM_N });
       await client.query("vacuum analyze runs.runs");
+      await client.query("vacuum analyze runs.run_rollups");
     }
     const { rows: sized } = await client.query(
       "select count(*)::int as n, count(*) filter (where project_id = $1)::int as p from runs.runs",
@@ -340,6 +402,26 @@ async function trigramPart() {
 }
 
 // --- 3. The stack, seeded, measured over HTTP ------------------------------------------------
+
+/** Two cases measured sample by sample in turn, so that a noisy neighbour hits both alike. */
+async function measurePair([labelA, sendA], [labelB, sendB]) {
+  for (let i = 0; i < 3; i++) {
+    await sendA(); // warm up
+    await sendB();
+  }
+  const times = [[], []];
+  for (let i = 0; i < SAMPLES; i++) {
+    for (const [k, send] of [sendA, sendB].entries()) {
+      const started = performance.now();
+      await send();
+      times[k].push(performance.now() - started);
+    }
+  }
+  return [labelA, labelB].map((label, k) => {
+    const sorted = times[k].sort((a, b) => a - b);
+    return { label, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+  });
+}
 
 async function measure(label, send) {
   for (let i = 0; i < 3; i++) await send(); // warm up
@@ -426,6 +508,7 @@ async function measureAll(stack, client, project, databaseUrl) {
   // The runs service alone, in this process on the same database: the store's share of the above.
   const db = createDatabase({ url: databaseUrl, poolMax: 4 });
   const svc = createRunsService({ db, log: undefined });
+  const overRuns = createRunsService({ db, log: undefined, facetRollups: false });
   const facets = {
     status: { type: FacetType.STRING, path: "status" },
     model: { type: FacetType.STRING, path: "modelId" },
@@ -460,16 +543,18 @@ async function measureAll(stack, client, project, databaseUrl) {
             create(SearchRunsRequestSchema, { projectId: project, query: "customer.name:Acme" }),
           ),
       ],
-      [
-        "service SearchRuns 3 facets",
-        () =>
-          svc.searchRuns(
-            create(SearchRunsRequestSchema, { projectId: project, onlyMeta: true, facets }),
-          ),
-      ],
     ]) {
       service.push(await measure(label, send));
     }
+    // The rollup's answer and the count over the runs, in turn.
+    const threeFacetsOf = (s) => () =>
+      s.searchRuns(create(SearchRunsRequestSchema, { projectId: project, onlyMeta: true, facets }));
+    service.push(
+      ...(await measurePair(
+        ["service SearchRuns 3 facets (rollup)", threeFacetsOf(svc)],
+        ["service SearchRuns 3 facets (counted over the runs)", threeFacetsOf(overRuns)],
+      )),
+    );
   } finally {
     await db.destroy();
   }
@@ -555,6 +640,18 @@ async function main() {
       );
     }
   }
+  if (PARTS.includes("rollupwrite")) {
+    log(`rollup write cost: ${fmt(WRITE)} runs, each written twice, ${ROUNDS} rounds each`);
+    const loadBefore = load();
+    const write = await rollupWriteThroughput();
+    lines.push(
+      `Record writer with the search indexes, ${fmt(WRITE)} runs in batches of ${WRITE_BATCH}, ` +
+        `each written twice (processing, then completed), ${ROUNDS} alternated rounds each ` +
+        `(load average ${loadBefore} → ${load()}): median ${fmt(write.before)} runs/s with the ` +
+        `rollup triggers disabled, ${fmt(write.after)} with them (${write.rounds}).`,
+      "",
+    );
+  }
   if (PARTS.includes("trgm")) lines.push(...(await trigramPart()));
   if (!PARTS.includes("search")) {
     console.log(lines.join("\n"));
@@ -586,12 +683,20 @@ async function main() {
       seeded = size;
       const analyze = performance.now();
       await client.query("vacuum analyze runs.runs");
+      await client.query("vacuum analyze runs.run_rollups");
       const analyzeMs = performance.now() - analyze;
       log(
         `seeded in ${(ms / 1000).toFixed(1)} s; vacuum analyze ${(analyzeMs / 1000).toFixed(1)} s`,
       );
       const { rows } = await client.query(
         "select count(*)::int as n from runs.runs where project_id = $1",
+        [project],
+      );
+      const { rows: rollupSize } = await client.query(
+        `select (select count(*)::int from runs.run_rollups) as rows,
+           (select count(*)::int from runs.run_rollups where project_id = $1) as project_rows,
+           pg_total_relation_size('runs.run_rollups') as bytes,
+           pg_total_relation_size('runs.runs') as run_bytes`,
         [project],
       );
       const loadBefore = load();
@@ -602,6 +707,7 @@ async function main() {
         seedMs: ms,
         analyzeMs,
         load: `${loadBefore} → ${load()}`,
+        rollup: rollupSize[0],
         ...measured,
       });
     }
@@ -622,6 +728,13 @@ async function main() {
         ` (pg_stat_user_tables counted ${r.listSeqScans} sequential scans of runs.runs, by any ` +
         `process, while the list cases ran). ` +
         `Load average (1 min) before → after measuring: ${r.load} on ${os.cpus().length} cores.`,
+    );
+  }
+  for (const r of results) {
+    lines.push(
+      `Rollup at ${fmt(r.size)} runs: ${fmt(r.rollup.rows)} rows (the key's project ` +
+        `${fmt(r.rollup.project_rows)}), ${(r.rollup.bytes / 1048576).toFixed(1)} MiB with its ` +
+        `index, beside ${(r.rollup.run_bytes / 1048576).toFixed(0)} MiB of runs.runs with its indexes.`,
     );
   }
   lines.push(`Seeding ${fmt(seeded)} runs in all: ${(seedMs / 1000).toFixed(1)} s.`);

@@ -1,8 +1,22 @@
-import { sql, type Kysely, type RawBuilder, type SelectQueryBuilder } from "kysely";
+import {
+  sql,
+  type AliasedRawBuilder,
+  type Compilable,
+  type Kysely,
+  type RawBuilder,
+  type SelectQueryBuilder,
+} from "kysely";
 import { fromTimestamp, invalid, pageSize } from "@pies/common";
-import { FacetType, type Facet, type SearchRunsRequest } from "@pies/proto/runs";
+import {
+  AnchorDirection,
+  FacetType,
+  RunStatus,
+  type Facet,
+  type SearchRunsRequest,
+} from "@pies/proto/runs";
 import { applyFilters } from "./filters.js";
 import { exprToSql, parseQuery } from "./lucene.js";
+import { statusName } from "./mappers.js";
 import type { RunsDatabase } from "./tables.js";
 
 /** Bounds on one search's facets (DESIGN.md §3), so that a request's cost stays bounded. */
@@ -196,20 +210,27 @@ function bucketIndex(plan: Extract<FacetPlan, { kind: "range" }>): RawBuilder<nu
     : sql`width_bucket(execution_time::float8, ${plan.boundaries as number[]}::float8[])`;
 }
 
+/** A facet other than tags: counted by the one grouping statement. */
+type KeyedPlan = Exclude<FacetPlan, { path: "tags" }>;
+type StringPlan = Extract<FacetPlan, { kind: "string" }>;
+
 /**
- * The total and every facet's buckets, over all the runs that match (not the page). One scan
- * counts the matches by each facet but tags, separately (GROUPING SETS: one row per value of
- * each facet, plus the total, whatever the combinations; the covering index serves it without
- * reading the table). The tags, one run to many, have a query of their own, which keeps only the
- * most frequent in SQL: a project may have any number of distinct tags.
+ * The total and the buckets of every facet but tags in one statement: `rows` selects the
+ * expressions each facet groups by (given, aliased) from the matches, with `weight` the number of
+ * runs one row stands for (`count(*)` over runs, `sum(n)` over counted rows). GROUPING SETS: one
+ * row per value of each facet, plus the total, whatever the combinations.
  */
-export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: FacetPlan[]) {
-  const keyed = plans.filter((p) => p.path !== "tags");
+async function groupedCounts(
+  db: Kysely<RunsDatabase>,
+  plans: KeyedPlan[],
+  rows: (selected: AliasedRawBuilder<unknown, string>[]) => RawBuilder<unknown> | Compilable,
+  weight: RawBuilder<unknown>,
+) {
   // Facets that group by the same thing share a column.
   const expressions = new Map<string, RawBuilder<unknown>>();
-  const keyOf = (p: FacetPlan) =>
+  const keyOf = (p: KeyedPlan) =>
     p.kind === "range" ? `${p.path}:${p.boundaries.join(",")}` : p.path;
-  for (const p of keyed) {
+  for (const p of plans) {
     if (expressions.has(keyOf(p))) continue;
     expressions.set(
       keyOf(p),
@@ -217,16 +238,12 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
     );
   }
   const keys = [...expressions.keys()];
-  const selected = [...expressions.values()];
+  const selected = [...expressions.values()].map((e, i) => e.as(`k${i}`));
   const cols = keys.map((_, i) => sql.raw(`k${i}`));
-  const inner =
-    keys.length === 0
-      ? base.select(sql<number>`1`.as("one"))
-      : base.select(selected.map((e, i) => e.as(`k${i}`)));
   const flags = keys.map((_, i) => sql`grouping(${sql.raw(`k${i}`)}) as ${sql.raw(`g${i}`)}`);
-  const grouped = await sql<Record<string, unknown> & { n: string | number }>`
-    select ${keys.length ? sql`${sql.join(cols)}, ${sql.join(flags)},` : sql``} count(*) as n
-    from (${inner}) as s
+  const grouped = await sql<Record<string, unknown> & { n: string | number | null }>`
+    select ${keys.length ? sql`${sql.join(cols)}, ${sql.join(flags)},` : sql``} ${weight} as n
+    from (${rows(selected)}) as s
     ${
       keys.length
         ? sql`group by grouping sets (${sql.join([...cols.map((c) => sql`(${c})`), sql`()`])})`
@@ -235,7 +252,7 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
   let total = 0;
   const counts = keys.map(() => new Map<unknown, number>());
   for (const row of grouped.rows) {
-    const n = Number(row.n);
+    const n = Number(row.n ?? 0);
     // The row of one grouping set: the facet whose column it groups by (grouping() = 0), or
     // none (the empty set: the total).
     const i = keys.findIndex((_, j) => Number(row[`g${j}`]) === 0);
@@ -243,28 +260,206 @@ export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: Fac
     else counts[i]?.set(row[`k${i}`] ?? null, n);
   }
   const result: Record<string, Bucket[]> = {};
-  for (const p of keyed) {
+  for (const p of plans) {
     const c = counts[keys.indexOf(keyOf(p))] ?? new Map<unknown, number>();
     result[p.name] =
       p.kind === "string"
         ? topBuckets(c as Map<string, number>, p.numBuckets)
         : rangeBuckets(p, c as Map<number | null, number>);
   }
-  const tagPlans = plans.filter((p) => p.path === "tags");
-  if (tagPlans.length > 0) {
-    // The most frequent first, ties in byte order of the tag (code point order); one more than
-    // asked, so that topBuckets breaks no tie differently from here.
-    const keep = Math.max(...tagPlans.map((p) => (p as { numBuckets: number }).numBuckets)) + 1;
-    const tagged = await sql<{ t: string; n: string | number }>`
-      select t, count(*) as n from (${base.select("tags")}) as s
-      cross join lateral (select distinct unnest(s.tags) as t) as x
-      group by t order by n desc, t collate "C" limit ${keep}`.execute(db);
-    const tagCounts = new Map(tagged.rows.map((r) => [r.t, Number(r.n)]));
-    for (const p of tagPlans) {
-      result[p.name] = topBuckets(tagCounts, (p as { numBuckets: number }).numBuckets);
-    }
-  }
   return { total, facets: result };
+}
+
+/**
+ * The tags facets, over the matches of `base`. The tags, one run to many, have a query of their
+ * own, which keeps only the most frequent in SQL: a project may have any number of distinct tags.
+ */
+async function tagFacets(db: Kysely<RunsDatabase>, base: Base, plans: StringPlan[]) {
+  const result: Record<string, Bucket[]> = {};
+  if (plans.length === 0) return result;
+  // The most frequent first, ties in byte order of the tag (code point order); one more than
+  // asked, so that topBuckets breaks no tie differently from here.
+  const keep = Math.max(...plans.map((p) => p.numBuckets)) + 1;
+  const tagged = await sql<{ t: string; n: string | number }>`
+    select t, count(*) as n from (${base.select("tags")}) as s
+    cross join lateral (select distinct unnest(s.tags) as t) as x
+    group by t order by n desc, t collate "C" limit ${keep}`.execute(db);
+  const tagCounts = new Map(tagged.rows.map((r) => [r.t, Number(r.n)]));
+  for (const p of plans) result[p.name] = topBuckets(tagCounts, p.numBuckets);
+  return result;
+}
+
+const isKeyed = (p: FacetPlan): p is KeyedPlan => p.path !== "tags";
+const isTags = (p: FacetPlan): p is StringPlan => p.path === "tags";
+
+/**
+ * The total and every facet's buckets, over all the runs that match (not the page). One scan
+ * counts the matches by each facet but tags (the covering index serves it without reading the
+ * table); the tags have a query of their own (tagFacets).
+ */
+export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: FacetPlan[]) {
+  const { total, facets } = await groupedCounts(
+    db,
+    plans.filter(isKeyed),
+    (selected) => base.select(selected.length ? selected : [sql<number>`1`.as("one")]),
+    sql`count(*)`,
+  );
+  return { total, facets: { ...facets, ...(await tagFacets(db, base, plans.filter(isTags))) } };
+}
+
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+/** The start of the bucket of `width` ms that holds `ms` (hours and days in UTC). */
+const bucketOf = (ms: number, width: number) => Math.floor(ms / width) * width;
+
+/**
+ * How the rollup answers a search's meta: which days and hours some updated_at bound or date
+ * boundary cuts, and the bounds on the buckets counted whole.
+ */
+export interface RollupPlan {
+  /** Starts (ms) of the days something cuts: counted by their hours. */
+  partialDays: number[];
+  /** Starts (ms) of the hours something cuts: counted from runs.runs. */
+  partialHours: number[];
+  /** Lower bounds: a whole bucket starts at or after (inclusive), or after, each. */
+  lower: { ms: number; inclusive: boolean }[];
+  /** Upper bounds: a whole bucket ends at or before each. */
+  upper: number[];
+  status?: string;
+  models: string[];
+  topLevelOnly: boolean;
+}
+
+/**
+ * Whether the rollup (runs.run_rollups) can answer this search's total and facets, and how: no
+ * query; only filters its key covers (status, models, top level only, updated_at bounds); facets
+ * on status, modelId, updated_at (and tags, counted over the runs as ever). Undefined otherwise.
+ *
+ * A whole day (or hour) lies on one side of every bound and in one bucket of every date facet
+ * unless a bound or a boundary falls inside it, or on its start for a bound that leaves out the
+ * value itself from the runs above it (gt, lte): such a day is counted by its hours, and such an
+ * hour run by run. An hour cut is in a day cut.
+ */
+export function planRollup(req: SearchRunsRequest, plans: FacetPlan[]): RollupPlan | undefined {
+  if (req.query.trim() !== "") return undefined;
+  if (plans.some((p) => p.path === "execution_time")) return undefined;
+  const f = req.filters;
+  if (
+    f &&
+    (f.interactionIds.length > 0 ||
+      f.environmentIds.length > 0 ||
+      f.tags.length > 0 ||
+      f.parentId !== "")
+  ) {
+    return undefined;
+  }
+  const days = new Set<number>();
+  const hours = new Set<number>();
+  /** A value that cuts the day and hour it is in, but not one it starts unless `atStart`. */
+  const cut = (ms: number, atStart: boolean) => {
+    for (const [width, set] of [
+      [DAY_MS, days],
+      [HOUR_MS, hours],
+    ] as const) {
+      if (atStart || ms !== bucketOf(ms, width)) set.add(bucketOf(ms, width));
+    }
+  };
+  for (const p of plans) {
+    // A run equal to a boundary lands in the upper bucket: a boundary cuts no bucket it starts.
+    if (p.kind === "range") for (const b of p.boundaries) cut(Date.parse(String(b)), false);
+  }
+  const lower: RollupPlan["lower"] = [];
+  const upper: number[] = [];
+  const above = (d: Date, inclusive: boolean) => {
+    cut(d.getTime(), !inclusive);
+    lower.push({ ms: d.getTime(), inclusive });
+  };
+  const below = (d: Date, inclusive: boolean) => {
+    cut(d.getTime(), inclusive);
+    upper.push(d.getTime());
+  };
+  const anchor = fromTimestamp(f?.anchorDate);
+  if (anchor) {
+    if (f?.anchorDirection === AnchorDirection.BEFORE) below(anchor, false);
+    else above(anchor, false);
+  }
+  const after = fromTimestamp(f?.updatedAfter);
+  if (after) above(after, f?.updatedAfterInclusive ?? false);
+  const before = fromTimestamp(f?.updatedBefore);
+  if (before) below(before, f?.updatedBeforeInclusive ?? false);
+  const sorted = (set: Set<number>) => [...set].sort((a, b) => a - b);
+  return {
+    partialDays: sorted(days),
+    partialHours: sorted(hours),
+    lower,
+    upper,
+    ...(f && f.status !== RunStatus.UNSPECIFIED ? { status: statusName(f.status) } : {}),
+    models: f?.models ?? [],
+    topLevelOnly: f?.topLevelOnly ?? false,
+  };
+}
+
+const instants = (ms: number[]) => sql`${ms.map((v) => new Date(v).toISOString())}::timestamptz[]`;
+
+/**
+ * The total and facets of `planRollup`'s searches in one statement (one snapshot), as rows of
+ * status, model and updated_at with the number of runs each stands for: the rollup's days the
+ * search covers whole; within the days it cuts, the rollup's hours it covers whole; and the runs
+ * of the hours it cuts (an index range scan of (project_id, updated_at) per hour, with the
+ * filters). A whole bucket's updated_at is its start: in the same facet bucket as each of its runs.
+ * Tags facets are counted over the runs, as by facetMeta.
+ */
+export async function rollupMeta(
+  db: Kysely<RunsDatabase>,
+  projectId: string,
+  filtered: Base,
+  rollup: RollupPlan,
+  plans: FacetPlan[],
+) {
+  /** The rollup's rows of buckets `width` ms wide that the filters keep whole, bar `partial` ones. */
+  const whole = (width: number, partial: number[]) => {
+    let q = db
+      .selectFrom("runs.run_rollups")
+      .select(["status", "model_id", sql<Date>`bucket`.as("updated_at"), "n"])
+      .where("project_id", "=", projectId)
+      .where("hours", "=", width / HOUR_MS)
+      .where("n", ">", 0);
+    if (rollup.status !== undefined) q = q.where("status", "=", rollup.status);
+    if (rollup.models.length > 0) q = q.where("model_id", "in", rollup.models);
+    if (rollup.topLevelOnly) q = q.where("top_level", "=", true);
+    for (const b of rollup.lower) q = q.where("bucket", b.inclusive ? ">=" : ">", new Date(b.ms));
+    for (const u of rollup.upper) q = q.where("bucket", "<=", new Date(u - width));
+    if (partial.length > 0) q = q.where(sql<boolean>`bucket <> all(${instants(partial)})`);
+    return q;
+  };
+  const parts = [sql`${whole(DAY_MS, rollup.partialDays)}`];
+  // The hours of the days cut, bar the hours cut: looked up by key (an index scan with the list,
+  // whatever the table's statistics say).
+  const cutHours = new Set(rollup.partialHours);
+  const wholeHours = rollup.partialDays.flatMap((day) =>
+    Array.from({ length: 24 }, (_, h) => day + h * HOUR_MS).filter((h) => !cutHours.has(h)),
+  );
+  if (wholeHours.length > 0) {
+    parts.push(
+      sql`${whole(HOUR_MS, []).where(sql<boolean>`bucket = any(${instants(wholeHours)})`)}`,
+    );
+  }
+  if (rollup.partialHours.length > 0) {
+    const runsOfHour = filtered
+      .select(["status", "model_id", "updated_at", sql<number>`1::bigint`.as("n")])
+      .where(sql<boolean>`updated_at >= p.b and updated_at < p.b + interval '1 hour'`);
+    parts.push(sql`select r.* from unnest(${instants(rollup.partialHours)}) as p(b)
+      cross join lateral (${runsOfHour}) as r`);
+  }
+  const union = sql.join(parts, sql` union all `);
+  const { total, facets } = await groupedCounts(
+    db,
+    plans.filter(isKeyed),
+    (selected) =>
+      sql`select ${selected.length ? sql`${sql.join(selected)},` : sql``} n from (${union}) as u`,
+    sql`sum(n)`,
+  );
+  return { total, facets: { ...facets, ...(await tagFacets(db, filtered, plans.filter(isTags))) } };
 }
 
 /** The deepest page a search serves. */

@@ -7,7 +7,15 @@ import { applyFilters } from "./filters.js";
 import { applyUpdate, runToProto, runToRow, statusName } from "./mappers.js";
 import { findRun } from "./find-run.js";
 import { exprToSql } from "./lucene.js";
-import { facetMeta, indexPresence, planSearch, searchParts, TRIGRAM_INDEX } from "./search.js";
+import {
+  facetMeta,
+  indexPresence,
+  planRollup,
+  planSearch,
+  rollupMeta,
+  searchParts,
+  TRIGRAM_INDEX,
+} from "./search.js";
 import type { RunsDatabase } from "./tables.js";
 
 export interface RunsDeps {
@@ -23,6 +31,11 @@ export interface RunsDeps {
   indexCheckMs?: number;
   /** Runs a search's page looks through in order before its trigram patterns (default 20,000). */
   pageWindow?: number;
+  /**
+   * Whether a search's total and facets are counted from the rollup (runs.run_rollups) when it
+   * can answer them (default true); false counts them over the runs always (tests compare both).
+   */
+  facetRollups?: boolean;
 }
 
 /** Column values from a message; a JSON field that is not JSON (a Value of no kind) is the caller's error. */
@@ -212,9 +225,16 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
         }
         return (await tx.executeQuery(page)).rows;
       };
+      // The total and facets from the rollup when it can answer them (planRollup), exact
+      // either way; otherwise counted over every match.
+      const rollup = deps.facetRollups === false ? undefined : planRollup(req, plans);
+      const countMeta = (tx: Kysely<RunsDatabase>) =>
+        rollup
+          ? rollupMeta(tx, projectId, parts.filtered, rollup, plans)
+          : facetMeta(tx, base, plans);
       const [rows, meta] = await Promise.all([
         req.onlyMeta ? [] : bounded(readPage),
-        wantMeta ? bounded((tx) => facetMeta(tx, base, plans)) : undefined,
+        wantMeta ? bounded(countMeta) : undefined,
       ]);
       return {
         runs: rows.map((row) =>

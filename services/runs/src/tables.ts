@@ -42,8 +42,21 @@ export interface RunsTable {
   heartbeat_at: ColumnType<Date, Date | undefined, Date>;
 }
 
+/** Runs counted by project, hour and day of updated_at, status, model and top level (by triggers). */
+export interface RunRollupsTable {
+  project_id: string;
+  /** The bucket's width: 1 (an hour) or 24 (a day, in UTC). */
+  hours: number;
+  bucket: Date;
+  status: string;
+  model_id: string;
+  top_level: boolean;
+  n: ColumnType<string | number, number, number>;
+}
+
 export interface RunsDatabase {
   "runs.runs": RunsTable;
+  "runs.run_rollups": RunRollupsTable;
 }
 
 export type RunRow = Selectable<RunsTable>;

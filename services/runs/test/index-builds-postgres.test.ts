@@ -26,9 +26,9 @@ async function client(): Promise<pg.Client> {
   return c;
 }
 
-const insertRun = (id: string) =>
+const insertRun = (id: string, status = "completed") =>
   `insert into runs.runs (id, project_id, account_id, interaction_id, status, parameters)
-   values ('${id}', 'p', 'a', 'i', 'completed', '{"customer": {"name": "Globex"}}')`;
+   values ('${id}', 'p', 'a', 'i', '${status}', '{"customer": {"name": "Globex"}}')`;
 
 async function indexState(): Promise<Record<string, boolean>> {
   const { rows } = await sql<{ name: string; valid: boolean }>`
@@ -86,7 +86,9 @@ describe("the runs search indexes", () => {
     await untilBuildWaitsOnLock(observer);
     const other = await client();
     await other.query("set statement_timeout = '3s'");
-    await other.query(insertRun("r-during"));
+    // Another status than the open writer's run: a run of the same facet rollup key (project,
+    // hour, status, model) waits for that writer's commit, which holds the key's rollup row.
+    await other.query(insertRun("r-during", "failed"));
     await writer.query("commit");
     const report = await building;
     expect(report).toEqual({

@@ -4,6 +4,7 @@ import * as heartbeats from "./2026-11-22T01-00_run_heartbeats.js";
 import * as recordSeq from "./2026-11-23T00-00_record_seq.js";
 import * as searchIndexes from "./2026-11-23T12-00_search_indexes.js";
 import * as attemptsCachedFrom from "./2026-11-24T00-00_attempts_cached_from.js";
+import * as runRollups from "./2026-11-25T00-00_run_rollups.js";
 
 /** Every migration of the runs schema, by name (names sort in the order they apply). */
 export const migrations: Record<string, Migration> = {
@@ -12,4 +13,5 @@ export const migrations: Record<string, Migration> = {
   "2026-11-23T00-00_record_seq": recordSeq,
   "2026-11-23T12-00_search_indexes": searchIndexes,
   "2026-11-24T00-00_attempts_cached_from": attemptsCachedFrom,
+  "2026-11-25T00-00_run_rollups": runRollups,
 };
