@@ -330,6 +330,9 @@ export interface RollupPlan {
   topLevelOnly: boolean;
 }
 
+/** The most hours a search may cut (bounds and boundaries inside them) and use the rollup. */
+export const MAX_ROLLUP_CUT_HOURS = 200;
+
 /**
  * Whether the rollup (runs.run_rollups) can answer this search's total and facets, and how: no
  * query; only filters its key covers (status, models, top level only, updated_at bounds); facets
@@ -387,6 +390,9 @@ export function planRollup(req: SearchRunsRequest, plans: FacetPlan[]): RollupPl
   if (after) above(after, f?.updatedAfterInclusive ?? false);
   const before = fromTimestamp(f?.updatedBefore);
   if (before) below(before, f?.updatedBeforeInclusive ?? false);
+  // Each hour cut is read run by run, and each day cut hour by hour: past this, counting over the
+  // runs costs less (up to 20 date facets of 1,000 boundaries are allowed).
+  if (hours.size > MAX_ROLLUP_CUT_HOURS) return undefined;
   const sorted = (set: Set<number>) => [...set].sort((a, b) => a - b);
   return {
     partialDays: sorted(days),

@@ -20,6 +20,7 @@ import {
 } from "@pies/proto/runs";
 import { migrations } from "../src/migrations/index.js";
 import { startRecordWriter, writeRecords } from "../src/record-writer.js";
+import { MAX_ROLLUP_CUT_HOURS } from "../src/search.js";
 import { runsRoutes } from "../src/service.js";
 import { sweepRuns } from "../src/sweeper.js";
 import type { RunsDatabase } from "../src/tables.js";
@@ -359,6 +360,15 @@ describe("searches the rollup answers", () => {
       { facets, filters: { environmentIds: [""] } },
       { facets, filters: { tags: ["x"] } },
       { facets, filters: { parentId: "some-parent" } },
+      // Boundaries inside more hours than MAX_ROLLUP_CUT_HOURS: counted over the runs.
+      {
+        facets: {
+          ...facets,
+          d: dateFacet(
+            Array.from({ length: MAX_ROLLUP_CUT_HOURS + 1 }, (_, k) => T0 + k * HOUR + 1),
+          ),
+        },
+      },
       {
         facets: {
           ...facets,
@@ -575,8 +585,8 @@ describe("property: the rollup's answers equal the count over the runs and an in
   });
 });
 
-describe("writers of one rollup key", () => {
-  it("wait for each other's commit, and both count; a writer of another key does not wait", async () => {
+describe("writers of the rollup", () => {
+  it("wait for each other's commit (one lock for the rollup), and both count", async () => {
     const p = `locks-${newId()}`;
     const insert = (id: string, status: string) =>
       `insert into runs.runs (id, project_id, account_id, interaction_id, status, updated_at)
@@ -586,9 +596,11 @@ describe("writers of one rollup key", () => {
     try {
       await open.query("begin");
       await open.query(insert("a", "completed"));
-      await other.query("set statement_timeout = '2s'");
-      await other.query(insert("b", "failed"));
-      const waiting = other.query(insert("c", "completed"));
+      await other.query("set statement_timeout = '5s'");
+      // Another key (another status) waits too: the rollup has one lock.
+      const waiting = other
+        .query(insert("b", "failed"))
+        .then(() => other.query(insert("c", "completed")));
       const settled = await Promise.race([
         waiting.then(() => "done"),
         new Promise((r) => setTimeout(() => r("waiting"), 300)),
@@ -609,6 +621,45 @@ describe("writers of one rollup key", () => {
       { id: "completed", count: 2 },
       { id: "failed", count: 1 },
     ]);
+    await expectRecount();
+  });
+
+  it("two record writers whose batches cross keys (an update of one key, an insert of another) do not deadlock", async () => {
+    // q sorts after p: each writer's insert trigger, upserting in key order, takes its key of p,
+    // then waits at q's (held by an open writer below), whichever trigger fires first.
+    const p = `a-cross-${newId()}`;
+    const q = `z-cross-${newId()}`;
+    const { CREATED, PROCESSING } = RunStatus;
+    const at = (m: number) => ({ updatedAt: T0 + 10 * HOUR + m * 60_000 });
+    await writeRecords(db, [
+      record(1, `${p}-r1`, p, CREATED, { modelId: "m-1", ...at(5) }),
+      record(2, `${p}-r2`, p, CREATED, { modelId: "m-2", ...at(6) }),
+    ]);
+    // Each batch updates a run of one key and inserts a run of the other: the record writer's
+    // upsert fires the update trigger, then the insert trigger. An open writer of a third project
+    // makes both wait, so that they start together once it commits.
+    const batchA = [
+      record(3, `${p}-r1`, p, PROCESSING, { modelId: "m-1", ...at(7) }),
+      record(4, `${q}-a1`, q, CREATED, at(0)),
+      record(5, `${p}-n2`, p, CREATED, { modelId: "m-2", ...at(8) }),
+    ];
+    const batchB = [
+      record(6, `${p}-r2`, p, PROCESSING, { modelId: "m-2", ...at(9) }),
+      record(7, `${q}-a2`, q, CREATED, at(0)),
+      record(8, `${p}-n1`, p, CREATED, { modelId: "m-1", ...at(9) }),
+    ];
+    const open = await pool.connect();
+    try {
+      await open.query("begin");
+      await open.query(`insert into runs.runs (id, project_id, account_id, interaction_id, status, model_id, updated_at)
+        values ('${q}-c1', '${q}', 'a', 'i', 'created', 'm-1', '${new Date(T0 + 10 * HOUR).toISOString()}')`);
+      const writes = Promise.all([writeRecords(db, batchA), writeRecords(db, batchB)]);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await open.query("commit");
+      await writes;
+    } finally {
+      open.release();
+    }
     await expectRecount();
   });
 });

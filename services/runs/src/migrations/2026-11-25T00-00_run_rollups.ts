@@ -39,16 +39,34 @@ export async function up(db: Kysely<any>): Promise<void> {
   // Kept exact by statement-level triggers, in the transaction of every change to runs.runs:
   // each statement's rows (a record writer's batch, a seeder's 50,000) counted by key once, the
   // old rows subtracted and the new added. An update that moves no run to another key (a
-  // heartbeat) nets to nothing and writes nothing.
+  // heartbeat) writes nothing. (A trigger with transition tables cannot name its columns.)
   await sql
     .raw(
       `create function runs.run_rollups_apply() returns trigger language plpgsql as $$
 begin
+  -- One lock for every change of the rollup, held to the end of the transaction: the record
+  -- writer's upsert fires two triggers (its updates', then its inserts'), each upserting its keys
+  -- in order, but not one order across both, so two writers crossed (one waiting on a key the
+  -- other held from its first trigger) and deadlocked. Writers of the current hour share its
+  -- rows anyway, and a writer's transaction is its one statement.
+  -- Only a statement that moves a run to or from a key takes it: an upsert of no new run fires
+  -- the insert trigger with none, a heartbeat the update trigger with no key changed.
   if tg_op = 'INSERT' then
-    ${upsert(`${keys("new_runs", "count(*)")} group by 1, 2, 3, 4, 5, 6`)};
+    if exists (select 1 from new_runs) then
+      perform pg_advisory_xact_lock(hashtext('runs.run_rollups'));
+      ${upsert(`${keys("new_runs", "count(*)")} group by 1, 2, 3, 4, 5, 6`)};
+    end if;
   elsif tg_op = 'DELETE' then
-    ${upsert(`${keys("old_runs", "-count(*)")} group by 1, 2, 3, 4, 5, 6`)};
-  else
+    if exists (select 1 from old_runs) then
+      perform pg_advisory_xact_lock(hashtext('runs.run_rollups'));
+      ${upsert(`${keys("old_runs", "-count(*)")} group by 1, 2, 3, 4, 5, 6`)};
+    end if;
+  elsif exists (
+    select 1 from new_runs n join old_runs o on o.id = n.id
+    where (n.project_id, n.updated_at, n.status, n.model_id, n.parent_id is null)
+      is distinct from (o.project_id, o.updated_at, o.status, o.model_id, o.parent_id is null)
+  ) then
+    perform pg_advisory_xact_lock(hashtext('runs.run_rollups'));
     ${upsert(`select p, h, b, s, m, t, sum(d) from (
       ${keys("new_runs", "1")}
       union all
