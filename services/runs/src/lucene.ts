@@ -418,7 +418,11 @@ export function leafPath(path: string[] | null, test: Test): string {
     case "wildcard":
       return `${base} ? (@ like_regex ${str(test.regex)} flag "s")`;
     case "range": {
-      const conditions: string[] = [];
+      // The node itself of the bounds' type: a node that is an array (at any depth under `$.**`,
+      // or an array of arrays at a path) would pass each comparison on some element of its own,
+      // lax mode's `@ > x` and `@ < y` each true for another element, with none between them.
+      const numeric = [test.lower, test.upper].some((b) => typeof b?.value === "number");
+      const conditions = [`@.type() == "${numeric ? "number" : "string"}"`];
       if (test.lower)
         conditions.push(`@ ${test.lower.inclusive ? ">=" : ">"} ${lit(test.lower.value)}`);
       if (test.upper)

@@ -660,6 +660,32 @@ describe("review mends", () => {
     expect(await ids("n:[0 TO 9] -k:a")).toEqual([id("b"), id("c")]);
   });
 
+  it("matches a range with one value between its bounds, not an array whose elements pass one bound each", async () => {
+    const project = `ranges-${newId()}`;
+    const rows = {
+      split: { a: [0, 10], l: [["x", "y"]] },
+      nested: { a: [[0, 10]], s: [["x", "y"]] },
+      inside: { a: [0, 3], l: [["x", "xyy"]] },
+    };
+    await insert(
+      Object.entries(rows).map(([name, parameters], i) => ({
+        id: `${project}-${name}`,
+        project_id: project,
+        parameters,
+        updated_at: at(i),
+      })),
+    );
+    const ids = async (query: string) =>
+      (await runs.searchRuns({ projectId: project, query, limit: 10 })).runs
+        .map((r) => r.id.slice(project.length + 1))
+        .sort();
+    // 0 < 1 and 10 > 5: each bound holds for an element, but no element is between them.
+    expect(await ids("[1 TO 5]")).toEqual(["inside"]);
+    expect(await ids("a:[1 TO 5]")).toEqual(["inside"]);
+    expect(await ids("{xy TO xyz}")).toEqual(["inside"]);
+    expect(await ids("l:{xy TO xyz}")).toEqual([]);
+  });
+
   it("refuses offsets past 10,000 and cuts a statement at the search timeout (504)", async () => {
     await expectCode(
       runs.searchRuns({ projectId: "p", offset: 10_001 }),
