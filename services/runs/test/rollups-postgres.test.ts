@@ -625,10 +625,11 @@ describe("writers of the rollup", () => {
   });
 
   it("two record writers whose batches cross keys (an update of one key, an insert of another) do not deadlock", async () => {
-    // q sorts after p: each writer's insert trigger, upserting in key order, takes its key of p,
-    // then waits at q's (held by an open writer below), whichever trigger fires first.
-    const p = `a-cross-${newId()}`;
-    const q = `z-cross-${newId()}`;
+    // q sorts before p, and the upsert fires its update trigger before its insert trigger: each
+    // writer's update trigger takes its keys of p, then its insert trigger waits at q's key (held
+    // by an open writer below) before it reaches the key of p that the other writer holds.
+    const p = `x-cross-${newId()}`;
+    const q = `a-cross-${newId()}`;
     const { CREATED, PROCESSING } = RunStatus;
     const at = (m: number) => ({ updatedAt: T0 + 10 * HOUR + m * 60_000 });
     await writeRecords(db, [
