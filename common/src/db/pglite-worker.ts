@@ -94,7 +94,13 @@ export async function openPGliteWorker(
     const id = nextId++;
     return new Promise<ThreadReply>((resolve, reject) => {
       pending.set(id, { resolve, reject });
-      worker.postMessage({ ...request, id });
+      try {
+        worker.postMessage({ ...request, id });
+      } catch (err) {
+        // A parameter that cannot cross (DataCloneError): this call fails, nothing waits for it.
+        pending.delete(id);
+        reject(err as Error);
+      }
     }).then((reply) => {
       if (!reply.ok) throw new PGliteThreadError(reply.error);
       return reply;
