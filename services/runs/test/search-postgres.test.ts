@@ -1015,6 +1015,15 @@ function holds(q: Q, data: JsonObject, implicit: string | null): boolean {
   });
 }
 
+/** Generated runs as rows of one project, with ids in insertion order and their minute's time. */
+const projectRows = <T extends { minute: number }>(projectId: string, data: T[]) =>
+  data.map((r, i) => ({
+    ...r,
+    id: `${projectId}-r${String(i).padStart(2, "0")}`,
+    project_id: projectId,
+    updated_at: at(r.minute),
+  }));
+
 const STATUSES = ["created", "processing", "completed", "failed"] as const;
 const STATUS_ENUM = {
   created: RunStatus.CREATED,
@@ -1051,12 +1060,7 @@ describe("property: SQL equals an in-memory evaluation", () => {
         fc.boolean(),
         async (data, q, defaultQueryPath, f, numBuckets, flat) => {
           const projectId = `prop-${newId()}`;
-          const rows = data.map((r, i) => ({
-            ...r,
-            id: `${projectId}-r${String(i).padStart(2, "0")}`,
-            project_id: projectId,
-            updated_at: at(r.minute),
-          }));
+          const rows = projectRows(projectId, data);
           await insert(rows);
           const matches = rows.filter(
             (r) =>
@@ -1179,12 +1183,7 @@ describe("property: a page looked for in a window of the newest runs first is th
         fc.option(fc.constantFrom(...STATUSES), { nil: undefined }),
         async (data, q, limit, offset, status) => {
           const projectId = `window-${newId()}`;
-          const rows = data.map((r, i) => ({
-            ...r,
-            id: `${projectId}-r${String(i).padStart(2, "0")}`,
-            project_id: projectId,
-            updated_at: at(r.minute),
-          }));
+          const rows = projectRows(projectId, data);
           await insert(rows);
           const expected = rows
             .filter((r) => holds(q, r.parameters, null) && (!status || r.status === status))
