@@ -2,6 +2,13 @@ import { sql, type Kysely } from "kysely";
 import type { Logger } from "../logger.js";
 import { isInProcessDatabase } from "./db.js";
 
+/** An index's row in pg_index: none when it is not there, `valid` false while it is built. */
+export const indexState = (schema: string, name: string) => sql<{ valid: boolean }>`
+  select i.indisvalid as valid from pg_index i
+  join pg_class c on c.oid = i.indexrelid
+  join pg_namespace n on n.oid = c.relnamespace
+  where n.nspname = ${schema} and c.relname = ${name}`;
+
 /**
  * An index built outside the migrations, with CREATE INDEX CONCURRENTLY, so that building it on a
  * large table never blocks the writes to it. A migration runs in the migrator's transaction (where
@@ -111,14 +118,7 @@ export async function buildIndexes(
         }
         const extensionSchema = schemas[0] ?? "";
         const qualified = `${quoteIdent(schema)}.${quoteIdent(build.name)}`;
-        const state = await run(
-          sql<{ valid: boolean }>`
-            select i.indisvalid as valid from pg_index i
-            join pg_class c on c.oid = i.indexrelid
-            join pg_namespace n on n.oid = c.relnamespace
-            where n.nspname = ${schema} and c.relname = ${build.name}`,
-          conn,
-        );
+        const state = await run(indexState(schema, build.name), conn);
         const valid = state.rows[0]?.valid;
         if (valid) {
           report.present.push(build.name);

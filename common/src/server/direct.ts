@@ -225,6 +225,8 @@ class CallerEnded {
  */
 function untilAborted<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) {
+    // The call ends as it can, unheard (it sees its signal aborted): never an unhandled rejection.
+    call.catch(() => {});
     return Promise.reject(new CallerEnded(ConnectError.from(signal.reason, Code.Canceled)));
   }
   return new Promise<T>((resolve, reject) => {

@@ -14,6 +14,7 @@ import {
   type Facet,
   type SearchRunsRequest,
 } from "@pies/proto/runs";
+import { indexState } from "@pies/common/db";
 import { applyFilters } from "./filters.js";
 import { exprToSql, parseQuery } from "./lucene.js";
 import { statusName } from "./mappers.js";
@@ -158,17 +159,6 @@ export function searchParts(db: Kysely<RunsDatabase>, projectId: string, req: Se
   };
 }
 
-/** The runs a search matches: its project, filters and query. */
-export function matching(
-  db: Kysely<RunsDatabase>,
-  projectId: string,
-  req: SearchRunsRequest,
-  options: { patterns: boolean } = { patterns: false },
-): Base {
-  const parts = searchParts(db, projectId, req);
-  return parts.where(parts.filtered, options);
-}
-
 /** The trigram index of the input data's strings (migrations/index-builds.ts). */
 export const TRIGRAM_INDEX = "runs_project_strings_trgm_idx";
 
@@ -182,11 +172,7 @@ export function indexPresence(db: Kysely<RunsDatabase>, name: string, ttlMs: num
   let pending: Promise<boolean> | undefined;
   const lookUp = async () => {
     try {
-      const { rows } = await sql<{ valid: boolean }>`
-        select i.indisvalid as valid from pg_index i
-        join pg_class c on c.oid = i.indexrelid
-        join pg_namespace n on n.oid = c.relnamespace
-        where n.nspname = 'runs' and c.relname = ${name}`.execute(db);
+      const { rows } = await indexState("runs", name).execute(db);
       return rows[0]?.valid === true;
     } catch {
       return false;

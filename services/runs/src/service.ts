@@ -209,15 +209,16 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       // with the patterns (a rare term: the trigram index). Exact either way: the window is the
       // start of the ordered matches' superset, so its first matches are the first matches.
       type PageRow = typeof page extends CompiledQuery<infer R> ? R : never;
-      const windowed = parts.condition
-        ? sql<PageRow>`select * from (${parts.filtered
-            .select(listColumns)
-            .orderBy("updated_at", "desc")
-            .orderBy("id", "desc")
-            .limit(pageWindow)}) as w
+      const windowed =
+        patterns && parts.condition
+          ? sql<PageRow>`select * from (${parts.filtered
+              .select(listColumns)
+              .orderBy("updated_at", "desc")
+              .orderBy("id", "desc")
+              .limit(pageWindow)}) as w
           where ${exprToSql(parts.condition, { patterns: false })}
           order by updated_at desc, id desc limit ${limit} offset ${req.offset}`
-        : undefined;
+          : undefined;
       const readPage = async (tx: Kysely<RunsDatabase>) => {
         if (patterns && windowed) {
           const first = await windowed.execute(tx);
