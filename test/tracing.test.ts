@@ -99,6 +99,9 @@ describe("one trace per execution", () => {
         "POST /api/v1/interactions/:id/execute",
         "pies.executor.v1.ExecutorService/Execute",
         "pies.catalog.v1.CatalogService/ResolveExecution",
+        // The provider's time and the record's put, apart from pies' own work.
+        "provider.complete",
+        "runs.record.put",
         "runs.record.store",
       ]),
     );

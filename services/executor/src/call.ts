@@ -1,5 +1,5 @@
 import { setTimeout as delay } from "node:timers/promises";
-import { toValue, type JsonValue } from "@pies/common";
+import { inSpan, SpanKind, toValue, type JsonValue } from "@pies/common";
 import { create } from "@bufbuild/protobuf";
 import {
   RunAttemptSchema,
@@ -144,7 +144,12 @@ async function completeWithRetries(
   };
   for (let retry = 0; ; retry++) {
     try {
-      return await client.complete(request, callOptions);
+      // Its own span when tracing is on: the provider's time, apart from pies' own.
+      return await inSpan(
+        "provider.complete",
+        { kind: SpanKind.CLIENT, attributes: { "pies.model": request.model, "pies.retry": retry } },
+        () => client.complete(request, callOptions),
+      );
     } catch (err) {
       const retryAfterMs = err instanceof ProviderError ? err.retryAfterMs : undefined;
       if (retryAfterMs === undefined || partial.length > 0 || retry >= deps.providerMaxRetries)

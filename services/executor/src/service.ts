@@ -1,7 +1,15 @@
 import { create, fromJson, toBinary } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
-import { answered, fromValue, notFound, toValue, type JsonObject } from "@pies/common";
+import {
+  answered,
+  fromValue,
+  inSpan,
+  notFound,
+  SpanKind,
+  toValue,
+  type JsonObject,
+} from "@pies/common";
 import { newPutId, RecordConflict, withFields } from "@pies/common/bus";
 import { ExecutorService } from "@pies/proto/executor";
 import { CachePolicySchema, type CachePolicy } from "@pies/proto/catalog";
@@ -286,7 +294,9 @@ async function recordEnd(deps: ExecutorDeps, ended: Run, seq: number): Promise<R
   const options = { logger: deps.logger, what: `the end of run ${ended.id}` };
   try {
     const putId = newPutId();
-    await untilRecorded(() => deps.log.put(ended, seq, putId), options);
+    await inSpan("runs.record.put", { kind: SpanKind.PRODUCER }, () =>
+      untilRecorded(() => deps.log.put(ended, seq, putId), options),
+    );
     return ended;
   } catch (err) {
     if (!(err instanceof RecordConflict)) throw err;

@@ -1,0 +1,272 @@
+#!/usr/bin/env node
+// Where a blocking execution's wall-clock time goes, hop by hop (npm run bench:hops): the
+// four-process stack (or the edge, BENCH_HOPS_TARGET=edge) with tracing on, exporting every span
+// to an OTLP/HTTP sink in this process, under closed-loop load at concurrency 1 against a
+// zero-latency fake upstream. For each span name it prints the median duration and the median
+// time not covered by its children ("self": the process's own work plus waits that no span
+// covers), over the traces of the measured phase. The spans are the gateway's request, every
+// Connect call (client and server side) and the record log's put; the provider call has no span
+// of its own, so it is inside the executor's server span's self time (with the rendering).
+// Span start times are anchored on each process's millisecond clock, so "starts at" is only
+// good to ~1 ms across processes; durations and self times are exact.
+// Settings: BENCH_HOPS_TARGET=stack|edge  BENCH_CONCURRENCY=1  BENCH_DURATION_MS=5000
+//   BENCH_WARMUP_MS=1500  BENCH_PIN=0 (no pinning; by default the system under test is on one
+//   CPU, the load and fake on the other)  BENCH_HOPS_KILL_RUNS=1 (the runs service stopped while
+//   measuring: no record is stored, so the store's work does not share the CPU; the records wait
+//   in JetStream)
+import { createServer } from "node:http";
+import {
+  createTestDatabase,
+  createTestStream,
+  freePort,
+  startProcess,
+  startStack,
+} from "@pies/testkit";
+import { api } from "./lib/api.mjs";
+import { startFakeInWorker } from "./lib/fake.mjs";
+import { runCell } from "./lib/load.mjs";
+import { modes } from "./lib/modes.mjs";
+import { percentile } from "./lib/stats.mjs";
+import { pinSelf, planPinning } from "./lib/pin.mjs";
+
+const int = (name, fallback) => Number(process.env[name] ?? fallback);
+const target = process.env.BENCH_HOPS_TARGET ?? "stack";
+if (!["stack", "edge"].includes(target)) throw new Error(`bad BENCH_HOPS_TARGET ${target}`);
+const concurrency = int("BENCH_CONCURRENCY", 1);
+const durationMs = int("BENCH_DURATION_MS", 5000);
+const warmupMs = int("BENCH_WARMUP_MS", 1500);
+const pinning = planPinning();
+const log = (m) => process.stderr.write(`[bench:hops] ${m}\n`);
+
+// The OTLP/HTTP JSON sink: keeps every span with its service.
+const spans = [];
+const sink = createServer((req, res) => {
+  const chunks = [];
+  req.on("error", () => res.destroy());
+  req.on("data", (c) => chunks.push(c));
+  req.on("end", () => {
+    try {
+      const body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      for (const rs of body.resourceSpans ?? []) {
+        const service =
+          rs.resource?.attributes?.find((a) => a.key === "service.name")?.value?.stringValue ?? "?";
+        for (const ss of rs.scopeSpans ?? [])
+          for (const s of ss.spans ?? [])
+            spans.push({
+              service: service.replace(/^pies-/, ""),
+              traceId: s.traceId,
+              spanId: s.spanId,
+              parentSpanId: s.parentSpanId || undefined,
+              name: s.name,
+              start: BigInt(s.startTimeUnixNano),
+              end: BigInt(s.endTimeUnixNano),
+            });
+      }
+    } catch (err) {
+      log(`unreadable export: ${err.message}`);
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end("{}");
+  });
+});
+await new Promise((resolve) => sink.listen(0, "127.0.0.1", resolve));
+const sinkUrl = `http://127.0.0.1:${sink.address().port}`;
+
+// Before the fake's worker thread starts, so that it inherits this CPU.
+if (pinning.enabled) pinSelf(pinning.loadCpu);
+log(pinning.note);
+const fakeKey = "sk-bench-upstream";
+const fake = await startFakeInWorker({ apiKey: fakeKey, latencyMs: 0, maxRecordedRequests: 0 });
+const db = await createTestDatabase("bench_hops");
+const stream = createTestStream();
+let stack;
+let edgeProc;
+try {
+  stack = await startStack({
+    databaseUrl: db.url,
+    natsEnv: stream.env,
+    env: { PIES_ALLOWED_ENDPOINTS: "loopback", OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl },
+    launcher: pinning.launcher,
+  });
+  const key = stack.bootstrap.key;
+  let gatewayUrl = stack.gatewayUrl;
+  if (target === "edge") {
+    const port = await freePort();
+    edgeProc = startProcess(
+      "edge",
+      "embedded/dist/edge-main.js",
+      {
+        ...stream.env,
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        CATALOG_URL: stack.catalogUrl,
+        RUNS_URL: stack.runsUrl,
+        PIES_ALLOWED_ENDPOINTS: "loopback",
+        OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl,
+      },
+      [],
+      pinning.launcher,
+    );
+    gatewayUrl = `http://127.0.0.1:${port}`;
+    for (let i = 0; i < 300; i++) {
+      const ok = await fetch(`${gatewayUrl}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const environment = (
+    await api(gatewayUrl, key, "/environments", {
+      name: "bench-upstream",
+      provider: "openai_compatible",
+      endpoint_url: fake.url,
+      apiKey: fakeKey,
+      default_model: "gpt-4o-mini",
+    })
+  ).json;
+  const prompt = (
+    await api(gatewayUrl, key, "/prompts", {
+      name: "summarise",
+      role: "user",
+      content_type: "jst",
+      content: "return `Summarise ${text}`",
+    })
+  ).json;
+  const interaction = (
+    await api(gatewayUrl, key, "/interactions", {
+      name: "Traced",
+      environment: environment.id,
+      prompts: [{ type: "template", template: prompt.id }],
+    })
+  ).json;
+  const ctx = {
+    gatewayUrl,
+    apiKey: key,
+    interactionId: interaction.id,
+    text: "the quarterly report",
+    fakeUrl: fake.url,
+    fakeKey,
+    model: "gpt-4o-mini",
+  };
+  const stop = new AbortController().signal;
+  const cell = (request) =>
+    runCell({
+      request,
+      concurrency,
+      warmupMs,
+      durationMs,
+      maxRequests: 100_000,
+      requestTimeoutMs: 30_000,
+      stop,
+    });
+  if (process.env.BENCH_HOPS_KILL_RUNS === "1") await stack.kill("runs");
+  const direct = await cell((signal) => modes["direct blocking"](ctx, signal));
+  let measuredFrom = 0n;
+  const piesCell = await runCell({
+    request: (signal) => modes["pies blocking"]({ pies: ctx }, signal),
+    concurrency,
+    warmupMs,
+    durationMs,
+    maxRequests: 100_000,
+    requestTimeoutMs: 30_000,
+    stop,
+    onMeasure: () => {
+      measuredFrom = BigInt(Date.now()) * 1_000_000n;
+      return () => {};
+    },
+  });
+  // The batch processors export every 500 ms.
+  await new Promise((r) => setTimeout(r, 1500));
+  const p50 = (samples) =>
+    percentile(
+      samples
+        .filter((s) => s.ok)
+        .map((s) => s.latencyMs)
+        .sort((a, b) => a - b),
+      50,
+    );
+  const directP50 = p50(direct.samples);
+  const piesP50 = p50(piesCell.samples);
+  const errors = piesCell.samples.filter((s) => !s.ok).length;
+
+  // Durations and self times per span name (service: name), over traces started when measured.
+  const byTrace = new Map();
+  for (const s of spans) {
+    if (!byTrace.has(s.traceId)) byTrace.set(s.traceId, []);
+    byTrace.get(s.traceId).push(s);
+  }
+  const stats = new Map();
+  let traces = 0;
+  for (const list of byTrace.values()) {
+    const root = list.find((s) => !s.parentSpanId);
+    if (!root || root.start < measuredFrom) continue;
+    traces++;
+    const bySpan = new Map(list.map((s) => [s.spanId, s]));
+    const children = new Map();
+    for (const s of list) {
+      if (!s.parentSpanId) continue;
+      if (!children.has(s.parentSpanId)) children.set(s.parentSpanId, []);
+      children.get(s.parentSpanId).push(s);
+    }
+    for (const s of list) {
+      const key = `${s.service}: ${s.name}`;
+      const entry = stats.get(key) ?? { durations: [], self: [], depth: 0, order: [] };
+      const dur = Number(s.end - s.start) / 1e6;
+      // Self time: the span's duration minus the union of its children's intervals.
+      const kids = (children.get(s.spanId) ?? []).map((k) => [k.start, k.end]);
+      kids.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+      let covered = 0n;
+      let curStart;
+      let curEnd;
+      for (const [a, b] of kids) {
+        const lo = a < s.start ? s.start : a;
+        const hi = b > s.end ? s.end : b;
+        if (hi <= lo) continue;
+        if (curEnd === undefined || lo > curEnd) {
+          if (curEnd !== undefined) covered += curEnd - curStart;
+          curStart = lo;
+          curEnd = hi;
+        } else if (hi > curEnd) curEnd = hi;
+      }
+      if (curEnd !== undefined) covered += curEnd - curStart;
+      entry.durations.push(dur);
+      entry.self.push(dur - Number(covered) / 1e6);
+      entry.order.push(Number(s.start - root.start) / 1e6);
+      let depth = 0;
+      for (let p = s; p?.parentSpanId; depth++) p = bySpan.get(p.parentSpanId);
+      entry.depth = depth;
+      stats.set(key, entry);
+    }
+  }
+  const med = (xs) =>
+    percentile(
+      [...xs].sort((a, b) => a - b),
+      50,
+    );
+  const rows = [...stats.entries()]
+    .map(([name, e]) => ({ name, ...e, at: med(e.order) }))
+    .sort((a, b) => a.at - b.at || a.depth - b.depth);
+  console.log(
+    `\nhops of a blocking execution through the ${target}, c=${concurrency}, zero-latency upstream, tracing on (${traces} traces)`,
+  );
+  console.log(
+    `direct p50 ${directP50.toFixed(2)} ms; pies p50 ${piesP50.toFixed(2)} ms (tracing on), added ${(piesP50 - directP50).toFixed(2)} ms; ${errors} errors\n`,
+  );
+  console.log("| span | starts at p50 ms | spans/trace | duration p50 ms | p90 ms | self p50 ms |");
+  console.log("|---|---|---|---|---|---|");
+  for (const r of rows)
+    console.log(
+      `| ${"  ".repeat(r.depth)}${r.name} | ${r.at.toFixed(2)} | ${(r.durations.length / traces).toFixed(2)} | ${med(r.durations).toFixed(2)} | ${percentile(
+        [...r.durations].sort((a, b) => a - b),
+        90,
+      ).toFixed(2)} | ${med(r.self).toFixed(2)} |`,
+    );
+} finally {
+  await edgeProc?.stop();
+  await stack?.stop();
+  await stream.remove();
+  await db.drop();
+  await fake.close();
+  sink.close();
+}
