@@ -148,21 +148,27 @@ export class JetStreamRunEventBus implements RunEventBus {
     const stop = () => {
       if (!sub.isClosed()) sub.unsubscribe();
     };
-    signal.addEventListener("abort", stop, { once: true });
+    // Watched from here, not from the first read: a reconnect before it (the caller may read
+    // later) loses core messages just the same, and an end lost so would leave a reader waiting.
+    const stopWatching = onReconnect(this.nc, stop);
+    const dispose = () => {
+      signal.removeEventListener("abort", dispose);
+      stop();
+      stopWatching();
+    };
+    signal.addEventListener("abort", dispose, { once: true });
     try {
       // While NATS is away the flush waits for it: the stream takes the replay path instead.
       await withTimeout(this.nc.flush(), LIVE_SETUP_MS, "the live subscription was not set up");
     } catch (err) {
-      signal.removeEventListener("abort", stop);
-      stop();
+      dispose();
       throw err;
     }
-    const nc = this.nc;
     return (async function* () {
       let last = 0;
-      // Core messages sent while the connection was down are lost: the subscription ends, a gap.
-      const stopWatching = onReconnect(nc, stop);
       try {
+        // Ends early when the subscription was stopped: by the abort, or by a reconnect (core
+        // messages sent while the connection was down are lost), a gap.
         for await (const m of sub) {
           const event = eventOf(m.subject, m.headers, m.data);
           if (event.seq <= last && event.kind !== "end") continue;
@@ -173,9 +179,7 @@ export class JetStreamRunEventBus implements RunEventBus {
         }
         if (!signal.aborted) throw new LiveGap(last);
       } finally {
-        signal.removeEventListener("abort", stop);
-        stop();
-        stopWatching();
+        dispose();
       }
     })();
   }
