@@ -266,6 +266,13 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
       stream.on("end", () => {
         if (settled) return;
+        // Ended without an answer, or before its end (the stream closed with a code, CANCEL when
+        // the connection went away): a process that died closes its socket, and its streams end
+        // with no error event, whatever they had received.
+        if (responseHeaders === undefined || stream.rstCode) {
+          finish((h2.destroyed ? undefined : resetError(stream.rstCode ?? 0)) ?? lostStream());
+          return;
+        }
         const bytes = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
         try {
           finish(undefined, answer(method, status, responseHeaders ?? {}, bytes));

@@ -342,6 +342,37 @@ describe("internal unary calls", () => {
     }
   });
 
+  it("answer a peer whose process goes away during the call UNAVAILABLE naming it", async () => {
+    for (const when of ["before the answer", "in the answer's body"]) {
+      const dying = http2.createServer();
+      const sockets = new Set<net.Socket>();
+      dying.on("connection", (socket: net.Socket) => sockets.add(socket));
+      dying.on("stream", (stream) => {
+        stream.resume();
+        stream.on("end", () => {
+          if (when === "in the answer's body") {
+            stream.respond({ ":status": 200, "content-type": "application/json" });
+            stream.write('{"run":{"id":');
+          }
+          // As a process that dies: its socket closes, no reset, no GOAWAY.
+          setTimeout(() => sockets.forEach((socket) => socket.destroy()), 20);
+        });
+      });
+      await new Promise<void>((resolve) => dying.listen(0, "127.0.0.1", resolve));
+      try {
+        const url = `http://127.0.0.1:${(dying.address() as net.AddressInfo).port}`;
+        const client = serviceClient(RunsService, peerTransport(url, "runs"));
+        const err = await client.getRun({ id: "x" }).catch((e: unknown) => e);
+        expect(err, when).toMatchObject({
+          code: Code.Unavailable,
+          rawMessage: "the runs service is unavailable",
+        });
+      } finally {
+        dying.close();
+      }
+    }
+  });
+
   it("answer health checks (the probes' service) on the lean path", async () => {
     const health = createClient(Health, peerTransport(server.url, "runs", TOKEN));
     const answer = await health.check({ service: RunsService.typeName });
