@@ -84,8 +84,14 @@ export function unaryHandler(
         // where the compatibility API's `res.end(body)` sends an empty END_STREAM frame after it
         // (a second wake-up of the caller).
         headers[":status"] = status;
-        stream.respond(headers);
-        stream.end(body);
+        try {
+          stream.respond(headers);
+          stream.end(body);
+        } catch {
+          // Headers HTTP/2 refuses (a connection-specific one a handler set): the caller's stream
+          // is reset, the call fails there, never the process.
+          stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+        }
       });
     });
     return true;

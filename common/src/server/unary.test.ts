@@ -45,6 +45,11 @@ function routes(router: ConnectRouter) {
         throw new ConnectError("run missing not found", Code.NotFound, { "x-why": "gone" });
       }
       if (req.id === "boom") throw new Error("a bug with a secret in its message");
+      if (req.id === "bad-header") {
+        // HTTP/2 forbids connection-specific headers: the answer cannot be sent.
+        ctx.responseHeader.set("connection", "keep-alive");
+        return { run: { ...run, id: req.id } };
+      }
       if (req.id === "wait") {
         // Until the caller goes away or the deadline passes.
         await new Promise<void>((resolve) => {
@@ -220,6 +225,16 @@ describe("internal unary calls", () => {
       const boom = await client.getRun({ id: "boom" }).catch((e: unknown) => e);
       expect(boom).toMatchObject({ code: Code.Internal, rawMessage: "internal error" });
     }
+  });
+
+  it("fail a call whose answer HTTP/2 refuses, and keep serving", async () => {
+    const client = lean("json");
+    // The stream is reset (INTERNAL_ERROR): a stream error, which callers read as their peer
+    // failing (peerUnavailableInterceptor), as with connect-node's client.
+    await expect(client.getRun({ id: "bad-header" })).rejects.toMatchObject({
+      code: Code.Unavailable,
+    });
+    expect((await client.getRun({ id: "after" })).run?.id).toBe("after");
   });
 
   it("refuse a call without the internal token, on either server path", async () => {
