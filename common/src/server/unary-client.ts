@@ -60,8 +60,11 @@ import { isConnectionError } from "../unavailable.js";
  */
 export interface UnaryTransportOptions {
   baseUrl: string;
-  /** Protobuf binary (`application/proto`) or JSON (`application/json`). */
-  useBinaryFormat: boolean;
+  /**
+   * Protobuf binary (`application/proto`) or JSON (`application/json`): for every call, or per
+   * method (both formats on the one session).
+   */
+  useBinaryFormat: boolean | ((method: DescMethodUnary) => boolean);
   /** The deadline of a call that names none; none when undefined. */
   defaultTimeoutMs?: number;
   /** Outermost first, as connect's `interceptors` option. */
@@ -200,8 +203,9 @@ function webHeaders(headers: http2.IncomingHttpHeaders): Headers {
 export function unaryTransport(options: UnaryTransportOptions): Transport {
   const session = new Session(options);
   const interceptors = options.interceptors ?? [];
-  const binary = options.useBinaryFormat;
-  const contentType = binary ? "application/proto" : "application/json";
+  const format = options.useBinaryFormat;
+  const binaryFor: (method: DescMethodUnary) => boolean =
+    typeof format === "function" ? format : () => format;
   const base = options.baseUrl.replace(/\/$/, "");
   let streaming: Transport | undefined;
 
@@ -212,6 +216,7 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
   ): Promise<UnaryResponse<I, O>> {
     return new Promise((resolve, reject) => {
       const { signal } = req;
+      const binary = binaryFor(method);
       if (signal.aborted) {
         reject(ConnectError.from(signal.reason, Code.Canceled));
         return;
@@ -219,7 +224,7 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
       const headers: http2.OutgoingHttpHeaders = {
         ":method": "POST",
         ":path": `/${method.parent.typeName}/${method.name}`,
-        "content-type": contentType,
+        "content-type": binary ? "application/proto" : "application/json",
         "connect-protocol-version": "1",
       };
       req.header.forEach((value, key) => {
@@ -275,7 +280,7 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
         }
         const bytes = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
         try {
-          finish(undefined, answer(method, status, responseHeaders ?? {}, bytes));
+          finish(undefined, answer(method, binary, status, responseHeaders, bytes));
         } catch (err) {
           finish(ConnectError.from(err));
         }
@@ -292,6 +297,7 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
   /** The callee's answer: the message, or the Connect error it sent. */
   function answer<I extends DescMessage, O extends DescMessage>(
     method: DescMethodUnary<I, O>,
+    binary: boolean,
     status: number,
     headers: http2.IncomingHttpHeaders,
     bytes: Buffer,
@@ -311,7 +317,7 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
       );
     }
     const type = headers["content-type"];
-    if (type !== contentType) {
+    if (type !== (binary ? "application/proto" : "application/json")) {
       throw new ConnectError(`unexpected content-type "${type}"`, Code.Internal);
     }
     const message: MessageShape<O> = binary

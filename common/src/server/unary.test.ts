@@ -8,7 +8,9 @@ import { GetRunRequestSchema, RunsService, RunStatus, type GetRunResponse } from
 import { Health, HealthCheckResponse_ServingStatus } from "@pies/proto/health";
 import { createLogger } from "../logger.js";
 import { peerTransport, serviceClient } from "./client.js";
+import { internalCredentialInterceptor } from "./internal-auth.js";
 import { replayableRoutes, serveConnect, type RunningServer } from "./server.js";
+import { unaryTransport } from "./unary-client.js";
 
 // pies' internal calls: unary-client.ts against unary-server.ts (the lean Connect paths), and both
 // against connect-node's (what grpc-js and other Connect clients still meet), through the servers
@@ -215,6 +217,38 @@ describe("internal unary calls", () => {
     } finally {
       proxy.close();
     }
+  });
+
+  it("speak binary or JSON per method on one session when the format is chosen per method", async () => {
+    const transport = unaryTransport({
+      baseUrl: server.url,
+      useBinaryFormat: (method) => method.parent.typeName === RunsService.typeName,
+      interceptors: [internalCredentialInterceptor(TOKEN)],
+      streaming: () => {
+        throw new Error("no streaming here");
+      },
+    });
+    const runs = createClient(RunsService, transport);
+    const health = createClient(Health, transport);
+    const { run: got } = await runs.getRun({ id: "per-method" });
+    expect(got).toMatchObject({ ...run, id: "per-method" });
+    expect(seen.headers.at(-1)?.get("content-type")).toBe("application/proto");
+    expect((await health.check({ service: "" })).status).toBe(
+      HealthCheckResponse_ServingStatus.SERVING,
+    );
+    const json = createClient(
+      RunsService,
+      unaryTransport({
+        baseUrl: server.url,
+        useBinaryFormat: (method) => method.parent.typeName !== RunsService.typeName,
+        interceptors: [internalCredentialInterceptor(TOKEN)],
+        streaming: () => {
+          throw new Error("no streaming here");
+        },
+      }),
+    );
+    expect((await json.getRun({ id: "json" })).run?.id).toBe("json");
+    expect(seen.headers.at(-1)?.get("content-type")).toBe("application/json");
   });
 
   it("carry a callee's error (code, message, metadata); an unexpected one is INTERNAL without its message", async () => {
