@@ -63,6 +63,11 @@ export interface DirectTransportOptions {
    * For tests: it costs a walk of both messages per call.
    */
   freezeMessages?: boolean;
+  /**
+   * The protocol the handler context names, and the scheme of its URL (`direct:///Service/Method`
+   * by default); `connect` when the server's unary path calls handlers through this (unary-server.ts).
+   */
+  protocolName?: string;
 }
 
 /** A method served here: its handler and its URL (for logs: `procedure` in errorInterceptor's). */
@@ -83,10 +88,11 @@ export function directTransport(
   const freeze = options.freezeMessages
     ? <T>(value: T) => deepFreeze(value)
     : <T>(value: T) => value;
+  const protocolName = options.protocolName ?? "direct";
   const methods = new Map<DescMethod, DirectMethod>();
   routes(
     recordingRouter((spec) => {
-      const url = `direct:///${spec.method.parent.typeName}/${spec.method.name}`;
+      const url = `${protocolName}:///${spec.method.parent.typeName}/${spec.method.name}`;
       methods.set(spec.method, { spec, url });
     }),
   );
@@ -107,7 +113,7 @@ export function directTransport(
       const ctx = createHandlerContext({
         service: method.parent,
         method,
-        protocolName: "direct",
+        protocolName,
         requestMethod: "POST",
         url,
         timeoutMs: deadline,

@@ -6,6 +6,7 @@ import { Health } from "@pies/proto/health";
 import type { Logger } from "../logger.js";
 import { createHealthService } from "./health.js";
 import { internalAuthInterceptor } from "./internal-auth.js";
+import { unaryHandler } from "./unary-server.js";
 import { serverTracingInterceptor, tracingEnabled } from "../tracing.js";
 import { databaseUnavailable, isDatabaseUnavailable, type DatabaseFaults } from "../unavailable.js";
 
@@ -60,28 +61,62 @@ export function errorInterceptor(logger: Logger, faults?: DatabaseFaults): Inter
   };
 }
 
+/**
+ * Calls `routes` once, keeping what it registers, and returns a `routes` that registers the same
+ * implementations again on any router.
+ */
+export function replayableRoutes(
+  routes: (router: ConnectRouter) => void,
+): (router: ConnectRouter) => void {
+  const calls: ((router: ConnectRouter) => void)[] = [];
+  const recorder: ConnectRouter = {
+    handlers: [],
+    service(service, implementation, options) {
+      calls.push((router) => router.service(service, implementation, options));
+      return recorder;
+    },
+    rpc(method, impl, options) {
+      calls.push((router) => router.rpc(method, impl as never, options));
+      return recorder;
+    },
+  };
+  routes(recorder);
+  return (router) => {
+    for (const call of calls) call(router);
+  };
+}
+
 /** Serves Connect, gRPC and gRPC-Web on one cleartext HTTP/2 port, with grpc.health.v1. */
 export async function serveConnect(options: ServeOptions): Promise<RunningServer> {
   let shuttingDown = false;
-  const handler = connectNodeAdapter({
-    interceptors: [
-      ...(tracingEnabled() ? [serverTracingInterceptor()] : []),
-      ...(options.internalToken ? [internalAuthInterceptor(options.internalToken)] : []),
-      errorInterceptor(options.logger, options.databaseFaults),
-    ],
+  const interceptors = [
+    ...(tracingEnabled() ? [serverTracingInterceptor()] : []),
+    ...(options.internalToken ? [internalAuthInterceptor(options.internalToken)] : []),
+    errorInterceptor(options.logger, options.databaseFaults),
+  ];
+  // The services are made once and served by both paths below (a `routes` function may build its
+  // service, and its state, anew at each call).
+  const routes = replayableRoutes((router) => {
+    options.routes(router);
+    router.service(
+      Health,
+      createHealthService(options.isReady, options.serviceNames, () => shuttingDown),
+    );
+  });
+  const connect = connectNodeAdapter({
+    interceptors,
     // Answers are never compressed, whatever a client accepts (grpc-js asks for gzip): callers are
     // internal, and gzip cost more CPU per call than the call itself. Compressed requests are
     // still accepted.
     compressMinBytes: Number.MAX_SAFE_INTEGER,
-    routes(router) {
-      options.routes(router);
-      router.service(
-        Health,
-        createHealthService(options.isReady, options.serviceNames, () => shuttingDown),
-      );
-    },
+    routes,
   });
-  const server = http2.createServer(handler);
+  // pies' own calls (Connect unary, from unary-client.ts) on the lean path, the rest (gRPC,
+  // gRPC-Web, streaming, GET, compressed) through connect-node.
+  const unary = unaryHandler(routes, interceptors);
+  const server = http2.createServer((req, res) => {
+    if (!unary(req, res)) connect(req, res);
+  });
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on("session", (session) => {
     sessions.add(session);

@@ -1,0 +1,430 @@
+import http2 from "node:http2";
+import net from "node:net";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient, type ConnectRouter } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { GetRunRequestSchema, RunsService, RunStatus, type GetRunResponse } from "@pies/proto/runs";
+import { Health, HealthCheckResponse_ServingStatus } from "@pies/proto/health";
+import { createLogger } from "../logger.js";
+import { peerTransport, serviceClient } from "./client.js";
+import { internalCredentialInterceptor } from "./internal-auth.js";
+import { replayableRoutes, serveConnect, type RunningServer } from "./server.js";
+import { unaryTransport } from "./unary-client.js";
+
+// pies' internal calls: unary-client.ts against unary-server.ts (the lean Connect paths), and both
+// against connect-node's (what grpc-js and other Connect clients still meet), through the servers
+// and transports the processes use.
+
+const TOKEN = "internal-test-token";
+const run = {
+  id: "r1",
+  status: RunStatus.COMPLETED,
+  parameters: { fields: { text: { kind: { case: "stringValue" as const, value: "quarterly" } } } },
+  result: { kind: { case: "stringValue" as const, value: "é ✓ ".repeat(5_000) } },
+  executionTime: 12n,
+  tags: ["a", "b"],
+};
+
+/** What the handlers saw, for the assertions. */
+const seen = {
+  routesCalls: 0,
+  aborted: [] as string[],
+  headers: [] as Headers[],
+};
+let ended: (() => void) | undefined;
+const handlerEnded = () => new Promise<void>((resolve) => (ended = resolve));
+
+function routes(router: ConnectRouter) {
+  seen.routesCalls++;
+  // State of the service: one instance must serve both paths.
+  let calls = 0;
+  router.service(RunsService, {
+    getRun: async (req, ctx) => {
+      seen.headers.push(ctx.requestHeader);
+      calls++;
+      if (req.id === "missing") {
+        throw new ConnectError("run missing not found", Code.NotFound, { "x-why": "gone" });
+      }
+      if (req.id === "boom") throw new Error("a bug with a secret in its message");
+      if (req.id === "bad-header") {
+        // HTTP/2 forbids connection-specific headers: the answer cannot be sent.
+        ctx.responseHeader.set("connection", "keep-alive");
+        return { run: { ...run, id: req.id } };
+      }
+      if (req.id === "wait") {
+        // Until the caller goes away or the deadline passes.
+        await new Promise<void>((resolve) => {
+          if (ctx.signal.aborted) resolve();
+          ctx.signal.addEventListener("abort", () => resolve());
+        });
+        seen.aborted.push(String((ctx.signal.reason as ConnectError)?.code));
+        ended?.();
+        throw ConnectError.from(ctx.signal.reason);
+      }
+      ctx.responseHeader.set("x-calls", String(calls));
+      ctx.responseTrailer.set("x-trailer", "t");
+      return { run: { ...run, id: req.id } };
+    },
+  });
+}
+
+let server: RunningServer;
+let calls: RunningServer;
+beforeAll(async () => {
+  server = await serveConnect({
+    name: "test",
+    host: "127.0.0.1",
+    port: 0,
+    logger: createLogger("test", "silent"),
+    serviceNames: [RunsService.typeName],
+    isReady: async () => true,
+    internalToken: TOKEN,
+    routes,
+  });
+  calls = server;
+});
+afterAll(() => calls.close(100));
+afterEach(() => {
+  seen.aborted = [];
+  seen.headers = [];
+});
+
+const lean = (format: "json" | "binary") =>
+  serviceClient(
+    RunsService,
+    peerTransport(server.url, format === "json" ? "runs" : "catalog", TOKEN),
+  );
+/** connect-node's own Connect client (the server's connect-node path for "; charset" JSON). */
+const connectNode = (contentType?: string) =>
+  createClient(
+    RunsService,
+    createConnectTransport({
+      baseUrl: server.url,
+      httpVersion: "2",
+      useBinaryFormat: false,
+      interceptors: [
+        (next) => (req) => {
+          req.header.set("authorization", `Bearer ${TOKEN}`);
+          if (contentType) req.header.set("content-type", contentType);
+          return next(req);
+        },
+      ],
+    }),
+  );
+
+interface Frame {
+  type: number;
+  stream: number;
+  length: number;
+  end: boolean;
+}
+
+/** A TCP proxy to `port` that parses the HTTP/2 frames each way (after the client's preface). */
+async function frameProxy(port: number) {
+  const sent: Frame[] = [];
+  const received: Frame[] = [];
+  const parser = (into: Frame[], skip: number) => {
+    let buffer = Buffer.alloc(0);
+    let skipped = 0;
+    return (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      if (skipped < skip) {
+        const n = Math.min(skip - skipped, buffer.length);
+        buffer = buffer.subarray(n);
+        skipped += n;
+      }
+      while (buffer.length >= 9) {
+        const length = buffer.readUIntBE(0, 3);
+        if (buffer.length < 9 + length) break;
+        const type = buffer[3]!;
+        const flags = buffer[4]!;
+        const stream = buffer.readUInt32BE(5) & 0x7fffffff;
+        into.push({ type, stream, length, end: type === 0 && (flags & 1) === 1 });
+        buffer = buffer.subarray(9 + length);
+      }
+    };
+  };
+  const proxy = net.createServer((socket) => {
+    const upstream = net.connect(port, "127.0.0.1");
+    socket.on("data", parser(sent, 24));
+    upstream.on("data", parser(received, 0));
+    socket.pipe(upstream).pipe(socket);
+    socket.on("error", () => upstream.destroy());
+    upstream.on("error", () => socket.destroy());
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`,
+    sent,
+    received,
+    close: () => proxy.close(),
+  };
+}
+
+describe("internal unary calls", () => {
+  it("build the services of `routes` once for both server paths", () => {
+    expect(seen.routesCalls).toBe(1);
+    let made = 0;
+    const replay = replayableRoutes(() => made++);
+    replay({} as ConnectRouter);
+    replay({} as ConnectRouter);
+    expect(made).toBe(1);
+  });
+
+  it("round-trip a run in JSON and in binary, with headers and trailers, on either server path", async () => {
+    const clients = {
+      "lean json": lean("json"),
+      "lean binary": lean("binary"),
+      "connect-node json": connectNode(),
+      "connect-node, server's connect-node path": connectNode("application/json; charset=utf-8"),
+    };
+    for (const [name, client] of Object.entries(clients)) {
+      let header: Headers | undefined;
+      let trailer: Headers | undefined;
+      const answer: GetRunResponse = await client.getRun(
+        { id: `r-${name}` },
+        { onHeader: (h) => (header = h), onTrailer: (t) => (trailer = t) },
+      );
+      expect(answer.run, name).toMatchObject({ ...run, id: `r-${name}` });
+      expect(Number(header?.get("x-calls")), name).toBeGreaterThan(0);
+      expect(trailer?.get("x-trailer"), name).toBe("t");
+    }
+    // The same service instance answered every path: its call count went up across them.
+    expect(new Set(seen.headers.map((h) => h.get("authorization")))).toEqual(
+      new Set([`Bearer ${TOKEN}`]),
+    );
+  });
+
+  it("send the body with END_STREAM in one DATA frame, and are answered the same way", async () => {
+    // A proxy that reads the HTTP/2 frames both ways: a body written and then ended separately
+    // goes out as a DATA frame and an empty END_STREAM one, which wakes the peer twice.
+    const proxy = await frameProxy(server.port);
+    try {
+      const client = serviceClient(RunsService, peerTransport(proxy.url, "runs", TOKEN));
+      expect((await client.getRun({ id: "framed" })).run?.id).toBe("framed");
+      const data = (frames: Frame[]) => frames.filter((f) => f.type === 0 && f.stream > 0);
+      expect(data(proxy.sent)).toEqual([
+        { type: 0, stream: 1, length: expect.any(Number), end: true },
+      ]);
+      expect(data(proxy.sent)[0]!.length).toBeGreaterThan(0);
+      // The answer: its body (over the default 16 KB frame size: several frames), the last one
+      // carrying END_STREAM, no empty frame after it.
+      const answered = data(proxy.received);
+      expect(answered.length).toBeGreaterThan(0);
+      expect(answered.every((f) => f.length > 0)).toBe(true);
+      expect(answered.map((f) => f.end)).toEqual([...answered.slice(1).map(() => false), true]);
+    } finally {
+      proxy.close();
+    }
+  });
+
+  it("speak binary or JSON per method on one session when the format is chosen per method", async () => {
+    const transport = unaryTransport({
+      baseUrl: server.url,
+      useBinaryFormat: (method) => method.parent.typeName === RunsService.typeName,
+      interceptors: [internalCredentialInterceptor(TOKEN)],
+      streaming: () => {
+        throw new Error("no streaming here");
+      },
+    });
+    const runs = createClient(RunsService, transport);
+    const health = createClient(Health, transport);
+    const { run: got } = await runs.getRun({ id: "per-method" });
+    expect(got).toMatchObject({ ...run, id: "per-method" });
+    expect(seen.headers.at(-1)?.get("content-type")).toBe("application/proto");
+    expect((await health.check({ service: "" })).status).toBe(
+      HealthCheckResponse_ServingStatus.SERVING,
+    );
+    const json = createClient(
+      RunsService,
+      unaryTransport({
+        baseUrl: server.url,
+        useBinaryFormat: (method) => method.parent.typeName !== RunsService.typeName,
+        interceptors: [internalCredentialInterceptor(TOKEN)],
+        streaming: () => {
+          throw new Error("no streaming here");
+        },
+      }),
+    );
+    expect((await json.getRun({ id: "json" })).run?.id).toBe("json");
+    expect(seen.headers.at(-1)?.get("content-type")).toBe("application/json");
+  });
+
+  it("carry a callee's error (code, message, metadata); an unexpected one is INTERNAL without its message", async () => {
+    for (const client of [lean("json"), lean("binary"), connectNode()]) {
+      const missing = await client.getRun({ id: "missing" }).catch((e: unknown) => e);
+      expect(missing).toMatchObject({ code: Code.NotFound, rawMessage: "run missing not found" });
+      expect((missing as ConnectError).metadata.get("x-why")).toBe("gone");
+      const boom = await client.getRun({ id: "boom" }).catch((e: unknown) => e);
+      expect(boom).toMatchObject({ code: Code.Internal, rawMessage: "internal error" });
+    }
+  });
+
+  it("fail a call whose answer HTTP/2 refuses, and keep serving", async () => {
+    const client = lean("json");
+    // The stream is reset (INTERNAL_ERROR): a stream error, which callers read as their peer
+    // failing (peerUnavailableInterceptor), as with connect-node's client.
+    await expect(client.getRun({ id: "bad-header" })).rejects.toMatchObject({
+      code: Code.Unavailable,
+    });
+    expect((await client.getRun({ id: "after" })).run?.id).toBe("after");
+  });
+
+  it("refuse a call without the internal token, on either server path", async () => {
+    for (const contentType of ["application/json", "application/json; charset=utf-8"]) {
+      const client = createClient(
+        RunsService,
+        createConnectTransport({
+          baseUrl: server.url,
+          httpVersion: "2",
+          useBinaryFormat: false,
+          interceptors: [
+            (next) => (req) => {
+              req.header.set("content-type", contentType);
+              return next(req);
+            },
+          ],
+        }),
+      );
+      await expect(client.getRun({ id: "r" })).rejects.toMatchObject({
+        code: Code.Unauthenticated,
+      });
+    }
+    await expect(
+      serviceClient(RunsService, peerTransport(server.url, "runs")).getRun({ id: "r" }),
+    ).rejects.toMatchObject({ code: Code.Unauthenticated });
+  });
+
+  it("answer a body that does not decode INVALID_ARGUMENT, and a bad timeout too", async () => {
+    const session = http2.connect(server.url);
+    const post = (headers: http2.OutgoingHttpHeaders, body: Uint8Array | string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const stream = session.request({
+          ":method": "POST",
+          ":path": `/${RunsService.typeName}/GetRun`,
+          authorization: `Bearer ${TOKEN}`,
+          ...headers,
+        });
+        let status = 0;
+        const chunks: Buffer[] = [];
+        stream.on("response", (h) => (status = Number(h[":status"])));
+        stream.on("data", (c: Buffer) => chunks.push(c));
+        stream.on("end", () => resolve({ status, body: Buffer.concat(chunks).toString() }));
+        stream.on("error", reject);
+        stream.end(body);
+      });
+    try {
+      const bad = await post({ "content-type": "application/json" }, "{not json");
+      expect(bad.status).toBe(400);
+      expect(JSON.parse(bad.body)).toMatchObject({ code: "invalid_argument" });
+      const badBinary = await post({ "content-type": "application/proto" }, "\xff\xff\xff");
+      expect(JSON.parse(badBinary.body)).toMatchObject({ code: "invalid_argument" });
+      const badTimeout = await post(
+        { "content-type": "application/proto", "connect-timeout-ms": "soon" },
+        toBinary(GetRunRequestSchema, create(GetRunRequestSchema, { id: "r" })),
+      );
+      expect(JSON.parse(badTimeout.body)).toMatchObject({ code: "invalid_argument" });
+    } finally {
+      session.close();
+    }
+  });
+
+  it("end at the deadline: the caller gets DEADLINE_EXCEEDED, the handler's signal aborts", async () => {
+    for (const client of [lean("json"), lean("binary")]) {
+      const done = handlerEnded();
+      const started = Date.now();
+      await expect(client.getRun({ id: "wait" }, { timeoutMs: 150 })).rejects.toMatchObject({
+        code: Code.DeadlineExceeded,
+      });
+      expect(Date.now() - started).toBeLessThan(2_000);
+      await done;
+    }
+    expect(seen.aborted.length).toBe(2);
+  });
+
+  it("cancel the callee's handler when the caller goes away, and answer the caller CANCELED", async () => {
+    for (const client of [lean("json"), lean("binary")]) {
+      const done = handlerEnded();
+      const gone = new AbortController();
+      const call = client.getRun({ id: "wait" }, { signal: gone.signal });
+      await new Promise((r) => setTimeout(r, 100));
+      gone.abort();
+      await expect(call).rejects.toMatchObject({ code: Code.Canceled });
+      // The handler's signal aborted: the stream was reset, not left to its deadline (45 min).
+      await done;
+    }
+    expect(seen.aborted).toEqual([String(Code.Canceled), String(Code.Canceled)]);
+  });
+
+  it("answer a peer that is not there UNAVAILABLE naming it, and recover when it is back", async () => {
+    const other = await serveConnect({
+      name: "other",
+      host: "127.0.0.1",
+      port: 0,
+      logger: createLogger("test", "silent"),
+      serviceNames: [],
+      isReady: async () => true,
+      routes,
+    });
+    const port = other.port;
+    const client = serviceClient(RunsService, peerTransport(other.url, "runs"));
+    expect((await client.getRun({ id: "a" })).run?.id).toBe("a");
+    await other.close(0);
+    await expect(client.getRun({ id: "b" })).rejects.toMatchObject({
+      code: Code.Unavailable,
+      rawMessage: "the runs service is unavailable",
+    });
+    const back = await serveConnect({
+      name: "back",
+      host: "127.0.0.1",
+      port,
+      logger: createLogger("test", "silent"),
+      serviceNames: [],
+      isReady: async () => true,
+      routes,
+    });
+    try {
+      expect((await client.getRun({ id: "c" })).run?.id).toBe("c");
+    } finally {
+      await back.close(0);
+    }
+  });
+
+  it("answer a peer whose process goes away during the call UNAVAILABLE naming it", async () => {
+    for (const when of ["before the answer", "in the answer's body"]) {
+      const dying = http2.createServer();
+      const sockets = new Set<net.Socket>();
+      dying.on("connection", (socket: net.Socket) => sockets.add(socket));
+      dying.on("stream", (stream) => {
+        stream.resume();
+        stream.on("end", () => {
+          if (when === "in the answer's body") {
+            stream.respond({ ":status": 200, "content-type": "application/json" });
+            stream.write('{"run":{"id":');
+          }
+          // As a process that dies: its socket closes, no reset, no GOAWAY.
+          setTimeout(() => sockets.forEach((socket) => socket.destroy()), 20);
+        });
+      });
+      await new Promise<void>((resolve) => dying.listen(0, "127.0.0.1", resolve));
+      try {
+        const url = `http://127.0.0.1:${(dying.address() as net.AddressInfo).port}`;
+        const client = serviceClient(RunsService, peerTransport(url, "runs"));
+        const err = await client.getRun({ id: "x" }).catch((e: unknown) => e);
+        expect(err, when).toMatchObject({
+          code: Code.Unavailable,
+          rawMessage: "the runs service is unavailable",
+        });
+      } finally {
+        dying.close();
+      }
+    }
+  });
+
+  it("answer health checks (the probes' service) on the lean path", async () => {
+    const health = createClient(Health, peerTransport(server.url, "runs", TOKEN));
+    const answer = await health.check({ service: RunsService.typeName });
+    expect(answer.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+  });
+});
