@@ -22,6 +22,7 @@ import {
 import {
   codeFromHttpStatus,
   errorFromJsonBytes,
+  parseContentType,
   trailerDemux,
 } from "@connectrpc/connect/protocol-connect";
 import { isConnectionError } from "../unavailable.js";
@@ -285,7 +286,17 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
           finish(ConnectError.from(err));
         }
       });
-      stream.on("error", (err) => finish(transportError(err)));
+      // A reset other than CANCEL comes as an 'error' before 'close': mapped by its code too.
+      stream.on("error", (err) => {
+        const reset =
+          (err as NodeJS.ErrnoException).code === "ERR_HTTP2_STREAM_ERROR"
+            ? resetError(stream.rstCode ?? 0)
+            : undefined;
+        // The stream error stays the cause, as with connect-node's client: callers read it as
+        // their peer failing (peerUnavailableInterceptor).
+        if (reset) reset.cause = err;
+        finish(reset ?? transportError(err));
+      });
       stream.on("close", () => {
         if (settled) return;
         finish(resetError(stream.rstCode ?? 0) ?? lostStream());
@@ -307,18 +318,20 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
     if (encoding !== undefined && encoding !== "identity") {
       throw new ConnectError(`unexpected content-encoding "${encoding}"`, Code.Internal);
     }
+    const type = parseContentType(headers["content-type"] ?? null);
     if (status !== 200) {
       const metadata = new Headers(header);
       trailer.forEach((value, key) => metadata.append(key, value));
-      throw errorFromJsonBytes(
-        bytes,
-        metadata,
-        new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status), metadata),
-      );
+      const fromStatus = new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status), metadata);
+      // As connect's validateResponse: only a JSON body is read as a Connect error; anything else
+      // (a proxy's page, an empty 503) is the status alone.
+      throw type && !type.binary && !type.stream
+        ? errorFromJsonBytes(bytes, metadata, fromStatus)
+        : fromStatus;
     }
-    const type = headers["content-type"];
-    if (type !== (binary ? "application/proto" : "application/json")) {
-      throw new ConnectError(`unexpected content-type "${type}"`, Code.Internal);
+    // Parameters such as `; charset=utf-8` allowed, as connect-node allows them.
+    if (!type || type.stream || type.binary !== binary) {
+      throw new ConnectError(`unexpected content-type "${headers["content-type"]}"`, Code.Internal);
     }
     const message: MessageShape<O> = binary
       ? fromBinary(method.output, bytes)

@@ -116,7 +116,9 @@ export function unaryHandler(
       try {
         input = binary
           ? fromBinary(method.input, bytes)
-          : fromJsonString(method.input, bytes.toString("utf8"));
+          : // As connect-node reads JSON: a field or enum name from a newer caller (a rolling
+            // upgrade) is ignored, not refused.
+            fromJsonString(method.input, bytes.toString("utf8"), { ignoreUnknownFields: true });
       } catch (err) {
         throw new ConnectError(
           `cannot decode message ${method.input.typeName}: ${(err as Error).message}`,

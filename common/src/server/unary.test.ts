@@ -330,6 +330,86 @@ describe("internal unary calls", () => {
     }
   });
 
+  it("ignore a JSON field the callee does not know (a newer caller), as connect-node does", async () => {
+    const session = http2.connect(server.url);
+    try {
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const stream = session.request({
+          ":method": "POST",
+          ":path": `/${RunsService.typeName}/GetRun`,
+          authorization: `Bearer ${TOKEN}`,
+          // Exactly this type: the lean path's.
+          "content-type": "application/json",
+        });
+        let status = 0;
+        const chunks: Buffer[] = [];
+        stream.on("response", (h) => (status = Number(h[":status"])));
+        stream.on("data", (c: Buffer) => chunks.push(c));
+        stream.on("end", () => resolve({ status, body: Buffer.concat(chunks).toString() }));
+        stream.on("error", reject);
+        stream.end(JSON.stringify({ id: "r9", fieldFromNewerVersion: 1 }));
+      });
+      expect(answer.status).toBe(200);
+      expect(JSON.parse(answer.body)).toMatchObject({ run: { id: "r9" } });
+    } finally {
+      session.close();
+    }
+  });
+
+  it("read only a JSON error body as a Connect error, and take a success type with parameters", async () => {
+    // A peer that is not pies' server: a proxy's answers, and a JSON type with a charset.
+    const answers: Record<string, { status: number; type: string; body: string }> = {
+      proto404: {
+        status: 404,
+        type: "application/proto",
+        body: JSON.stringify({ code: "permission_denied", message: "x" }),
+      },
+      html502: { status: 502, type: "text/html", body: "<html>bad gateway</html>" },
+      json403: {
+        status: 403,
+        type: "application/json",
+        body: JSON.stringify({ code: "permission_denied", message: "no" }),
+      },
+      charset: {
+        status: 200,
+        type: "application/json; charset=utf-8",
+        body: JSON.stringify({ run: { id: "charset" } }),
+      },
+    };
+    const other = http2.createServer();
+    other.on("stream", (stream) => {
+      const chunks: Buffer[] = [];
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("end", () => {
+        const { id } = JSON.parse(Buffer.concat(chunks).toString()) as { id: string };
+        const a = answers[id]!;
+        stream.respond({ ":status": a.status, "content-type": a.type });
+        stream.end(a.body);
+      });
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const client = serviceClient(
+      RunsService,
+      peerTransport(`http://127.0.0.1:${(other.address() as net.AddressInfo).port}`, "runs"),
+    );
+    const failure = (id: string) =>
+      client.getRun({ id }).then(
+        () => undefined,
+        (err: unknown) => err as ConnectError,
+      );
+    try {
+      expect((await failure("proto404"))?.code).toBe(Code.Unimplemented);
+      expect((await failure("proto404"))?.rawMessage).toBe("HTTP 404");
+      // peerUnavailableInterceptor leaves an HTTP 502 as it is (no connection error in it).
+      expect((await failure("html502"))?.rawMessage).toBe("HTTP 502");
+      expect((await failure("json403"))?.code).toBe(Code.PermissionDenied);
+      expect((await failure("json403"))?.rawMessage).toBe("no");
+      expect((await client.getRun({ id: "charset" })).run?.id).toBe("charset");
+    } finally {
+      other.close();
+    }
+  });
+
   it("end at the deadline: the caller gets DEADLINE_EXCEEDED, the handler's signal aborts", async () => {
     for (const client of [lean("json"), lean("binary")]) {
       const done = handlerEnded();
