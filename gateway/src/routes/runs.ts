@@ -8,10 +8,11 @@ import {
   executeBody as executeBodySchema,
   executeRequest,
   listRunsQuery as listRunsQuerySchema,
+  JSON_CONTENT_TYPE,
   runFilters,
   runJson,
   searchRunsBody as searchRunsBodySchema,
-  searchRunsJson,
+  searchRunsBodyBytes,
   searchRunsRequest,
   type ExecuteBody,
 } from "../json/runs.js";
@@ -112,15 +113,19 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
         response: { 200: z.array(runResponse), ...errors },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const q = request.query;
+      // The runs service renders the page in the REST shape (runs_json); it is sent as it is,
+      // neither parsed nor serialized here (a page of 100 runs decoded into messages and built
+      // again cost the gateway ~9 ms).
       const result = await runs.listRuns({
         projectId: principalOf(request).projectId,
         limit: q.limit,
         offset: q.offset,
         filters: runFilters(q),
+        asJson: true,
       });
-      return result.runs.map(runJson);
+      return sendJson(reply, result.runsJson);
     },
   );
 
@@ -147,13 +152,24 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
         response: { 200: searchRunsResponse, ...errors },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const body = request.body;
-      const result = await runs.searchRuns(searchRunsRequest(body, principalOf(request).projectId));
-      return searchRunsJson(body, result);
+      const result = await runs.searchRuns({
+        ...searchRunsRequest(body, principalOf(request).projectId),
+        asJson: true,
+      });
+      // The page as the runs service rendered it, as for GET /runs.
+      return sendJson(reply, searchRunsBodyBytes(body, result));
     },
   );
 }
+
+/**
+ * Sends JSON written elsewhere (bytes) as the body, as it is: Fastify's serializer does not run on
+ * bytes. The route's declared response stays, for the OpenAPI document.
+ */
+const sendJson = (reply: FastifyReply, body: Uint8Array) =>
+  reply.type(JSON_CONTENT_TYPE).send(body);
 
 /**
  * A blocking execution that failed is still recorded; it answers 502 (504 when the provider timed

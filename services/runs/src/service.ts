@@ -4,7 +4,7 @@ import { invalid, notFound, pageSize, requireProject } from "@pies/common";
 import { RecordConflict, type RunLog } from "@pies/common/bus";
 import { RunsService, RunStatus } from "@pies/proto/runs";
 import { applyFilters } from "./filters.js";
-import { applyUpdate, runToProto, runToRow, statusName } from "./mappers.js";
+import { applyUpdate, rowsJson, runToProto, runToRow, statusName } from "./mappers.js";
 import { findRun } from "./find-run.js";
 import { exprToSql } from "./lucene.js";
 import {
@@ -16,7 +16,7 @@ import {
   searchParts,
   TRIGRAM_INDEX,
 } from "./search.js";
-import type { RunsDatabase } from "./tables.js";
+import type { RunRow, RunsDatabase } from "./tables.js";
 
 export interface RunsDeps {
   db: Kysely<RunsDatabase>;
@@ -89,6 +89,21 @@ const listColumns = [
   "created_at",
   "updated_at",
 ] as const;
+
+type ListRow = Omit<
+  RunRow,
+  "heartbeat_at" | "record_seq" | "prompt" | "result_schema" | "attempts"
+>;
+
+/**
+ * A page of list rows: as messages, or (`asJson`, the gateway's ask) as the REST API's JSON,
+ * rendered here once so that the gateway sends it as it is. Rendering 100 runs costs ~1 ms here;
+ * as messages, the page cost the gateway ~9 ms to decode (Struct/Value fields) and render.
+ */
+function pageOf(rows: ListRow[], asJson: boolean) {
+  const full = rows.map((row) => ({ ...row, prompt: null, result_schema: null, attempts: null }));
+  return asJson ? { runsJson: rowsJson(full) } : { runs: full.map(runToProto) };
+}
 
 /** The runs store's handlers. */
 export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsService> {
@@ -174,11 +189,7 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
         .limit(limit)
         .offset(Math.max(0, req.offset))
         .execute();
-      return {
-        runs: rows.map((row) =>
-          runToProto({ ...row, prompt: null, result_schema: null, attempts: null }),
-        ),
-      };
+      return pageOf(rows, req.asJson);
     },
 
     /**
@@ -238,9 +249,7 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
         wantMeta ? bounded(countMeta) : undefined,
       ]);
       return {
-        runs: rows.map((row) =>
-          runToProto({ ...row, prompt: null, result_schema: null, attempts: null }),
-        ),
+        ...pageOf(rows, req.asJson),
         meta: meta && {
           total: BigInt(meta.total),
           facets: Object.fromEntries(
