@@ -3,17 +3,20 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "@pies/common";
 import { MemoryCatalogEvents, MemoryRunEventBus } from "@pies/common/bus";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { directTransport, serviceClient } from "@pies/common/server";
 import {
   FacetType,
-  ListRunsRequestSchema,
   ListRunsResponseSchema,
+  RunsService,
   RunStatus,
-  SearchRunsRequestSchema,
   SearchRunsResponseSchema,
   type ListRunsRequest,
+  type ListRunsRequestSchema,
   type SearchRunsRequest,
+  type SearchRunsRequestSchema,
 } from "@pies/proto/runs";
-import { createRunsService } from "@pies/runs";
+import { runsRoutes } from "@pies/runs";
 import { createGateway } from "./app.js";
 import { gatewayOptions, loadGatewaySettings } from "./config.js";
 import type { GatewayDeps } from "./deps.js";
@@ -26,14 +29,17 @@ import { everyFieldRuns, referenceRunJson, storeRuns } from "../test/run-json-re
 // old runJson), for runs with every field; and the gateway neither parses nor re-serializes them.
 let pies: TestPies;
 /** The runs service on the same database, answering messages (the old path's input). */
-let runsService: ReturnType<typeof createRunsService>;
+let runsService: ReturnType<typeof serviceClient<typeof RunsService>>;
 
 beforeAll(async () => {
   pies = await startTestPies();
   await storeRuns(pies.db, everyFieldRuns(pies.projectId));
   // Another project's runs, which no answer may show.
   await storeRuns(pies.db, everyFieldRuns("other-project-000001"));
-  runsService = createRunsService({ db: pies.db, log: undefined as never });
+  runsService = serviceClient(
+    RunsService,
+    directTransport(runsRoutes({ db: pies.db, log: undefined as never })),
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -45,19 +51,13 @@ const post = (url: string, body: unknown) =>
   request(pies.app, "POST", url, { key: pies.key, body });
 
 /** The list as the gateway answered it before: the runs as messages, rendered by the old runJson. */
-async function referenceList(req: Partial<ListRunsRequest>) {
-  const listed = await runsService.listRuns(
-    create(ListRunsRequestSchema, { projectId: pies.projectId, ...req }),
-    undefined as never,
-  );
+async function referenceList(req: MessageInitShape<typeof ListRunsRequestSchema>) {
+  const listed = await runsService.listRuns({ projectId: pies.projectId, ...req });
   return listed.runs.map(referenceRunJson);
 }
 
-async function referenceSearch(req: Partial<SearchRunsRequest>) {
-  const found = await runsService.searchRuns(
-    create(SearchRunsRequestSchema, { projectId: pies.projectId, ...req }),
-    undefined as never,
-  );
+async function referenceSearch(req: MessageInitShape<typeof SearchRunsRequestSchema>) {
+  const found = await runsService.searchRuns({ projectId: pies.projectId, ...req });
   return { runs: found.runs.map(referenceRunJson), total: Number(found.meta?.total ?? -1) };
 }
 
@@ -91,14 +91,15 @@ describe("GET /runs and POST /runs/search, rendered by the runs service", () => 
   });
 
   it("answers each filter and page as before", async () => {
-    for (const [query, req] of [
+    const cases: [string, MessageInitShape<typeof ListRunsRequestSchema>][] = [
       ["?status=failed", { filters: { status: RunStatus.FAILED } }],
       ["?limit=3&offset=2", { limit: 3, offset: 2 }],
       ["?model=m%2F%C3%A9", { filters: { models: ["m/é"] } }],
       ["?parent=every_parent", { filters: { parentId: "every_parent" } }],
       ["?tag=%C3%BCn%C3%AF", { filters: { tags: ["ünï"] } }],
       ["?offset=50", { offset: 50 }],
-    ] as const) {
+    ];
+    for (const [query, req] of cases) {
       const res = await get(`/runs${query}`);
       expect(res.status, query).toBe(200);
       expect(res.text, query).toBe(JSON.stringify(await referenceList(req)));
@@ -161,15 +162,20 @@ describe("the gateway's part", () => {
   // JSON that no JSON.stringify writes (spaces, an escape it would not use, a trailing newline):
   // it reaches the client unchanged only if the gateway passes the bytes through.
   const page = ' [ {"id" : "r\\u0041", "n": 1.50} ]\n';
+  /** Answer as a runs service older than as_json: the runs as messages, no runs_json. */
+  let legacy = false;
 
   beforeAll(async () => {
     const runs = {
       listRuns: async (req: ListRunsRequest) => {
         asked.list = req;
+        if (legacy) return create(ListRunsResponseSchema, { runs: everyFieldRuns(pies.projectId) });
         return create(ListRunsResponseSchema, { runsJson: Buffer.from(page) });
       },
       searchRuns: async (req: SearchRunsRequest) => {
         asked.search = req;
+        if (legacy)
+          return create(SearchRunsResponseSchema, { runs: everyFieldRuns(pies.projectId) });
         return create(SearchRunsResponseSchema, {
           runsJson: new TextEncoder().encode(page),
           meta: req.onlyMeta || Object.keys(req.facets).length > 0 ? { total: 7n } : undefined,
@@ -218,5 +224,19 @@ describe("the gateway's part", () => {
       body: { onlyMeta: true },
     });
     expect(onlyMeta.text).toBe('{"meta":{"count":{"total":7}}}');
+  });
+
+  it("renders the runs itself when the runs service answers them as messages (an older one)", async () => {
+    legacy = true;
+    try {
+      const expected = JSON.stringify(everyFieldRuns(pies.projectId).map(referenceRunJson));
+      const res = await request(app, "GET", "/runs", { key: pies.key });
+      expect(res.status).toBe(200);
+      expect(res.text).toBe(expected);
+      const search = await request(app, "POST", "/runs/search", { key: pies.key, body: {} });
+      expect(search.text).toBe(`{"results":${expected}}`);
+    } finally {
+      legacy = false;
+    }
   });
 });

@@ -72,7 +72,8 @@ const JSON_PEERS = new Set(["runs", "executor"]);
  * that no call pays a connection setup. It speaks the Connect protocol with binary protobuf: the
  * same services answer gRPC too (grpc-js callers, Kubernetes probes), but for pies' own calls
  * Connect's unary framing costs measurably less CPU than gRPC's (about +20% throughput at
- * concurrency 16 in the benchmark); JSON with the peers of JSON_PEERS. `peer` names the service
+ * concurrency 16 in the benchmark); JSON with the peers of JSON_PEERS, but for their BINARY_METHODS
+ * (on the same connection). `peer` names the service
  * in errors ("the runs service is unavailable"). `internalToken`, when given, goes with every call (the callee refuses calls
  * without it).
  */

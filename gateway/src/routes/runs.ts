@@ -125,7 +125,7 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
         filters: runFilters(q),
         asJson: true,
       });
-      return sendJson(reply, result.runsJson);
+      return sendJson(reply, pageJson(result));
     },
   );
 
@@ -159,10 +159,20 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
         asJson: true,
       });
       // The page as the runs service rendered it, as for GET /runs.
-      return sendJson(reply, searchRunsBodyBytes(body, result));
+      return sendJson(reply, searchRunsBodyBytes(body, { ...result, runsJson: pageJson(result) }));
     },
   );
 }
+
+/**
+ * The page as the runs service rendered it; rendered here from its runs when it answered none (a
+ * runs service older than as_json, during a rolling upgrade: it ignores the field and answers
+ * runs; a page it renders is never empty, `[]` at least).
+ */
+const pageJson = (answer: { runs: Run[]; runsJson: Uint8Array }) =>
+  answer.runsJson.length > 0
+    ? answer.runsJson
+    : Buffer.from(JSON.stringify(answer.runs.map(runJson)));
 
 /**
  * Sends JSON written elsewhere (bytes) as the body, as it is: Fastify's serializer does not run on
