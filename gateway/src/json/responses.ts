@@ -4,7 +4,9 @@ import { runStatuses } from "@pies/proto/runs";
 
 /**
  * The response bodies of the REST API, as declared to Fastify for the OpenAPI document
- * (openapi.ts). They describe what the `*Json` functions of this folder write; responses are not
+ * (openapi.ts). They describe what the `*Json` functions of this folder write (and, for the runs of
+ * GET /runs and POST /runs/search, what @pies/common's restRunJson writes in the runs service, which
+ * the gateway sends as it is); responses are not
  * checked against them at run time (the serializer is JSON.stringify), the tests do that against
  * the published document (gateway/src/openapi.test.ts).
  */

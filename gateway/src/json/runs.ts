@@ -1,5 +1,16 @@
 import { z } from "zod";
-import { fromValue, MIN_MAX_TOKENS, PAGE_SIZE, TEMPERATURE_RANGE, toTimestamp } from "@pies/common";
+import {
+  fromTimestamp,
+  fromValue,
+  MIN_MAX_TOKENS,
+  PAGE_SIZE,
+  restRunJson,
+  TEMPERATURE_RANGE,
+  toTimestamp,
+  type JsonObject,
+  type RunErrorFields,
+  type RunFields,
+} from "@pies/common";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
   AnchorDirection,
@@ -8,13 +19,13 @@ import {
   RunStatus,
   runStatuses,
   type Run,
-  type RunAttempt,
+  type RunError,
   type RunFiltersSchema,
   type SearchMeta,
   type SearchRunsRequestSchema,
 } from "@pies/proto/runs";
 import type { CallerSchema, ExecuteRequest, ExecuteRequestSchema } from "@pies/proto/executor";
-import { compact, iso, jsonObject } from "./common.js";
+import { jsonObject } from "./common.js";
 import {
   int32,
   interactionRef,
@@ -27,78 +38,61 @@ import {
 /** The name of a run's status (SPEC.md); unset reads as created. */
 const runStatusName = (s: RunStatus) => runStatuses.name(s) ?? "created";
 
-/** A run as JSON, with SPEC.md's field names. */
-export function runJson(run: Run) {
-  return compact({
+const errorFields = (e: RunError | undefined): RunErrorFields | undefined =>
+  e && { code: e.code, message: e.message, data: fromValue(e.data) };
+
+/** A run message's fields as restRunJson renders them. */
+export function runFields(run: Run): RunFields {
+  return {
     id: run.id,
     status: runStatusName(run.status),
-    interaction: { id: run.interactionId, name: run.interactionName },
-    environment: { id: run.environmentId, name: run.environmentName },
+    interactionId: run.interactionId,
+    interactionName: run.interactionName,
+    environmentId: run.environmentId,
+    environmentName: run.environmentName,
     modelId: run.modelId,
-    parameters: run.parameters ?? {},
+    parameters: run.parameters as JsonObject | undefined,
     result: fromValue(run.result),
     prompt: fromValue(run.prompt),
     tags: run.tags,
-    config: compact({
-      environment: run.config?.environmentId,
-      model: run.config?.model,
-      formatter: run.config?.formatter || undefined,
-      temperature: run.config?.temperature,
-      max_tokens: run.config?.maxTokens,
-    }),
-    temperature: run.config?.temperature,
-    max_tokens: run.config?.maxTokens,
-    token_use: run.tokenUse
-      ? { prompt: run.tokenUse.prompt, result: run.tokenUse.result, total: run.tokenUse.total }
-      : undefined,
-    execution_time: run.executionTime === undefined ? undefined : Number(run.executionTime),
-    error: run.error
-      ? compact({
-          code: run.error.code,
-          message: run.error.message,
-          data: fromValue(run.error.data) ?? undefined,
-        })
-      : undefined,
-    source: run.source
-      ? {
-          type: run.source.type,
-          label: run.source.label,
-          principal_type: run.source.principalType,
-          principal_id: run.source.principalId,
-          client_ip: run.source.clientIp,
-        }
-      : undefined,
-    ttl: run.ttl || undefined,
+    config: run.config && {
+      environment: run.config.environmentId,
+      model: run.config.model,
+      formatter: run.config.formatter,
+      temperature: run.config.temperature,
+      max_tokens: run.config.maxTokens,
+    },
+    tokenUse: run.tokenUse,
+    executionTime: run.executionTime === undefined ? undefined : Number(run.executionTime),
+    error: errorFields(run.error),
+    source: run.source && {
+      type: run.source.type,
+      label: run.source.label,
+      principal_type: run.source.principalType,
+      principal_id: run.source.principalId,
+      client_ip: run.source.clientIp,
+    },
+    ttl: run.ttl,
     stream: run.stream,
-    parent: run.parentId || undefined,
-    account: run.accountId,
-    project: run.projectId,
-    cached: run.cached || undefined,
-    cached_from: run.cachedFrom || undefined,
-    cache_policy: run.cachePolicy,
-    attempts: run.attempts.length > 0 ? run.attempts.map(attemptJson) : undefined,
-    created_at: iso(run.createdAt),
-    updated_at: iso(run.updatedAt),
-  });
+    parentId: run.parentId,
+    accountId: run.accountId,
+    projectId: run.projectId,
+    cached: run.cached,
+    cachedFrom: run.cachedFrom,
+    cachePolicy: run.cachePolicy as JsonObject | undefined,
+    attempts: run.attempts.map((a) => ({
+      number: a.number,
+      promptAdded: fromValue(a.promptAdded),
+      error: errorFields(a.error),
+      tokenUse: a.tokenUse,
+    })),
+    createdAt: fromTimestamp(run.createdAt),
+    updatedAt: fromTimestamp(run.updatedAt),
+  };
 }
 
-/** One provider call of a run (a run with repairs has several). */
-function attemptJson(a: RunAttempt) {
-  return compact({
-    number: a.number,
-    prompt_added: fromValue(a.promptAdded) ?? [],
-    error: a.error
-      ? compact({
-          code: a.error.code,
-          message: a.error.message,
-          data: fromValue(a.error.data) ?? undefined,
-        })
-      : undefined,
-    token_use: a.tokenUse
-      ? { prompt: a.tokenUse.prompt, result: a.tokenUse.result, total: a.tokenUse.total }
-      : undefined,
-  });
-}
+/** A run as JSON, with SPEC.md's field names (the shape @pies/common's restRunJson defines). */
+export const runJson = (run: Run) => restRunJson(runFields(run));
 
 /** A cache policy of a request (as on an interaction). */
 export const cachePolicyBody = (limits: InputLimits) =>
@@ -332,28 +326,48 @@ export function searchRunsRequest(
   };
 }
 
-/** A search answer as DESIGN.md §3 has it: `results` unless onlyMeta, `meta` when asked for. */
-export function searchRunsJson(body: SearchRunsBody, answer: { runs: Run[]; meta?: SearchMeta }) {
+/** A search answer's `meta` as DESIGN.md §3 has it (total, and facets when asked for). */
+export function searchMetaJson(body: SearchRunsBody, answered: SearchMeta | undefined) {
   const facets = body.facets ?? {};
-  const answered = answer.meta;
-  const meta = answered && {
-    count: { total: Number(answered.total) },
-    ...(Object.keys(facets).length > 0 && {
-      facet: Object.fromEntries(
-        Object.entries(facets).map(([name, facet]) => [
-          name,
-          {
-            buckets: (answered.facets[name]?.buckets ?? []).map((b) => ({
-              _id: facet.type === "number" && !b.isDefault ? Number(b.id) : b.id,
-              count: Number(b.count),
-            })),
-          },
-        ]),
-      ),
-    }),
-  };
-  return {
-    ...(body.onlyMeta ? {} : { results: answer.runs.map(runJson) }),
-    ...(meta ? { meta } : {}),
-  };
+  return (
+    answered && {
+      count: { total: Number(answered.total) },
+      ...(Object.keys(facets).length > 0 && {
+        facet: Object.fromEntries(
+          Object.entries(facets).map(([name, facet]) => [
+            name,
+            {
+              buckets: (answered.facets[name]?.buckets ?? []).map((b) => ({
+                _id: facet.type === "number" && !b.isDefault ? Number(b.id) : b.id,
+                count: Number(b.count),
+              })),
+            },
+          ]),
+        ),
+      }),
+    }
+  );
 }
+
+/**
+ * A search answer's body as DESIGN.md §3 has it: `results` unless onlyMeta, `meta` when asked for.
+ * The results are the page as the runs service rendered it (`runs_json`), put in as they are.
+ */
+export function searchRunsBodyBytes(
+  body: SearchRunsBody,
+  answer: { runsJson: Uint8Array; meta?: SearchMeta },
+): Buffer {
+  const meta = searchMetaJson(body, answer.meta);
+  const metaJson = meta ? `"meta":${JSON.stringify(meta)}` : "";
+  if (body.onlyMeta) return Buffer.from(`{${metaJson}}`);
+  return Buffer.concat([
+    RESULTS_OPEN,
+    answer.runsJson,
+    Buffer.from(metaJson ? `,${metaJson}}` : "}"),
+  ]);
+}
+
+const RESULTS_OPEN = Buffer.from('{"results":');
+
+/** The content type of a body written here rather than by Fastify's serializer (the same). */
+export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";

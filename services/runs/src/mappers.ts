@@ -2,10 +2,12 @@ import { clone, create, fromJson, toJson } from "@bufbuild/protobuf";
 import {
   fromTimestamp,
   fromValue,
+  restRunJson,
   toTimestamp,
   toValue,
   type JsonObject,
   type JsonValue,
+  type RunFields,
 } from "@pies/common";
 import {
   RunAttemptSchema,
@@ -90,6 +92,85 @@ export function runToProto(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Ru
     updatedAt: toTimestamp(row.updated_at),
   });
 }
+
+/**
+ * A run row's fields as the REST API renders them (restRunJson), the same as runToProto's message
+ * gives (the gateway's runJson of it), without building the message: its jsonb columns are JSON
+ * already.
+ */
+export function rowFields(row: Omit<RunRow, "heartbeat_at" | "record_seq">): RunFields {
+  const config = row.config ?? {};
+  const source = row.source ?? {};
+  const error = row.error;
+  return {
+    id: row.id,
+    status: runStatuses.name(statusFromName(row.status)) ?? "created",
+    interactionId: row.interaction_id,
+    interactionName: row.interaction_name,
+    environmentId: row.environment_id,
+    environmentName: row.environment_name,
+    modelId: row.model_id,
+    parameters: row.parameters ?? undefined,
+    result: row.result ?? undefined,
+    prompt: row.prompt ?? undefined,
+    tags: row.tags,
+    config: {
+      environment: str(config, "environment"),
+      model: str(config, "model"),
+      formatter: str(config, "formatter"),
+      temperature: num(config, "temperature"),
+      max_tokens: num(config, "max_tokens"),
+    },
+    source: {
+      type: str(source, "type"),
+      label: str(source, "label"),
+      principal_type: str(source, "principal_type"),
+      principal_id: str(source, "principal_id"),
+      client_ip: str(source, "client_ip"),
+    },
+    tokenUse:
+      row.total_tokens === null
+        ? undefined
+        : {
+            prompt: row.prompt_tokens ?? 0,
+            result: row.result_tokens ?? 0,
+            total: row.total_tokens,
+          },
+    executionTime: row.execution_time === null ? undefined : Number(row.execution_time),
+    error: error
+      ? { code: str(error, "code"), message: str(error, "message"), data: error.data ?? undefined }
+      : undefined,
+    ttl: row.ttl,
+    stream: row.stream,
+    parentId: row.parent_id ?? "",
+    accountId: row.account_id,
+    projectId: row.project_id,
+    cached: row.cached,
+    cachedFrom: row.cached_from ?? "",
+    cachePolicy: row.cache_policy ?? undefined,
+    // Stored as RunAttempt's JSON (lists do not read them).
+    attempts: (row.attempts ?? []).map((json) => {
+      const a = fromJson(RunAttemptSchema, json);
+      const errorOf = (e: typeof a.error) =>
+        e && { code: e.code, message: e.message, data: fromValue(e.data) };
+      return {
+        number: a.number,
+        promptAdded: fromValue(a.promptAdded),
+        error: errorOf(a.error),
+        tokenUse: a.tokenUse,
+      };
+    }),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/**
+ * Rows as the JSON array the REST API answers (GET /runs, POST /runs/search's `results`), in
+ * UTF-8: what ListRunsResponse.runs_json carries.
+ */
+export const rowsJson = (rows: Omit<RunRow, "heartbeat_at" | "record_seq">[]) =>
+  Buffer.from(JSON.stringify(rows.map((row) => restRunJson(rowFields(row)))));
 
 /**
  * JSON text for a jsonb column. PostgreSQL cannot store NUL (\u0000) in jsonb, and a model's answer

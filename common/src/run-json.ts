@@ -1,0 +1,155 @@
+import type { JsonObject, JsonValue } from "./json.js";
+
+/**
+ * A run as the REST API answers it (SPEC.md "GET /runs", "GET /runs/{id}"): the one definition of
+ * that shape. The gateway renders the runs it holds as messages with it (`runJson`), and the runs
+ * service renders list and search pages with it straight from their rows, once, into the bytes the
+ * gateway sends as they are (ListRunsRequest.as_json): decoding a page of 100 runs into messages
+ * with Struct/Value fields and building these objects again cost the gateway ~90 µs a run.
+ *
+ * Its input is the run's fields as plain JSON values, which both sources give cheaply: a message
+ * (fromValue of its Value fields) and a row (its jsonb columns are JSON already).
+ */
+export interface RunFields {
+  id: string;
+  /** SPEC.md's status name ("created" for an unset one). */
+  status: string;
+  interactionId: string;
+  interactionName: string;
+  environmentId: string;
+  environmentName: string;
+  modelId: string;
+  parameters: JsonObject | undefined;
+  result: JsonValue | undefined;
+  prompt: JsonValue | undefined;
+  tags: string[];
+  config:
+    | {
+        environment: string;
+        model: string;
+        formatter: string;
+        temperature: number | undefined;
+        max_tokens: number | undefined;
+      }
+    | undefined;
+  tokenUse: TokenUseFields | undefined;
+  /** Milliseconds. */
+  executionTime: number | undefined;
+  error: RunErrorFields | undefined;
+  source:
+    | {
+        type: string;
+        label: string;
+        principal_type: string;
+        principal_id: string;
+        client_ip: string;
+      }
+    | undefined;
+  ttl: number;
+  stream: boolean;
+  /** "" for a top-level run. */
+  parentId: string;
+  accountId: string;
+  projectId: string;
+  cached: boolean;
+  /** "" unless cached. */
+  cachedFrom: string;
+  cachePolicy: JsonObject | undefined;
+  attempts: RunAttemptFields[];
+  createdAt: Date | undefined;
+  updatedAt: Date | undefined;
+}
+
+export interface TokenUseFields {
+  prompt: number;
+  result: number;
+  total: number;
+}
+
+export interface RunErrorFields {
+  code: string;
+  message: string;
+  /** undefined and null alike are left out. */
+  data: JsonValue | undefined;
+}
+
+export interface RunAttemptFields {
+  number: number;
+  promptAdded: JsonValue | undefined;
+  error: RunErrorFields | undefined;
+  tokenUse: TokenUseFields | undefined;
+}
+
+/**
+ * Drops undefined members so that they are absent from the JSON rather than null. A copy (in the
+ * same order): deleting members would turn the object into a slow dictionary for JSON.stringify.
+ */
+export function compact<T extends Record<string, unknown>>(obj: T): T {
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(obj)) if (obj[key] !== undefined) out[key] = obj[key];
+  return out as T;
+}
+
+const tokenUseJson = (u: TokenUseFields | undefined) =>
+  u ? { prompt: u.prompt, result: u.result, total: u.total } : undefined;
+
+const errorJson = (e: RunErrorFields | undefined) =>
+  e ? compact({ code: e.code, message: e.message, data: e.data ?? undefined }) : undefined;
+
+/** One provider call of a run (a run with repairs has several). */
+const attemptJson = (a: RunAttemptFields) =>
+  compact({
+    number: a.number,
+    prompt_added: a.promptAdded ?? [],
+    error: errorJson(a.error),
+    token_use: tokenUseJson(a.tokenUse),
+  });
+
+/** A run as JSON, with SPEC.md's field names. */
+export function restRunJson(run: RunFields) {
+  return compact({
+    id: run.id,
+    status: run.status,
+    interaction: { id: run.interactionId, name: run.interactionName },
+    environment: { id: run.environmentId, name: run.environmentName },
+    modelId: run.modelId,
+    parameters: run.parameters ?? {},
+    result: run.result,
+    prompt: run.prompt,
+    tags: run.tags,
+    config: compact({
+      environment: run.config?.environment,
+      model: run.config?.model,
+      formatter: run.config?.formatter || undefined,
+      temperature: run.config?.temperature,
+      max_tokens: run.config?.max_tokens,
+    }),
+    temperature: run.config?.temperature,
+    max_tokens: run.config?.max_tokens,
+    token_use: tokenUseJson(run.tokenUse),
+    execution_time: run.executionTime,
+    error: errorJson(run.error),
+    source: run.source
+      ? {
+          type: run.source.type,
+          label: run.source.label,
+          principal_type: run.source.principal_type,
+          principal_id: run.source.principal_id,
+          client_ip: run.source.client_ip,
+        }
+      : undefined,
+    ttl: run.ttl || undefined,
+    stream: run.stream,
+    parent: run.parentId || undefined,
+    account: run.accountId,
+    project: run.projectId,
+    cached: run.cached || undefined,
+    cached_from: run.cachedFrom || undefined,
+    cache_policy: run.cachePolicy,
+    attempts: run.attempts.length > 0 ? run.attempts.map(attemptJson) : undefined,
+    created_at: run.createdAt?.toISOString(),
+    updated_at: run.updatedAt?.toISOString(),
+  });
+}
+
+export type RestRun = ReturnType<typeof restRunJson>;
