@@ -119,10 +119,7 @@ export class OpenAIClient implements LlmClient {
         );
       }
       if (!failure.retry || retriesLeft <= 0) throw failure.error;
-      await pause(
-        retryDelayMs(failure.headers, this.maxRetries - retriesLeft),
-        options.signal,
-      );
+      await pause(retryDelayMs(failure.headers, this.maxRetries - retriesLeft), options.signal);
     }
   }
 
@@ -305,7 +302,10 @@ function failureOf(err: unknown, signal: AbortSignal | undefined): Failure {
     return { error: new ProviderError(err.message, "provider_error", err.cause), retry: false };
   }
   if (err instanceof TimedOut || timeoutIn(err)) {
-    return { error: new ProviderError("the provider did not answer in time", "timeout", err), retry: true };
+    return {
+      error: new ProviderError("the provider did not answer in time", "timeout", err),
+      retry: true,
+    };
   }
   if (causeOf(err, (e) => e instanceof EndpointRefusedError)) {
     return {
@@ -378,8 +378,7 @@ export function retryDelayMs(
   return backoffSeconds * (1 - random * 0.25) * 1000;
 }
 
-const single = (value: string | string[] | undefined) =>
-  Array.isArray(value) ? value[0] : value;
+const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
 
 /** A pause that the caller's signal cuts short. */
 function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
@@ -464,11 +463,14 @@ function readAll(stream: Readable): Promise<string> {
     stream.on("data", (chunk: Buffer) => chunks.push(chunk));
     stream.once("error", reject);
     stream.once("close", () => reject(new Error("the answer ended before its end")));
-    stream.once("end", () =>
+    stream.once("end", () => {
+      const [only] = chunks;
       resolve(
-        chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"),
-      ),
-    );
+        chunks.length === 1 && only
+          ? only.toString("utf8")
+          : Buffer.concat(chunks).toString("utf8"),
+      );
+    });
   });
 }
 
@@ -583,7 +585,8 @@ export class EventParser {
   private line(line: string): void {
     if (line === "") {
       if (this.data.length > 0) {
-        const data = this.data.length === 1 ? this.data[0]! : this.data.join("\n");
+        const [only] = this.data;
+        const data = this.data.length === 1 && only !== undefined ? only : this.data.join("\n");
         const event = this.event;
         this.data = [];
         this.event = "";
