@@ -335,6 +335,22 @@ describe("the caller's signal", () => {
     controller.abort(new Error("call ended"));
   });
 
+  it("delivers each chunk as it arrives, not when the answer ends", async () => {
+    const paced = await startFakeOpenAI({ chunkDelayMs: 60, streamChunkChars: 4 });
+    try {
+      const at: number[] = [];
+      const result = await client({}, paced.url).complete(request, {
+        onChunk: () => at.push(performance.now()),
+      });
+      expect(result.content).toBe("echo: hello world");
+      // Five pieces of four characters, 60 ms apart.
+      expect(at).toHaveLength(5);
+      expect(at.at(-1)! - at[0]!).toBeGreaterThan(3 * 60);
+    } finally {
+      await paced.close();
+    }
+  });
+
   it("aborts a stream under way with cancelled, keeping what was delivered", async () => {
     const paced = await startFakeOpenAI({ chunkDelayMs: 50 });
     try {
