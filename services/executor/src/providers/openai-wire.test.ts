@@ -511,6 +511,20 @@ describe("the wire", () => {
     }
   });
 
+  it("reads the message of a compressed error body, and retries past a compressed refusal", async () => {
+    handler = (_req, res, attempt) =>
+      res
+        .writeHead(attempt === 0 ? 503 : 400, {
+          "content-type": "application/json",
+          "content-encoding": "gzip",
+          "retry-after-ms": "1",
+        })
+        .end(gzipSync(JSON.stringify({ error: { message: `zipped ${attempt}` } })));
+    const error = await failure(client({ maxRetries: 1 }).complete(request, {}));
+    expect(error.message).toBe("provider answered 400: zipped 1");
+    expect(attempts).toHaveLength(2);
+  });
+
   it("sends JSON with its user agent, to the endpoint's path with its query kept", async () => {
     handler = (_req, res) => ok(res);
     await client({}, `${base}/?api-version=2024-10-21`).complete(request, {});

@@ -158,15 +158,16 @@ export class OpenAIClient implements LlmClient {
         clearTimeout(timer);
         timer = undefined;
       }
-      const stream = decoded(answer.headers["content-encoding"], answer.body);
       const status = answer.statusCode;
-      if (status < 200 || status >= 300) {
-        const retry = shouldRetry(status, answer.headers);
-        if (retry && mayRetry) {
-          // Its body does not matter: the next attempt's answer will.
-          await answer.body.dump().catch(ignore);
-          throw new StatusError(status, "", answer.headers, true);
-        }
+      const failed = status < 200 || status >= 300;
+      const retry = failed && shouldRetry(status, answer.headers);
+      if (retry && mayRetry) {
+        // Its body does not matter: the next attempt's answer will.
+        await answer.body.dump().catch(ignore);
+        throw new StatusError(status, "", answer.headers, true);
+      }
+      const stream = decoded(answer.headers["content-encoding"], answer.body);
+      if (failed) {
         const text = await readAll(stream).catch(() => "");
         throw new StatusError(status, errorMessage(text), answer.headers, retry);
       }
