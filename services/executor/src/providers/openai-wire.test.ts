@@ -304,6 +304,68 @@ describe("time limits", () => {
   });
 });
 
+describe("time limits of a stream", () => {
+  it("lets a stream that started in time run past timeoutMs", async () => {
+    const paced = await startFakeOpenAI({ chunkDelayMs: 80, streamChunkChars: 4 });
+    try {
+      const { value, ms } = await timed(
+        client({ timeoutMs: 200 }, paced.url).complete(request, { onChunk: () => {} }),
+      );
+      expect(value.content).toBe("echo: hello world");
+      expect(ms).toBeGreaterThan(300);
+    } finally {
+      await paced.close();
+    }
+  });
+
+  it("fails a stream that goes silent after a chunk, within the limit per idle gap", async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" }).write(sse(chunk("one")));
+      // Then nothing, the connection kept open.
+    };
+    const pieces: string[] = [];
+    const { value: error, ms } = await timed(
+      failure(client({ timeoutMs: 300 }).complete(request, { onChunk: (t) => pieces.push(t) })),
+    );
+    expect(pieces).toEqual(["one"]);
+    expect(error.code).toBe("stream_error");
+    expect(error.message).toBe(
+      "the provider's answer broke off after 3 characters: the provider did not answer in time",
+    );
+    expect(ms).toBeLessThan(2000);
+  });
+
+  it("keeps a stream whose gaps are filled by keep-alive comments", async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" }).write(sse(chunk("one")));
+      let n = 0;
+      const beat = setInterval(() => {
+        if (res.destroyed) return clearInterval(beat);
+        if (++n < 6) return void res.write(": keep-alive\n\n");
+        clearInterval(beat);
+        res.end(sse(chunk(" two"), "[DONE]"));
+      }, 100);
+    };
+    const { value, ms } = await timed(
+      client({ timeoutMs: 250 }).complete(request, { onChunk: () => {} }),
+    );
+    expect(value.content).toBe("one two");
+    expect(ms).toBeGreaterThan(500);
+  });
+
+  it("gives undici timeoutMs as its headers and body limits, whatever its own defaults", async () => {
+    const seen: Array<{ headersTimeout?: number | null; bodyTimeout?: number | null }> = [];
+    const recording = agent.compose((dispatch) => (opts, handler) => {
+      seen.push({ headersTimeout: opts.headersTimeout, bodyTimeout: opts.bodyTimeout });
+      return dispatch(opts, handler);
+    });
+    handler = (_req, res) => ok(res);
+    // Above undici's default of 300 s, which would otherwise cap it.
+    await client({ timeoutMs: 600_000, agent: recording }).complete(request, {});
+    expect(seen).toEqual([{ headersTimeout: 600_000, bodyTimeout: 600_000 }]);
+  });
+});
+
 describe("the caller's signal", () => {
   it("keeps no listener on it once a call is over, whatever the outcome", async () => {
     const controller = new AbortController();
@@ -477,6 +539,64 @@ describe("server-sent events", () => {
       "the provider's answer broke off after 4 characters: the provider reported an error: overloaded",
     );
     expect(pieces).toEqual(["part"]);
+  });
+
+  it("delivers a chunk once when an error event follows it in the body's last read", async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      // The chunk without its line end, then the rest and the body's end in one read: the
+      // parser's unfinished text must not be replayed at the end.
+      res.write(`data: ${chunk("Hello")}`);
+      setTimeout(
+        () => res.end(`\n\ndata: ${JSON.stringify({ error: { message: "overloaded" } })}\n\n`),
+        50,
+      );
+    };
+    const pieces: string[] = [];
+    const error = await failure(client().complete(request, { onChunk: (t) => pieces.push(t) }));
+    expect(pieces).toEqual(["Hello"]);
+    expect(error.code).toBe("stream_error");
+    expect(error.message).toBe(
+      "the provider's answer broke off after 5 characters: the provider reported an error: overloaded",
+    );
+  });
+
+  it("keeps no unfinished text of a dispatch that threw", () => {
+    const seen: string[] = [];
+    const parser = new EventParser((data) => {
+      seen.push(data);
+      if (data === "bad") throw new Error("bad");
+    });
+    expect(() => parser.push("data: bad\n\ndata: after")).toThrow("bad");
+    parser.end();
+    expect(seen).toEqual(["bad", "after"]);
+  });
+
+  it("closes the connection after an error event or a chunk callback that threw", async () => {
+    for (const [name, body, onChunk] of [
+      ["error event", sse(chunk("part"), JSON.stringify({ error: { message: "no" } })), () => {}],
+      [
+        "throwing onChunk",
+        sse(chunk("part")),
+        () => {
+          throw new Error("the caller failed");
+        },
+      ],
+    ] as const) {
+      let closed!: () => void;
+      const seenClose = new Promise<void>((resolve) => (closed = resolve));
+      handler = (_req, res) => {
+        res.on("close", closed);
+        // The provider would go on generating: the body never ends by itself.
+        res.writeHead(200, { "content-type": "text/event-stream" }).write(body);
+      };
+      const error = await failure(client().complete(request, { onChunk }));
+      expect(error.code, name).toBe("stream_error");
+      await Promise.race([
+        seenClose,
+        new Promise((_, reject) => setTimeout(() => reject(new Error(`${name}: not closed`)), 1000)),
+      ]);
+    }
   });
 
   it("takes a whole completion answered to a streamed request as one chunk", async () => {

@@ -20,7 +20,10 @@ import {
 } from "./types.js";
 
 export interface OpenAIProviderOptions {
-  /** Time limit of one attempt: until the answer's headers (streamed), or its whole body. */
+  /**
+   * Time limit of one attempt: until the answer's headers (streamed), or its whole body; and of
+   * each silence between the pieces of a streamed body.
+   */
   timeoutMs: number;
   /** Retries of 429, 408, 409, 5xx, timeouts and dropped connections, before any chunk. */
   maxRetries: number;
@@ -51,7 +54,9 @@ const MAX_ERROR_CHARS = 2000;
  *   8 s, less up to 25% of jitter. Unlike the SDK, the pause ends when the caller aborts, and the
  *   endpoint policy's refusal is not retried (it would be refused again);
  * - `timeoutMs` limits each attempt, not the call: until the answer's headers for a stream (as the
- *   SDK), until the whole answer for a blocking call (the SDK left the body unbounded);
+ *   SDK), until the whole answer for a blocking call (the SDK left the body unbounded); a stream
+ *   that has started may run longer, but fails when no byte comes for `timeoutMs` (the SDK left it
+ *   to undici's 300 s);
  * - only before the first chunk: a stream that breaks after it fails with `stream_error`, one that
  *   breaks before it (nothing was delivered) is retried like a dropped connection;
  * - the provider's error message is its JSON body's `error.message` (else the `error` object as
@@ -148,6 +153,12 @@ export class OpenAIClient implements LlmClient {
         headers: this.headers,
         body,
         signal: controller,
+        // undici's own limits (300 s each by default) would cap a longer timeoutMs. Until the
+        // headers, and for a blocking body, the attempt's timer comes first; a streamed body has
+        // no timer, and undici's body limit, restarted by every piece that arrives (keep-alive
+        // comments too), is its limit per silence between pieces.
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
       });
       state.body = answer.body;
       // undici's body emits 'error' when the connection drops; a body nobody reads any more
@@ -540,24 +551,34 @@ function readEvents(
       }
       if (chunk.usage) usage = usageOf(chunk.usage);
     });
+    // Once failed, nothing more is read: the body's end may come in the same read as the event
+    // that failed it, and its listener would replay the parser's unfinished text.
+    let settled = false;
     const fail = (err: unknown) => {
-      stream.removeAllListeners("data");
+      if (settled) return;
+      settled = true;
+      stream.removeListener("data", onData);
+      stream.removeListener("end", onEnd);
+      stream.removeListener("close", onClose);
+      // Its connection is closed now, so that the provider stops generating (an `error` still
+      // to come is heard by the listener undici's body and `attempt` keep on it).
+      stream.destroy();
       reject(err);
     };
     // undici's body ignores setEncoding: a UTF-8 sequence split between chunks is joined here.
     const utf8 = new StringDecoder("utf8");
-    stream.on("data", (chunk: Buffer) => {
+    const onData = (chunk: Buffer) => {
       try {
         events.push(utf8.write(chunk));
       } catch (err) {
         fail(err);
       }
-    });
-    stream.once("error", fail);
-    stream.once("close", () => {
+    };
+    const onClose = () => {
       if (!stream.readableEnded) fail(new Error("the answer ended before its end"));
-    });
-    stream.once("end", () => {
+    };
+    const onEnd = () => {
+      if (settled) return;
       try {
         events.push(utf8.end());
         events.end();
@@ -565,8 +586,13 @@ function readEvents(
         fail(err);
         return;
       }
+      settled = true;
       resolve({ content: progress.content, usage });
-    });
+    };
+    stream.on("data", onData);
+    stream.once("error", fail);
+    stream.once("close", onClose);
+    stream.once("end", onEnd);
   });
 }
 
@@ -588,21 +614,27 @@ export class EventParser {
     let start = 0;
     // Most streams have no CR at all: then it is looked for once per piece.
     let cr = buffer.indexOf("\r");
-    for (;;) {
-      if (cr !== -1 && cr < start) cr = buffer.indexOf("\r", start);
-      const lf = buffer.indexOf("\n", start);
-      if (cr !== -1 && (lf === -1 || cr < lf)) {
-        if (cr === buffer.length - 1) break; // its LF may start the next piece
-        this.line(buffer.slice(start, cr));
-        start = buffer.charCodeAt(cr + 1) === 10 ? cr + 2 : cr + 1;
-      } else if (lf !== -1) {
-        this.line(buffer.slice(start, lf));
-        start = lf + 1;
-      } else {
-        break;
+    try {
+      for (;;) {
+        if (cr !== -1 && cr < start) cr = buffer.indexOf("\r", start);
+        const lf = buffer.indexOf("\n", start);
+        let line: string;
+        if (cr !== -1 && (lf === -1 || cr < lf)) {
+          if (cr === buffer.length - 1) break; // its LF may start the next piece
+          line = buffer.slice(start, cr);
+          start = buffer.charCodeAt(cr + 1) === 10 ? cr + 2 : cr + 1;
+        } else if (lf !== -1) {
+          line = buffer.slice(start, lf);
+          start = lf + 1;
+        } else {
+          break;
+        }
+        // Consumed before it is handled: a dispatch that throws leaves no line to read again.
+        this.line(line);
       }
+    } finally {
+      this.pending = start === 0 ? buffer : buffer.slice(start);
     }
-    this.pending = start === 0 ? buffer : buffer.slice(start);
   }
 
   /**
