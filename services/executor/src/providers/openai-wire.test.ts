@@ -594,7 +594,9 @@ describe("server-sent events", () => {
       expect(error.code, name).toBe("stream_error");
       await Promise.race([
         seenClose,
-        new Promise((_, reject) => setTimeout(() => reject(new Error(`${name}: not closed`)), 1000)),
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error(`${name}: not closed`)), 1000),
+        ),
       ]);
     }
   });
@@ -652,6 +654,49 @@ describe("the wire", () => {
     expect(attempts[0]!.headers["content-type"]).toBe("application/json");
     expect(attempts[0]!.headers["user-agent"]).toBe("pies-executor");
     expect(attempts[0]!.headers.authorization).toBe("Bearer sk-wire");
+  });
+
+  it("sends a key pasted with whitespace around it, trimmed, as the SDK's headers did", async () => {
+    handler = (_req, res) => ok(res);
+    const environment = create(EnvironmentSchema, { id: "env-ws", endpointUrl: base });
+    await new OpenAIClient(environment, "  sk-pasted\r\n", {
+      timeoutMs: 5000,
+      maxRetries: 0,
+      agent,
+    }).complete(request, {});
+    expect(attempts[0]!.headers.authorization).toBe("Bearer sk-pasted");
+  });
+
+  it("fails at once, naming no address, a key or URL that no request can carry", async () => {
+    const cases: Array<[string, string, string]> = [
+      [base, "sk-bad\nkey", "the provider API key has characters an HTTP header cannot carry"],
+      [
+        "ftp://127.0.0.1:21/v1",
+        "sk-wire",
+        "the provider endpoint URL is not valid: it must be http or https",
+      ],
+      [
+        "file:///etc/passwd",
+        "sk-wire",
+        "the provider endpoint URL is not valid: it must be http or https",
+      ],
+    ];
+    for (const [endpointUrl, key, message] of cases) {
+      const environment = create(EnvironmentSchema, { id: "env-bad", endpointUrl });
+      const { value: error, ms } = await timed(
+        failure(
+          new OpenAIClient(environment, key, { timeoutMs: 5000, maxRetries: 2, agent }).complete(
+            request,
+            {},
+          ),
+        ),
+      );
+      expect(error.message, endpointUrl).toBe(message);
+      expect(error.code).toBe("provider_error");
+      // Retried, it would wait 0.5 s and 1 s to fail the same way.
+      expect(ms).toBeLessThan(300);
+    }
+    expect(attempts).toHaveLength(0);
   });
 
   it("names an answer that is not a chat completion, without retrying it", async () => {

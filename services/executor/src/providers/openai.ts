@@ -68,7 +68,8 @@ const MAX_ERROR_CHARS = 2000;
  * Nothing stays on the caller's signal once a call is over.
  */
 export class OpenAIClient implements LlmClient {
-  private readonly url: string | undefined;
+  /** The chat completions URL, or why there is none. */
+  private readonly url: string | { invalid: string };
   private readonly headers: string[];
   private readonly agent: Dispatcher;
   private readonly timeoutMs: number;
@@ -88,8 +89,10 @@ export class OpenAIClient implements LlmClient {
       "user-agent",
       USER_AGENT,
       // Local OpenAI-compatible servers often take no key; "none" is what the SDK made us send.
+      // Trimmed, as the SDK's WHATWG Headers did: a key pasted with its line end still works
+      // (undici refuses a header value with a CR or LF in it).
       "authorization",
-      `Bearer ${apiKey || "none"}`,
+      `Bearer ${apiKey.trim() || "none"}`,
     ];
     this.agent = options.agent;
     this.timeoutMs = options.timeoutMs;
@@ -101,8 +104,11 @@ export class OpenAIClient implements LlmClient {
     options: CompletionOptions,
   ): Promise<CompletionResult> {
     const url = this.url;
-    if (url === undefined) {
-      throw new ProviderError("the provider endpoint URL is not valid", "provider_error");
+    if (typeof url !== "string") {
+      throw new ProviderError(
+        `the provider endpoint URL is not valid${url.invalid}`,
+        "provider_error",
+      );
     }
     const body = JSON.stringify(this.params(request, options.onChunk !== undefined));
     const progress: Progress = { content: "" };
@@ -240,12 +246,16 @@ export class OpenAIClient implements LlmClient {
 }
 
 /** The chat completions URL under a base URL, its query kept (the SDK appended after it). */
-function chatUrl(base: string): string | undefined {
+function chatUrl(base: string): string | { invalid: string } {
   let url: URL;
   try {
     url = new URL(base);
   } catch {
-    return undefined;
+    return { invalid: "" };
+  }
+  // undici would refuse any other scheme on each attempt, as if the provider could not be reached.
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    return { invalid: ": it must be http or https" };
   }
   url.pathname = url.pathname.endsWith("/")
     ? `${url.pathname}chat/completions`
@@ -346,6 +356,21 @@ function failureOf(err: unknown, signal: AbortSignal | undefined): Failure {
     return {
       error: new ProviderError("the provider did not answer in time", "timeout", err),
       retry: true,
+    };
+  }
+  if (causeOf(err, (e) => (e as { code?: unknown }).code === "UND_ERR_INVALID_ARG")) {
+    // undici refused to send the request: it would refuse it again. Its message names the header
+    // or option (never a value), but only ours is passed on.
+    const header = /invalid (\S+) header/.exec((err as Error).message ?? "")?.[1];
+    return {
+      error: new ProviderError(
+        header === "authorization"
+          ? "the provider API key has characters an HTTP header cannot carry"
+          : "the provider request could not be made from the environment's settings",
+        "provider_error",
+        err,
+      ),
+      retry: false,
     };
   }
   if (causeOf(err, (e) => e instanceof EndpointRefusedError)) {
