@@ -2,13 +2,13 @@ import { Readable } from "node:stream";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { EndpointPolicy, EndpointRefusedError } from "@pies/common";
 import { startFakeOpenAI, type FakeOpenAI } from "@pies/testkit";
-import { request, type Agent } from "undici";
+import { request, type Dispatcher } from "undici";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { decoded, guardedAgent } from "./guarded-fetch.js";
 
 let fake: FakeOpenAI;
-let loopback: Agent;
-let strict: Agent;
+let loopback: Dispatcher;
+let strict: Dispatcher;
 
 beforeAll(async () => {
   fake = await startFakeOpenAI();

@@ -1,11 +1,26 @@
 import { isIP } from "node:net";
 import { pipeline, type Readable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
-import { Agent, buildConnector } from "undici";
+import { Agent, buildConnector, interceptors, type Dispatcher } from "undici";
 import type { EndpointPolicy } from "@pies/common";
 
-/** The connection pool whose every connection the endpoint policy allowed. */
-export function guardedAgent(policy: EndpointPolicy): Agent {
+/**
+ * Redirects followed, as undici's fetch (which the openai SDK used) followed them: the method and
+ * body kept on 307 and 308 (a POST becomes a GET on 301, 302 and 303, as in fetch), the
+ * `authorization` header dropped on a change of origin, each hop's connection through the same
+ * policy. Fetch's limit was 20; an API endpoint that moved needs one or two.
+ */
+const MAX_REDIRECTIONS = 3;
+
+/**
+ * The connection pool whose every connection the endpoint policy allowed, redirects followed. A
+ * redirect to an address the policy refuses is refused like a first request there.
+ */
+export function guardedAgent(policy: EndpointPolicy): Dispatcher {
+  return poolOf(policy).compose(interceptors.redirect({ maxRedirections: MAX_REDIRECTIONS }));
+}
+
+function poolOf(policy: EndpointPolicy): Agent {
   const connector = buildConnector({ lookup: policy.lookup, timeout: 10_000 });
   /*
    * The connector checks the address each connection is about to use: the resolved addresses of a

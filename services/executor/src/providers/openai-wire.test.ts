@@ -6,7 +6,7 @@ import { create } from "@bufbuild/protobuf";
 import { EndpointPolicy } from "@pies/common";
 import { startFakeOpenAI, type FakeOpenAI } from "@pies/testkit";
 import { EnvironmentSchema } from "@pies/proto/catalog";
-import type { Agent } from "undici";
+import type { Dispatcher } from "undici";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { guardedAgent } from "./guarded-fetch.js";
 import {
@@ -32,7 +32,7 @@ let server: Server;
 let base: string;
 let handler: Handler;
 let attempts: Array<{ path: string; headers: IncomingMessage["headers"] }>;
-let agent: Agent;
+let agent: Dispatcher;
 let fake: FakeOpenAI;
 
 beforeAll(async () => {
@@ -654,6 +654,63 @@ describe("the wire", () => {
     expect(attempts[0]!.headers["content-type"]).toBe("application/json");
     expect(attempts[0]!.headers["user-agent"]).toBe("pies-executor");
     expect(attempts[0]!.headers.authorization).toBe("Bearer sk-wire");
+  });
+
+  it("follows a redirect, resending the POST and its body, the key only to the same origin", async () => {
+    const bodies: Array<{ origin: string; method?: string; body: string; auth?: string }> = [];
+    const other = createServer((req, res) => {
+      let body = "";
+      req.on("data", (d: Buffer) => (body += d.toString()));
+      req.on("end", () => {
+        bodies.push({ origin: "other", method: req.method, body, auth: req.headers.authorization });
+        ok(res, "moved twice");
+      });
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    try {
+      handler = (req, res, attempt, body) => {
+        bodies.push({ origin: "base", method: req.method, body, auth: req.headers.authorization });
+        if (attempt === 0) return res.writeHead(307, { location: "/v1/moved" }).end();
+        res.writeHead(308, { location: `${otherUrl}/v1/chat/completions` }).end();
+      };
+      const result = await client().complete(request, {});
+      expect(result.content).toBe("moved twice");
+      expect(attempts.map((a) => a.path)).toEqual(["/v1/chat/completions", "/v1/moved"]);
+      expect(bodies.map((b) => [b.origin, b.method, b.auth])).toEqual([
+        ["base", "POST", "Bearer sk-wire"],
+        ["base", "POST", "Bearer sk-wire"],
+        // Another origin: the key is not sent there.
+        ["other", "POST", undefined],
+      ]);
+      for (const b of bodies) expect(JSON.parse(b.body)).toMatchObject({ model: "gpt-4o-mini" });
+    } finally {
+      other.closeAllConnections();
+      await new Promise((resolve) => other.close(resolve));
+    }
+  });
+
+  it("refuses a redirect to an address the endpoint policy refuses", async () => {
+    handler = (_req, res) =>
+      res.writeHead(307, { location: "http://169.254.169.254/latest/meta-data" }).end();
+    const error = await failure(client({ maxRetries: 2 }).complete(request, {}));
+    expect(error.message).toBe("the provider endpoint is not allowed by the endpoint policy");
+    expect(attempts).toHaveLength(1);
+  });
+
+  it("gives up after three redirects, failing with the last, and at once on a loop", async () => {
+    handler = (_req, res, attempt) =>
+      res.writeHead(307, { location: `/v1/hop${attempt + 1}` }).end();
+    let error = await failure(client({ maxRetries: 2 }).complete(request, {}));
+    expect(error.message).toBe("provider answered 307: no error message");
+    expect(attempts).toHaveLength(4);
+
+    attempts = [];
+    handler = (_req, res) => res.writeHead(308, { location: "/v1/again" }).end();
+    error = await failure(client({ maxRetries: 2 }).complete(request, {}));
+    // undici's message names the origin; ours does not.
+    expect(error.message).toBe("the provider endpoint redirects in a loop");
+    expect(attempts).toHaveLength(2);
   });
 
   it("sends a key pasted with whitespace around it, trimmed, as the SDK's headers did", async () => {

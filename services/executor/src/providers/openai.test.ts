@@ -5,7 +5,7 @@ import { EnvironmentSchema, type Environment } from "@pies/proto/catalog";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { SchemaValidator } from "../schemas.js";
 import type { ChatMessage } from "../templates/render.js";
-import type { Agent } from "undici";
+import type { Dispatcher } from "undici";
 import { guardedAgent } from "./guarded-fetch.js";
 import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
 import { ProviderError, type CompletionRequest } from "./types.js";
@@ -13,9 +13,9 @@ import { ProviderError, type CompletionRequest } from "./types.js";
 const API_KEY = "sk-upstream-secret";
 let fake: FakeOpenAI;
 // The fake listens on loopback: allowed here explicitly, as the embedded mode does by default.
-let http: Agent;
+let http: Dispatcher;
 // The deployed default: no loopback.
-let strict: Agent;
+let strict: Dispatcher;
 
 beforeAll(async () => {
   fake = await startFakeOpenAI();

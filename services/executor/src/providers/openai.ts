@@ -358,15 +358,17 @@ function failureOf(err: unknown, signal: AbortSignal | undefined): Failure {
       retry: true,
     };
   }
-  if (causeOf(err, (e) => (e as { code?: unknown }).code === "UND_ERR_INVALID_ARG")) {
+  if (firstCause(err, "UND_ERR_INVALID_ARG")) {
     // undici refused to send the request: it would refuse it again. Its message names the header
     // or option (never a value), but only ours is passed on.
-    const header = /invalid (\S+) header/.exec((err as Error).message ?? "")?.[1];
+    const reason = String(firstCause(err, "UND_ERR_INVALID_ARG")?.message ?? "");
     return {
       error: new ProviderError(
-        header === "authorization"
+        /^invalid authorization header/.test(reason)
           ? "the provider API key has characters an HTTP header cannot carry"
-          : "the provider request could not be made from the environment's settings",
+          : /^Redirect loop/.test(reason)
+            ? "the provider endpoint redirects in a loop"
+            : "the provider request could not be made from the environment's settings",
         "provider_error",
         err,
       ),
@@ -403,6 +405,14 @@ const TIMEOUT_CODES = new Set([
 
 function timeoutIn(err: unknown): boolean {
   return causeOf(err, (e) => TIMEOUT_CODES.has((e as { code?: unknown }).code as string));
+}
+
+/** The first error of `err`'s causes with this code. */
+function firstCause(err: unknown, code: string): { message?: unknown } | undefined {
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === code) return e as { message?: unknown };
+  }
+  return undefined;
 }
 
 function causeOf(err: unknown, test: (e: unknown) => boolean): boolean {

@@ -3,7 +3,7 @@ import { LRUCache } from "lru-cache";
 import type { EndpointPolicy } from "@pies/common";
 import type { CatalogEvents } from "@pies/common/bus";
 import type { Environment } from "@pies/proto/catalog";
-import type { Agent } from "undici";
+import type { Dispatcher } from "undici";
 import { guardedAgent } from "./guarded-fetch.js";
 import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
 import { TestClient } from "./test-provider.js";
@@ -22,7 +22,7 @@ export class ProviderRegistry {
     max: 200,
   });
   private readonly test = new TestClient();
-  private readonly agent: Agent;
+  private readonly agent: Dispatcher;
   private readonly options: OpenAIProviderOptions;
 
   constructor(options: Omit<OpenAIProviderOptions, "agent">, endpoints: EndpointPolicy) {
