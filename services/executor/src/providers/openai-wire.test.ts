@@ -245,6 +245,32 @@ describe("retries, as the SDK made them", () => {
     expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
   });
 
+  it("fails at once when told to wait more than a minute, with the refusal", async () => {
+    for (const headers of [
+      { "retry-after": "120" },
+      { "retry-after-ms": "61000" },
+      { "retry-after": new Date(Date.now() + 3_600_000).toUTCString() },
+    ]) {
+      attempts = [];
+      handler = (_req, res) => refuse(res, 429, headers);
+      const { value: error, ms } = await timed(
+        failure(client({ maxRetries: 2 }).complete(request, {})),
+      );
+      expect(error.message).toBe("provider answered 429: refused with 429");
+      expect(attempts).toHaveLength(1);
+      expect(ms).toBeLessThan(1000);
+    }
+    // A minute is still waited for (here cut short by the caller).
+    attempts = [];
+    handler = (_req, res) => refuse(res, 503, { "retry-after": "60" });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 200);
+    const error = await failure(
+      client({ maxRetries: 2 }).complete(request, { signal: controller.signal }),
+    );
+    expect(error.code).toBe("cancelled");
+  });
+
   it("computes the SDK's pauses", () => {
     expect(retryDelayMs(undefined, 0, 0)).toBe(500);
     expect(retryDelayMs(undefined, 1, 0)).toBe(1000);
@@ -601,6 +627,22 @@ describe("server-sent events", () => {
     }
   });
 
+  it("fails a streamed 200 that holds no event, such as an HTML page, without retrying it", async () => {
+    for (const [type, body] of [
+      ["text/html; charset=utf-8", "<html><body>Sign in to continue</body></html>"],
+      ["text/event-stream", ""],
+    ]) {
+      attempts = [];
+      handler = (_req, res) => res.writeHead(200, { "content-type": type! }).end(body);
+      const error = await failure(
+        client({ maxRetries: 2 }).complete(request, { onChunk: () => {} }),
+      );
+      expect(error.code, type).toBe("provider_error");
+      expect(error.message).toBe(`the provider's answer is not a stream of events (${type})`);
+      expect(attempts).toHaveLength(1);
+    }
+  });
+
   it("takes a whole completion answered to a streamed request as one chunk", async () => {
     handler = (_req, res) => ok(res, "not streamed");
     const pieces: string[] = [];
@@ -775,7 +817,16 @@ describe("the wire", () => {
     expect(errorMessage('{"error": {"message": {"detail": "x"}}}')).toBe('{"detail":"x"}');
     expect(errorMessage('{"error": {"code": "nope"}}')).toBe('{"code":"nope"}');
     expect(errorMessage('{"error": "plain"}')).toBe('"plain"');
-    expect(errorMessage('{"detail": "no error field"}')).toBe("");
+    // Servers that are not OpenAI's: older vLLM's top-level `message`, FastAPI's `detail`.
+    expect(errorMessage('{"object": "error", "message": "model not found"}')).toBe(
+      "model not found",
+    );
+    expect(errorMessage('{"detail": "Not authenticated"}')).toBe("Not authenticated");
+    expect(errorMessage('{"detail": [{"loc": ["body"], "msg": "field required"}]}')).toBe(
+      '[{"loc":["body"],"msg":"field required"}]',
+    );
+    expect(errorMessage('{"error": {"message": "first"}, "message": "second"}')).toBe("first");
+    expect(errorMessage('{"status": "bad"}')).toBe("");
     expect(errorMessage(" Bad Gateway \n")).toBe("Bad Gateway");
     expect(errorMessage("")).toBe("");
     expect(errorMessage("x".repeat(5000))).toHaveLength(2001);

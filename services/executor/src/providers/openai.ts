@@ -34,6 +34,12 @@ export interface OpenAIProviderOptions {
 /** Where an environment without an endpoint URL goes (the openai SDK's default). */
 const DEFAULT_BASE_URL = "https://api.openai.com/v1";
 const USER_AGENT = "pies-executor";
+/**
+ * The longest pause asked for (`retry-after-ms`, `Retry-After`) that is waited; an answer that
+ * asks for more is not retried: the call fails at once with it. The SDK (v5) waited whatever it
+ * was told.
+ */
+const MAX_RETRY_PAUSE_MS = 60_000;
 /** A provider's error text past this is cut: it ends up in the run's record. */
 const MAX_ERROR_CHARS = 2000;
 
@@ -51,7 +57,8 @@ const MAX_ERROR_CHARS = 2000;
  * - retries (`maxRetries`) of 408, 409, 429 and 5xx answers, and of timeouts and failed
  *   connections, unless the answer's `x-should-retry` says otherwise; the pause is the answer's
  *   `retry-after-ms`, else its `Retry-After` (seconds or an HTTP date), else 0.5 s doubling up to
- *   8 s, less up to 25% of jitter. Unlike the SDK, the pause ends when the caller aborts, and the
+ *   8 s, less up to 25% of jitter. Unlike the SDK, the pause ends when the caller aborts, an
+ *   answer that asks for more than 60 s is not retried (the call fails with it at once), and the
  *   endpoint policy's refusal is not retried (it would be refused again);
  * - `timeoutMs` limits each attempt, not the call: until the answer's headers for a stream (as the
  *   SDK), until the whole answer for a blocking call (the SDK left the body unbounded); a stream
@@ -60,7 +67,9 @@ const MAX_ERROR_CHARS = 2000;
  * - only before the first chunk: a stream that breaks after it fails with `stream_error`, one that
  *   breaks before it (nothing was delivered) is retried like a dropped connection;
  * - the provider's error message is its JSON body's `error.message` (else the `error` object as
- *   JSON, else the body's text), and an `error` object inside a stream fails the call;
+ *   JSON, else a top-level `message` or `detail`, which the SDK did not read, else the body's
+ *   text), and an `error` object inside a stream fails the call, as does a streamed answer
+ *   without a single event (an HTML page);
  * - Server-Sent Events as the SSE spec reads them: lines ending in CRLF, LF or CR, split anywhere
  *   across TCP chunks (and inside UTF-8 sequences), `data:` on several lines joined by "\n",
  *   comments and keep-alives skipped, `[DONE]` ends the answer;
@@ -177,7 +186,12 @@ export class OpenAIClient implements LlmClient {
       }
       const status = answer.statusCode;
       const failed = status < 200 || status >= 300;
-      const retry = failed && shouldRetry(status, answer.headers);
+      // A provider that asks for more than a minute (a quota spent until the next hour) is not
+      // waited for: the run would hold its slot and its caller for nothing they can see.
+      const retry =
+        failed &&
+        shouldRetry(status, answer.headers) &&
+        !((askedPauseMs(answer.headers) ?? 0) > MAX_RETRY_PAUSE_MS);
       if (retry && mayRetry) {
         // Its body does not matter: the next attempt's answer will.
         await answer.body.dump().catch(ignore);
@@ -198,7 +212,7 @@ export class OpenAIClient implements LlmClient {
         }
         return result;
       }
-      return await readEvents(stream, onChunk, progress);
+      return await readEvents(stream, onChunk, progress, answer.headers["content-type"]);
     } catch (err) {
       if (state.timedOut) throw new TimedOut(err);
       throw err;
@@ -440,6 +454,14 @@ export function retryDelayMs(
   retry: number,
   random = Math.random(),
 ): number {
+  const asked = askedPauseMs(headers);
+  if (asked !== undefined) return asked;
+  const backoffSeconds = Math.min(0.5 * 2 ** retry, 8);
+  return backoffSeconds * (1 - random * 0.25) * 1000;
+}
+
+/** The pause an answer asks for, if it asks for one the SDK read. */
+function askedPauseMs(headers: ResponseHeaders | undefined): number | undefined {
   const inMs = parseFloat(single(headers?.["retry-after-ms"]) ?? "");
   // As the SDK: a `retry-after-ms` of 0 leaves the choice to Retry-After.
   if (inMs) return Math.max(0, inMs);
@@ -450,8 +472,7 @@ export function retryDelayMs(
     const date = Date.parse(after);
     if (!Number.isNaN(date)) return Math.max(0, date - Date.now());
   }
-  const backoffSeconds = Math.min(0.5 * 2 ** retry, 8);
-  return backoffSeconds * (1 - random * 0.25) * 1000;
+  return undefined;
 }
 
 const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
@@ -485,12 +506,23 @@ export function errorMessage(text: string): string {
   } catch {
     return cut(text.trim());
   }
-  return cut(errorOf(json) ?? "");
+  return cut(errorOf(json, true) ?? "");
 }
 
-function errorOf(json: unknown): string | undefined {
-  const error = (json as { error?: unknown } | null)?.error;
-  if (!error) return undefined;
+/**
+ * An `error` object's message (an event of a stream counts as an error by it alone); with
+ * `others`, for a body known to be no completion, the top-level `message` of servers such as
+ * older vLLM and the `detail` of FastAPI's (the SDK gave no message for them).
+ */
+function errorOf(json: unknown, others = false): string | undefined {
+  const body = json as { error?: unknown; message?: unknown; detail?: unknown } | null;
+  const error = body?.error;
+  if (!error) {
+    if (!others || typeof body !== "object") return undefined;
+    const other = body?.message || body?.detail;
+    if (!other) return undefined;
+    return typeof other === "string" ? other : JSON.stringify(other);
+  }
   const message = (error as { message?: unknown }).message;
   if (message) return typeof message === "string" ? message : JSON.stringify(message);
   return JSON.stringify(error);
@@ -516,7 +548,7 @@ function completionOf(text: string): CompletionResult {
     throw new BadAnswer("the provider's answer is not JSON", { cause: err });
   }
   if (!Array.isArray(completion?.choices)) {
-    const error = errorOf(completion);
+    const error = errorOf(completion, true);
     throw new BadAnswer(
       error
         ? `the provider reported an error: ${cut(error)}`
@@ -558,11 +590,14 @@ function readEvents(
   stream: Readable,
   onChunk: (text: string) => void,
   progress: Progress,
+  type: string | string[] | undefined,
 ): Promise<CompletionResult> {
   return new Promise((resolve, reject) => {
     let usage: CompletionResult["usage"];
     let done = false;
+    let dispatched = 0;
     const events = new EventParser((data, event) => {
+      dispatched++;
       if (done) return;
       if (data.startsWith("[DONE]")) {
         // The rest of the body is read, and ignored, so that its connection is kept.
@@ -619,6 +654,15 @@ function readEvents(
         events.end();
       } catch (err) {
         fail(err);
+        return;
+      }
+      if (dispatched === 0) {
+        // An HTML page (a proxy's sign-in, a captive portal), an empty body: not an empty answer.
+        fail(
+          new BadAnswer(
+            `the provider's answer is not a stream of events (${single(type) ?? "no content type"})`,
+          ),
+        );
         return;
       }
       settled = true;
