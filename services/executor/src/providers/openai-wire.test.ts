@@ -246,11 +246,12 @@ describe("retries, as the SDK made them", () => {
   });
 
   it("fails at once when told to wait more than a minute, with the refusal", async () => {
-    for (const headers of [
+    const asks: Array<Record<string, string>> = [
       { "retry-after": "120" },
       { "retry-after-ms": "61000" },
       { "retry-after": new Date(Date.now() + 3_600_000).toUTCString() },
-    ]) {
+    ];
+    for (const headers of asks) {
       attempts = [];
       handler = (_req, res) => refuse(res, 429, headers);
       const { value: error, ms } = await timed(
