@@ -1,24 +1,22 @@
 #!/usr/bin/env node
-// CPU per provider call: the executor's OpenAI client against a zero-latency fake upstream, with
-// each way of doing the HTTP underneath, blocking and streamed, one call at a time and 16 at once.
+// CPU per provider call: the executor's OpenAI client against a zero-latency fake upstream, beside
+// the openai SDK and bare undici, blocking and streamed, one call at a time and 16 at once.
 // Run it pinned, the fake goes to the other CPU:
 //   npx tsc -b tsconfig.build.json && taskset -c 1 node bench/provider.mjs
 // Settings (environment variables, all optional): PROVIDER_BENCH_CALLS=3000 (per cell and round),
 // PROVIDER_BENCH_WARMUP=500, PROVIDER_BENCH_ROUNDS=3 (interleaved; the median is reported),
-// PROVIDER_BENCH_VARIANTS=current,global,floor,executor  PROVIDER_BENCH_FAKE_CPU=0
+// PROVIDER_BENCH_VARIANTS=sdk,executor,floor  PROVIDER_BENCH_FAKE_CPU=0
 // PROVIDER_BENCH_CELLS=blocking:1,blocking:16,streamed:1,streamed:16
-// To see where one variant's time goes: PROVIDER_BENCH_VARIANTS=current PROVIDER_BENCH_CELLS=
+// To see where one variant's time goes: PROVIDER_BENCH_VARIANTS=executor PROVIDER_BENCH_CELLS=
 // blocking:16 PROVIDER_BENCH_ROUNDS=1 taskset -c 1 node --cpu-prof bench/provider.mjs
 import { spawn } from "node:child_process";
 import { performance } from "node:perf_hooks";
 import { create } from "@bufbuild/protobuf";
 import { EndpointPolicy } from "@pies/common";
 import { EnvironmentSchema } from "@pies/proto/catalog";
+import OpenAI from "openai";
 import { Agent, fetch as undiciFetch, request } from "undici";
-import {
-  createGuardedFetch,
-  guardedAgent,
-} from "../services/executor/dist/providers/guarded-fetch.js";
+import { guardedAgent } from "../services/executor/dist/providers/guarded-fetch.js";
 import { OpenAIClient } from "../services/executor/dist/providers/openai.js";
 
 const int = (name, fallback) => {
@@ -30,9 +28,7 @@ const calls = int("PROVIDER_BENCH_CALLS", 3000);
 const warmup = int("PROVIDER_BENCH_WARMUP", 500);
 const rounds = int("PROVIDER_BENCH_ROUNDS", 3);
 const fakeCpu = process.env.PROVIDER_BENCH_FAKE_CPU ?? "0";
-const variantNames = (process.env.PROVIDER_BENCH_VARIANTS ?? "current,global,floor,executor").split(
-  ",",
-);
+const variantNames = (process.env.PROVIDER_BENCH_VARIANTS ?? "sdk,executor,floor").split(",");
 const cells = (process.env.PROVIDER_BENCH_CELLS ?? "blocking:1,blocking:16,streamed:1,streamed:16")
   .split(",")
   .map((c) => {
@@ -80,23 +76,36 @@ const environment = create(EnvironmentSchema, {
   provider: "openai_compatible",
   endpointUrl: fake.url,
 });
-const clientOver = (fetch) =>
-  new OpenAIClient(environment, "sk-bench", { timeoutMs: 30_000, maxRetries: 2, fetch });
-
 /** Each variant: { call(streamed): Promise<content>, close() }. */
 const variants = {
-  // Before this change: undici's WHATWG fetch over the guarded Agent.
-  current() {
+  // The openai SDK as its documentation has it, with undici's fetch over the guarded pool: what the
+  // executor used before its own client (then over a lean fetch of its own, since removed).
+  sdk() {
     const agent = guardedAgent(policy);
-    const client = clientOver((input, init) => undiciFetch(input, { ...init, dispatcher: agent }));
-    return { call: (streamed) => viaClient(client, streamed), close: () => agent.close() };
+    const client = new OpenAI({
+      apiKey: "sk-bench",
+      baseURL: fake.url,
+      timeout: 30_000,
+      maxRetries: 2,
+      fetch: (input, init) => undiciFetch(input, { ...init, dispatcher: agent }),
+    });
+    const call = async (streamed) => {
+      if (!streamed) {
+        const answer = await client.chat.completions.create(completion);
+        return answer.choices[0]?.message?.content ?? "";
+      }
+      const stream = await client.chat.completions.create({
+        ...completion,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      let content = "";
+      for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? "";
+      return content;
+    };
+    return { call, close: () => agent.close() };
   },
-  // The SDK's default: Node's global fetch (its own undici, its own pool, no policy).
-  global() {
-    const client = clientOver(globalThis.fetch);
-    return { call: (streamed) => viaClient(client, streamed), close: async () => {} };
-  },
-  // The floor: undici.request and JSON.parse, no SDK.
+  // The floor: undici.request and JSON.parse, no client.
   floor() {
     const agent = new Agent();
     const url = `${fake.url}/chat/completions`;
@@ -121,11 +130,15 @@ const variants = {
       close: () => agent.close(),
     };
   },
-  // What the executor uses: createGuardedFetch.
+  // What the executor uses: its OpenAIClient over the guarded pool.
   executor() {
-    const http = createGuardedFetch(policy);
-    const client = clientOver(http.fetch);
-    return { call: (streamed) => viaClient(client, streamed), close: () => http.close() };
+    const agent = guardedAgent(policy);
+    const client = new OpenAIClient(environment, "sk-bench", {
+      timeoutMs: 30_000,
+      maxRetries: 2,
+      agent,
+    });
+    return { call: (streamed) => viaClient(client, streamed), close: () => agent.close() };
   },
 };
 

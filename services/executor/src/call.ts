@@ -126,8 +126,8 @@ export async function callProvider(
 
 /**
  * One provider call, retried while it is refused with a Retry-After (429/5xx) by a client that
- * does not retry itself (the `test` provider; the openai SDK retries on its own, with backoff and
- * jitter, honouring Retry-After). Never after the first chunk: a chunk sent is an answer begun.
+ * does not retry itself (the `test` provider; the OpenAI client retries on its own, as the openai
+ * SDK did: backoff and jitter, honouring Retry-After). Never after the first chunk: a chunk sent is an answer begun.
  * The chunks of the attempt that failed are left in `partial` (the caller counts their tokens).
  */
 async function completeWithRetries(

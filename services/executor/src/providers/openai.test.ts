@@ -5,21 +5,22 @@ import { EnvironmentSchema, type Environment } from "@pies/proto/catalog";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { SchemaValidator } from "../schemas.js";
 import type { ChatMessage } from "../templates/render.js";
-import { createGuardedFetch, type GuardedFetch } from "./guarded-fetch.js";
+import type { Dispatcher } from "undici";
+import { guardedAgent } from "./guarded-fetch.js";
 import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
 import { ProviderError, type CompletionRequest } from "./types.js";
 
 const API_KEY = "sk-upstream-secret";
 let fake: FakeOpenAI;
 // The fake listens on loopback: allowed here explicitly, as the embedded mode does by default.
-let http: GuardedFetch;
+let http: Dispatcher;
 // The deployed default: no loopback.
-let strict: GuardedFetch;
+let strict: Dispatcher;
 
 beforeAll(async () => {
   fake = await startFakeOpenAI();
-  http = createGuardedFetch(new EndpointPolicy("loopback"));
-  strict = createGuardedFetch(new EndpointPolicy(""));
+  http = guardedAgent(new EndpointPolicy("loopback"));
+  strict = guardedAgent(new EndpointPolicy(""));
 });
 afterAll(async () => {
   await fake.close();
@@ -48,7 +49,7 @@ function client(
   return new OpenAIClient(environment(config), apiKey, {
     timeoutMs: 5000,
     maxRetries: 0,
-    fetch: http.fetch,
+    agent: http,
     ...options,
   });
 }
@@ -289,7 +290,7 @@ describe("OpenAIClient", () => {
       new OpenAIClient(env, API_KEY, {
         timeoutMs: 2000,
         maxRetries: 0,
-        fetch: http.fetch,
+        agent: http,
       }).complete(request(), {}),
     );
     expect(error.code).toBe("provider_error");
@@ -316,7 +317,7 @@ describe("OpenAIClient", () => {
         new OpenAIClient(env, API_KEY, {
           timeoutMs: 2000,
           maxRetries: 2,
-          fetch: strict.fetch,
+          agent: strict,
         }).complete(request(), {}),
       );
       expect(error.code).toBe("provider_error");

@@ -3,7 +3,8 @@ import { LRUCache } from "lru-cache";
 import type { EndpointPolicy } from "@pies/common";
 import type { CatalogEvents } from "@pies/common/bus";
 import type { Environment } from "@pies/proto/catalog";
-import { createGuardedFetch, type GuardedFetch } from "./guarded-fetch.js";
+import type { Dispatcher } from "undici";
+import { guardedAgent } from "./guarded-fetch.js";
 import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
 import { TestClient } from "./test-provider.js";
 import { ProviderError, type LlmClient } from "./types.js";
@@ -21,12 +22,12 @@ export class ProviderRegistry {
     max: 200,
   });
   private readonly test = new TestClient();
-  private readonly http: GuardedFetch;
+  private readonly agent: Dispatcher;
   private readonly options: OpenAIProviderOptions;
 
-  constructor(options: Omit<OpenAIProviderOptions, "fetch">, endpoints: EndpointPolicy) {
-    this.http = createGuardedFetch(endpoints);
-    this.options = { ...options, fetch: this.http.fetch };
+  constructor(options: Omit<OpenAIProviderOptions, "agent">, endpoints: EndpointPolicy) {
+    this.agent = guardedAgent(endpoints);
+    this.options = { ...options, agent: this.agent };
   }
 
   /** Drops a project's clients on its change events, and every client on a reset. */
@@ -45,7 +46,7 @@ export class ProviderRegistry {
 
   /** Closes the provider connections kept alive. */
   close(): Promise<void> {
-    return this.http.close();
+    return this.agent.close();
   }
 
   client(environment: Environment, apiKey: string): LlmClient {

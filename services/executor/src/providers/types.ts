@@ -36,7 +36,7 @@ export class ProviderError extends Error {
     cause?: unknown,
     /**
      * Set when the call may be retried after this many milliseconds (a 429 or 5xx with its
-     * Retry-After) by a client that does not retry itself. The openai SDK retries on its own.
+     * Retry-After) by a client that does not retry itself. The OpenAI client retries on its own.
      */
     readonly retryAfterMs?: number,
   ) {
