@@ -150,7 +150,7 @@ try {
     model: "gpt-4o-mini",
   };
   const stop = new AbortController().signal;
-  const cell = (request) =>
+  const cell = (request, onMeasure) =>
     runCell({
       request,
       concurrency,
@@ -159,23 +159,18 @@ try {
       maxRequests: 100_000,
       requestTimeoutMs: 30_000,
       stop,
+      onMeasure,
     });
   if (process.env.BENCH_HOPS_KILL_RUNS === "1") await stack.kill("runs");
   const direct = await cell((signal) => modes["direct blocking"](ctx, signal));
   let measuredFrom = 0n;
-  const piesCell = await runCell({
-    request: (signal) => modes["pies blocking"]({ pies: ctx }, signal),
-    concurrency,
-    warmupMs,
-    durationMs,
-    maxRequests: 100_000,
-    requestTimeoutMs: 30_000,
-    stop,
-    onMeasure: () => {
+  const piesCell = await cell(
+    (signal) => modes["pies blocking"]({ pies: ctx }, signal),
+    () => {
       measuredFrom = BigInt(Date.now()) * 1_000_000n;
       return () => {};
     },
-  });
+  );
   // The batch processors export every 500 ms.
   await new Promise((r) => setTimeout(r, 1500));
   const p50 = (samples) =>

@@ -189,8 +189,8 @@ const lostStream = () =>
     }),
   );
 
-/** Node's response headers as Web headers (pseudo-headers left out). */
-function webHeaders(headers: http2.IncomingHttpHeaders): Headers {
+/** Node's HTTP/2 headers as Web headers, pseudo-headers left out (as connect-node's adapter). */
+export function webHeaders(headers: http2.IncomingHttpHeaders): Headers {
   const out = new Headers();
   for (const key in headers) {
     if (key.charCodeAt(0) === 58 /* : */) continue;

@@ -21,6 +21,7 @@ import {
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
 import { directTransport } from "./direct.js";
+import { webHeaders } from "./unary-client.js";
 
 /**
  * The callee's side of unary-client.ts: a Connect unary call (POST, `application/json` or
@@ -130,7 +131,7 @@ export function unaryHandler(
         signal,
         // No deadline: none (directTransport reads 0 or less as none); a deadline of 0 ms is past.
         timeout.timeoutMs === undefined ? 0 : Math.max(1, timeout.timeoutMs),
-        requestHeaders(req.headers),
+        webHeaders(req.headers),
         input,
       );
       const headers: http2.OutgoingHttpHeaders = { "content-type": contentType };
@@ -155,18 +156,6 @@ export function unaryHandler(
       return { status: codeToHttpStatus(error.code), headers, body: errorToJsonBytes(error, {}) };
     }
   }
-}
-
-/** The request's headers as Web headers, pseudo-headers left out (as connect-node's adapter). */
-function requestHeaders(headers: http2.IncomingHttpHeaders): Headers {
-  const out = new Headers();
-  for (const key in headers) {
-    if (key.charCodeAt(0) === 58 /* : */) continue;
-    const value = headers[key];
-    if (Array.isArray(value)) for (const v of value) out.append(key, v);
-    else if (value !== undefined) out.set(key, value);
-  }
-  return out;
 }
 
 /** A router that only reports the methods registered with it. */
