@@ -134,7 +134,7 @@ export function unaryHandler(
         webHeaders(req.headers),
         input,
       );
-      const headers: http2.OutgoingHttpHeaders = { "content-type": contentType };
+      const headers: http2.OutgoingHttpHeaders = {};
       res.header.forEach((value, key) => {
         headers[key] = value;
       });
