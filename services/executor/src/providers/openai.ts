@@ -1,5 +1,6 @@
 import type { Readable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
+import { setTimeout as delay } from "node:timers/promises";
 import { request as send, type Dispatcher } from "undici";
 import type {
   ChatCompletion,
@@ -372,10 +373,11 @@ function failureOf(err: unknown, signal: AbortSignal | undefined): Failure {
       retry: true,
     };
   }
-  if (firstCause(err, "UND_ERR_INVALID_ARG")) {
+  const invalid = findCause(err, (e) => e.code === "UND_ERR_INVALID_ARG");
+  if (invalid) {
     // undici refused to send the request: it would refuse it again. Its message names the header
     // or option (never a value), but only ours is passed on.
-    const reason = String(firstCause(err, "UND_ERR_INVALID_ARG")?.message ?? "");
+    const reason = String(invalid.message ?? "");
     return {
       error: new ProviderError(
         /^invalid authorization header/.test(reason)
@@ -418,23 +420,20 @@ const TIMEOUT_CODES = new Set([
 ]);
 
 function timeoutIn(err: unknown): boolean {
-  return causeOf(err, (e) => TIMEOUT_CODES.has((e as { code?: unknown }).code as string));
+  return causeOf(err, (e) => TIMEOUT_CODES.has(e.code as string));
 }
 
-/** The first error of `err`'s causes with this code. */
-function firstCause(err: unknown, code: string): { message?: unknown } | undefined {
+type Cause = { code?: unknown; message?: unknown };
+
+/** The first of `err` and its causes (8 deep at most) that passes `test`. */
+function findCause(err: unknown, test: (e: Cause) => boolean): Cause | undefined {
   for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    if ((e as { code?: unknown }).code === code) return e as { message?: unknown };
+    if (test(e as Cause)) return e as Cause;
   }
   return undefined;
 }
 
-function causeOf(err: unknown, test: (e: unknown) => boolean): boolean {
-  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    if (test(e)) return true;
-  }
-  return false;
-}
+const causeOf = (err: unknown, test: (e: Cause) => boolean) => findCause(err, test) !== undefined;
 
 /** The SDK's `shouldRetry`: the server's `x-should-retry` first, then 408, 409, 429 and 5xx. */
 export function shouldRetry(status: number, headers: ResponseHeaders): boolean {
@@ -477,21 +476,14 @@ function askedPauseMs(headers: ResponseHeaders | undefined): number | undefined 
 
 const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
 
-/** A pause that the caller's signal cuts short. */
+/** A pause that the caller's signal cuts short (node's timer removes its listener either way). */
 function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (ms <= 0 && !signal) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(aborted(signal?.reason));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    if (signal?.aborted) return onAbort();
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
+  return delay(ms, undefined, signal && { signal }).then(
+    () => {},
+    () => {
+      throw aborted(signal?.reason);
+    },
+  );
 }
 
 /**
