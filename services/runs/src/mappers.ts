@@ -30,8 +30,21 @@ const str = (json: JsonObject, key: string) => (typeof json[key] === "string" ? 
 const num = (json: JsonObject, key: string) =>
   typeof json[key] === "number" ? (json[key] as number) : undefined;
 
-/** A run row as a message (the heartbeat is bookkeeping, not part of the run). */
-export function runToProto(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Run {
+/** A stored run (the heartbeat and record sequence are bookkeeping, not part of the run). */
+type StoredRun = Omit<RunRow, "heartbeat_at" | "record_seq">;
+/** The heavy columns that lists do not read. */
+type Unlisted = "prompt" | "result_schema" | "attempts";
+/** A run as lists read it: without the prompt, the output schema and the attempts. */
+export type ListedRun = Omit<StoredRun, Unlisted>;
+
+/** A run's token use, from its columns (none without a total). */
+const tokenUseOf = (row: ListedRun) =>
+  row.total_tokens === null
+    ? undefined
+    : { prompt: row.prompt_tokens ?? 0, result: row.result_tokens ?? 0, total: row.total_tokens };
+
+/** A run row as a message; a listed one has no prompt, output schema or attempts. */
+export function runToProto(row: ListedRun & Partial<Pick<StoredRun, Unlisted>>): Run {
   const config = row.config ?? {};
   const source = row.source ?? {};
   const error = row.error;
@@ -65,14 +78,7 @@ export function runToProto(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Ru
       principalId: str(source, "principal_id"),
       clientIp: str(source, "client_ip"),
     },
-    tokenUse:
-      row.total_tokens === null
-        ? undefined
-        : {
-            prompt: row.prompt_tokens ?? 0,
-            result: row.result_tokens ?? 0,
-            total: row.total_tokens,
-          },
+    tokenUse: tokenUseOf(row),
     executionTime: row.execution_time === null ? undefined : BigInt(row.execution_time),
     error: error
       ? {
@@ -94,11 +100,11 @@ export function runToProto(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Ru
 }
 
 /**
- * A run row's fields as the REST API renders them (restRunJson), the same as runToProto's message
- * gives (the gateway's runJson of it), without building the message: its jsonb columns are JSON
- * already.
+ * A listed run's fields as the REST API renders them (restRunJson), the same as runToProto's
+ * message gives (the gateway's runJson of it), without building the message: its jsonb columns
+ * are JSON already.
  */
-export function rowFields(row: Omit<RunRow, "heartbeat_at" | "record_seq">): RunFields {
+export function rowFields(row: ListedRun): RunFields {
   const config = row.config ?? {};
   const source = row.source ?? {};
   const error = row.error;
@@ -112,7 +118,8 @@ export function rowFields(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Run
     modelId: row.model_id,
     parameters: row.parameters ?? undefined,
     result: row.result ?? undefined,
-    prompt: row.prompt ?? undefined,
+    // Lists read neither the prompt nor the attempts.
+    prompt: undefined,
     tags: row.tags,
     config: {
       environment: str(config, "environment"),
@@ -128,14 +135,7 @@ export function rowFields(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Run
       principal_id: str(source, "principal_id"),
       client_ip: str(source, "client_ip"),
     },
-    tokenUse:
-      row.total_tokens === null
-        ? undefined
-        : {
-            prompt: row.prompt_tokens ?? 0,
-            result: row.result_tokens ?? 0,
-            total: row.total_tokens,
-          },
+    tokenUse: tokenUseOf(row),
     executionTime: row.execution_time === null ? undefined : Number(row.execution_time),
     error: error
       ? { code: str(error, "code"), message: str(error, "message"), data: error.data ?? undefined }
@@ -148,18 +148,7 @@ export function rowFields(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Run
     cached: row.cached,
     cachedFrom: row.cached_from ?? "",
     cachePolicy: row.cache_policy ?? undefined,
-    // Stored as RunAttempt's JSON (lists do not read them).
-    attempts: (row.attempts ?? []).map((json) => {
-      const a = fromJson(RunAttemptSchema, json);
-      const errorOf = (e: typeof a.error) =>
-        e && { code: e.code, message: e.message, data: fromValue(e.data) };
-      return {
-        number: a.number,
-        promptAdded: fromValue(a.promptAdded),
-        error: errorOf(a.error),
-        tokenUse: a.tokenUse,
-      };
-    }),
+    attempts: [],
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
@@ -169,7 +158,7 @@ export function rowFields(row: Omit<RunRow, "heartbeat_at" | "record_seq">): Run
  * Rows as the JSON array the REST API answers (GET /runs, POST /runs/search's `results`), in
  * UTF-8: what ListRunsResponse.runs_json carries.
  */
-export const rowsJson = (rows: Omit<RunRow, "heartbeat_at" | "record_seq">[]) =>
+export const rowsJson = (rows: ListedRun[]) =>
   Buffer.from(JSON.stringify(rows.map((row) => restRunJson(rowFields(row)))));
 
 /**

@@ -4,7 +4,14 @@ import { invalid, notFound, pageSize, requireProject } from "@pies/common";
 import { RecordConflict, type RunLog } from "@pies/common/bus";
 import { RunsService, RunStatus } from "@pies/proto/runs";
 import { applyFilters } from "./filters.js";
-import { applyUpdate, rowsJson, runToProto, runToRow, statusName } from "./mappers.js";
+import {
+  applyUpdate,
+  rowsJson,
+  runToProto,
+  runToRow,
+  statusName,
+  type ListedRun,
+} from "./mappers.js";
 import { findRun } from "./find-run.js";
 import { exprToSql } from "./lucene.js";
 import {
@@ -16,7 +23,7 @@ import {
   searchParts,
   TRIGRAM_INDEX,
 } from "./search.js";
-import type { RunRow, RunsDatabase } from "./tables.js";
+import type { RunsDatabase } from "./tables.js";
 
 export interface RunsDeps {
   db: Kysely<RunsDatabase>;
@@ -90,20 +97,14 @@ const listColumns = [
   "updated_at",
 ] as const;
 
-type ListRow = Omit<
-  RunRow,
-  "heartbeat_at" | "record_seq" | "prompt" | "result_schema" | "attempts"
->;
-
 /**
  * A page of list rows: as messages, or (`asJson`, the gateway's ask) as the REST API's JSON,
  * rendered here once so that the gateway sends it as it is. Measured per page of 100 runs at 1M
  * runs (load 7–11): the gateway's CPU 8–13 ms → 3–5, and this service's 10–17 → 7–13 (the JSON
  * straight from the rows costs less than the messages and Connect's JSON of them).
  */
-function pageOf(rows: ListRow[], asJson: boolean) {
-  const full = rows.map((row) => ({ ...row, prompt: null, result_schema: null, attempts: null }));
-  return asJson ? { runsJson: rowsJson(full) } : { runs: full.map(runToProto) };
+function pageOf(rows: ListedRun[], asJson: boolean) {
+  return asJson ? { runsJson: rowsJson(rows) } : { runs: rows.map(runToProto) };
 }
 
 /** The runs store's handlers. */
@@ -240,7 +241,7 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       };
       // The total and facets from the rollup when it can answer them (planRollup), exact
       // either way; otherwise counted over every match.
-      const rollup = deps.facetRollups === false ? undefined : planRollup(req, plans);
+      const rollup = wantMeta && deps.facetRollups !== false ? planRollup(req, plans) : undefined;
       const countMeta = (tx: Kysely<RunsDatabase>) =>
         rollup
           ? rollupMeta(tx, projectId, parts.filtered, rollup, plans)
