@@ -1,4 +1,10 @@
-import { create, fromJson, toJsonString, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  create,
+  fromJson,
+  isFieldSet,
+  toJsonString,
+  type MessageInitShape,
+} from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { toValue } from "@pies/common";
@@ -117,6 +123,13 @@ describe("the executor's run read from its JSON", () => {
       expect(only(fromJsonPath)).toEqual(only(fromMessage));
     });
   }
+
+  it("has every field of a run set in some run of the corpus (a new field needs reading too)", () => {
+    const set = RunSchema.fields.filter((field) =>
+      Object.values(runs).some((init) => isFieldSet(create(RunSchema, init), field)),
+    );
+    expect(set.map((f) => f.name)).toEqual(RunSchema.fields.map((f) => f.name));
+  });
 
   it("reads timestamps with an offset and other precisions as protobuf-es does", () => {
     for (const at of [
