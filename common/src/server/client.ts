@@ -11,7 +11,7 @@ import type { DescMethodUnary, DescService } from "@bufbuild/protobuf";
 import { isConnectionError } from "../unavailable.js";
 import { internalCredentialInterceptor } from "./internal-auth.js";
 import { clientTracingInterceptor, tracingEnabled } from "../tracing.js";
-import { unaryTransport } from "./unary-client.js";
+import { unaryTransport, type UnaryTransport } from "./unary-client.js";
 
 /**
  * Turns a lost or refused connection to a peer into UNAVAILABLE naming the peer. connect-node
@@ -78,7 +78,11 @@ const JSON_PEERS = new Set(["runs", "executor"]);
  * in errors ("the runs service is unavailable"). `internalToken`, when given, goes with every call (the callee refuses calls
  * without it).
  */
-export function peerTransport(baseUrl: string, peer = "peer", internalToken?: string): Transport {
+export function peerTransport(
+  baseUrl: string,
+  peer = "peer",
+  internalToken?: string,
+): UnaryTransport {
   // JSON with the peers of JSON_PEERS, but for their BINARY_METHODS, on the same connection.
   const useBinaryFormat: boolean | ((method: DescMethodUnary) => boolean) = JSON_PEERS.has(peer)
     ? (method) => BINARY_METHODS.has(`${method.parent.typeName}/${method.name}`)

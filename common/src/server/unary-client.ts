@@ -2,11 +2,15 @@ import http2 from "node:http2";
 import {
   create,
   fromBinary,
+  fromJson,
   fromJsonString,
   toBinary,
+  toJson,
   toJsonString,
   type DescMessage,
   type DescMethodUnary,
+  type JsonObject,
+  type JsonValue,
   type MessageShape,
 } from "@bufbuild/protobuf";
 import {
@@ -201,7 +205,27 @@ export function webHeaders(headers: http2.IncomingHttpHeaders): Headers {
   return out;
 }
 
-export function unaryTransport(options: UnaryTransportOptions): Transport {
+/**
+ * A transport that also takes and answers a call's message as its Connect JSON (the protobuf JSON
+ * mapping), for a caller that has the request as JSON and wants the answer as JSON: no message is
+ * created to be serialised at once, none decoded to be rendered as JSON again. The wire, the
+ * deadline, abort, errors and interceptors are those of `unary` (an interceptor sees the JSON as
+ * `req.message`); a method spoken in binary is converted on the way.
+ */
+export interface UnaryTransport extends Transport {
+  unaryJson(
+    method: DescMethodUnary,
+    json: JsonObject,
+    options?: {
+      signal?: AbortSignal;
+      timeoutMs?: number;
+      headers?: Parameters<Transport["unary"]>[3];
+      contextValues?: ContextValues;
+    },
+  ): Promise<JsonObject>;
+}
+
+export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
   const session = new Session(options);
   const interceptors = options.interceptors ?? [];
   const format = options.useBinaryFormat;
@@ -214,6 +238,7 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
     method: DescMethodUnary<I, O>,
     req: UnaryRequest<I, O>,
     timeoutMs: number | undefined,
+    raw: boolean,
   ): Promise<UnaryResponse<I, O>> {
     return new Promise((resolve, reject) => {
       const { signal } = req;
@@ -236,9 +261,13 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
       let h2: http2.ClientHttp2Session;
       let stream: http2.ClientHttp2Stream;
       try {
-        body = binary
-          ? toBinary(method.input, req.message)
-          : Buffer.from(toJsonString(method.input, req.message));
+        body = raw
+          ? binary
+            ? toBinary(method.input, fromJson(method.input, req.message as unknown as JsonValue))
+            : Buffer.from(JSON.stringify(req.message))
+          : binary
+            ? toBinary(method.input, req.message)
+            : Buffer.from(toJsonString(method.input, req.message));
         h2 = session.get();
         stream = h2.request(headers);
       } catch (err) {
@@ -281,7 +310,7 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
         }
         const bytes = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
         try {
-          finish(undefined, answer(method, binary, status, responseHeaders, bytes));
+          finish(undefined, answer(method, binary, raw, status, responseHeaders, bytes));
         } catch (err) {
           finish(ConnectError.from(err));
         }
@@ -309,6 +338,7 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
   function answer<I extends DescMessage, O extends DescMessage>(
     method: DescMethodUnary<I, O>,
     binary: boolean,
+    raw: boolean,
     status: number,
     headers: http2.IncomingHttpHeaders,
     bytes: Buffer,
@@ -333,10 +363,75 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
     if (!type || type.stream || type.binary !== binary) {
       throw new ConnectError(`unexpected content-type "${headers["content-type"]}"`, Code.Internal);
     }
-    const message: MessageShape<O> = binary
-      ? fromBinary(method.output, bytes)
-      : fromJsonString(method.output, bytes.toString("utf8"), { ignoreUnknownFields: true });
+    // A raw call's answer stays the callee's JSON (what `unaryJson` resolves to), unconverted.
+    const message = (
+      raw
+        ? binary
+          ? toJson(method.output, fromBinary(method.output, bytes))
+          : JSON.parse(bytes.toString("utf8"))
+        : binary
+          ? fromBinary(method.output, bytes)
+          : fromJsonString(method.output, bytes.toString("utf8"), { ignoreUnknownFields: true })
+    ) as MessageShape<O>;
     return { stream: false, service: method.parent, method, header, trailer, message };
+  }
+
+  function call<I extends DescMessage, O extends DescMessage>(
+    method: DescMethodUnary<I, O>,
+    signal: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+    header: Parameters<Transport["unary"]>[3],
+    input: unknown,
+    contextValues: ContextValues | undefined,
+    raw: boolean,
+  ): Promise<UnaryResponse<I, O>> {
+    const deadline =
+      timeoutMs === undefined ? options.defaultTimeoutMs : timeoutMs <= 0 ? undefined : timeoutMs;
+    // One signal for the interceptors and the call: the caller's abort or the deadline.
+    const controller = new AbortController();
+    const onCallerAbort = () => controller.abort(ConnectError.from(signal?.reason, Code.Canceled));
+    if (signal?.aborted) onCallerAbort();
+    else signal?.addEventListener("abort", onCallerAbort);
+    const timer =
+      deadline === undefined
+        ? undefined
+        : setTimeout(
+            () =>
+              controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)),
+            deadline,
+          );
+    const handler = (req: UnaryRequest<I, O>) => send(method, req, deadline, raw);
+    const next = interceptors.reduceRight(
+      (inner, interceptor) => interceptor(inner as never) as unknown as typeof handler,
+      handler,
+    );
+    const cleanup = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onCallerAbort);
+    };
+    return next({
+      stream: false,
+      service: method.parent,
+      method,
+      requestMethod: "POST",
+      url: `${base}/${method.parent.typeName}/${method.name}`,
+      signal: controller.signal,
+      header: new Headers(header),
+      contextValues: contextValues ?? createContextValues(),
+      // A raw call's request is the message's JSON already: the interceptors see it as it is.
+      message: raw ? (input as MessageShape<I>) : create(method.input, input as never),
+    }).then(
+      (res) => {
+        cleanup();
+        return res;
+      },
+      (err: unknown) => {
+        cleanup();
+        throw controller.signal.aborted
+          ? ConnectError.from(controller.signal.reason, Code.Canceled)
+          : ConnectError.from(err);
+      },
+    );
   }
 
   return {
@@ -348,55 +443,20 @@ export function unaryTransport(options: UnaryTransportOptions): Transport {
       input: unknown,
       contextValues?: ContextValues,
     ): Promise<UnaryResponse<I, O>> {
-      const deadline =
-        timeoutMs === undefined ? options.defaultTimeoutMs : timeoutMs <= 0 ? undefined : timeoutMs;
-      // One signal for the interceptors and the call: the caller's abort or the deadline.
-      const controller = new AbortController();
-      const onCallerAbort = () =>
-        controller.abort(ConnectError.from(signal?.reason, Code.Canceled));
-      if (signal?.aborted) onCallerAbort();
-      else signal?.addEventListener("abort", onCallerAbort);
-      const timer =
-        deadline === undefined
-          ? undefined
-          : setTimeout(
-              () =>
-                controller.abort(
-                  new ConnectError("the operation timed out", Code.DeadlineExceeded),
-                ),
-              deadline,
-            );
-      const handler = (req: UnaryRequest<I, O>) => send(method, req, deadline);
-      const next = interceptors.reduceRight(
-        (inner, interceptor) => interceptor(inner as never) as unknown as typeof handler,
-        handler,
-      );
-      const cleanup = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onCallerAbort);
-      };
-      return next({
-        stream: false,
-        service: method.parent,
+      return call(method, signal, timeoutMs, header, input, contextValues, false);
+    },
+
+    async unaryJson(method, json, options = {}) {
+      const res = await call(
         method,
-        requestMethod: "POST",
-        url: `${base}/${method.parent.typeName}/${method.name}`,
-        signal: controller.signal,
-        header: new Headers(header),
-        contextValues: contextValues ?? createContextValues(),
-        message: create(method.input, input as never),
-      }).then(
-        (res) => {
-          cleanup();
-          return res;
-        },
-        (err: unknown) => {
-          cleanup();
-          throw controller.signal.aborted
-            ? ConnectError.from(controller.signal.reason, Code.Canceled)
-            : ConnectError.from(err);
-        },
+        options.signal,
+        options.timeoutMs,
+        options.headers,
+        json,
+        options.contextValues,
+        true,
       );
+      return res.message as unknown as JsonObject;
     },
 
     stream(method, signal, timeoutMs, header, input, contextValues) {

@@ -1,10 +1,16 @@
 import http2 from "node:http2";
 import net from "node:net";
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, toBinary, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type ConnectRouter } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { GetRunRequestSchema, RunsService, RunStatus, type GetRunResponse } from "@pies/proto/runs";
+import {
+  GetRunRequestSchema,
+  GetRunResponseSchema,
+  RunsService,
+  RunStatus,
+  type GetRunResponse,
+} from "@pies/proto/runs";
 import { Health, HealthCheckResponse_ServingStatus } from "@pies/proto/health";
 import { createLogger } from "../logger.js";
 import { peerTransport, serviceClient } from "./client.js";
@@ -249,6 +255,36 @@ describe("internal unary calls", () => {
     );
     expect((await json.getRun({ id: "json" })).run?.id).toBe("json");
     expect(seen.headers.at(-1)?.get("content-type")).toBe("application/json");
+  });
+
+  it("take and answer a call's Connect JSON as it is (unaryJson), in JSON and in binary", async () => {
+    for (const format of ["json", "binary"] as const) {
+      const transport = peerTransport(server.url, format === "json" ? "runs" : "catalog", TOKEN);
+      const answer = await transport.unaryJson(RunsService.method.getRun, { id: `raw-${format}` });
+      // The protobuf JSON mapping of the run, as the callee sent it (or as binary converts).
+      expect(answer).toEqual(
+        toJson(
+          GetRunResponseSchema,
+          create(GetRunResponseSchema, { run: { ...run, id: `raw-${format}` } }),
+        ),
+      );
+      expect((answer.run as { status: unknown; executionTime: unknown }).status).toBe(
+        "RUN_STATUS_COMPLETED",
+      );
+      expect(seen.headers.at(-1)?.get("content-type")).toBe(
+        format === "json" ? "application/json" : "application/proto",
+      );
+      // The interceptors ran: the callee took the internal token; its errors are Connect's.
+      expect(seen.headers.at(-1)?.get("authorization")).toBe(`Bearer ${TOKEN}`);
+      const missing = await transport
+        .unaryJson(RunsService.method.getRun, { id: "missing" })
+        .catch((e: unknown) => e);
+      expect(missing).toMatchObject({ code: Code.NotFound, rawMessage: "run missing not found" });
+      const late = await transport
+        .unaryJson(RunsService.method.getRun, { id: "wait" }, { timeoutMs: 50 })
+        .catch((e: unknown) => e);
+      expect(late).toMatchObject({ code: Code.DeadlineExceeded });
+    }
   });
 
   it("carry a callee's error (code, message, metadata); an unexpected one is INTERNAL without its message", async () => {

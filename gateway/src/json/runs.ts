@@ -11,12 +11,18 @@ import {
   type RunErrorFields,
   type RunFields,
 } from "@pies/common";
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  fromJson,
+  type JsonObject as ProtoJsonObject,
+  type MessageInitShape,
+} from "@bufbuild/protobuf";
+import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import {
   AnchorDirection,
   anchorDirections,
   FacetType,
   RunStatus,
+  RunStatusSchema,
   runStatuses,
   type Run,
   type RunError,
@@ -94,6 +100,134 @@ export function runFields(run: Run): RunFields {
 /** A run as JSON, with SPEC.md's field names (the shape @pies/common's restRunJson defines). */
 export const runJson = (run: Run) => restRunJson(runFields(run));
 
+/**
+ * What the execute routes read of the run an execution answered, and its REST JSON: from the
+ * message (`answeredRun`, an executor in the process) or from the executor's Connect JSON
+ * (`answeredRunOfJson`).
+ */
+export interface AnsweredRun {
+  id: string;
+  status: RunStatus;
+  provider: string;
+  error: { code: string; message: string } | undefined;
+  json(): ReturnType<typeof restRunJson>;
+}
+
+export const answeredRun = (run: Run): AnsweredRun => ({
+  id: run.id,
+  status: run.status,
+  provider: run.provider,
+  error: run.error,
+  json: () => runJson(run),
+});
+
+/**
+ * A run as the executor's Connect JSON carries it (the protobuf JSON mapping: lowerCamelCase
+ * names, fields at their default left out, enums by name, int64 as a string, timestamps in
+ * RFC 3339, Struct and Value as plain JSON), read straight into what the routes need. The same as
+ * decoding it into a message and rendering that (`runJson`; gateway/src/json/runs.test.ts checks
+ * both on a corpus of runs), without the message: protobuf-es's reflective JSON decoding of a
+ * run (its Value fields made into Value messages, turned back into JSON by runFields) was the
+ * largest share of the gateway's CPU per execution after Node's own HTTP work (README, "The
+ * gateway's CPU per execution").
+ */
+export function answeredRunOfJson(run: Record<string, any>): AnsweredRun {
+  const status = statusOfJson(run.status);
+  const error = errorOfJson(run.error);
+  return {
+    id: str(run.id),
+    status,
+    provider: str(run.provider),
+    error,
+    json: () => restRunJson(runFieldsOfJson(run, status, error)),
+  };
+}
+
+function runFieldsOfJson(
+  run: Record<string, any>,
+  status: RunStatus,
+  error: RunErrorFields | undefined,
+): RunFields {
+  const config = run.config ?? undefined;
+  const source = run.source ?? undefined;
+  return {
+    id: str(run.id),
+    status: runStatusName(status),
+    interactionId: str(run.interactionId),
+    interactionName: str(run.interactionName),
+    environmentId: str(run.environmentId),
+    environmentName: str(run.environmentName),
+    modelId: str(run.modelId),
+    // Struct: null is no value; Value: null is JSON null.
+    parameters: run.parameters ?? undefined,
+    result: run.result,
+    prompt: run.prompt,
+    tags: run.tags ?? [],
+    config: config && {
+      environment: str(config.environmentId),
+      model: str(config.model),
+      formatter: str(config.formatter),
+      temperature: optNum(config.temperature),
+      max_tokens: optNum(config.maxTokens),
+    },
+    tokenUse: tokenUseOfJson(run.tokenUse),
+    executionTime: optNum(run.executionTime),
+    error,
+    source: source && {
+      type: str(source.type),
+      label: str(source.label),
+      principal_type: str(source.principalType),
+      principal_id: str(source.principalId),
+      client_ip: str(source.clientIp),
+    },
+    ttl: num(run.ttl),
+    stream: run.stream === true,
+    parentId: str(run.parentId),
+    accountId: str(run.accountId),
+    projectId: str(run.projectId),
+    cached: run.cached === true,
+    cachedFrom: str(run.cachedFrom),
+    cachePolicy: run.cachePolicy ?? undefined,
+    attempts: ((run.attempts ?? []) as Record<string, any>[]).map((a) => ({
+      number: num(a.number),
+      promptAdded: a.promptAdded,
+      error: errorOfJson(a.error),
+      tokenUse: tokenUseOfJson(a.tokenUse),
+    })),
+    createdAt: dateOfJson(run.createdAt),
+    updatedAt: dateOfJson(run.updatedAt),
+  };
+}
+
+const str = (v: unknown) => (typeof v === "string" ? v : "");
+const num = (v: unknown) => (v === undefined || v === null ? 0 : Number(v));
+const optNum = (v: unknown) => (v === undefined || v === null ? undefined : Number(v));
+
+const statusByName = new Map(RunStatusSchema.values.map((v) => [v.name, v.number as RunStatus]));
+
+/** An enum by its name (as sent) or number; unset, or one this build does not know, is unset. */
+const statusOfJson = (v: unknown): RunStatus =>
+  (typeof v === "number" ? v : statusByName.get(v as string)) ?? RunStatus.UNSPECIFIED;
+
+const errorOfJson = (e: Record<string, any> | null | undefined): RunErrorFields | undefined =>
+  e ? { code: str(e.code), message: str(e.message), data: e.data } : undefined;
+
+const tokenUseOfJson = (u: Record<string, unknown> | null | undefined) =>
+  u ? { prompt: num(u.prompt), result: num(u.result), total: num(u.total) } : undefined;
+
+const RFC3339 = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/;
+
+/** A google.protobuf.Timestamp's JSON as the Date fromTimestamp makes of the message. */
+function dateOfJson(v: unknown): Date | undefined {
+  if (v === undefined || v === null) return undefined;
+  const m = typeof v === "string" ? RFC3339.exec(v) : null;
+  const seconds = m ? Date.parse(`${m[1]}${m[3]}`) : NaN;
+  // Anything else as protobuf-es reads it (which refuses what is not a timestamp).
+  if (!m || Number.isNaN(seconds)) return timestampDate(fromJson(TimestampSchema, v as string));
+  const nanos = m[2] ? Number(m[2].padEnd(9, "0")) : 0;
+  return new Date(seconds + Math.round(nanos / 1_000_000));
+}
+
 /** A cache policy of a request (as on an interaction). */
 export const cachePolicyBody = (limits: InputLimits) =>
   z.object({
@@ -158,6 +292,43 @@ export function executeRequest(
       },
     },
   };
+}
+
+/**
+ * The same ExecuteRequest as `executeRequest`, as its Connect JSON (the protobuf JSON mapping),
+ * for the executor's JSON call: no message made to be serialised at once. JSON.stringify leaves
+ * out what is undefined, as the message leaves out what is unset.
+ */
+export function executeRequestJson(
+  body: ExecuteBody,
+  interaction: ExecuteRequest["interaction"],
+  caller: MessageInitShape<typeof CallerSchema>,
+): ProtoJsonObject {
+  const config = body.config;
+  const cachePolicy = config?.cache_policy;
+  // Typed loosely: JSON.stringify drops the members left undefined.
+  return {
+    caller: caller as ProtoJsonObject,
+    [interaction.case ?? "interactionId"]: interaction.value,
+    stream: body.stream ?? false,
+    data: (body.data ?? {}) as ProtoJsonObject,
+    tags: body.tags ?? [],
+    parentRunId: body.parent ?? "",
+    config: {
+      environmentId: config?.environment ?? "",
+      model: config?.model ?? "",
+      temperature: config?.temperature,
+      maxTokens: config?.max_tokens,
+      formatter: config?.formatter === undefined ? "" : String(config.formatter),
+      maxRepairs: config?.max_repairs,
+      cachePolicy: cachePolicy && {
+        type: cachePolicy.type,
+        ttl: cachePolicy.ttl,
+        variesOn: cachePolicy.varies_on ?? [],
+        refreshProbability: cachePolicy.refresh_probability,
+      },
+    } as ProtoJsonObject,
+  } as ProtoJsonObject;
 }
 
 /** The query of GET /runs, within the limits. */

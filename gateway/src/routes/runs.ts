@@ -5,8 +5,12 @@ import type { ExecuteRequest } from "@pies/proto/executor";
 import { RunStatus, type Run } from "@pies/proto/runs";
 import { badRequest, HttpError } from "../errors.js";
 import {
+  answeredRun,
+  answeredRunOfJson,
   executeBody as executeBodySchema,
   executeRequest,
+  executeRequestJson,
+  type AnsweredRun,
   listRunsQuery as listRunsQuerySchema,
   JSON_CONTENT_TYPE,
   runFilters,
@@ -23,7 +27,7 @@ import { callerGone, callerOf, principalOf, type RouteContext } from "./context.
 /** Executions (blocking or streamed), and reading runs back. */
 export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
   const app = instance.withTypeProvider<ZodTypeProvider>();
-  const { executor, runs } = ctx.deps;
+  const { executor, executeJson, runs } = ctx.deps;
   const executeBody = executeBodySchema(ctx.deps.options);
   const listRunsQuery = listRunsQuerySchema(ctx.deps.options);
   const searchRunsBody = searchRunsBodySchema(ctx.deps.options);
@@ -43,16 +47,24 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
     interaction: ExecuteRequest["interaction"],
     reply: FastifyReply,
   ) => {
-    const { run } = await executor.execute(
-      executeRequest(body, interaction, callerOf(request, principalOf(request))),
-      // A blocking caller that goes away cancels the provider call; a streamed execution only
-      // creates its run here.
-      body.stream ? undefined : { signal: callerGone(reply) },
-    );
-    const ran = answered(run, "run");
+    const caller = callerOf(request, principalOf(request));
+    // A blocking caller that goes away cancels the provider call; a streamed execution only
+    // creates its run here.
+    const signal = body.stream ? undefined : callerGone(reply);
+    let ran: AnsweredRun;
+    if (executeJson) {
+      const answer = await executeJson(executeRequestJson(body, interaction, caller), signal);
+      ran = answeredRunOfJson(answered(answer.run ?? undefined, "run") as Record<string, unknown>);
+    } else {
+      const { run } = await executor.execute(
+        executeRequest(body, interaction, caller),
+        signal && { signal },
+      );
+      ran = answeredRun(answered(run, "run"));
+    }
     // A streamed run is counted when its stream relays its end, not at its creation.
     if (ran.status !== RunStatus.CREATED) ctx.metrics.execution(ran);
-    return failedAsError(ran, reply);
+    return sendAnswered(ran, reply);
   };
 
   app.post(
@@ -186,13 +198,16 @@ const sendJson = (reply: FastifyReply, body: Uint8Array) =>
  * A blocking execution that failed is still recorded; it answers 502 (504 when the provider timed
  * out) with the run's id and the run itself in `details`.
  */
-export function failedAsError(run: Run, reply: FastifyReply) {
-  if (run.status !== RunStatus.FAILED) return reply.send(runJson(run));
+export const failedAsError = (run: Run, reply: FastifyReply) =>
+  sendAnswered(answeredRun(run), reply);
+
+function sendAnswered(run: AnsweredRun, reply: FastifyReply) {
+  if (run.status !== RunStatus.FAILED) return reply.send(run.json());
   const timeout = run.error?.code === "timeout";
   throw new HttpError(
     timeout ? 504 : 502,
     run.error?.code || "provider_error",
     run.error?.message || "the execution failed",
-    { run_id: run.id, run: runJson(run) },
+    { run_id: run.id, run: run.json() },
   );
 }

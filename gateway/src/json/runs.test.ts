@@ -1,0 +1,204 @@
+import {
+  create,
+  fromJson,
+  isFieldSet,
+  toJsonString,
+  type MessageInitShape,
+} from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { describe, expect, it } from "vitest";
+import { toValue } from "@pies/common";
+import { ExecuteRequestSchema, type CallerSchema } from "@pies/proto/executor";
+import { RunSchema, RunStatus } from "@pies/proto/runs";
+import {
+  answeredRun,
+  answeredRunOfJson,
+  executeBody,
+  executeRequest,
+  executeRequestJson,
+  runJson,
+  type ExecuteBody,
+} from "./runs.js";
+
+// The execute routes' JSON path (the executor's Connect JSON read and written without messages)
+// against the message path it replaces: the same REST JSON, byte for byte, and the same request.
+
+const text = "the quarterly report: revenue grew 12%, costs fell 3%";
+const base = {
+  id: "01a20b479bb5f0391e77b98a",
+  projectId: "01a20b479bb5f0391e77b900",
+  accountId: "01a20b479bb5f0391e77b901",
+  interactionId: "01a20b479bb5f0391e77b902",
+  interactionName: "Summarise",
+  environmentId: "01a20b479bb5f0391e77b903",
+  environmentName: "fake",
+  provider: "openai_compatible",
+  modelId: "gpt-4o-mini",
+};
+
+const runs: Record<string, MessageInitShape<typeof RunSchema>> = {
+  empty: {},
+  created: { ...base, status: RunStatus.CREATED, stream: true, createdAt: timestampFromMs(0) },
+  completed: {
+    ...base,
+    status: RunStatus.COMPLETED,
+    parameters: { text, n: 1.5, nested: { list: [1, "two", null, true] } },
+    prompt: toValue([{ role: "user", content: `Summarise ${text}` }]),
+    result: toValue("Revenue up 12%."),
+    tags: ["a", "b,c", "é ✓"],
+    config: { environmentId: base.environmentId, model: "gpt-4o-mini", temperature: 0.7 },
+    source: {
+      type: "api",
+      label: "ci",
+      principalType: "apikey",
+      principalId: "k1",
+      clientIp: "::1",
+    },
+    tokenUse: { prompt: 31, result: 12, total: 43 },
+    executionTime: 6n,
+    createdAt: { seconds: 1_790_000_000n, nanos: 123_456_789 },
+    updatedAt: { seconds: 1_790_000_001n, nanos: 999_999_999 },
+  },
+  "zeros and presence": {
+    ...base,
+    status: RunStatus.COMPLETED,
+    // Set but at their defaults: present in the message, left out or empty in its JSON.
+    config: { temperature: 0, maxTokens: 0, maxRepairs: 0 },
+    source: {},
+    tokenUse: {},
+    executionTime: 0n,
+    result: toValue(null),
+    prompt: toValue({}),
+    parameters: {},
+    cachePolicy: {},
+    createdAt: { seconds: 0n, nanos: 500_000 },
+  },
+  "failed with attempts": {
+    ...base,
+    status: RunStatus.FAILED,
+    error: { code: "invalid_result", message: "no JSON", data: toValue({ raw: "x", at: [1] }) },
+    attempts: [
+      { number: 1, promptAdded: toValue([]), error: { code: "invalid_result", message: "m" } },
+      {
+        number: 2,
+        promptAdded: toValue([{ role: "user", content: "fix it" }]),
+        tokenUse: { prompt: 1, total: 1 },
+        error: { code: "timeout" },
+      },
+      {},
+    ],
+    config: { formatter: "json", maxTokens: 100, model: "m" },
+    ttl: 3600,
+    parentId: "parent",
+    cached: true,
+    cachedFrom: "other",
+    cachePolicy: { type: "cache", ttl: 60 },
+    resultSchema: { type: "object" },
+    cacheKey: "k",
+    updatedAt: { seconds: -1n, nanos: 1_000 },
+  },
+  "timeout, error without data": {
+    ...base,
+    status: RunStatus.FAILED,
+    error: { code: "timeout", message: "" },
+    executionTime: 9_007_199_254_740_993n,
+  },
+};
+
+describe("the executor's run read from its JSON", () => {
+  for (const [name, init] of Object.entries(runs)) {
+    it(`renders ${name} as the message path does`, () => {
+      const run = create(RunSchema, init);
+      const json = JSON.parse(toJsonString(RunSchema, run)) as Record<string, unknown>;
+      const fromJsonPath = answeredRunOfJson(json);
+      const fromMessage = answeredRun(run);
+      expect(JSON.stringify(fromJsonPath.json())).toBe(JSON.stringify(runJson(run)));
+      expect(fromJsonPath.json()).toEqual(fromMessage.json());
+      const only = ({ id, status, provider, error }: typeof fromMessage) => ({
+        id,
+        status,
+        provider,
+        error: error && { code: error.code, message: error.message },
+      });
+      expect(only(fromJsonPath)).toEqual(only(fromMessage));
+    });
+  }
+
+  it("has every field of a run set in some run of the corpus (a new field needs reading too)", () => {
+    const set = RunSchema.fields.filter((field) =>
+      Object.values(runs).some((init) => isFieldSet(create(RunSchema, init), field)),
+    );
+    expect(set.map((f) => f.name)).toEqual(RunSchema.fields.map((f) => f.name));
+  });
+
+  it("reads timestamps with an offset and other precisions as protobuf-es does", () => {
+    for (const at of [
+      "2026-11-24T06:52:00Z",
+      "2026-11-24T06:52:00.1Z",
+      "2026-11-24T06:52:00.123456Z",
+      "2026-11-24T06:52:00.0005Z",
+      "2026-11-24T08:52:00.999+02:00",
+      "1970-01-01T00:00:00-01:30",
+    ]) {
+      const run = fromJson(RunSchema, { createdAt: at });
+      expect(answeredRunOfJson({ createdAt: at }).json().created_at, at).toBe(
+        runJson(run).created_at,
+      );
+    }
+    expect(() => answeredRunOfJson({ createdAt: "yesterday" }).json()).toThrow(/RFC 3339/);
+  });
+
+  it("reads an enum sent by number, and one it does not know as unset", () => {
+    expect(answeredRunOfJson({ status: 4 }).status).toBe(RunStatus.FAILED);
+    expect(answeredRunOfJson({ status: "RUN_STATUS_NEWER" }).json().status).toBe(
+      runJson(create(RunSchema)).status,
+    );
+  });
+});
+
+describe("the execute request written as JSON", () => {
+  const schema = executeBody({ maxNameLength: 256 });
+  const bodies: Record<string, unknown> = {
+    minimal: {},
+    "data only": { data: { text, n: [1, { a: null }], t: true } },
+    "null data": { data: null },
+    everything: {
+      stream: true,
+      data: { text },
+      tags: "a, b ,,c",
+      parent: "p1",
+      extra: "passed through, not sent",
+      config: {
+        environment: "e",
+        model: "m",
+        temperature: 0,
+        max_tokens: 10,
+        formatter: 3,
+        max_repairs: 0,
+        cache_policy: { type: "cache", ttl: 0, varies_on: ["text"], refresh_probability: 0 },
+        other: 1,
+      },
+    },
+    "cache policy, defaults": { config: { cache_policy: { type: "no_cache" } }, tags: [] },
+  };
+  const caller: MessageInitShape<typeof CallerSchema> = {
+    accountId: "a",
+    projectId: "p",
+    source: { type: "api", label: "k", principalType: "apikey", principalId: "i", clientIp: "::1" },
+  };
+  const interactions = [
+    { case: "interactionId" as const, value: "01a20b479bb5f0391e77b902" },
+    { case: "interactionName" as const, value: "Summarise@latest" },
+  ];
+  for (const [name, raw] of Object.entries(bodies)) {
+    it(`carries ${name} as the message would`, () => {
+      const body = schema.parse(raw) as ExecuteBody;
+      for (const interaction of interactions) {
+        const json = JSON.parse(JSON.stringify(executeRequestJson(body, interaction, caller)));
+        expect(fromJson(ExecuteRequestSchema, json)).toEqual(
+          create(ExecuteRequestSchema, executeRequest(body, interaction, caller)),
+        );
+      }
+    });
+  }
+});
