@@ -263,7 +263,13 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
       try {
         body = raw
           ? binary
-            ? toBinary(method.input, fromJson(method.input, req.message as unknown as JsonValue))
+            ? toBinary(
+                method.input,
+                // As a JSON callee reads it: a field it does not know is ignored.
+                fromJson(method.input, req.message as unknown as JsonValue, {
+                  ignoreUnknownFields: true,
+                }),
+              )
             : Buffer.from(JSON.stringify(req.message))
           : binary
             ? toBinary(method.input, req.message)

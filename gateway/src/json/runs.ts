@@ -129,7 +129,8 @@ export const answeredRun = (run: Run): AnsweredRun => ({
  * both on a corpus of runs), without the message: protobuf-es's reflective JSON decoding of a
  * run (its Value fields made into Value messages, turned back into JSON by runFields) was the
  * largest share of the gateway's CPU per execution after Node's own HTTP work (README, "The
- * gateway's CPU per execution").
+ * gateway's CPU per execution"). Only lowerCamelCase names are read, as protobuf-es's toJson
+ * writes them (the executor's lean server); a callee writing proto names would not be read.
  */
 export function answeredRunOfJson(run: Record<string, any>): AnsweredRun {
   const status = statusOfJson(run.status);
@@ -310,21 +311,23 @@ export function executeRequestJson(
   return {
     caller: caller as ProtoJsonObject,
     [interaction.case ?? "interactionId"]: interaction.value,
-    stream: body.stream ?? false,
+    // Defaults left out, as toJsonString leaves them out: less for the executor to read.
+    stream: body.stream || undefined,
     data: (body.data ?? {}) as ProtoJsonObject,
-    tags: body.tags ?? [],
-    parentRunId: body.parent ?? "",
+    tags: body.tags?.length ? body.tags : undefined,
+    parentRunId: body.parent || undefined,
     config: {
-      environmentId: config?.environment ?? "",
-      model: config?.model ?? "",
+      environmentId: config?.environment || undefined,
+      model: config?.model || undefined,
       temperature: config?.temperature,
       maxTokens: config?.max_tokens,
-      formatter: config?.formatter === undefined ? "" : String(config.formatter),
+      formatter:
+        config?.formatter === undefined ? undefined : String(config.formatter) || undefined,
       maxRepairs: config?.max_repairs,
       cachePolicy: cachePolicy && {
         type: cachePolicy.type,
         ttl: cachePolicy.ttl,
-        variesOn: cachePolicy.varies_on ?? [],
+        variesOn: cachePolicy.varies_on?.length ? cachePolicy.varies_on : undefined,
         refreshProbability: cachePolicy.refresh_probability,
       },
     } as ProtoJsonObject,
