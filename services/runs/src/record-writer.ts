@@ -1,5 +1,4 @@
-import { fromBinary } from "@bufbuild/protobuf";
-import { sql, type Kysely } from "kysely";
+import { CompiledQuery, type Kysely } from "kysely";
 import type { DatabaseFaults, Logger } from "@pies/common";
 import {
   isLaterRecord,
@@ -8,8 +7,7 @@ import {
   type RunRecord,
   type RunRecords,
 } from "@pies/common/bus";
-import { RunSchema, type Run } from "@pies/proto/runs";
-import { runToRow } from "./mappers.js";
+import { recordRow, type RecordRow } from "./record-row.js";
 import type { RunsDatabase } from "./tables.js";
 
 /** The columns a record writes, with their SQL types (as `jsonb_to_recordset` reads them). */
@@ -72,23 +70,33 @@ const UPSERT = `
   where runs.project_id = excluded.project_id and (
     ${rank("excluded")} > ${rank("runs")} or
     (${rank("excluded")} = ${rank("runs")} and excluded.record_seq > runs.record_seq))`;
-const [UPSERT_HEAD, UPSERT_TAIL] = UPSERT.split("$1") as [string, string];
 
 /** The latest record of each run in the batch (status order first, then log order). */
-export function latestPerRun(records: RunRecord[]): { seq: number; run: Run }[] {
-  const latest = new Map<string, { seq: number; run: Run }>();
+export function latestPerRun(records: RunRecord[]): (RecordRow & { seq: number })[] {
+  const latest = new Map<string, RecordRow & { seq: number }>();
   for (const record of records) {
-    const run = fromBinary(RunSchema, record.data);
-    const known = latest.get(run.id);
+    const decoded = recordRow(record.data);
+    const known = latest.get(decoded.id);
     const later =
       !known ||
       isLaterRecord(
-        { status: run.status, seq: record.seq },
-        { status: known.run.status, seq: known.seq },
+        { status: decoded.status, seq: record.seq },
+        { status: known.status, seq: known.seq },
       );
-    if (later) latest.set(run.id, { seq: record.seq, run });
+    if (later) latest.set(decoded.id, { ...decoded, seq: record.seq });
   }
   return [...latest.values()];
+}
+
+/** A row as an element of the statement's JSON array. */
+function rowJson(row: Record<string, unknown>, seq: number): string {
+  let text = "{";
+  for (const c of names) {
+    // The JSON columns are JSON text already (NUL made safe): embedded as they are.
+    const v = c === "record_seq" ? seq : row[c];
+    text += `${text.length > 1 ? "," : ""}"${c}":${isJson(c) ? (v as string) : JSON.stringify(v ?? null)}`;
+  }
+  return `${text}}`;
 }
 
 /**
@@ -100,14 +108,9 @@ export function latestPerRun(records: RunRecord[]): { seq: number; run: Run }[] 
 export async function writeRecords(db: Kysely<RunsDatabase>, records: RunRecord[]) {
   const latest = latestPerRun(records);
   if (latest.length === 0) return;
-  const rows = latest.map(({ seq, run }) => {
-    const row: Record<string, unknown> = { ...runToRow(run), record_seq: seq };
-    // The JSON columns are JSON text already (NUL made safe): embedded as they are.
-    return `{${names
-      .map((c) => `"${c}":${isJson(c) ? (row[c] as string) : JSON.stringify(row[c] ?? null)}`)
-      .join(",")}}`;
-  });
-  await sql`${sql.raw(UPSERT_HEAD)}${`[${rows.join(",")}]`}${sql.raw(UPSERT_TAIL)}`.execute(db);
+  const rows = latest.map(({ seq, row }) => rowJson(row, seq));
+  // The statement as it is: nothing for the query builder to compile per batch.
+  await db.executeQuery(CompiledQuery.raw(UPSERT, [`[${rows.join(",")}]`]));
 }
 
 /**
