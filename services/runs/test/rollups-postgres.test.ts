@@ -231,6 +231,16 @@ describe("an update that moves no run to another key", () => {
     expect(await finishesUnderTheLock(update)).toBe(false);
     await pool.query(update);
     await expectRecount();
+    // Two runs trading their keys in one statement move no count: no lock either.
+    const swap = `update runs.runs set updated_at = case id when '${p}-0' then (select updated_at
+      from runs.runs where id = '${p}-2') else (select updated_at from runs.runs where id = '${p}-0')
+      end where id in ('${p}-0', '${p}-2')`;
+    expect(await finishesUnderTheLock(swap)).toBe(true);
+    await expectRecount();
+    const { rows } = await sql<{ bucket: Date; n: number }>`
+      select bucket, n::int as n from runs.run_rollups
+      where project_id = ${p} and hours = 1 and n <> 0 order by 1`.execute(db);
+    expect(rows.map((r) => r.n)).toEqual([2, 2]);
   });
 });
 
