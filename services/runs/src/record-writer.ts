@@ -71,11 +71,31 @@ const UPSERT = `
     ${rank("excluded")} > ${rank("runs")} or
     (${rank("excluded")} = ${rank("runs")} and excluded.record_seq > runs.record_seq))`;
 
-/** The latest record of each run in the batch (status order first, then log order). */
-export function latestPerRun(records: RunRecord[]): (RecordRow & { seq: number })[] {
+/** A record that can never be decoded, kept aside (runs.dead_records) instead of written. */
+export interface DeadRecord {
+  record: RunRecord;
+  error: string;
+}
+
+/**
+ * The latest record of each run in the batch (status order first, then log order), and the
+ * records that cannot be decoded: bytes no decoder reads will never be read, so retrying them
+ * would hold back every record after them.
+ */
+export function latestPerRun(records: RunRecord[]): {
+  latest: (RecordRow & { seq: number })[];
+  dead: DeadRecord[];
+} {
   const latest = new Map<string, RecordRow & { seq: number }>();
+  const dead: DeadRecord[] = [];
   for (const record of records) {
-    const decoded = recordRow(record.data);
+    let decoded: RecordRow;
+    try {
+      decoded = recordRow(record.data);
+    } catch (err) {
+      dead.push({ record, error: err instanceof Error ? err.message : String(err) });
+      continue;
+    }
     const known = latest.get(decoded.id);
     const later =
       !known ||
@@ -85,7 +105,30 @@ export function latestPerRun(records: RunRecord[]): (RecordRow & { seq: number }
       );
     if (later) latest.set(decoded.id, { ...decoded, seq: record.seq });
   }
-  return [...latest.values()];
+  return { latest: [...latest.values()], dead };
+}
+
+/** Keeps undecodable records (once per sequence); logs the ones not kept before. */
+async function keepDead(db: Kysely<RunsDatabase>, dead: DeadRecord[], logger?: Logger) {
+  const { rows } = await db.executeQuery<{ record_seq: string; run_id: string; error: string }>(
+    CompiledQuery.raw(
+      `insert into runs.dead_records (record_seq, run_id, data, error)
+       select * from unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[])
+       on conflict (record_seq) do nothing
+       returning record_seq, run_id, error`,
+      [
+        dead.map((d) => d.record.seq),
+        dead.map((d) => d.record.runId),
+        dead.map((d) => Buffer.from(d.record.data)),
+        dead.map((d) => d.error),
+      ],
+    ),
+  );
+  for (const row of rows)
+    logger?.error(
+      { runId: row.run_id, seq: Number(row.record_seq), error: row.error },
+      "a run record cannot be decoded: kept in runs.dead_records, not written",
+    );
 }
 
 /** A row as an element of the statement's JSON array. */
@@ -102,11 +145,18 @@ function rowJson(row: Record<string, unknown>, seq: number): string {
 /**
  * Writes a batch of records in one statement: each run's latest record is inserted, or replaces
  * the stored row if it is later (status order, then log order). Applying a batch twice, or
- * batches out of order, leaves the rows as the latest records say. A processing run's lease
+ * batches out of order, leaves the rows as the latest records say. A record that cannot be
+ * decoded is kept in runs.dead_records and logged, and the rest are written. A processing run's lease
  * starts when its record is written, so a store that fell behind does not fail it at once.
  */
-export async function writeRecords(db: Kysely<RunsDatabase>, records: RunRecord[]) {
-  const latest = latestPerRun(records);
+export async function writeRecords(
+  db: Kysely<RunsDatabase>,
+  records: RunRecord[],
+  logger?: Logger,
+) {
+  const { latest, dead } = latestPerRun(records);
+  // Kept before the rows are written: a failure of either is a database error, retried.
+  if (dead.length > 0) await keepDead(db, dead, logger);
   if (latest.length === 0) return;
   const rows = latest.map(({ seq, row }) => rowJson(row, seq));
   // The statement as it is: nothing for the query builder to compile per batch.
@@ -124,7 +174,7 @@ export function startRecordWriter(
   logger: Logger,
   faults?: DatabaseFaults,
 ): RecordConsumer {
-  return records.consume((batch) => writeRecords(db, batch), {
+  return records.consume((batch) => writeRecords(db, batch, logger), {
     onError(err, attempt) {
       faults?.note();
       if (attempt % 10 === 0)
