@@ -1,13 +1,18 @@
 import { z } from "zod";
-import { env, internalAuthConfigSchema, loadConfig, natsConfigSchema } from "@pies/common";
+import {
+  env,
+  internalAuthConfigSchema,
+  loadConfig,
+  MAX_JSON_DEPTH,
+  natsConfigSchema,
+} from "@pies/common";
 
 /** How the gateway serves (shared with the embedded mode), apart from where it runs. */
 export const gatewaySettingsSchema = {
   PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024),
-  // A JSON body's nesting: data and schemas reach the services as google.protobuf.Struct, and
-  // protobuf's recursion limit (100 messages) lets a Struct hold at most 48 levels where it sits
-  // deepest (a template's input schema inside an interaction, inside a response).
-  PIES_MAX_JSON_DEPTH: env.int(32, 2, 48),
+  // A JSON body's nesting: data and schemas reach the services as google.protobuf.Struct, which
+  // holds at most MAX_JSON_DEPTH levels (protobuf's recursion limit).
+  PIES_MAX_JSON_DEPTH: env.int(32, 2, MAX_JSON_DEPTH),
   // Names, ids, model ids, tags, labels: they land in indexed columns, and PostgreSQL refuses an
   // index entry over ~2,700 bytes (800 UTF-16 code units are at most 2,400 bytes of UTF-8).
   PIES_MAX_NAME_LENGTH: env.int(256, 1, 800),

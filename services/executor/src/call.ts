@@ -1,5 +1,12 @@
 import { setTimeout as delay } from "node:timers/promises";
-import { inSpan, SpanKind, toValue, type JsonValue } from "@pies/common";
+import {
+  inSpan,
+  jsonProblem,
+  MAX_JSON_DEPTH,
+  SpanKind,
+  toValue,
+  type JsonValue,
+} from "@pies/common";
 import { create } from "@bufbuild/protobuf";
 import {
   RunAttemptSchema,
@@ -195,6 +202,19 @@ function check(deps: ExecutorDeps, request: CompletionRequest, content: string):
     parsed = JSON.parse(content) as JsonValue;
   } catch (err) {
     const reason = `the answer is not JSON: ${(err as Error).message}`;
+    return {
+      ok: false,
+      code: "validation_error",
+      message: reason,
+      data: { content, errors: [] },
+      errors: [reason],
+    };
+  }
+  // Deeper than a run's result can nest (protobuf's recursion limit), the run could not be read
+  // back: invalid, as an answer that is not JSON.
+  const deep = jsonProblem(parsed, MAX_JSON_DEPTH);
+  if (deep?.kind === "depth") {
+    const reason = `the answer is nested deeper than ${MAX_JSON_DEPTH} levels (at ${deep.path.join(".")})`;
     return {
       ok: false,
       code: "validation_error",
