@@ -26,9 +26,10 @@ const unhandled = (): never => {
  * was most of its CPU per run. Anything this reader does not handle exactly as fromBinary and
  * runToRow do (a repeated singular message, which the decoder would merge; attempts; a Value
  * without a kind, or not finite, which runToRow rejects; a wire type other than the field's) goes
- * through them instead, so the columns are the same either way. One difference on purpose:
- * invalid UTF-8 becomes U+FFFD here where fromBinary throws (the executor encodes JS strings, so
- * it never sends any; a record that always fails would stop the writer).
+ * through them instead, so the columns are the same either way; and whatever fromBinary refuses
+ * (invalid UTF-8, nesting past its recursion limit, a field it knows in a wire type it misreads)
+ * this reader refuses too, so the record goes to fromBinary, which throws (the writer keeps it
+ * aside: see writeRecords).
  */
 export function recordRow(data: Uint8Array): RecordRow {
   const read = readRecordRow(data);
@@ -41,19 +42,48 @@ export function recordRow(data: Uint8Array): RecordRow {
 /** The fast reader alone: undefined when the record needs the full decoder. */
 export function readRecordRow(data: Uint8Array): RecordRow | undefined {
   try {
-    return readRun(new BinaryReader(data));
+    return readRun(new BinaryReader(data), 1);
   } catch {
     return undefined;
   }
 }
 
-/** The Run fields recordRow reads; the rest are not stored (checked by the tests). */
-export const readFields = [
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
-  28, 29,
-];
-/** Run fields that runToRow does not store. */
-export const unreadFields = [30];
+/**
+ * fromBinary's recursion limit: it refuses a message nested deeper (the Run is at depth 1), and
+ * skips an unknown group with what is left of it.
+ */
+const RECURSION_LIMIT = 100;
+
+/**
+ * The fields this reader handles, per message: read, or checked as fromBinary reads them and left
+ * out (Run's cache_key, RunConfig's max_repairs: runToRow does not store them). A field added to
+ * one of them fails the tests until it is handled.
+ */
+export const handledFields: Record<string, number[]> = {
+  "pies.runs.v1.Run": [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
+    27, 28, 29, 30,
+  ],
+  "pies.runs.v1.RunConfig": [1, 2, 3, 4, 5, 6],
+  "pies.runs.v1.RunSource": [1, 2, 3, 4, 5],
+  "pies.runs.v1.TokenUsage": [1, 2, 3],
+  "pies.runs.v1.RunError": [1, 2, 3],
+  "google.protobuf.Timestamp": [1, 2],
+  "google.protobuf.Struct": [1],
+  "google.protobuf.Value": [1, 2, 3, 4, 5, 6],
+  "google.protobuf.ListValue": [1],
+};
+
+/** A nested message's depth, refused past fromBinary's limit. */
+function deeper(depth: number): number {
+  if (depth >= RECURSION_LIMIT) unhandled();
+  return depth + 1;
+}
+
+/** Skips a field no message here knows, as fromBinary does (groups within what depth leaves). */
+function skip(r: BinaryReader, wt: WireType, no: number, depth: number) {
+  r.skip(wt, no, RECURSION_LIMIT - depth);
+}
 
 /** Reads the length of a length-delimited field and returns where it ends. */
 function end(r: BinaryReader, wireType: WireType): number {
@@ -68,7 +98,8 @@ function expect(wireType: WireType, expected: WireType) {
   if (wireType !== expected) unhandled();
 }
 
-function readRun(r: BinaryReader): RecordRow {
+function readRun(r: BinaryReader, depth: number): RecordRow {
+  const inner = deeper(depth);
   let id = "";
   let projectId = "";
   let accountId = "";
@@ -140,30 +171,30 @@ function readRun(r: BinaryReader): RecordRow {
         break;
       case 11:
         once(1);
-        parameters = struct(r, end(r, wt));
+        parameters = struct(r, end(r, wt), inner);
         break;
       case 12:
         once(2);
-        result = value(r, end(r, wt));
+        result = value(r, end(r, wt), inner);
         break;
       case 13:
         once(4);
-        prompt = value(r, end(r, wt));
+        prompt = value(r, end(r, wt), inner);
         break;
       case 14:
         tags.push(str(r, wt));
         break;
       case 15:
         once(8);
-        config = runConfig(r, end(r, wt));
+        config = runConfig(r, end(r, wt), inner);
         break;
       case 16:
         once(16);
-        source = strings(r, end(r, wt), 5);
+        source = strings(r, end(r, wt), 5, inner);
         break;
       case 17:
         once(32);
-        tokens = tokenUse(r, end(r, wt));
+        tokens = tokenUse(r, end(r, wt), inner);
         break;
       case 18:
         expect(wt, WireType.Varint);
@@ -171,7 +202,7 @@ function readRun(r: BinaryReader): RecordRow {
         break;
       case 19:
         once(64);
-        error = runError(r, end(r, wt));
+        error = runError(r, end(r, wt), inner);
         break;
       case 20:
         expect(wt, WireType.Varint);
@@ -182,11 +213,11 @@ function readRun(r: BinaryReader): RecordRow {
         break;
       case 22:
         once(128);
-        cachePolicy = struct(r, end(r, wt));
+        cachePolicy = struct(r, end(r, wt), inner);
         break;
       case 23:
         once(256);
-        resultSchema = struct(r, end(r, wt));
+        resultSchema = struct(r, end(r, wt), inner);
         break;
       case 24:
         provider = str(r, wt);
@@ -197,11 +228,11 @@ function readRun(r: BinaryReader): RecordRow {
         break;
       case 26:
         once(512);
-        createdAt = timestamp(r, end(r, wt));
+        createdAt = timestamp(r, end(r, wt), inner);
         break;
       case 27:
         once(1024);
-        updatedAt = timestamp(r, end(r, wt));
+        updatedAt = timestamp(r, end(r, wt), inner);
         break;
       case 28:
         // Attempts (a run that was repaired) are rare: their JSON is the full decoder's.
@@ -209,8 +240,12 @@ function readRun(r: BinaryReader): RecordRow {
       case 29:
         cachedFrom = str(r, wt);
         break;
+      case 30:
+        // cache_key: not stored, but read as fromBinary reads it (it refuses invalid UTF-8).
+        str(r, wt);
+        break;
       default:
-        r.skip(wt, no);
+        skip(r, wt, no, depth);
     }
   }
   if (r.pos !== r.len) unhandled();
@@ -264,16 +299,17 @@ function readRun(r: BinaryReader): RecordRow {
 
 function str(r: BinaryReader, wt: WireType): string {
   expect(wt, WireType.LengthDelimited);
-  return r.string();
+  // Strict, as fromBinary reads proto3 strings: invalid UTF-8 throws.
+  return r.string(true);
 }
 
 /** Message fields 1..n that are all strings (RunSource), "" when absent. */
-function strings(r: BinaryReader, to: number, n: number): string[] {
+function strings(r: BinaryReader, to: number, n: number, depth: number): string[] {
   const out = new Array<string>(n).fill("");
   while (r.pos < to) {
     const [no, wt] = r.tag();
     if (no >= 1 && no <= n) out[no - 1] = str(r, wt);
-    else r.skip(wt, no);
+    else skip(r, wt, no, depth);
   }
   if (r.pos !== to) unhandled();
   return out;
@@ -287,7 +323,7 @@ interface RunConfigFields {
   maxTokens?: number;
 }
 
-function runConfig(r: BinaryReader, to: number): RunConfigFields {
+function runConfig(r: BinaryReader, to: number, depth: number): RunConfigFields {
   const config: RunConfigFields = { environment: "", model: "", formatter: "" };
   while (r.pos < to) {
     const [no, wt] = r.tag();
@@ -300,26 +336,30 @@ function runConfig(r: BinaryReader, to: number): RunConfigFields {
     } else if (no === 5) {
       expect(wt, WireType.Varint);
       config.maxTokens = r.int32();
-    } else r.skip(wt, no);
+    } else if (no === 6) {
+      // max_repairs: not stored, but read as fromBinary reads it.
+      expect(wt, WireType.Varint);
+      r.int32();
+    } else skip(r, wt, no, depth);
   }
   if (r.pos !== to) unhandled();
   return config;
 }
 
-function tokenUse(r: BinaryReader, to: number): [number, number, number] {
+function tokenUse(r: BinaryReader, to: number, depth: number): [number, number, number] {
   const use: [number, number, number] = [0, 0, 0];
   while (r.pos < to) {
     const [no, wt] = r.tag();
     if (no >= 1 && no <= 3) {
       expect(wt, WireType.Varint);
       use[no - 1] = r.int32();
-    } else r.skip(wt, no);
+    } else skip(r, wt, no, depth);
   }
   if (r.pos !== to) unhandled();
   return use;
 }
 
-function runError(r: BinaryReader, to: number) {
+function runError(r: BinaryReader, to: number, depth: number) {
   let code = "";
   let message = "";
   let data: JsonValue | undefined;
@@ -331,14 +371,14 @@ function runError(r: BinaryReader, to: number) {
     else if (no === 3) {
       if (hasData) unhandled();
       hasData = true;
-      data = value(r, end(r, wt));
-    } else r.skip(wt, no);
+      data = value(r, end(r, wt), deeper(depth));
+    } else skip(r, wt, no, depth);
   }
   if (r.pos !== to) unhandled();
   return { code, message, data: data ?? null };
 }
 
-function timestamp(r: BinaryReader, to: number): Date {
+function timestamp(r: BinaryReader, to: number, depth: number): Date {
   let seconds = 0;
   let nanos = 0;
   while (r.pos < to) {
@@ -349,7 +389,7 @@ function timestamp(r: BinaryReader, to: number): Date {
     } else if (no === 2) {
       expect(wt, WireType.Varint);
       nanos = r.int32();
-    } else r.skip(wt, no);
+    } else skip(r, wt, no, depth);
   }
   if (r.pos !== to) unhandled();
   // As timestampDate computes it.
@@ -357,12 +397,12 @@ function timestamp(r: BinaryReader, to: number): Date {
 }
 
 /** google.protobuf.Struct as JSON (map<string, Value> fields = 1), as toJson gives it. */
-function struct(r: BinaryReader, to: number): JsonObject {
+function struct(r: BinaryReader, to: number, depth: number): JsonObject {
   const json: JsonObject = {};
   while (r.pos < to) {
     const [no, wt] = r.tag();
     if (no !== 1) {
-      r.skip(wt, no);
+      skip(r, wt, no, depth);
       continue;
     }
     // A map entry: key = 1, value = 2 (a missing value is a Value without a kind: rejected).
@@ -376,8 +416,9 @@ function struct(r: BinaryReader, to: number): JsonObject {
       else if (eno === 2) {
         if (hasValue) unhandled();
         hasValue = true;
-        entry = value(r, end(r, ewt));
-      } else r.skip(ewt, eno);
+        entry = value(r, end(r, ewt), deeper(depth));
+        // fromBinary reads a map entry's fields 1 and 2 only, and misreads any other.
+      } else unhandled();
     }
     if (r.pos !== entryEnd || !hasValue) unhandled();
     json[key] = entry as JsonValue;
@@ -387,7 +428,7 @@ function struct(r: BinaryReader, to: number): JsonObject {
 }
 
 /** google.protobuf.Value as JSON, as toJson gives it (one kind, finite numbers). */
-function value(r: BinaryReader, to: number): JsonValue {
+function value(r: BinaryReader, to: number, depth: number): JsonValue {
   let out: JsonValue | undefined;
   let kinds = 0;
   while (r.pos < to) {
@@ -413,13 +454,13 @@ function value(r: BinaryReader, to: number): JsonValue {
         out = r.bool();
         break;
       case 5:
-        out = struct(r, end(r, wt));
+        out = struct(r, end(r, wt), deeper(depth));
         break;
       case 6:
-        out = list(r, end(r, wt));
+        out = list(r, end(r, wt), deeper(depth));
         break;
       default:
-        r.skip(wt, no);
+        skip(r, wt, no, depth);
         continue;
     }
     kinds++;
@@ -430,12 +471,12 @@ function value(r: BinaryReader, to: number): JsonValue {
 }
 
 /** google.protobuf.ListValue (repeated Value values = 1). */
-function list(r: BinaryReader, to: number): JsonValue[] {
+function list(r: BinaryReader, to: number, depth: number): JsonValue[] {
   const values: JsonValue[] = [];
   while (r.pos < to) {
     const [no, wt] = r.tag();
-    if (no === 1) values.push(value(r, end(r, wt)));
-    else r.skip(wt, no);
+    if (no === 1) values.push(value(r, end(r, wt), deeper(depth)));
+    else skip(r, wt, no, depth);
   }
   if (r.pos !== to) unhandled();
   return values;
