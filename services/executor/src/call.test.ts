@@ -69,7 +69,7 @@ describe("callProvider", () => {
     const outcome = await callProvider(deps, environment, "", { ...request, schema: {} });
     expect(outcome).toMatchObject({ ok: true, result: nested(MAX_JSON_DEPTH) });
     expect(sent).toHaveLength(2);
-    expect(outcome.attempts?.[0].error).toMatchObject({
+    expect(outcome.attempts?.[0]?.error).toMatchObject({
       code: "validation_error",
       message: `the answer is nested deeper than ${MAX_JSON_DEPTH} levels (at ${Array(MAX_JSON_DEPTH).fill(0).join(".")})`,
     });

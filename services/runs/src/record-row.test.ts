@@ -310,7 +310,7 @@ describe("recordRow", () => {
       else if (kind === 2) {
         const from = int(base.length);
         data = new Uint8Array([...base, ...base.slice(from, from + int(base.length - from))]);
-      } else if (kind === 3) data[int(data.length)] ^= 1 << int(8);
+      } else if (kind === 3) data[int(data.length)]! ^= 1 << int(8);
       else {
         // A wire type changed: the low three bits of a byte that could be a tag.
         const at = int(data.length);
