@@ -83,6 +83,16 @@ describe("callProvider", () => {
     expect(fromBinary(RunSchema, toBinary(RunSchema, run)).attempts).toHaveLength(3);
   });
 
+  it("repairs an answer with a number beyond a double's range (Infinity once parsed)", async () => {
+    const { deps, environment, request, sent } = calling(['{"n":[1e400]}', '{"n":[1]}']);
+    const outcome = await callProvider(deps, environment, "", { ...request, schema: {} });
+    expect(outcome).toMatchObject({ ok: true, result: { n: [1] } });
+    expect(sent).toHaveLength(2);
+    expect(outcome.attempts?.[0]?.error?.message).toBe(
+      "the answer has a number beyond a double's range (at n.0)",
+    );
+  });
+
   it("takes an answer without a schema as text, however it nests", async () => {
     const deep = JSON.stringify(nested(MAX_JSON_DEPTH + 10));
     const { deps, environment, request } = calling([deep]);

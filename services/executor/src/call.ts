@@ -210,11 +210,16 @@ function check(deps: ExecutorDeps, request: CompletionRequest, content: string):
       errors: [reason],
     };
   }
-  // Deeper than a run's result can nest (protobuf's recursion limit), the run could not be read
-  // back: invalid, as an answer that is not JSON.
-  const deep = jsonProblem(parsed, MAX_JSON_DEPTH);
-  if (deep?.kind === "depth") {
-    const reason = `the answer is nested deeper than ${MAX_JSON_DEPTH} levels (at ${deep.path.join(".")})`;
+  // Deeper than a run's result can nest (protobuf's recursion limit), or with a number beyond a
+  // double (JSON.parse makes it Infinity, which a Value cannot carry), the run could not be read
+  // back: invalid, as an answer that is not JSON. (A NUL is stored as U+FFFD.)
+  const problem = jsonProblem(parsed, MAX_JSON_DEPTH);
+  if (problem && problem.kind !== "nul") {
+    const at = problem.path.length > 0 ? problem.path.join(".") : "the top";
+    const reason =
+      problem.kind === "depth"
+        ? `the answer is nested deeper than ${MAX_JSON_DEPTH} levels (at ${at})`
+        : `the answer has a number beyond a double's range (at ${at})`;
     return {
       ok: false,
       code: "validation_error",
