@@ -5,6 +5,7 @@ export * from "./config.js";
 export * from "./logger.js";
 export * from "./ids.js";
 export * from "./json.js";
+export * from "./json-check.js";
 export * from "./run-json.js";
 export * from "./json-sample.js";
 export * from "./unavailable.js";

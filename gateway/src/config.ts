@@ -1,13 +1,27 @@
 import { z } from "zod";
-import { env, internalAuthConfigSchema, loadConfig, natsConfigSchema } from "@pies/common";
+import {
+  env,
+  internalAuthConfigSchema,
+  loadConfig,
+  MAX_JSON_DEPTH,
+  natsConfigSchema,
+} from "@pies/common";
+import { READ_MAX_BYTES } from "@pies/common/server";
+
+/**
+ * The largest body the gateway may take in: a body reaches the services as protobuf, where JSON
+ * grows up to 5.5 times (an array of one-digit numbers: 2 bytes each in JSON, 11 as a Value), and
+ * they read at most READ_MAX_BYTES of a request; a sixth of it leaves room for the rest of the
+ * message. (~5.3 MiB.)
+ */
+export const MAX_BODY_BYTES = Math.floor(READ_MAX_BYTES / 6);
 
 /** How the gateway serves (shared with the embedded mode), apart from where it runs. */
 export const gatewaySettingsSchema = {
-  PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024),
-  // A JSON body's nesting: data and schemas reach the services as google.protobuf.Struct, and
-  // protobuf's recursion limit (100 messages) lets a Struct hold at most 48 levels where it sits
-  // deepest (a template's input schema inside an interaction, inside a response).
-  PIES_MAX_JSON_DEPTH: env.int(32, 2, 48),
+  PIES_MAX_BODY_BYTES: env.int(1024 * 1024, 1024, MAX_BODY_BYTES),
+  // A JSON body's nesting: data and schemas reach the services as google.protobuf.Struct, which
+  // holds at most MAX_JSON_DEPTH levels (protobuf's recursion limit).
+  PIES_MAX_JSON_DEPTH: env.int(32, 2, MAX_JSON_DEPTH),
   // Names, ids, model ids, tags, labels: they land in indexed columns, and PostgreSQL refuses an
   // index entry over ~2,700 bytes (800 UTF-16 code units are at most 2,400 bytes of UTF-8).
   PIES_MAX_NAME_LENGTH: env.int(256, 1, 800),

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from "fastify";
+import { jsonProblem } from "@pies/common";
 import { badRequest, type HttpError } from "./errors.js";
 
 type Done = (err: Error | null, body?: unknown) => void;
@@ -25,57 +26,25 @@ export function jsonBodyParser(maxDepth: number) {
   };
 }
 
-interface Node {
-  value: unknown;
-  depth: number;
-  /** Where it sits: its container and its key there; none at the root. */
-  in?: { parent: Node; key: string | number };
-}
-
 /**
- * Walks a parsed JSON value with an explicit stack (a recursive walk overflows the call stack on
- * deep input, which is precisely the input to refuse) and returns the first problem, if any.
- * A scalar is at depth 0; each object or array adds a level.
+ * The first problem of a parsed JSON value (jsonProblem: nesting, NUL, a number out of range), as
+ * a 400 naming where it is.
  */
 export function checkJson(root: unknown, maxDepth: number): HttpError | undefined {
-  const stack: Node[] = [{ value: root, depth: 0 }];
-  for (let node = stack.pop(); node; node = stack.pop()) {
-    const { value } = node;
-    if (typeof value === "string") {
-      if (value.includes("\0")) return nulIn(node);
-    } else if (typeof value === "number") {
-      if (!Number.isFinite(value)) {
-        return badRequest(`${pathOf(node)}: the number is too large (beyond a double's range)`);
-      }
-    } else if (value !== null && typeof value === "object") {
-      const depth = node.depth + 1;
-      if (depth > maxDepth) {
-        return badRequest(
-          `${pathOf(node)}: the request body is nested deeper than ${maxDepth} levels (PIES_MAX_JSON_DEPTH)`,
-          { limit: "PIES_MAX_JSON_DEPTH", max: maxDepth },
-        );
-      }
-      if (Array.isArray(value)) {
-        value.forEach((item, key) => stack.push({ value: item, depth, in: { parent: node, key } }));
-      } else {
-        for (const [key, item] of Object.entries(value)) {
-          if (key.includes("\0")) return nulIn({ value: key, depth, in: { parent: node, key } });
-          stack.push({ value: item, depth, in: { parent: node, key } });
-        }
-      }
-    }
+  const problem = jsonProblem(root, maxDepth);
+  if (!problem) return undefined;
+  const where = problem.path.length > 0 ? problem.path.map(shownKey).join(".") : "body";
+  switch (problem.kind) {
+    case "depth":
+      return badRequest(
+        `${where}: the request body is nested deeper than ${maxDepth} levels (PIES_MAX_JSON_DEPTH)`,
+        { limit: "PIES_MAX_JSON_DEPTH", max: maxDepth },
+      );
+    case "number":
+      return badRequest(`${where}: the number is too large (beyond a double's range)`);
+    case "nul":
+      return badRequest(`${where}: strings in the request body must not contain NUL (\\u0000)`);
   }
-  return undefined;
-}
-
-const nulIn = (node: Node) =>
-  badRequest(`${pathOf(node)}: strings in the request body must not contain NUL (\\u0000)`);
-
-/** `data.items.3.name` for a node, as toHttpError names the fields of zod issues; `body` at the root. */
-function pathOf(node: Node): string {
-  const keys: (string | number)[] = [];
-  for (let at = node.in; at; at = at.parent.in) keys.push(at.key);
-  return keys.length > 0 ? keys.reverse().map(shownKey).join(".") : "body";
 }
 
 /** A key as shown in a message: JSON-escaped (a NUL stays visible) and cut to a readable length. */

@@ -2,9 +2,11 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, type JsonObject } from "@pies/common";
 import { ResolveExecutionResponseSchema } from "@pies/proto/catalog";
+import { ExecuteRequestSchema } from "@pies/proto/executor";
+import { READ_MAX_BYTES } from "@pies/common/server";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 import { requester, type TestResponse } from "../test/requests.js";
-import { loadGatewaySettings } from "./config.js";
+import { loadGatewaySettings, MAX_BODY_BYTES } from "./config.js";
 import { checkJson } from "./json-body.js";
 
 // Bad input of every kind that used to reach PostgreSQL or protobuf and come back as a 500: each
@@ -343,6 +345,26 @@ describe("the bounds of the configurable limits", () => {
     expect(() => roundTrip(49)).toThrow(/maximum recursion depth/);
     expect(loadGatewaySettings({ PIES_MAX_JSON_DEPTH: "48" }).PIES_MAX_JSON_DEPTH).toBe(48);
     expect(() => loadGatewaySettings({ PIES_MAX_JSON_DEPTH: "49" })).toThrow(ConfigError);
+  });
+
+  it("PIES_MAX_BODY_BYTES is at most what the services read once the body is protobuf", () => {
+    // The body that grows most as protobuf: one-digit numbers, at the largest size allowed.
+    const count = Math.floor((MAX_BODY_BYTES - '{"a":[]}'.length + 1) / 2);
+    const body = `{"a":[${Array(count).fill(0).join(",")}]}`;
+    expect(body.length).toBeLessThanOrEqual(MAX_BODY_BYTES);
+    const request = create(ExecuteRequestSchema, {
+      interaction: { case: "interactionName", value: "n".repeat(800) },
+      data: JSON.parse(body) as JsonObject,
+      tags: ["t".repeat(800)],
+    });
+    expect(toBinary(ExecuteRequestSchema, request).length).toBeLessThan(READ_MAX_BYTES);
+    expect(loadGatewaySettings({}).PIES_MAX_BODY_BYTES).toBeLessThanOrEqual(MAX_BODY_BYTES);
+    expect(
+      loadGatewaySettings({ PIES_MAX_BODY_BYTES: String(MAX_BODY_BYTES) }).PIES_MAX_BODY_BYTES,
+    ).toBe(MAX_BODY_BYTES);
+    expect(() => loadGatewaySettings({ PIES_MAX_BODY_BYTES: String(MAX_BODY_BYTES + 1) })).toThrow(
+      ConfigError,
+    );
   });
 
   it("PIES_MAX_NAME_LENGTH is at most 800, what PostgreSQL's index entries can hold", async () => {

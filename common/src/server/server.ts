@@ -23,7 +23,19 @@ export interface ServeOptions {
   databaseFaults?: DatabaseFaults;
   /** When set, every call but health checks must carry it (see internal-auth.ts). */
   internalToken?: string;
+  /** The largest request message read (READ_MAX_BYTES by default). */
+  readMaxBytes?: number;
 }
+
+/**
+ * The largest request message a service reads, on either server path: beyond it the call is
+ * RESOURCE_EXHAUSTED, unread. Internal requests carry what the gateway took in (its bodies are at
+ * most PIES_MAX_BODY_BYTES, 1 MiB by default) as protobuf, where a JSON array of small numbers
+ * grows up to 5.5 times (each a google.protobuf.Value); PIES_MAX_BODY_BYTES is bounded by a sixth
+ * of this (gateway/src/config.ts), so the largest body allowed still fits. connect-node's own
+ * default was 4 GiB, i.e. none.
+ */
+export const READ_MAX_BYTES = 32 * 1024 * 1024;
 
 export interface RunningServer {
   port: number;
@@ -103,8 +115,10 @@ export async function serveConnect(options: ServeOptions): Promise<RunningServer
       createHealthService(options.isReady, options.serviceNames, () => shuttingDown),
     );
   });
+  const readMaxBytes = options.readMaxBytes ?? READ_MAX_BYTES;
   const connect = connectNodeAdapter({
     interceptors,
+    readMaxBytes,
     // Answers are never compressed, whatever a client accepts (grpc-js asks for gzip): callers are
     // internal, and gzip cost more CPU per call than the call itself. Compressed requests are
     // still accepted.
@@ -113,7 +127,7 @@ export async function serveConnect(options: ServeOptions): Promise<RunningServer
   });
   // pies' own calls (Connect unary, from unary-client.ts) on the lean path, the rest (gRPC,
   // gRPC-Web, streaming, GET, compressed) through connect-node.
-  const unary = unaryHandler(routes, interceptors);
+  const unary = unaryHandler(routes, interceptors, { readMaxBytes });
   const server = http2.createServer((req, res) => {
     if (!unary(req, res)) connect(req, res);
   });

@@ -42,11 +42,14 @@ import { webHeaders } from "./unary-client.js";
  * is answered DEADLINE_EXCEEDED); the caller going away (its stream reset or closed) aborts the
  * handler's signal; the handler's response headers and trailers (`trailer-` prefixed, as Connect's
  * unary answers carry them); errors as Connect's JSON error with the HTTP status of their code,
- * their metadata as headers; a body that does not decode is INVALID_ARGUMENT; a bad timeout too.
+ * their metadata as headers; a body that does not decode is INVALID_ARGUMENT; a bad timeout too;
+ * a body larger than `readMaxBytes` is RESOURCE_EXHAUSTED with connect-node's message, answered
+ * as soon as its length says so (or its bytes pass the cap), without reading the rest.
  */
 export function unaryHandler(
   routes: (router: ConnectRouter) => void,
   interceptors: Interceptor[],
+  { readMaxBytes }: { readMaxBytes: number },
 ): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => boolean {
   const methods = new Map<string, DescMethodUnary>();
   routes(
@@ -75,26 +78,60 @@ export function unaryHandler(
     const gone = new AbortController();
     const onClose = () => gone.abort(new ConnectError("the caller went away", Code.Canceled));
     stream.once("close", onClose);
+    const answer = ({ status, headers, body }: Answer) => {
+      stream.removeListener("close", onClose);
+      if (stream.closed || stream.destroyed) return;
+      // The stream's own API: its `end(body)` sends the body's last DATA frame with END_STREAM,
+      // where the compatibility API's `res.end(body)` sends an empty END_STREAM frame after it
+      // (a second wake-up of the caller).
+      headers[":status"] = status;
+      try {
+        stream.respond(headers);
+        stream.end(body);
+      } catch {
+        // Headers HTTP/2 refuses (a connection-specific one a handler set): the caller's stream
+        // is reset, the call fails there, never the process.
+        stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      }
+    };
+    /**
+     * Too large: answered at once, and the stream then reset with NO_ERROR, which tells the
+     * caller to stop sending (RFC 9113 §8.1) after the complete answer, so nothing more is read.
+     */
+    const tooLarge = (size?: number) => {
+      answer(
+        errorAnswer(
+          new ConnectError(
+            size === undefined
+              ? `message size is larger than configured readMaxBytes ${readMaxBytes}`
+              : `message size ${size} is larger than configured readMaxBytes ${readMaxBytes}`,
+            Code.ResourceExhausted,
+          ),
+        ),
+      );
+      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    };
+    const length = h["content-length"];
+    if (length !== undefined && Number(length) > readMaxBytes) {
+      tooLarge(Number(length));
+      return true;
+    }
     const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      void call(method, binary, req, chunks, gone.signal).then(({ status, headers, body }) => {
-        stream.removeListener("close", onClose);
-        if (stream.closed || stream.destroyed) return;
-        // The stream's own API: its `end(body)` sends the body's last DATA frame with END_STREAM,
-        // where the compatibility API's `res.end(body)` sends an empty END_STREAM frame after it
-        // (a second wake-up of the caller).
-        headers[":status"] = status;
-        try {
-          stream.respond(headers);
-          stream.end(body);
-        } catch {
-          // Headers HTTP/2 refuses (a connection-specific one a handler set): the caller's stream
-          // is reset, the call fails there, never the process.
-          stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
-        }
-      });
-    });
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= readMaxBytes) {
+        chunks.push(chunk);
+        return;
+      }
+      req.removeListener("data", onData);
+      req.removeListener("end", onEnd);
+      chunks.length = 0;
+      tooLarge();
+    };
+    const onEnd = () => void call(method, binary, req, chunks, gone.signal).then(answer);
+    req.on("data", onData);
+    req.on("end", onEnd);
     return true;
   };
 
@@ -104,7 +141,7 @@ export function unaryHandler(
     req: http2.Http2ServerRequest,
     chunks: Buffer[],
     signal: AbortSignal,
-  ): Promise<{ status: number; headers: http2.OutgoingHttpHeaders; body: Uint8Array }> {
+  ): Promise<Answer> {
     const contentType = binary ? "application/proto" : "application/json";
     try {
       const timeout = parseTimeout(
@@ -147,15 +184,25 @@ export function unaryHandler(
         : Buffer.from(toJsonString(method.output, res.message));
       return { status: 200, headers, body };
     } catch (err) {
-      const error = ConnectError.from(err);
-      const headers: http2.OutgoingHttpHeaders = {};
-      error.metadata.forEach((value, key) => {
-        headers[key] = value;
-      });
-      headers["content-type"] = "application/json";
-      return { status: codeToHttpStatus(error.code), headers, body: errorToJsonBytes(error, {}) };
+      return errorAnswer(ConnectError.from(err));
     }
   }
+}
+
+interface Answer {
+  status: number;
+  headers: http2.OutgoingHttpHeaders;
+  body: Uint8Array;
+}
+
+/** A Connect unary error answer: the code's HTTP status, its metadata as headers, JSON body. */
+function errorAnswer(error: ConnectError): Answer {
+  const headers: http2.OutgoingHttpHeaders = {};
+  error.metadata.forEach((value, key) => {
+    headers[key] = value;
+  });
+  headers["content-type"] = "application/json";
+  return { status: codeToHttpStatus(error.code), headers, body: errorToJsonBytes(error, {}) };
 }
 
 /** A router that only reports the methods registered with it. */

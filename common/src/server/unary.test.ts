@@ -548,3 +548,140 @@ describe("internal unary calls", () => {
     expect(answer.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
   });
 });
+
+describe("a request larger than readMaxBytes", () => {
+  const CAP = 64 * 1024;
+  let capped: RunningServer;
+  let handled = 0;
+  beforeAll(async () => {
+    capped = await serveConnect({
+      name: "capped",
+      host: "127.0.0.1",
+      port: 0,
+      logger: createLogger("test", "silent"),
+      serviceNames: [RunsService.typeName],
+      isReady: async () => true,
+      readMaxBytes: CAP,
+      routes: (router) =>
+        router.service(RunsService, {
+          getRun: (req) => {
+            handled++;
+            return { run: { ...run, id: req.id.slice(0, 10) } };
+          },
+        }),
+    });
+  });
+  afterAll(() => capped.close(100));
+
+  /** A raw Connect POST whose body is sent as `send` says; resolves with the answer. */
+  function post(
+    session: http2.ClientHttp2Session,
+    headers: http2.OutgoingHttpHeaders,
+    send: (stream: http2.ClientHttp2Stream) => void,
+  ) {
+    return new Promise<{ status: number; body: string; rstCode: number | undefined }>(
+      (resolve, reject) => {
+        const stream = session.request({
+          ":method": "POST",
+          ":path": `/${RunsService.typeName}/GetRun`,
+          "content-type": "application/proto",
+          ...headers,
+        });
+        let status = 0;
+        const chunks: Buffer[] = [];
+        stream.on("response", (h) => (status = Number(h[":status"])));
+        stream.on("data", (c: Buffer) => chunks.push(c));
+        stream.on("close", () =>
+          resolve({ status, body: Buffer.concat(chunks).toString(), rstCode: stream.rstCode }),
+        );
+        stream.on("error", (err: NodeJS.ErrnoException) => {
+          // The reset that follows the answer (NO_ERROR) is not an error of the call.
+          if (err.code !== "ERR_HTTP2_STREAM_ERROR") reject(err);
+        });
+        send(stream);
+      },
+    );
+  }
+  const tooLarge = (size?: number) =>
+    size === undefined
+      ? `message size is larger than configured readMaxBytes ${CAP}`
+      : `message size ${size} is larger than configured readMaxBytes ${CAP}`;
+
+  it("is RESOURCE_EXHAUSTED on the lean path, as connect-node answers it, unhandled", async () => {
+    const big = "x".repeat(CAP + 1);
+    const before = handled;
+    for (const format of ["binary", "json"] as const) {
+      const client = serviceClient(
+        RunsService,
+        peerTransport(capped.url, format === "json" ? "runs" : "catalog"),
+      );
+      const err = await client.getRun({ id: big }).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect(err?.code, format).toBe(Code.ResourceExhausted);
+      expect(err?.rawMessage).toBe(tooLarge());
+      // Under the cap, the same call is answered.
+      expect((await client.getRun({ id: "x".repeat(CAP - 100) })).run?.id).toBe("xxxxxxxxxx");
+    }
+    expect(handled).toBe(before + 2);
+    // connect-node's path (JSON with a charset) has the same cap and the same answer.
+    const viaConnectNode = createClient(
+      RunsService,
+      createConnectTransport({ baseUrl: capped.url, httpVersion: "2", useBinaryFormat: false }),
+    );
+    const err = await viaConnectNode.getRun({ id: big }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(err?.code).toBe(Code.ResourceExhausted);
+    expect(err?.rawMessage).toMatch(
+      /^message size (\d+ )?is larger than configured readMaxBytes 65536$/,
+    );
+    expect(handled).toBe(before + 2);
+  });
+
+  it("is answered from the content-length at once, before the body is sent", async () => {
+    const session = http2.connect(capped.url);
+    try {
+      // The body is never sent: the answer cannot have waited for it.
+      const answer = await post(session, { "content-length": String(10 * CAP) }, () => {});
+      expect(answer.status).toBe(429);
+      expect(JSON.parse(answer.body)).toEqual({
+        code: "resource_exhausted",
+        message: tooLarge(10 * CAP),
+      });
+    } finally {
+      session.close();
+    }
+  });
+
+  it("is answered once the bytes pass the cap, the rest unread, the caller told to stop", async () => {
+    const session = http2.connect(capped.url);
+    try {
+      let sent = 0;
+      const answer = await post(session, {}, (stream) => {
+        // Chunks past the cap and never an end: only the answer can end the call.
+        const chunk = Buffer.alloc(16 * 1024, 1);
+        const more = () => {
+          while (!stream.destroyed && sent < 4 * CAP) {
+            sent += chunk.length;
+            if (!stream.write(chunk)) return void stream.once("drain", more);
+          }
+        };
+        more();
+      });
+      expect(answer.status).toBe(429);
+      expect(JSON.parse(answer.body)).toEqual({ code: "resource_exhausted", message: tooLarge() });
+      // The stream was reset after the answer with NO_ERROR: stop sending, not a failure.
+      expect(answer.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
+      // The session still serves calls.
+      const ok = await post(session, {}, (stream) =>
+        stream.end(toBinary(GetRunRequestSchema, create(GetRunRequestSchema, { id: "small" }))),
+      );
+      expect(ok.status).toBe(200);
+    } finally {
+      session.close();
+    }
+  });
+});

@@ -1,5 +1,12 @@
 import { setTimeout as delay } from "node:timers/promises";
-import { inSpan, SpanKind, toValue, type JsonValue } from "@pies/common";
+import {
+  inSpan,
+  jsonProblem,
+  MAX_JSON_DEPTH,
+  SpanKind,
+  toValue,
+  type JsonValue,
+} from "@pies/common";
 import { create } from "@bufbuild/protobuf";
 import {
   RunAttemptSchema,
@@ -195,6 +202,24 @@ function check(deps: ExecutorDeps, request: CompletionRequest, content: string):
     parsed = JSON.parse(content) as JsonValue;
   } catch (err) {
     const reason = `the answer is not JSON: ${(err as Error).message}`;
+    return {
+      ok: false,
+      code: "validation_error",
+      message: reason,
+      data: { content, errors: [] },
+      errors: [reason],
+    };
+  }
+  // Deeper than a run's result can nest (protobuf's recursion limit), or with a number beyond a
+  // double (JSON.parse makes it Infinity, which a Value cannot carry), the run could not be read
+  // back: invalid, as an answer that is not JSON. (A NUL is stored as U+FFFD.)
+  const problem = jsonProblem(parsed, MAX_JSON_DEPTH);
+  if (problem && problem.kind !== "nul") {
+    const at = problem.path.length > 0 ? problem.path.join(".") : "the top";
+    const reason =
+      problem.kind === "depth"
+        ? `the answer is nested deeper than ${MAX_JSON_DEPTH} levels (at ${at})`
+        : `the answer has a number beyond a double's range (at ${at})`;
     return {
       ok: false,
       code: "validation_error",

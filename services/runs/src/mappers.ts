@@ -166,16 +166,21 @@ export const rowsJson = (rows: ListedRun[]) =>
  * may contain one: it is recorded as U+FFFD rather than failing the write and leaving the run
  * unrecorded. (An escaped backslash followed by "u0000" is left alone.)
  */
-const json = (v: unknown) =>
-  JSON.stringify(v ?? null).replace(/(?<!\\)((?:\\\\)*)\\u0000/g, "$1\\ufffd");
+export const jsonColumn = (v: unknown) => {
+  const text = JSON.stringify(v ?? null);
+  // Most texts have no NUL: the look-behind scan is skipped for them.
+  return text.includes("\\u0000") ? text.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, "$1\\ufffd") : text;
+};
 
-/** Column values of a new run (its dates, when it has them, are its own). */
+/**
+ * Column values of a new run (its dates, when it has them, are its own; the store's clock when
+ * undefined). One literal, no spread: an object spread before its thirty properties made V8 build
+ * it the slow way, 28 µs a row against 0.05.
+ */
 export function runToRow(run: Run) {
-  const createdAt = fromTimestamp(run.createdAt);
-  const updatedAt = fromTimestamp(run.updatedAt);
   return {
-    ...(createdAt ? { created_at: createdAt } : {}),
-    ...(updatedAt ? { updated_at: updatedAt } : {}),
+    created_at: fromTimestamp(run.createdAt),
+    updated_at: fromTimestamp(run.updatedAt),
     id: run.id,
     project_id: run.projectId,
     account_id: run.accountId,
@@ -187,18 +192,18 @@ export function runToRow(run: Run) {
     model_id: run.modelId,
     status: statusName(run.status),
     stream: run.stream,
-    parameters: json(run.parameters ?? {}),
-    result: json(fromValue(run.result)),
-    prompt: json(fromValue(run.prompt)),
+    parameters: jsonColumn(run.parameters ?? {}),
+    result: jsonColumn(fromValue(run.result)),
+    prompt: jsonColumn(fromValue(run.prompt)),
     tags: run.tags,
-    config: json({
+    config: jsonColumn({
       environment: run.config?.environmentId ?? run.environmentId,
       model: run.config?.model ?? run.modelId,
       formatter: run.config?.formatter ?? "",
       ...(run.config?.temperature !== undefined ? { temperature: run.config.temperature } : {}),
       ...(run.config?.maxTokens !== undefined ? { max_tokens: run.config.maxTokens } : {}),
     }),
-    source: json({
+    source: jsonColumn({
       type: run.source?.type ?? "",
       label: run.source?.label ?? "",
       principal_type: run.source?.principalType ?? "",
@@ -207,13 +212,13 @@ export function runToRow(run: Run) {
     }),
     ...tokenColumns(run.tokenUse),
     execution_time: run.executionTime === undefined ? null : Number(run.executionTime),
-    error: json(run.error ? errorJson(run.error) : null),
+    error: jsonColumn(run.error ? errorJson(run.error) : null),
     ttl: run.ttl,
     parent_id: run.parentId || null,
-    cache_policy: json(run.cachePolicy ?? null),
-    result_schema: json(run.resultSchema ?? null),
+    cache_policy: jsonColumn(run.cachePolicy ?? null),
+    result_schema: jsonColumn(run.resultSchema ?? null),
     cached: run.cached,
-    attempts: json(
+    attempts: jsonColumn(
       run.attempts.length > 0 ? run.attempts.map((a) => toJson(RunAttemptSchema, a)) : null,
     ),
     cached_from: run.cachedFrom || null,

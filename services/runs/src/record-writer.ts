@@ -1,5 +1,4 @@
-import { fromBinary } from "@bufbuild/protobuf";
-import { sql, type Kysely } from "kysely";
+import { CompiledQuery, type Kysely } from "kysely";
 import type { DatabaseFaults, Logger } from "@pies/common";
 import {
   isLaterRecord,
@@ -8,8 +7,7 @@ import {
   type RunRecord,
   type RunRecords,
 } from "@pies/common/bus";
-import { RunSchema, type Run } from "@pies/proto/runs";
-import { runToRow } from "./mappers.js";
+import { recordRow, type RecordRow } from "./record-row.js";
 import type { RunsDatabase } from "./tables.js";
 
 /** The columns a record writes, with their SQL types (as `jsonb_to_recordset` reads them). */
@@ -72,42 +70,97 @@ const UPSERT = `
   where runs.project_id = excluded.project_id and (
     ${rank("excluded")} > ${rank("runs")} or
     (${rank("excluded")} = ${rank("runs")} and excluded.record_seq > runs.record_seq))`;
-const [UPSERT_HEAD, UPSERT_TAIL] = UPSERT.split("$1") as [string, string];
 
-/** The latest record of each run in the batch (status order first, then log order). */
-export function latestPerRun(records: RunRecord[]): { seq: number; run: Run }[] {
-  const latest = new Map<string, { seq: number; run: Run }>();
+/** A record that can never be decoded, kept aside (runs.dead_records) instead of written. */
+export interface DeadRecord {
+  record: RunRecord;
+  error: string;
+}
+
+/**
+ * The latest record of each run in the batch (status order first, then log order), and the
+ * records that cannot be decoded: bytes no decoder reads will never be read, so retrying them
+ * would hold back every record after them.
+ */
+export function latestPerRun(records: RunRecord[]): {
+  latest: (RecordRow & { seq: number })[];
+  dead: DeadRecord[];
+} {
+  const latest = new Map<string, RecordRow & { seq: number }>();
+  const dead: DeadRecord[] = [];
   for (const record of records) {
-    const run = fromBinary(RunSchema, record.data);
-    const known = latest.get(run.id);
+    let decoded: RecordRow;
+    try {
+      decoded = recordRow(record.data);
+    } catch (err) {
+      dead.push({ record, error: err instanceof Error ? err.message : String(err) });
+      continue;
+    }
+    const known = latest.get(decoded.id);
     const later =
       !known ||
       isLaterRecord(
-        { status: run.status, seq: record.seq },
-        { status: known.run.status, seq: known.seq },
+        { status: decoded.status, seq: record.seq },
+        { status: known.status, seq: known.seq },
       );
-    if (later) latest.set(run.id, { seq: record.seq, run });
+    if (later) latest.set(decoded.id, { ...decoded, seq: record.seq });
   }
-  return [...latest.values()];
+  return { latest: [...latest.values()], dead };
+}
+
+/** Keeps undecodable records (once per sequence); logs the ones not kept before. */
+async function keepDead(db: Kysely<RunsDatabase>, dead: DeadRecord[], logger?: Logger) {
+  const { rows } = await db.executeQuery<{ record_seq: string; run_id: string; error: string }>(
+    CompiledQuery.raw(
+      `insert into runs.dead_records (record_seq, run_id, data, error)
+       select * from unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[])
+       on conflict (record_seq) do nothing
+       returning record_seq, run_id, error`,
+      [
+        dead.map((d) => d.record.seq),
+        dead.map((d) => d.record.runId),
+        dead.map((d) => Buffer.from(d.record.data)),
+        dead.map((d) => d.error),
+      ],
+    ),
+  );
+  for (const row of rows)
+    logger?.error(
+      { runId: row.run_id, seq: Number(row.record_seq), error: row.error },
+      "a run record cannot be decoded: kept in runs.dead_records, not written",
+    );
+}
+
+/** A row as an element of the statement's JSON array. */
+function rowJson(row: Record<string, unknown>, seq: number): string {
+  let text = "{";
+  for (const c of names) {
+    // The JSON columns are JSON text already (NUL made safe): embedded as they are.
+    const v = c === "record_seq" ? seq : row[c];
+    text += `${text.length > 1 ? "," : ""}"${c}":${isJson(c) ? (v as string) : JSON.stringify(v ?? null)}`;
+  }
+  return `${text}}`;
 }
 
 /**
  * Writes a batch of records in one statement: each run's latest record is inserted, or replaces
  * the stored row if it is later (status order, then log order). Applying a batch twice, or
- * batches out of order, leaves the rows as the latest records say. A processing run's lease
+ * batches out of order, leaves the rows as the latest records say. A record that cannot be
+ * decoded is kept in runs.dead_records and logged, and the rest are written. A processing run's lease
  * starts when its record is written, so a store that fell behind does not fail it at once.
  */
-export async function writeRecords(db: Kysely<RunsDatabase>, records: RunRecord[]) {
-  const latest = latestPerRun(records);
+export async function writeRecords(
+  db: Kysely<RunsDatabase>,
+  records: RunRecord[],
+  logger?: Logger,
+) {
+  const { latest, dead } = latestPerRun(records);
+  // Kept before the rows are written: a failure of either is a database error, retried.
+  if (dead.length > 0) await keepDead(db, dead, logger);
   if (latest.length === 0) return;
-  const rows = latest.map(({ seq, run }) => {
-    const row: Record<string, unknown> = { ...runToRow(run), record_seq: seq };
-    // The JSON columns are JSON text already (NUL made safe): embedded as they are.
-    return `{${names
-      .map((c) => `"${c}":${isJson(c) ? (row[c] as string) : JSON.stringify(row[c] ?? null)}`)
-      .join(",")}}`;
-  });
-  await sql`${sql.raw(UPSERT_HEAD)}${`[${rows.join(",")}]`}${sql.raw(UPSERT_TAIL)}`.execute(db);
+  const rows = latest.map(({ seq, row }) => rowJson(row, seq));
+  // The statement as it is: nothing for the query builder to compile per batch.
+  await db.executeQuery(CompiledQuery.raw(UPSERT, [`[${rows.join(",")}]`]));
 }
 
 /**
@@ -121,7 +174,7 @@ export function startRecordWriter(
   logger: Logger,
   faults?: DatabaseFaults,
 ): RecordConsumer {
-  return records.consume((batch) => writeRecords(db, batch), {
+  return records.consume((batch) => writeRecords(db, batch, logger), {
     onError(err, attempt) {
       faults?.note();
       if (attempt % 10 === 0)

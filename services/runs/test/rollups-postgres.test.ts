@@ -140,6 +140,110 @@ describe("the rollup equals a recount", () => {
   });
 });
 
+describe("an update that moves no run to another key", () => {
+  /** Whether `update` finishes while another session holds the rollup's lock. */
+  async function finishesUnderTheLock(update: string) {
+    const holder = await pool.connect();
+    const writer = await pool.connect();
+    try {
+      await holder.query(`select pg_advisory_lock(hashtext('runs.run_rollups'))`);
+      // A lock wait fails at once instead of waiting for the holder.
+      await writer.query(`set lock_timeout = '200ms'`);
+      try {
+        await writer.query(update);
+        return true;
+      } catch (err) {
+        if ((err as { code?: string }).code !== "55P03") throw err;
+        return false;
+      } finally {
+        await writer.query(`reset lock_timeout`);
+      }
+    } finally {
+      await holder.query(`select pg_advisory_unlock(hashtext('runs.run_rollups'))`);
+      holder.release();
+      writer.release();
+    }
+  }
+
+  it("takes no lock when hour, status, model and level stay, and the rollup stays exact", async () => {
+    const p = `same-hour-${newId()}`;
+    const { PROCESSING, COMPLETED } = RunStatus;
+    // Runs at 10:20 of an hour, then later records of them: each sets updated_at.
+    const at = (m: number) => ({ updatedAt: T0 + 10 * HOUR + m * 60_000 });
+    await writeRecords(
+      db,
+      Array.from({ length: 6 }, (_, i) =>
+        record(i + 1, `${p}-${i}`, p, PROCESSING, { modelId: `m-${i % 2}`, ...at(20) }),
+      ),
+    );
+    await expectRecount();
+    // Later in the same hour (a later record of the same status): no lock, nothing to count.
+    expect(
+      await finishesUnderTheLock(`update runs.runs set updated_at = updated_at + interval '30 minutes',
+         record_seq = record_seq + 100 where project_id = '${p}'`),
+    ).toBe(true);
+    await expectRecount();
+    // Another column only (the heartbeat, the result): no lock either.
+    expect(
+      await finishesUnderTheLock(`update runs.runs set heartbeat_at = now(), result = '"x"'
+         where project_id = '${p}'`),
+    ).toBe(true);
+    await expectRecount();
+    // Into the next hour, to another status, to another model, to another level: each one waits
+    // for the lock, and is counted.
+    for (const update of [
+      `updated_at = updated_at + interval '15 minutes'`,
+      `status = 'completed'`,
+      `model_id = 'm-9'`,
+      `parent_id = '${p}-0'`,
+    ]) {
+      const where = `where id = '${p}-1'`;
+      expect(await finishesUnderTheLock(`update runs.runs set ${update} ${where}`), update).toBe(
+        false,
+      );
+      await pool.query(`update runs.runs set ${update} ${where}`);
+      await expectRecount();
+    }
+    // Through the record writer: a record in the same hour and status, then an end in it.
+    await writeRecords(db, [record(200, `${p}-2`, p, PROCESSING, { modelId: "m-0", ...at(58) })]);
+    await expectRecount();
+    await writeRecords(db, [record(201, `${p}-2`, p, COMPLETED, { modelId: "m-0", ...at(59) })]);
+    await expectRecount();
+    const { rows } = await sql<{ status: string; n: number }>`
+      select status, sum(n)::int as n from runs.run_rollups
+      where project_id = ${p} and hours = 1 group by 1 order by 1`.execute(db);
+    expect(rows).toEqual([
+      { status: "completed", n: 2 },
+      { status: "processing", n: 4 },
+    ]);
+  });
+
+  it("a statement mixing both kinds takes the lock and counts the runs that moved", async () => {
+    const p = `mixed-${newId()}`;
+    const at = (m: number) => ({ updatedAt: T0 + 20 * HOUR + m * 60_000 });
+    await writeRecords(
+      db,
+      Array.from({ length: 4 }, (_, i) => record(i + 1, `${p}-${i}`, p, RunStatus.CREATED, at(10))),
+    );
+    // Two runs stay in their hour, two move to the next one.
+    const update = `update runs.runs set updated_at = updated_at + case when id in ('${p}-0', '${p}-1')
+      then interval '5 minutes' else interval '55 minutes' end where project_id = '${p}'`;
+    expect(await finishesUnderTheLock(update)).toBe(false);
+    await pool.query(update);
+    await expectRecount();
+    // Two runs trading their keys in one statement move no count: no lock either.
+    const swap = `update runs.runs set updated_at = case id when '${p}-0' then (select updated_at
+      from runs.runs where id = '${p}-2') else (select updated_at from runs.runs where id = '${p}-0')
+      end where id in ('${p}-0', '${p}-2')`;
+    expect(await finishesUnderTheLock(swap)).toBe(true);
+    await expectRecount();
+    const { rows } = await sql<{ bucket: Date; n: number }>`
+      select bucket, n::int as n from runs.run_rollups
+      where project_id = ${p} and hours = 1 and n <> 0 order by 1`.execute(db);
+    expect(rows.map((r) => r.n)).toEqual([2, 2]);
+  });
+});
+
 /** A record of a run of `projectId` (a message as the log holds it). */
 function record(
   seq: number,

@@ -9,7 +9,7 @@ import {
 import { CompiledQuery, Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { createLogger, newId, toTimestamp } from "@pies/common";
+import { createLogger, newId, toTimestamp, toValue, type JsonValue } from "@pies/common";
 import { connectNats, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, createTestStream, type TestDatabase } from "@pies/testkit";
@@ -196,6 +196,50 @@ describe("the record log and the store", () => {
     expect(await rowOf(a)).toEqual({ status: "completed", record_seq: 11 });
     expect(await rowOf(b)).toEqual({ status: "processing", record_seq: 12 });
     expect(await rowOf(c)).toEqual({ status: "failed", record_seq: 14 });
+  });
+
+  it("keeps a record it can never decode aside and writes the others, then goes on", async () => {
+    const projectId = `project-${newId()}`;
+    const put = (id: string, data: Uint8Array) =>
+      log.records.put(id, data, { dedupId: `${id}-${newId()}` });
+    const run = (id: string, init: MessageInitShape<typeof RunSchema> = {}) =>
+      toBinary(
+        RunSchema,
+        create(RunSchema, {
+          id,
+          projectId,
+          interactionId: "i",
+          status: RunStatus.COMPLETED,
+          ...init,
+        }),
+      );
+    // A repaired run (attempts: the full decoder) whose answer nests deeper than fromBinary reads.
+    let deep: JsonValue = true;
+    for (let i = 0; i < 50; i++) deep = [deep];
+    const [a, bad, b, c] = [newId(), newId(), newId(), newId()];
+    const badData = run(bad, { result: toValue(deep), attempts: [{ number: 1 }, { number: 2 }] });
+    await put(a, run(a));
+    const badSeq = await put(bad, badData);
+    await put(b, run(b));
+    writer ??= startRecordWriter(db, log.records, createLogger("runs-test", "silent"));
+    await expect.poll(async () => (await rowOf(b))?.status, { timeout: 10_000 }).toBe("completed");
+    expect((await rowOf(a))?.status).toBe("completed");
+    expect(await rowOf(bad)).toBeUndefined();
+    const { rows } = await sql<{ run_id: string; data: Buffer; error: string }>`
+      select run_id, data, error from runs.dead_records where record_seq = ${badSeq}`.execute(db);
+    expect(rows).toHaveLength(1);
+    const [kept] = rows;
+    expect(kept?.run_id).toBe(bad);
+    expect(new Uint8Array(kept!.data)).toEqual(badData);
+    expect(kept?.error).toMatch(/depth|nest|recursion/i);
+    // The writer went on: a later record is written too.
+    await put(c, run(c));
+    await expect.poll(async () => (await rowOf(c))?.status, { timeout: 10_000 }).toBe("completed");
+    // Written again (a batch retried), the dead record is kept once.
+    await writeRecords(db, [{ runId: bad, seq: badSeq, data: badData }]);
+    const { rows: again } = await sql<{ n: string }>`
+      select count(*) as n from runs.dead_records where record_seq = ${badSeq}`.execute(db);
+    expect(Number(again[0]?.n)).toBe(1);
   });
 });
 

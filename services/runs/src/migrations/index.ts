@@ -5,6 +5,8 @@ import * as recordSeq from "./2026-11-23T00-00_record_seq.js";
 import * as searchIndexes from "./2026-11-23T12-00_search_indexes.js";
 import * as attemptsCachedFrom from "./2026-11-24T00-00_attempts_cached_from.js";
 import * as runRollups from "./2026-11-25T00-00_run_rollups.js";
+import * as rollupUpdateSameHour from "./2026-11-26T00-00_rollup_update_same_hour.js";
+import * as deadRecords from "./2026-11-27T00-00_dead_records.js";
 
 /** Every migration of the runs schema, by name (names sort in the order they apply). */
 export const migrations: Record<string, Migration> = {
@@ -14,4 +16,6 @@ export const migrations: Record<string, Migration> = {
   "2026-11-23T12-00_search_indexes": searchIndexes,
   "2026-11-24T00-00_attempts_cached_from": attemptsCachedFrom,
   "2026-11-25T00-00_run_rollups": runRollups,
+  "2026-11-26T00-00_rollup_update_same_hour": rollupUpdateSameHour,
+  "2026-11-27T00-00_dead_records": deadRecords,
 };

@@ -1,0 +1,483 @@
+import { fromBinary } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import type { JsonObject, JsonValue } from "@pies/common";
+import { RunSchema, RunStatus } from "@pies/proto/runs";
+import { jsonColumn, runToRow, statusName } from "./mappers.js";
+
+/** A run's columns as runToRow gives them. */
+export type RunColumns = ReturnType<typeof runToRow>;
+
+/** A decoded record: the run's id and status (which record of a run wins) and its columns. */
+export interface RecordRow {
+  id: string;
+  status: RunStatus;
+  row: RunColumns;
+}
+
+/** The fast reader met something only the full decoder handles the same way (see below). */
+const unhandled = (): never => {
+  throw new Error("unhandled");
+};
+
+/**
+ * A record's columns, read from its protobuf bytes (pies.runs.v1.Run) straight into what runToRow
+ * makes of the decoded message. The record writer decodes every record of the log, and decoding
+ * the message (reflection, a message object per Struct and Value, then turned into JSON again)
+ * was most of its CPU per run. Anything this reader does not handle exactly as fromBinary and
+ * runToRow do (a repeated singular message, which the decoder would merge; attempts; a Value
+ * without a kind, or not finite, which runToRow rejects; a wire type other than the field's) goes
+ * through them instead, so the columns are the same either way; and whatever fromBinary refuses
+ * (invalid UTF-8, nesting past its recursion limit, a field it knows in a wire type it misreads)
+ * this reader refuses too, so the record goes to fromBinary, which throws (the writer keeps it
+ * aside: see writeRecords).
+ */
+export function recordRow(data: Uint8Array): RecordRow {
+  const read = readRecordRow(data);
+  if (read) return read;
+  // Unhandled, or malformed bytes: the full decoder decides (and throws as it did).
+  const run = fromBinary(RunSchema, data);
+  return { id: run.id, status: run.status, row: runToRow(run) };
+}
+
+/** The fast reader alone: undefined when the record needs the full decoder. */
+export function readRecordRow(data: Uint8Array): RecordRow | undefined {
+  try {
+    return readRun(new BinaryReader(data), 1);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * fromBinary's recursion limit: it refuses a message nested deeper (the Run is at depth 1), and
+ * skips an unknown group with what is left of it.
+ */
+const RECURSION_LIMIT = 100;
+
+/**
+ * The fields this reader handles, per message: read, or checked as fromBinary reads them and left
+ * out (Run's cache_key, RunConfig's max_repairs: runToRow does not store them). A field added to
+ * one of them fails the tests until it is handled.
+ */
+export const handledFields: Record<string, number[]> = {
+  "pies.runs.v1.Run": [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
+    27, 28, 29, 30,
+  ],
+  "pies.runs.v1.RunConfig": [1, 2, 3, 4, 5, 6],
+  "pies.runs.v1.RunSource": [1, 2, 3, 4, 5],
+  "pies.runs.v1.TokenUsage": [1, 2, 3],
+  "pies.runs.v1.RunError": [1, 2, 3],
+  "google.protobuf.Timestamp": [1, 2],
+  "google.protobuf.Struct": [1],
+  "google.protobuf.Value": [1, 2, 3, 4, 5, 6],
+  "google.protobuf.ListValue": [1],
+};
+
+/** A nested message's depth, refused past fromBinary's limit. */
+function deeper(depth: number): number {
+  if (depth >= RECURSION_LIMIT) unhandled();
+  return depth + 1;
+}
+
+/** Skips a field no message here knows, as fromBinary does (groups within what depth leaves). */
+function skip(r: BinaryReader, wt: WireType, no: number, depth: number) {
+  r.skip(wt, no, RECURSION_LIMIT - depth);
+}
+
+/** Reads the length of a length-delimited field and returns where it ends. */
+function end(r: BinaryReader, wireType: WireType): number {
+  if (wireType !== WireType.LengthDelimited) unhandled();
+  const len = r.uint32();
+  const to = r.pos + len;
+  if (to > r.len) unhandled();
+  return to;
+}
+
+function expect(wireType: WireType, expected: WireType) {
+  if (wireType !== expected) unhandled();
+}
+
+function readRun(r: BinaryReader, depth: number): RecordRow {
+  const inner = deeper(depth);
+  let id = "";
+  let projectId = "";
+  let accountId = "";
+  let interactionId = "";
+  let interactionName = "";
+  let environmentId = "";
+  let environmentName = "";
+  let modelId = "";
+  let status = 0;
+  let stream = false;
+  let parameters: JsonObject | undefined;
+  let result: JsonValue | undefined;
+  let prompt: JsonValue | undefined;
+  const tags: string[] = [];
+  let config: RunConfigFields | undefined;
+  let source: string[] | undefined;
+  let tokens: [number, number, number] | undefined;
+  let executionTime: number | null = null;
+  let error: { code: string; message: string; data: JsonValue | null } | undefined;
+  let ttl = 0;
+  let parentId = "";
+  let cachePolicy: JsonObject | undefined;
+  let resultSchema: JsonObject | undefined;
+  let provider = "";
+  let cached = false;
+  let createdAt: Date | undefined;
+  let updatedAt: Date | undefined;
+  let cachedFrom = "";
+  // Singular message fields seen: a second one would be merged into the first by fromBinary.
+  let seen = 0;
+  const once = (bit: number) => {
+    if (seen & bit) unhandled();
+    seen |= bit;
+  };
+  while (r.pos < r.len) {
+    const [no, wt] = r.tag();
+    switch (no) {
+      case 1:
+        id = str(r, wt);
+        break;
+      case 2:
+        projectId = str(r, wt);
+        break;
+      case 3:
+        accountId = str(r, wt);
+        break;
+      case 4:
+        interactionId = str(r, wt);
+        break;
+      case 5:
+        interactionName = str(r, wt);
+        break;
+      case 6:
+        environmentId = str(r, wt);
+        break;
+      case 7:
+        environmentName = str(r, wt);
+        break;
+      case 8:
+        modelId = str(r, wt);
+        break;
+      case 9:
+        expect(wt, WireType.Varint);
+        status = r.int32();
+        break;
+      case 10:
+        expect(wt, WireType.Varint);
+        stream = r.bool();
+        break;
+      case 11:
+        once(1);
+        parameters = struct(r, end(r, wt), inner);
+        break;
+      case 12:
+        once(2);
+        result = value(r, end(r, wt), inner);
+        break;
+      case 13:
+        once(4);
+        prompt = value(r, end(r, wt), inner);
+        break;
+      case 14:
+        tags.push(str(r, wt));
+        break;
+      case 15:
+        once(8);
+        config = runConfig(r, end(r, wt), inner);
+        break;
+      case 16:
+        once(16);
+        source = strings(r, end(r, wt), 5, inner);
+        break;
+      case 17:
+        once(32);
+        tokens = tokenUse(r, end(r, wt), inner);
+        break;
+      case 18:
+        expect(wt, WireType.Varint);
+        executionTime = Number(r.int64());
+        break;
+      case 19:
+        once(64);
+        error = runError(r, end(r, wt), inner);
+        break;
+      case 20:
+        expect(wt, WireType.Varint);
+        ttl = r.int32();
+        break;
+      case 21:
+        parentId = str(r, wt);
+        break;
+      case 22:
+        once(128);
+        cachePolicy = struct(r, end(r, wt), inner);
+        break;
+      case 23:
+        once(256);
+        resultSchema = struct(r, end(r, wt), inner);
+        break;
+      case 24:
+        provider = str(r, wt);
+        break;
+      case 25:
+        expect(wt, WireType.Varint);
+        cached = r.bool();
+        break;
+      case 26:
+        once(512);
+        createdAt = timestamp(r, end(r, wt), inner);
+        break;
+      case 27:
+        once(1024);
+        updatedAt = timestamp(r, end(r, wt), inner);
+        break;
+      case 28:
+        // Attempts (a run that was repaired) are rare: their JSON is the full decoder's.
+        return unhandled();
+      case 29:
+        cachedFrom = str(r, wt);
+        break;
+      case 30:
+        // cache_key: not stored, but read as fromBinary reads it (it refuses invalid UTF-8).
+        str(r, wt);
+        break;
+      default:
+        skip(r, wt, no, depth);
+    }
+  }
+  if (r.pos !== r.len) unhandled();
+  const row: RunColumns = {
+    created_at: createdAt,
+    updated_at: updatedAt,
+    id,
+    project_id: projectId,
+    account_id: accountId,
+    interaction_id: interactionId,
+    interaction_name: interactionName,
+    environment_id: environmentId,
+    environment_name: environmentName,
+    provider,
+    model_id: modelId,
+    status: statusName(status),
+    stream,
+    parameters: jsonColumn(parameters ?? {}),
+    result: jsonColumn(result),
+    prompt: jsonColumn(prompt),
+    tags,
+    config: jsonColumn({
+      environment: config ? config.environment : environmentId,
+      model: config ? config.model : modelId,
+      formatter: config ? config.formatter : "",
+      ...(config?.temperature !== undefined ? { temperature: config.temperature } : {}),
+      ...(config?.maxTokens !== undefined ? { max_tokens: config.maxTokens } : {}),
+    }),
+    source: jsonColumn({
+      type: source?.[0] ?? "",
+      label: source?.[1] ?? "",
+      principal_type: source?.[2] ?? "",
+      principal_id: source?.[3] ?? "",
+      client_ip: source?.[4] ?? "",
+    }),
+    prompt_tokens: tokens ? tokens[0] : null,
+    result_tokens: tokens ? tokens[1] : null,
+    total_tokens: tokens ? tokens[2] : null,
+    execution_time: executionTime,
+    error: jsonColumn(error ?? null),
+    ttl,
+    parent_id: parentId || null,
+    cache_policy: jsonColumn(cachePolicy ?? null),
+    result_schema: jsonColumn(resultSchema ?? null),
+    cached,
+    attempts: jsonColumn(null),
+    cached_from: cachedFrom || null,
+  };
+  return { id, status, row };
+}
+
+function str(r: BinaryReader, wt: WireType): string {
+  expect(wt, WireType.LengthDelimited);
+  // Strict, as fromBinary reads proto3 strings: invalid UTF-8 throws.
+  return r.string(true);
+}
+
+/** Message fields 1..n that are all strings (RunSource), "" when absent. */
+function strings(r: BinaryReader, to: number, n: number, depth: number): string[] {
+  const out = new Array<string>(n).fill("");
+  while (r.pos < to) {
+    const [no, wt] = r.tag();
+    if (no >= 1 && no <= n) out[no - 1] = str(r, wt);
+    else skip(r, wt, no, depth);
+  }
+  if (r.pos !== to) unhandled();
+  return out;
+}
+
+interface RunConfigFields {
+  environment: string;
+  model: string;
+  formatter: string;
+  temperature?: number;
+  maxTokens?: number;
+}
+
+function runConfig(r: BinaryReader, to: number, depth: number): RunConfigFields {
+  const config: RunConfigFields = { environment: "", model: "", formatter: "" };
+  while (r.pos < to) {
+    const [no, wt] = r.tag();
+    if (no === 1) config.environment = str(r, wt);
+    else if (no === 2) config.model = str(r, wt);
+    else if (no === 3) config.formatter = str(r, wt);
+    else if (no === 4) {
+      expect(wt, WireType.Bit64);
+      config.temperature = r.double();
+    } else if (no === 5) {
+      expect(wt, WireType.Varint);
+      config.maxTokens = r.int32();
+    } else if (no === 6) {
+      // max_repairs: not stored, but read as fromBinary reads it.
+      expect(wt, WireType.Varint);
+      r.int32();
+    } else skip(r, wt, no, depth);
+  }
+  if (r.pos !== to) unhandled();
+  return config;
+}
+
+function tokenUse(r: BinaryReader, to: number, depth: number): [number, number, number] {
+  const use: [number, number, number] = [0, 0, 0];
+  while (r.pos < to) {
+    const [no, wt] = r.tag();
+    if (no >= 1 && no <= 3) {
+      expect(wt, WireType.Varint);
+      use[no - 1] = r.int32();
+    } else skip(r, wt, no, depth);
+  }
+  if (r.pos !== to) unhandled();
+  return use;
+}
+
+function runError(r: BinaryReader, to: number, depth: number) {
+  let code = "";
+  let message = "";
+  let data: JsonValue | undefined;
+  let hasData = false;
+  while (r.pos < to) {
+    const [no, wt] = r.tag();
+    if (no === 1) code = str(r, wt);
+    else if (no === 2) message = str(r, wt);
+    else if (no === 3) {
+      if (hasData) unhandled();
+      hasData = true;
+      data = value(r, end(r, wt), deeper(depth));
+    } else skip(r, wt, no, depth);
+  }
+  if (r.pos !== to) unhandled();
+  return { code, message, data: data ?? null };
+}
+
+function timestamp(r: BinaryReader, to: number, depth: number): Date {
+  let seconds = 0;
+  let nanos = 0;
+  while (r.pos < to) {
+    const [no, wt] = r.tag();
+    if (no === 1) {
+      expect(wt, WireType.Varint);
+      seconds = Number(r.int64());
+    } else if (no === 2) {
+      expect(wt, WireType.Varint);
+      nanos = r.int32();
+    } else skip(r, wt, no, depth);
+  }
+  if (r.pos !== to) unhandled();
+  // As timestampDate computes it.
+  return new Date(seconds * 1000 + Math.round(nanos / 1000000));
+}
+
+/** google.protobuf.Struct as JSON (map<string, Value> fields = 1), as toJson gives it. */
+function struct(r: BinaryReader, to: number, depth: number): JsonObject {
+  const json: JsonObject = {};
+  while (r.pos < to) {
+    const [no, wt] = r.tag();
+    if (no !== 1) {
+      skip(r, wt, no, depth);
+      continue;
+    }
+    // A map entry: key = 1, value = 2 (a missing value is a Value without a kind: rejected).
+    const entryEnd = end(r, wt);
+    let key = "";
+    let entry: JsonValue | undefined;
+    let hasValue = false;
+    while (r.pos < entryEnd) {
+      const [eno, ewt] = r.tag();
+      if (eno === 1) key = str(r, ewt);
+      else if (eno === 2) {
+        if (hasValue) unhandled();
+        hasValue = true;
+        entry = value(r, end(r, ewt), deeper(depth));
+        // fromBinary reads a map entry's fields 1 and 2 only, and misreads any other.
+      } else unhandled();
+    }
+    if (r.pos !== entryEnd || !hasValue) unhandled();
+    json[key] = entry as JsonValue;
+  }
+  if (r.pos !== to) unhandled();
+  return json;
+}
+
+/** google.protobuf.Value as JSON, as toJson gives it (one kind, finite numbers). */
+function value(r: BinaryReader, to: number, depth: number): JsonValue {
+  let out: JsonValue | undefined;
+  let kinds = 0;
+  while (r.pos < to) {
+    const [no, wt] = r.tag();
+    switch (no) {
+      case 1:
+        expect(wt, WireType.Varint);
+        r.int32();
+        out = null;
+        break;
+      case 2: {
+        expect(wt, WireType.Bit64);
+        const n = r.double();
+        if (!Number.isFinite(n)) unhandled();
+        out = n;
+        break;
+      }
+      case 3:
+        out = str(r, wt);
+        break;
+      case 4:
+        expect(wt, WireType.Varint);
+        out = r.bool();
+        break;
+      case 5:
+        out = struct(r, end(r, wt), deeper(depth));
+        break;
+      case 6:
+        out = list(r, end(r, wt), deeper(depth));
+        break;
+      default:
+        skip(r, wt, no, depth);
+        continue;
+    }
+    kinds++;
+  }
+  // No kind (rejected by toJson), or more than one (the last wins, merged if the same).
+  if (kinds !== 1 || r.pos !== to) unhandled();
+  return out as JsonValue;
+}
+
+/** google.protobuf.ListValue (repeated Value values = 1). */
+function list(r: BinaryReader, to: number, depth: number): JsonValue[] {
+  const values: JsonValue[] = [];
+  while (r.pos < to) {
+    const [no, wt] = r.tag();
+    if (no === 1) values.push(value(r, end(r, wt), deeper(depth)));
+    else skip(r, wt, no, depth);
+  }
+  if (r.pos !== to) unhandled();
+  return values;
+}
