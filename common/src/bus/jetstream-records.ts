@@ -109,7 +109,7 @@ export class JetStreamRunRecords implements RunRecords {
   put(runId: string, data: Uint8Array, options: { dedupId: string; expectSeq?: number }) {
     return new Promise<number>((resolve, reject) => {
       if (this.queued.length === 0) setImmediate(this.publishQueued);
-      this.queued.push(() => this.publish(runId, data, options).then(resolve, reject));
+      this.queued.push(() => void this.publish(runId, data, options).then(resolve, reject));
     });
   }
 

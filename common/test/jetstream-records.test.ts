@@ -1,0 +1,74 @@
+import { Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { connectNats, JetStreamRunRecords, RecordConflict } from "@pies/common/bus";
+import { createTestStream, type TestStream } from "@pies/testkit";
+
+let stream: TestStream;
+let nc: NatsConnection;
+let records: JetStreamRunRecords;
+
+beforeAll(async () => {
+  stream = createTestStream();
+  nc = await connectNats(stream.url, "records-test");
+  records = await JetStreamRunRecords.over(nc, {
+    stream: `${stream.stream}_RECORDS`,
+    subjectPrefix: stream.subjectPrefix,
+    maxAgeSeconds: 60,
+  });
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await stream?.remove();
+});
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+
+describe("the JetStream record log's puts", () => {
+  it("sends the puts of one event-loop turn to NATS in one socket write", async () => {
+    const write = vi.spyOn(Socket.prototype, "write");
+    try {
+      // 40 puts, each from a callback of its own (as executions end, each on its provider's
+      // answer): timers due together run in one turn, with microtasks run between them.
+      const puts = await Promise.all(
+        Array.from(
+          { length: 40 },
+          (_, i) =>
+            new Promise<number>((resolve, reject) =>
+              setTimeout(() => {
+                records
+                  .put(`w${i}`, bytes(`record ${i}`), { dedupId: `w${i}` })
+                  .then(resolve, reject);
+              }, 5),
+            ),
+        ),
+      );
+      const toNats = write.mock.contexts.filter(
+        (socket) => (socket as Socket).remotePort === Number(new URL(stream.url).port),
+      );
+      // One write for the 40 (nats.js may add one of its own, a PING).
+      expect(toNats.length).toBeLessThanOrEqual(2);
+      expect(new Set(puts).size).toBe(40);
+    } finally {
+      write.mockRestore();
+    }
+    for (let i = 0; i < 40; i += 13) {
+      expect(await records.last(`w${i}`)).toMatchObject({ data: bytes(`record ${i}`) });
+    }
+  });
+
+  it("keeps each put's answer: its sequence, a repeat's, a conflict", async () => {
+    const first = await records.put("c1", bytes("a"), { dedupId: "c1-a", expectSeq: 0 });
+    const [second, repeated, conflict] = await Promise.all([
+      records.put("c1", bytes("b"), { dedupId: "c1-b", expectSeq: first }),
+      // The same put again (its answer lost): stored once, answered with the same sequence.
+      records.put("c1", bytes("a"), { dedupId: "c1-a", expectSeq: 0 }),
+      records.put("c2", bytes("x"), { dedupId: "c2-x", expectSeq: 7 }).catch((err) => err),
+    ]);
+    expect(second).toBeGreaterThan(first);
+    expect(repeated).toBe(first);
+    expect(conflict).toBeInstanceOf(RecordConflict);
+    expect(await records.last("c1")).toMatchObject({ seq: second, data: bytes("b") });
+  });
+});
