@@ -2,7 +2,8 @@ import { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectNats, JetStreamRunRecords, RecordConflict } from "@pies/common/bus";
-import { createTestStream, type TestStream } from "@pies/testkit";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { createTestStream, startPrivateNats, type TestStream } from "@pies/testkit";
 
 let stream: TestStream;
 let nc: NatsConnection;
@@ -71,4 +72,49 @@ describe("the JetStream record log's puts", () => {
     expect(conflict).toBeInstanceOf(RecordConflict);
     expect(await records.last("c1")).toMatchObject({ seq: second, data: bytes("b") });
   });
+
+  it("fails a put that no stream takes, at once", async () => {
+    const other = createTestStream();
+    const gone = await JetStreamRunRecords.over(nc, {
+      stream: `${other.stream}_RECORDS`,
+      subjectPrefix: other.subjectPrefix,
+      maxAgeSeconds: 60,
+    });
+    await (await jetstreamManager(nc)).streams.delete(`${other.stream}_RECORDS`);
+    const started = Date.now();
+    const err: unknown = await gone.put("g1", bytes("x"), { dedupId: "g1" }).catch((e) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(RecordConflict);
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it("fails a put left unanswered (NATS down) after its timeout; the next put succeeds", async () => {
+    // A server of the test's own, to stop.
+    const nats = await startPrivateNats();
+    const own = await connectNats(nats.url, "records-outage-test");
+    try {
+      const log = await JetStreamRunRecords.over(own, {
+        stream: "PIES_RECORDS_OUTAGE",
+        subjectPrefix: "outage",
+        maxAgeSeconds: 60,
+      });
+      await nats.restart(async () => {
+        const started = Date.now();
+        const err: unknown = await log.put("o1", bytes("x"), { dedupId: "o1" }).catch((e) => e);
+        expect(err).toBeInstanceOf(Error);
+        expect(Date.now() - started).toBeGreaterThanOrEqual(4900);
+        expect(Date.now() - started).toBeLessThan(7500);
+      });
+      let seq: number | undefined;
+      const deadline = Date.now() + 15_000;
+      while (seq === undefined && Date.now() < deadline) {
+        seq = await log.put("o1", bytes("x"), { dedupId: "o1" }).catch(() => undefined);
+      }
+      expect(seq).toBeGreaterThan(0);
+      expect(await log.last("o1")).toMatchObject({ seq, data: bytes("x") });
+    } finally {
+      await own.close();
+      await nats.stop();
+    }
+  }, 40_000);
 });
