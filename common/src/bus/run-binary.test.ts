@@ -100,11 +100,10 @@ function randomFieldJson(random: Random, field: DescField, depth: number): JsonV
   if (field.fieldKind !== "list") return one();
   const items: JsonValue[] = [];
   for (let i = Math.floor(random() * 4); i > 0; i--) {
-    items.push(
-      field.listKind === "message"
-        ? randomMessageJson(random, field.message, depth - 1)
-        : (randomScalar(random, field.scalar) as JsonValue),
-    );
+    if (field.listKind === "message")
+      items.push(randomMessageJson(random, field.message, depth - 1));
+    else if (field.listKind === "enum") items.push(pick(random, field.enum.values).name);
+    else items.push(randomScalar(random, field.scalar));
   }
   return items;
 }
