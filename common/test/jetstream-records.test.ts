@@ -98,7 +98,21 @@ describe("the JetStream record log's puts", () => {
         subjectPrefix: "outage",
         maxAgeSeconds: 60,
       });
+      // A second connection, closed while its put waits: the put fails at once.
+      const closing = await connectNats(nats.url, "records-closing-test");
+      const closingLog = await JetStreamRunRecords.over(closing, {
+        stream: "PIES_RECORDS_OUTAGE",
+        subjectPrefix: "outage",
+        maxAgeSeconds: 60,
+      });
       await nats.restart(async () => {
+        const waiting = closingLog
+          .put("o2", bytes("y"), { dedupId: "o2" })
+          .catch((e: unknown) => e);
+        const closedAt = Date.now();
+        await closing.close();
+        expect(await waiting).toBeInstanceOf(Error);
+        expect(Date.now() - closedAt).toBeLessThan(1000);
         const started = Date.now();
         const err: unknown = await log.put("o1", bytes("x"), { dedupId: "o1" }).catch((e) => e);
         expect(err).toBeInstanceOf(Error);

@@ -218,12 +218,8 @@ export class JetStreamRunRecords implements RunRecords {
   private listen() {
     this.nc.subscribe(`${this.acks}*`, {
       callback: (err, msg) => {
-        if (err) {
-          // The subscription failed (a permission refused): nothing it waits for will come.
-          for (const put of this.unanswered.values()) put.reject(err);
-          this.unanswered.clear();
-          return;
-        }
+        // The subscription failed (a permission refused): nothing it waits for will come.
+        if (err) return this.failUnanswered(err);
         const token = msg.subject.slice(this.acks.length);
         const put = this.unanswered.get(token);
         if (!put) return;
@@ -231,6 +227,15 @@ export class JetStreamRunRecords implements RunRecords {
         settlePut(put, msg.data, msg.headers?.code);
       },
     });
+    // Closed (shutdown): the puts still waiting fail at once, as nats.js's requests did.
+    void this.nc
+      .closed()
+      .then(() => this.failUnanswered(new Error("the NATS connection is closed")));
+  }
+
+  private failUnanswered(err: unknown) {
+    for (const put of this.unanswered.values()) put.reject(err);
+    this.unanswered.clear();
   }
 
   /** Fails the puts left unanswered past their deadline; stops when none is waiting. */
