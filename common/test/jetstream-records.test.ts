@@ -109,6 +109,8 @@ describe("the JetStream record log's puts", () => {
         const waiting = closingLog
           .put("o2", bytes("y"), { dedupId: "o2" })
           .catch((e: unknown) => e);
+        // Published (queued in nats.js while disconnected), then the connection closes.
+        await new Promise((resolve) => setTimeout(resolve, 50));
         const closedAt = Date.now();
         await closing.close();
         expect(await waiting).toBeInstanceOf(Error);
