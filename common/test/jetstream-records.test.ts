@@ -59,6 +59,16 @@ describe("the JetStream record log's puts", () => {
     }
   });
 
+  it("fails a put whose header nats.js refuses alone, the rest of its turn published", async () => {
+    const [bad, good] = await Promise.allSettled([
+      records.put("h1", bytes("a"), { dedupId: "bad\nid" }),
+      records.put("h2", bytes("b"), { dedupId: "h2" }),
+    ]);
+    expect(bad).toMatchObject({ status: "rejected" });
+    expect(good).toMatchObject({ status: "fulfilled" });
+    expect(await records.last("h2")).toMatchObject({ data: bytes("b") });
+  });
+
   it("keeps each put's answer: its sequence, a repeat's, a conflict", async () => {
     const first = await records.put("c1", bytes("a"), { dedupId: "c1-a", expectSeq: 0 });
     const [second, repeated, conflict] = await Promise.all([

@@ -2,6 +2,7 @@ import {
   createInbox,
   headers as natsHeaders,
   nanos,
+  type MsgHdrs,
   type NatsConnection,
 } from "@nats-io/transport-node";
 import {
@@ -166,8 +167,16 @@ export class JetStreamRunRecords implements RunRecords {
    */
   put(runId: string, data: Uint8Array, options: { dedupId: string; expectSeq?: number }) {
     return new Promise<number>((resolve, reject) => {
+      // Made here, in the caller's context: the trace is this put's (the turn's callback runs in
+      // the context of whichever put scheduled it), and a header nats.js refuses fails this put
+      // alone (thrown in the executor, it rejects).
+      const headers = tracingEnabled() ? traceHeaders() : natsHeaders();
+      headers.set(PubHeaders.MsgIdHdr, options.dedupId);
+      if (options.expectSeq !== undefined) {
+        headers.set(PubHeaders.ExpectedLastSubjectSequenceHdr, String(options.expectSeq));
+      }
       if (this.queued.length === 0) setImmediate(this.publishQueued);
-      this.queued.push(() => void this.publish(runId, data, options).then(resolve, reject));
+      this.queued.push(() => void this.publish(runId, data, headers).then(resolve, reject));
     });
   }
 
@@ -185,16 +194,7 @@ export class JetStreamRunRecords implements RunRecords {
    * subject is a token under this log's own inbox, whose one subscription settles the put; puts
    * still unanswered after PUT_TIMEOUT_MS (a lost connection) fail, as the request would.
    */
-  private publish(
-    runId: string,
-    data: Uint8Array,
-    options: { dedupId: string; expectSeq?: number },
-  ): Promise<number> {
-    const headers = tracingEnabled() ? traceHeaders() : natsHeaders();
-    headers.set(PubHeaders.MsgIdHdr, options.dedupId);
-    if (options.expectSeq !== undefined) {
-      headers.set(PubHeaders.ExpectedLastSubjectSequenceHdr, String(options.expectSeq));
-    }
+  private publish(runId: string, data: Uint8Array, headers: MsgHdrs): Promise<number> {
     return new Promise<number>((resolve, reject) => {
       const token = (this.nextToken++).toString(36);
       this.unanswered.set(token, { runId, resolve, reject, deadline: Date.now() + PUT_TIMEOUT_MS });
