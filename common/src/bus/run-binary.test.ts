@@ -193,5 +193,19 @@ describe("encodeRun", () => {
     expect(() => encodeRun(wrong)).toThrow(/cannot encode field pies.runs.v1.Run.ttl/);
     // Nothing of the failed attempt is left in the next encoding.
     expectSameBytes(known);
+
+    // An int64 out of range is toBinary's error, not a wrapped number.
+    const huge = create(RunSchema, { id: "r_5", executionTime: 2n ** 64n + 5n });
+    expect(() => encodeRun(huge)).toThrow(/Run.execution_time|int64/);
+    // A Struct that is an array is refused as toBinary refuses it; an own `__proto__` (from
+    // JSON.parse) is written as toBinary writes it.
+    const list = create(RunSchema, { id: "r_6" });
+    (list as { parameters: unknown }).parameters = ["a", 1];
+    expect(() => encodeRun(list)).toThrow();
+    const proto = create(RunSchema, {
+      id: "r_7",
+      parameters: JSON.parse('{"__proto__": {"a": 1}, "b": {"__proto__": 2}}'),
+    });
+    expect(Buffer.from(encodeRun(proto))).toEqual(Buffer.from(toBinary(RunSchema, proto)));
   });
 });

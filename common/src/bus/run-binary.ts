@@ -41,6 +41,8 @@ export function encodeRun(run: Run): Uint8Array {
 
 /** Thrown (and caught in encodeRun) when protobuf-es should write the message instead. */
 const UNEXPECTED = Symbol("unexpected");
+const INT64_MAX = 2n ** 63n - 1n;
+const INT64_MIN = -(2n ** 63n);
 
 const INITIAL = 16 * 1024;
 const MAX_KEPT = 1024 * 1024;
@@ -86,7 +88,8 @@ function int32(no: number, v: number) {
 }
 
 function int64(no: number, v: bigint) {
-  if (typeof v !== "bigint") throw UNEXPECTED;
+  // Out of int64's range: toBinary throws, where asUintN would wrap it.
+  if (typeof v !== "bigint" || v > INT64_MAX || v < INT64_MIN) throw UNEXPECTED;
   tag(no, VARINT);
   ensure(10);
   let u = BigInt.asUintN(64, v);
@@ -316,8 +319,11 @@ function list(no: number, l: ListValue) {
  * of it, a value of another type (undefined, a function) as a Value with no kind.
  */
 function jsonObject(no: number, json: Record<string, unknown>) {
+  // What toBinary refuses (an array) or treats its own way (an own `__proto__`) is left to it.
+  const object = json !== null && typeof json === "object";
+  if (object && (Array.isArray(json) || Object.hasOwn(json, "__proto__"))) throw UNEXPECTED;
   const at = open(no);
-  if (json !== null && typeof json === "object") {
+  if (object) {
     for (const key of Object.keys(json)) {
       const entry = open(1);
       string(1, key);
