@@ -11,3 +11,4 @@ export * from "./run-log.js";
 export * from "./catalog-events.js";
 export * from "./catalog-cache.js";
 export * from "./result-cache.js";
+export * from "./run-binary.js";

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { RunConfigSchema, RunSchema, RunSourceSchema, RunStatus, type Run } from "@pies/proto/runs";
+import { encodeRun } from "./run-binary.js";
 import { RecordConflict, type RunRecords } from "./run-records.js";
 
 let putCount = 0;
@@ -70,7 +71,7 @@ export class RunLog {
     run.source ??= create(RunSourceSchema);
     run.parameters ??= {};
     return this.records
-      .put(run.id, toBinary(RunSchema, run), { dedupId: putId, expectSeq, ...options })
+      .put(run.id, encodeRun(run), { dedupId: putId, expectSeq, ...options })
       .catch(unavailable);
   }
 

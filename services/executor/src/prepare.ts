@@ -1,10 +1,9 @@
-import { create } from "@bufbuild/protobuf";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { checkGenerationSettings, invalid, newId, toValue, type JsonObject } from "@pies/common";
 import type { CachePolicy, Environment, Interaction } from "@pies/proto/catalog";
 import type { ExecuteRequest } from "@pies/proto/executor";
-import { RunSchema, RunStatus, type Run } from "@pies/proto/runs";
+import { RunStatus, type Run, type RunConfig } from "@pies/proto/runs";
 import { DEFAULT_MAX_REPAIRS } from "./call.js";
 import type { ExecutorDeps } from "./context.js";
 import { ResultCache, type CacheMode } from "./result-cache.js";
@@ -76,25 +75,24 @@ export async function prepareExecution(
   const policy = req.config?.cachePolicy ?? interaction.cachePolicy;
   const mode = ResultCache.mode(policy);
 
-  const run = create(RunSchema, {
-    ...newRunOf(caller, interaction, environment, model),
-    stream: req.stream,
-    parameters: data,
-    prompt: toValue(messages),
-    tags: req.tags,
-    config: {
-      environmentId: environment.id,
-      model,
-      formatter: req.config?.formatter ?? interaction.formatter,
-      temperature,
-      maxTokens,
-    },
-    source: caller.source,
-    ttl: req.stream ? req.ttl || deps.runTtlSeconds : 0,
-    parentId: req.parentRunId,
-    resultSchema,
-    createdAt: timestampNow(),
-  });
+  // Field by field on a zero run of V8's fast kind (see zeroRun), as create() would set them.
+  const run = Object.assign(zeroRun(), newRunOf(caller, interaction, environment, model));
+  run.stream = req.stream;
+  run.tags = req.tags;
+  run.ttl = req.stream ? req.ttl || deps.runTtlSeconds : 0;
+  run.parentId = req.parentRunId;
+  run.parameters = data;
+  run.prompt = toValue(messages);
+  const config = zeroRunConfig();
+  config.environmentId = environment.id;
+  config.model = model;
+  config.formatter = req.config?.formatter ?? interaction.formatter;
+  config.temperature = temperature;
+  if (maxTokens !== undefined) config.maxTokens = maxTokens;
+  run.config = config;
+  if (caller.source) run.source = caller.source;
+  if (resultSchema) run.resultSchema = resultSchema;
+  run.createdAt = timestampNow();
   if (req.config?.maxRepairs !== undefined && run.config) run.config.maxRepairs = maxRepairs;
   if (policy && mode) {
     run.cachePolicy = policyJson(policy);
@@ -118,9 +116,41 @@ export async function prepareExecution(
 }
 
 /**
- * Repairs allowed: the request's, else the environment's `config.max_repairs`, else
- * DEFAULT_MAX_REPAIRS (an unusable number in the environment is ignored).
+ * `create(RunSchema)`, written out: protobuf-es builds its messages field by field from their
+ * descriptor, and V8 keeps such an object as a dictionary, so that each later read of a field (the
+ * record's encoding, endedRun's copy: 3 µs for the copy alone) is a hash lookup; an object literal
+ * is of its fast kind. prepare.test.ts checks that it is create(RunSchema)'s zero run, field for
+ * field.
  */
+export function zeroRun(): Run {
+  return {
+    $typeName: "pies.runs.v1.Run",
+    id: "",
+    projectId: "",
+    accountId: "",
+    interactionId: "",
+    interactionName: "",
+    environmentId: "",
+    environmentName: "",
+    modelId: "",
+    status: RunStatus.UNSPECIFIED,
+    stream: false,
+    tags: [],
+    ttl: 0,
+    parentId: "",
+    provider: "",
+    cached: false,
+    attempts: [],
+    cachedFrom: "",
+    cacheKey: "",
+  };
+}
+
+/** `create(RunConfigSchema)`, written out for the same reason as zeroRun. */
+export function zeroRunConfig(): RunConfig {
+  return { $typeName: "pies.runs.v1.RunConfig", environmentId: "", model: "", formatter: "" };
+}
+
 /** What every new run starts with: its id, who runs what, where, with which model; created. */
 export function newRunOf(
   caller: { projectId: string; accountId: string },

@@ -1,0 +1,146 @@
+import { Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { connectNats, JetStreamRunRecords, RecordConflict } from "@pies/common/bus";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { createTestStream, startPrivateNats, type TestStream } from "@pies/testkit";
+
+let stream: TestStream;
+let nc: NatsConnection;
+let records: JetStreamRunRecords;
+
+beforeAll(async () => {
+  stream = createTestStream();
+  nc = await connectNats(stream.url, "records-test");
+  records = await JetStreamRunRecords.over(nc, {
+    stream: `${stream.stream}_RECORDS`,
+    subjectPrefix: stream.subjectPrefix,
+    maxAgeSeconds: 60,
+  });
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await stream?.remove();
+});
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+
+describe("the JetStream record log's puts", () => {
+  it("sends the puts of one event-loop turn to NATS in one socket write", async () => {
+    const write = vi.spyOn(Socket.prototype, "write");
+    try {
+      // 40 puts, each from a callback of its own (as executions end, each on its provider's
+      // answer): timers due together run in one turn, with microtasks run between them.
+      const puts = await Promise.all(
+        Array.from(
+          { length: 40 },
+          (_, i) =>
+            new Promise<number>((resolve, reject) =>
+              setTimeout(() => {
+                records
+                  .put(`w${i}`, bytes(`record ${i}`), { dedupId: `w${i}` })
+                  .then(resolve, reject);
+              }, 5),
+            ),
+        ),
+      );
+      const toNats = write.mock.contexts.filter(
+        (socket) => (socket as Socket).remotePort === Number(new URL(stream.url).port),
+      );
+      // One write for the 40 (nats.js may add one of its own, a PING).
+      expect(toNats.length).toBeLessThanOrEqual(2);
+      expect(new Set(puts).size).toBe(40);
+    } finally {
+      write.mockRestore();
+    }
+    for (let i = 0; i < 40; i += 13) {
+      expect(await records.last(`w${i}`)).toMatchObject({ data: bytes(`record ${i}`) });
+    }
+  });
+
+  it("fails a put whose header nats.js refuses alone, the rest of its turn published", async () => {
+    const [bad, good] = await Promise.allSettled([
+      records.put("h1", bytes("a"), { dedupId: "bad\nid" }),
+      records.put("h2", bytes("b"), { dedupId: "h2" }),
+    ]);
+    expect(bad).toMatchObject({ status: "rejected" });
+    expect(good).toMatchObject({ status: "fulfilled" });
+    expect(await records.last("h2")).toMatchObject({ data: bytes("b") });
+  });
+
+  it("keeps each put's answer: its sequence, a repeat's, a conflict", async () => {
+    const first = await records.put("c1", bytes("a"), { dedupId: "c1-a", expectSeq: 0 });
+    const [second, repeated, conflict] = await Promise.all([
+      records.put("c1", bytes("b"), { dedupId: "c1-b", expectSeq: first }),
+      // The same put again (its answer lost): stored once, answered with the same sequence.
+      records.put("c1", bytes("a"), { dedupId: "c1-a", expectSeq: 0 }),
+      records.put("c2", bytes("x"), { dedupId: "c2-x", expectSeq: 7 }).catch((err) => err),
+    ]);
+    expect(second).toBeGreaterThan(first);
+    expect(repeated).toBe(first);
+    expect(conflict).toBeInstanceOf(RecordConflict);
+    expect(await records.last("c1")).toMatchObject({ seq: second, data: bytes("b") });
+  });
+
+  it("fails a put that no stream takes, at once", async () => {
+    const other = createTestStream();
+    const gone = await JetStreamRunRecords.over(nc, {
+      stream: `${other.stream}_RECORDS`,
+      subjectPrefix: other.subjectPrefix,
+      maxAgeSeconds: 60,
+    });
+    await (await jetstreamManager(nc)).streams.delete(`${other.stream}_RECORDS`);
+    const started = Date.now();
+    const err: unknown = await gone.put("g1", bytes("x"), { dedupId: "g1" }).catch((e) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(RecordConflict);
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it("fails a put left unanswered (NATS down) after its timeout; the next put succeeds", async () => {
+    // A server of the test's own, to stop.
+    const nats = await startPrivateNats();
+    const own = await connectNats(nats.url, "records-outage-test");
+    try {
+      const log = await JetStreamRunRecords.over(own, {
+        stream: "PIES_RECORDS_OUTAGE",
+        subjectPrefix: "outage",
+        maxAgeSeconds: 60,
+      });
+      // A second connection, closed while its put waits: the put fails at once.
+      const closing = await connectNats(nats.url, "records-closing-test");
+      const closingLog = await JetStreamRunRecords.over(closing, {
+        stream: "PIES_RECORDS_OUTAGE",
+        subjectPrefix: "outage",
+        maxAgeSeconds: 60,
+      });
+      await nats.restart(async () => {
+        const waiting = closingLog
+          .put("o2", bytes("y"), { dedupId: "o2" })
+          .catch((e: unknown) => e);
+        // Published (queued in nats.js while disconnected), then the connection closes.
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const closedAt = Date.now();
+        await closing.close();
+        expect(await waiting).toBeInstanceOf(Error);
+        expect(Date.now() - closedAt).toBeLessThan(1000);
+        const started = Date.now();
+        const err: unknown = await log.put("o1", bytes("x"), { dedupId: "o1" }).catch((e) => e);
+        expect(err).toBeInstanceOf(Error);
+        expect(Date.now() - started).toBeGreaterThanOrEqual(4900);
+        expect(Date.now() - started).toBeLessThan(7500);
+      });
+      let seq: number | undefined;
+      const deadline = Date.now() + 15_000;
+      while (seq === undefined && Date.now() < deadline) {
+        seq = await log.put("o1", bytes("x"), { dedupId: "o1" }).catch(() => undefined);
+      }
+      expect(seq).toBeGreaterThan(0);
+      expect(await log.last("o1")).toMatchObject({ seq, data: bytes("x") });
+    } finally {
+      await own.close();
+      await nats.stop();
+    }
+  }, 40_000);
+});
