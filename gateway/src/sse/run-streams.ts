@@ -1,5 +1,5 @@
 import type { FastifyReply } from "fastify";
-import { answered, KeySlots } from "@pies/common";
+import { answered, inSpan, KeySlots } from "@pies/common";
 import type { Principal } from "@pies/proto/catalog";
 import type { GatewayDeps } from "../deps.js";
 import { tooManyRequests } from "../errors.js";
@@ -57,13 +57,15 @@ export class RunStreams {
     const listening = new AbortController();
     try {
       const projectId = principal.projectId;
-      const live =
-        afterSeq === undefined && bus.live
-          ? await bus.live(runId, listening.signal).catch((err: unknown) => {
+      const subscribe = afterSeq === undefined ? bus.live?.bind(bus) : undefined;
+      const live = subscribe
+        ? await inSpan("bus.live", {}, () => subscribe(runId, listening.signal)).catch(
+            (err: unknown) => {
               logger.debug({ err, runId }, "live subscription failed; the stream replays");
               return undefined;
-            })
-          : undefined;
+            },
+          )
+        : undefined;
       // One call reads the run and starts it if it is still created.
       const { run: read, started } = await executor.startRun({ projectId, runId });
       if (!started) listening.abort();

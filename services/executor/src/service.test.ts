@@ -726,6 +726,116 @@ describe("ExecutorService streamed runs", () => {
     expect(events.filter((e) => e.kind === "end")).toHaveLength(1);
     expect(endRun(events).status).toBe(RunStatus.COMPLETED);
   });
+
+  /**
+   * An executor whose start puts (status processing) wait until the test lets them through, whose
+   * publishes are counted, and whose provider calls are seen with their signal.
+   */
+  function heldStarts() {
+    let letThrough!: () => void;
+    const gate = new Promise<void>((resolve) => (letThrough = resolve));
+    const startPuts: string[] = [];
+    const holding: RunRecords = {
+      async put(runId, data, options) {
+        if (fromBinary(RunSchema, data).status === RunStatus.PROCESSING) {
+          startPuts.push(runId);
+          await gate;
+        }
+        return records.put(runId, data, options);
+      },
+      last: (runId) => records.last(runId),
+      consume: (write, options) => records.consume(write, options),
+      ready: () => records.ready(),
+    };
+    const published: RunEvent[] = [];
+    const counting: RunEventBus = {
+      publish: (runId, kind, data, seq) => {
+        published.push({ kind, data, seq });
+        return bus.publish(runId, kind, data, seq);
+      },
+      subscribe: (runId, options) => bus.subscribe(runId, options),
+      hasEnd: (runId) => bus.hasEnd(runId),
+      ready: () => bus.ready(),
+      close: async () => {},
+    };
+    const calls: { signal?: AbortSignal; done: Promise<unknown> }[] = [];
+    const providers = Object.create(deps.providers) as ExecutorDeps["providers"];
+    providers.client = (environment, apiKey) => {
+      const client = deps.providers.client(environment, apiKey);
+      return {
+        complete(request, options) {
+          const done = client.complete(request, options);
+          calls.push({ signal: options.signal, done: done.catch(() => {}) });
+          return done;
+        },
+      };
+    };
+    const client = createClient(
+      ExecutorService,
+      createRouterTransport(
+        executorRoutes({ ...deps, log: new RunLog(holding), bus: counting, providers }, inFlight),
+      ),
+    );
+    return { client, letThrough, startPuts, published, calls };
+  }
+
+  it("calls the provider while the start is recorded, publishing nothing before it is", async () => {
+    const held = heldStarts();
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "held" },
+      stream: true,
+    });
+    const starting = held.client.startRun({ projectId: main.projectId, runId: run!.id });
+    // The test provider answers at once: its whole answer is in while the put still waits.
+    await expect.poll(() => held.calls.length).toBe(1);
+    await held.calls[0]!.done;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(held.startPuts).toEqual([run!.id]);
+    expect(held.published).toEqual([]);
+    expect((await runs.getRun({ projectId: main.projectId, id: run!.id })).run!.status).toBe(
+      RunStatus.CREATED,
+    );
+
+    held.letThrough();
+    expect((await starting).started).toBe(true);
+    const events = await eventsUntilEnd(run!.id);
+    expect(chunkText(events)).toBe(fromValue(endRun(events).result));
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+  });
+
+  it("cancels the provider call and publishes nothing when another request started the run meanwhile", async () => {
+    const held = heldStarts();
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "contended" },
+      config: { model: "test-latency-1000" },
+      stream: true,
+    });
+    // This executor created the run (kept in memory): its start put waits, its provider call runs.
+    const losing = held.client.startRun({ projectId: main.projectId, runId: run!.id });
+    await expect.poll(() => held.calls.length).toBe(1);
+    // Another executor (the log's record, no memory of it) starts the run and wins.
+    const winning = await executor.startRun({ projectId: main.projectId, runId: run!.id });
+    expect(winning.started).toBe(true);
+
+    held.letThrough();
+    const lost = await losing;
+    expect(lost.started).toBe(false);
+    expect(lost.run!.status).toBe(RunStatus.PROCESSING);
+    expect(held.calls[0]!.signal?.aborted).toBe(true);
+
+    const events = await eventsUntilEnd(run!.id);
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+    expect(events.filter((e) => e.kind === "end")).toHaveLength(1);
+    expect(chunkText(events)).toBe(fromValue(endRun(events).result));
+    // Nothing of the cancelled call went out, not even after the winner's end.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(held.published).toEqual([]);
+  });
 });
 
 describe("ExecutorService recording a blocking run", () => {
