@@ -512,9 +512,7 @@ class StreamedExecution {
 
 /** What a streamed execution came to before its start was known to be recorded. */
 type Called =
-  | { abandoned: true }
-  | { hit: CachedResult }
-  | { outcome: Outcome; cacheable?: CachePolicy };
+  { abandoned: true } | { hit: CachedResult } | { outcome: Outcome; cacheable?: CachePolicy };
 
 /** A run answered from the result cache: completed with the cached result, no tokens spent. */
 function cachedRun(run: Run, hit: CachedResult, startedAt: number): Run {
