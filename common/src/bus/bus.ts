@@ -35,11 +35,15 @@ export interface RunEventBus {
   /** Every stored event of the run (after `afterSeq`), then live ones, until the signal aborts. */
   subscribe(runId: string, options: SubscribeOptions): AsyncIterable<RunEvent>;
   /**
-   * Optional, for a run that has no events yet (the stream that is about to start it): resolves
-   * once every event published from then on will be delivered, live, without a replay (cheaper
-   * than `subscribe`). The iterable yields them in order from number 1 and ends after the end;
-   * it throws LiveGap if one was missed (the bus lost it, or the connection was re-established):
-   * `subscribe` after the last one delivered then. Stops, iterated or not, when `signal` aborts.
+   * Optional, for a run that has no events yet (the stream that is starting it): resolves once
+   * every event published from then on will be delivered, live, without a replay (cheaper than
+   * `subscribe`). The iterable yields them in order from number 1 and ends after the end; it
+   * throws LiveGap if one was missed (the bus lost it, the connection was re-established, or the
+   * first ones went out before the subscription was in place): `subscribe` after the last one
+   * delivered then. Events that all went out before it was in place never show as a gap: a caller
+   * that may start the run before this resolves must not wait on it forever (the gateway's relay
+   * gives up a live subscription quiet for a heartbeat). Stops, iterated or not, when `signal`
+   * aborts.
    */
   live?(runId: string, signal: AbortSignal): Promise<AsyncIterable<RunEvent>>;
   /** Whether the end event of the run is still stored. */

@@ -150,6 +150,66 @@ describe("relayRun", () => {
     expect(afterSeqs).toEqual([1]);
   });
 
+  it("replays a run whose events all went out before its live subscription was in place", async () => {
+    const bus = new MemoryRunEventBus();
+    for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), i);
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 4);
+    const afterSeqs: (number | undefined)[] = [];
+    const subscribing: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      subscribe(runId: string, options: { afterSeq?: number; signal: AbortSignal }) {
+        afterSeqs.push(options.afterSeq);
+        return bus.subscribe(runId, options);
+      },
+    });
+    // In place after the end: nothing ever reaches it, until it is stopped.
+    const stopping = new AbortController();
+    async function* live() {
+      await new Promise((resolve) => stopping.signal.addEventListener("abort", resolve));
+      yield* [];
+    }
+    const { events, ms } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus: subscribing,
+      heartbeatMs: 100,
+      run: run(RunStatus.PROCESSING),
+      live: live(),
+      stopLive: () => stopping.abort(),
+    });
+    expect(events.map((e) => e.data)).toEqual(['"c1"', '"c2"', '"c3"', expect.any(String)]);
+    expect(events.map((e) => e.id)).toEqual(["1", "2", "3", "4"]);
+    expect(afterSeqs).toEqual([undefined]);
+    // One quiet beat, not the two of a reconcile with the store.
+    expect(ms).toBeLessThan(1000);
+  });
+
+  it("keeps a live subscription that delivers between beats", async () => {
+    const bus = new MemoryRunEventBus();
+    let stopped = false;
+    async function* live() {
+      for (let i = 1; i <= 4; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 60));
+        yield { seq: i, kind: "chunk" as const, data: bytes(`c${i}`) };
+      }
+      yield { seq: 5, kind: "end" as const, data: endOf(run(RunStatus.COMPLETED)) };
+    }
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus,
+      heartbeatMs: 100,
+      run: run(RunStatus.PROCESSING),
+      live: live(),
+      stopLive: () => (stopped = true),
+    });
+    expect(events.filter((e) => e.event !== "").map((e) => e.id)).toEqual([
+      "1",
+      "2",
+      "3",
+      "4",
+      "5",
+    ]);
+    expect(stopped).toBe(false);
+  });
+
   it("closes from a live subscription alone, never subscribing", async () => {
     const bus = new MemoryRunEventBus();
     let subscribed = false;

@@ -31,6 +31,12 @@ export interface RelayOptions {
    * first, without a replay; on a gap the relay subscribes after the last event it sent.
    */
   live?: AsyncIterable<RunEvent>;
+  /**
+   * Ends the live subscription (its iteration then stops without a gap). Called when it has been
+   * quiet for a whole heartbeat: it may have been set up after the run's events went out (all of
+   * them, or all so far), and the relay replays from the bus after the last event it sent.
+   */
+  stopLive?: () => void;
   /** Told the final run when its `close` is sent. */
   onClose?: (final: Run) => void;
 }
@@ -71,6 +77,8 @@ export class RunRelay {
   private checking = false;
   /** `close` was sent (or would have been, had the client stayed). */
   private closed = false;
+  /** Events come from the live subscription (until a gap, its end or a quiet heartbeat). */
+  private living = false;
 
   constructor(
     private readonly out: EventStream,
@@ -102,11 +110,14 @@ export class RunRelay {
     const { bus, logger, run, live } = this.options;
     const { out, runId } = this;
     if (live) {
+      this.living = true;
       try {
         for await (const event of live) if (await this.deliver(event)) return;
       } catch (err) {
         if (!out.open) return;
         logger.debug({ err, runId }, "live run events missed one; subscribing after the last");
+      } finally {
+        this.living = false;
       }
       if (!out.open) return;
     }
@@ -164,6 +175,10 @@ export class RunRelay {
       this.endedBeats = 0;
       return;
     }
+    // A live subscription quiet for a whole beat may have missed what went out before it was in
+    // place: the relay subscribes to the bus after the last event sent instead (cheap when the
+    // provider is simply slow, complete when it was not).
+    if (this.living) this.options.stopLive?.();
     if (this.checking || !this.out.open) return;
     this.checking = true;
     try {
