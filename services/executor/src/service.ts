@@ -406,7 +406,10 @@ class StreamedExecution {
     request?: CompletionRequest,
   ) {
     this.publisher = new ChunkPublisher(deps.bus, run.id, undefined, true);
-    this.called = this.call(request);
+    // `call` answers every failure with an outcome; this is for a fault in that answer itself.
+    this.called = this.call(request).catch((): Called => ({
+      outcome: { ok: false, code: "internal", message: "the execution failed" },
+    }));
   }
 
   private async call(prepared: CompletionRequest | undefined): Promise<Called> {
