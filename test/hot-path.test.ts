@@ -85,7 +85,9 @@ describe("the hot path", () => {
       const final = JSON.parse(close!.data);
       expect(final).toMatchObject({ id: created.id, status: "completed" });
       const messages = events.filter((e) => e.event === "message");
-      expect(messages.length).toBeGreaterThan(1);
+      // A fast answer's chunks may go out joined (those that came while the start was being
+      // recorded, or while a publish was in flight); a slow one's come one by one.
+      expect(messages.length).toBeGreaterThan(i % 2 === 0 ? 1 : 0);
       // Every chunk, in order: together they are the result, and their ids only go up.
       expect(messages.map((e) => JSON.parse(e.data) as string).join("")).toBe(final.result);
       // Numbered 1, 2, … (the close one more than the last chunk): none missing, none twice.

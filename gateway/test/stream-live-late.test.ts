@@ -59,7 +59,7 @@ afterAll(async () => {
 });
 
 /** Reads the run's stream to its end and checks it: every chunk once, in order, then close. */
-async function readWhole(runId: string) {
+async function readWhole(runId: string, minMessages: number) {
   const res = await pies.app.inject({
     url: `/api/v1/runs/${runId}/stream`,
     headers: { authorization: `Bearer ${pies.key}` },
@@ -69,7 +69,7 @@ async function readWhole(runId: string) {
   const final = JSON.parse(events.at(-1)!.data);
   expect(final).toMatchObject({ id: runId, status: "completed" });
   const messages = events.filter((e) => e.event === "message");
-  expect(messages.length).toBeGreaterThan(1);
+  expect(messages.length).toBeGreaterThanOrEqual(minMessages);
   expect(messages.map((e) => JSON.parse(e.data)).join("")).toBe(final.result);
   // Numbered 1, 2, … with none missing or repeated, the close one more than the last.
   expect(events.filter((e) => e.id !== undefined).map((e) => Number(e.id))).toEqual(
@@ -82,14 +82,16 @@ describe("a stream whose live subscription is in place only after the run's firs
   it("replays what it missed when it is made after the first chunk went out", async () => {
     lateUntil = "first";
     const runId = await createStreamedRun(pies, "test-slow");
-    await readWhole(runId);
+    // 50 ms apart: the subscription made after the first sees the second first (a gap).
+    await readWhole(runId, 2);
     expect(madeAfter.find((m) => m.runId === runId)?.stored).toEqual(["chunk"]);
   }, 20_000);
 
   it("replays the whole run when it is made after the run's end", async () => {
     lateUntil = "end";
     const runId = await createStreamedRun(pies);
-    await readWhole(runId);
+    // As fast as the test provider answers: its chunks may go out joined, in one message.
+    await readWhole(runId, 1);
     expect(madeAfter.find((m) => m.runId === runId)?.stored.at(-1)).toBe("end");
   }, 20_000);
 });
