@@ -731,15 +731,32 @@ describe("ExecutorService streamed runs", () => {
    * An executor whose start puts (status processing) wait until the test lets them through, whose
    * publishes are counted, and whose provider calls are seen with their signal.
    */
-  function heldStarts() {
+  function heldStarts({
+    open = false,
+    failStart,
+    resolveAfterMs = 0,
+  }: {
+    /** Start puts go through at once. */
+    open?: boolean;
+    /** Whether the start put's attempt `n` (from 0) fails, and whether the record was stored. */
+    failStart?: (n: number) => { stored: boolean } | undefined;
+    /** The catalog's environment comes this much later. */
+    resolveAfterMs?: number;
+  } = {}) {
     let letThrough!: () => void;
     const gate = new Promise<void>((resolve) => (letThrough = resolve));
+    if (open) letThrough();
     const startPuts: string[] = [];
     const holding: RunRecords = {
       async put(runId, data, options) {
         if (fromBinary(RunSchema, data).status === RunStatus.PROCESSING) {
+          const failure = failStart?.(startPuts.length);
           startPuts.push(runId);
           await gate;
+          if (failure) {
+            if (failure.stored) await records.put(runId, data, options);
+            throw new Error("the publish timed out");
+          }
         }
         return records.put(runId, data, options);
       },
@@ -770,14 +787,24 @@ describe("ExecutorService streamed runs", () => {
         },
       };
     };
+    const resolver = Object.create(deps.resolver) as ExecutorDeps["resolver"];
+    resolver.resolve = async (request) => {
+      if (resolveAfterMs > 0) await slowly(resolveAfterMs);
+      return deps.resolver.resolve(request);
+    };
     const client = createClient(
       ExecutorService,
       createRouterTransport(
-        executorRoutes({ ...deps, log: new RunLog(holding), bus: counting, providers }, inFlight),
+        executorRoutes(
+          { ...deps, log: new RunLog(holding), bus: counting, providers, resolver },
+          inFlight,
+        ),
       ),
     );
     return { client, letThrough, startPuts, published, calls };
   }
+
+  const slowly = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
   it("calls the provider while the start is recorded, publishing nothing before it is", async () => {
     const held = heldStarts();
@@ -835,6 +862,103 @@ describe("ExecutorService streamed runs", () => {
     // Nothing of the cancelled call went out, not even after the winner's end.
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(held.published).toEqual([]);
+  });
+
+  it("calls the provider once when two StartRun race, one of them reading the run from the log", async () => {
+    const held = heldStarts();
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "twice opened" },
+      stream: true,
+    });
+    // The first takes the run from this executor's memory, the second reads it from the log;
+    // both start puts in flight at once.
+    const starting = Promise.all([
+      held.client.startRun({ projectId: main.projectId, runId: run!.id }),
+      held.client.startRun({ projectId: main.projectId, runId: run!.id }),
+    ]);
+    await expect.poll(() => held.startPuts.length).toBe(2);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    held.letThrough();
+    const answers = await starting;
+    expect(answers.filter((a) => a.started)).toHaveLength(1);
+    const events = await eventsUntilEnd(run!.id);
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(held.calls).toHaveLength(1);
+  });
+
+  it("answers a losing start at once, giving its slot back once its call has settled", async () => {
+    const held = heldStarts({ resolveAfterMs: 1500 });
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "slow catalog" },
+      stream: true,
+    });
+    const before = deps.executions.count(main.projectId);
+    const losing = held.client.startRun({ projectId: main.projectId, runId: run!.id });
+    await expect.poll(() => held.startPuts.length).toBe(1);
+    expect(deps.executions.count(main.projectId)).toBe(before + 1);
+    const winning = await executor.startRun({ projectId: main.projectId, runId: run!.id });
+    expect(winning.started).toBe(true);
+    await eventsUntilEnd(run!.id);
+
+    const answeredAt = Date.now();
+    held.letThrough();
+    const lost = await losing;
+    expect(lost.started).toBe(false);
+    // Not after the catalog's answer, which the abandoned call still waits on.
+    expect(Date.now() - answeredAt).toBeLessThan(500);
+    expect(deps.executions.count(main.projectId)).toBe(before + 1);
+    await expect.poll(() => deps.executions.count(main.projectId), { timeout: 3000 }).toBe(before);
+    expect(held.calls).toHaveLength(0);
+    expect(held.published).toEqual([]);
+  });
+
+  it("repeats a start put that failed (and was stored all the same), then streams the run", async () => {
+    const held = heldStarts({
+      open: true,
+      failStart: (n) => (n === 0 ? { stored: true } : undefined),
+    });
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "put twice" },
+      stream: true,
+    });
+    const { started } = await held.client.startRun({ projectId: main.projectId, runId: run!.id });
+    expect(started).toBe(true);
+    expect(held.startPuts).toEqual([run!.id, run!.id]);
+    const events = await eventsUntilEnd(run!.id);
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+    expect(chunkText(events)).toBe(fromValue(endRun(events).result));
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+  });
+
+  it("answers UNAVAILABLE when the start cannot be recorded, publishing nothing and giving the slot back", async () => {
+    const held = heldStarts({ open: true, failStart: () => ({ stored: false }) });
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "never started" },
+      config: { model: "test-latency-300" },
+      stream: true,
+    });
+    const before = deps.executions.count(main.projectId);
+    await expectCode(
+      held.client.startRun({ projectId: main.projectId, runId: run!.id }),
+      Code.Unavailable,
+    );
+    // A few attempts under one id, then the answer.
+    expect(held.startPuts).toEqual([run!.id, run!.id, run!.id]);
+    expect(held.calls[0]!.signal?.aborted).toBe(true);
+    await expect.poll(() => deps.executions.count(main.projectId)).toBe(before);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(held.published).toEqual([]);
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored!.status).toBe(RunStatus.CREATED);
   });
 });
 

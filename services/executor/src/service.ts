@@ -99,8 +99,10 @@ export function createExecutorService(
         throw err;
       }
       let running = false;
-      // Under way while the start is being recorded; abandoned if another request starts the run.
+      // Under way while the start is being recorded; abandoned if the start is not recorded.
       let execution: StreamedExecution | undefined;
+      // Provider calls abandoned so far: the slot is given back once they have settled.
+      const abandoned: Promise<unknown>[] = [];
       try {
         // The run as this executor created it, when it did (no read of the log), else as the log
         // has it. Either way exactly one request starts it: the put is conditional on the record
@@ -108,29 +110,44 @@ export function createExecutorService(
         let current: KeptRun | undefined = created.take(req.projectId, req.runId);
         let seq: number | undefined;
         let run!: Run;
+        let request: CompletionRequest | undefined;
+        let late = false;
         while (seq === undefined) {
           const fromMemory = current !== undefined;
           current ??= await streamedRun(deps, req.projectId, req.runId);
           if (current.run.status !== RunStatus.CREATED) return { started: false, run: current.run };
           run = withFields(current.run, { status: RunStatus.PROCESSING });
-          // The provider is called while the start is being recorded, not after (a JetStream
-          // round trip less before the first chunk): its chunks are held until the put is
-          // acknowledged, and if the put finds the run moved on, the call is cancelled and
-          // nothing of it is published or recorded. A run opened too late is not called at all.
-          execution = expired(run) ? undefined : new StreamedExecution(deps, run, current.request);
+          request = current.request;
+          late = expired(run);
+          // A run this executor created is called while its start is being recorded, not after
+          // (a JetStream round trip less before the first chunk): its chunks are held until the
+          // put is acknowledged, and if the put finds the run moved on, the call is cancelled and
+          // nothing of it is published or recorded. A run read from the log is called once its
+          // start is recorded, as before: another request may be starting it too (the same
+          // stream opened twice, one of them here with the run in memory), and only the one
+          // that wins may call the provider. A run opened too late is not called at all.
+          execution = fromMemory && !late ? new StreamedExecution(deps, run, request) : undefined;
           try {
             // Started once the log has the record in order (the condition decides who starts
             // it), not once it is stored: embedded, that is one write of PGlite less before the
             // provider is called. The end's record, stored before the stream closes, stores this
             // one too; if the process dies first, the run stays `created` and the sweeper fails
-            // it when its ttl runs out, as it would a stream never opened.
+            // it when its ttl runs out, as it would a stream never opened. A put that fails
+            // (NATS timed out, and may have stored it all the same) is repeated a few times under
+            // the same id, which JetStream stores once, before the request is answered 503.
             const expectSeq = current.seq;
+            const putId = newPutId();
+            const started = run;
             seq = await inSpan("runs.record.start", { kind: SpanKind.PRODUCER }, () =>
-              deps.log.put(run, expectSeq, undefined, { accepted: true }),
+              untilRecorded(() => deps.log.put(started, expectSeq, putId, { accepted: true }), {
+                logger: deps.logger,
+                what: `the start of run ${started.id}`,
+                attempts: START_PUT_ATTEMPTS,
+              }),
             );
           } catch (err) {
-            // Stopped before the slot is given back (finally), and before anyone is answered.
-            await execution?.abandon();
+            // Nothing of it is published from here on; the call stops on its own time.
+            if (execution) abandoned.push(execution.abandon());
             execution = undefined;
             if (!(err instanceof RecordConflict)) throw err;
             if (!fromMemory) {
@@ -140,22 +157,30 @@ export function createExecutorService(
             current = undefined;
           }
         }
-        if (!execution) return { started: true, run: await expire(deps, run, seq) };
-        const started = execution;
+        if (late) return { started: true, run: await expire(deps, run, seq) };
+        const started = execution ?? new StreamedExecution(deps, run, request);
         const startSeq = seq;
-        void active.run(run.id, () => started.finish(startSeq)).then(release, release);
+        void Promise.allSettled([
+          active.run(run.id, () => started.finish(startSeq)),
+          ...abandoned,
+        ]).then(release);
         running = true;
         return { started: true, run };
       } finally {
-        // Until the execution is under way, the slot is this request's to give back.
+        // Until the execution is under way, the slot is this request's to give back: once the
+        // calls it abandoned have settled (answering does not wait for them).
         if (!running) {
-          await execution?.abandon();
-          release();
+          if (execution) abandoned.push(execution.abandon());
+          if (abandoned.length === 0) release();
+          else void Promise.allSettled(abandoned).then(release);
         }
       }
     },
   };
 }
+
+/** Attempts at recording a streamed run's start before its request is answered 503. */
+const START_PUT_ATTEMPTS = 3;
 
 /** A created run as this executor kept it or the log has it, with what it was prepared with. */
 interface KeptRun {
@@ -450,11 +475,15 @@ class StreamedExecution {
     }
   }
 
-  /** The start was not recorded: cancels the provider call; resolves once it has stopped. */
-  async abandon(): Promise<void> {
+  /**
+   * The start was not recorded: from now on nothing of it is published, and the provider call is
+   * cancelled. Resolves once the call has settled (not awaited before answering: the catalog's
+   * answer or a cache read it waits on cannot be cancelled).
+   */
+  abandon(): Promise<unknown> {
     this.publisher.discard();
     this.cancel.abort();
-    await this.called;
+    return this.called;
   }
 
   /** The start is recorded (sequence `seq`): publishes the chunks, then records and publishes the end. */
