@@ -9,6 +9,10 @@ import { createStreamedRun } from "./requests.js";
 // (a stream of its own), with a bus whose live subscription is made only once the run's first
 // event (or its end) is stored: the stream must still be complete and in order.
 
+const HEARTBEAT_SECONDS = 15;
+/** Well under a heartbeat: the stream was not waiting for one. */
+const PROMPT_MS = 2000;
+
 let stream: TestStream;
 let bus: JetStreamRunEventBus;
 let pies: TestPies;
@@ -49,7 +53,9 @@ beforeAll(async () => {
       return bus.live(runId, signal);
     },
   });
-  pies = await startTestPies({ bus: late, gateway: { sseHeartbeatSeconds: 1 } });
+  // The default heartbeat: a stream must not wait for one to find what its live subscription
+  // missed.
+  pies = await startTestPies({ bus: late, gateway: { sseHeartbeatSeconds: HEARTBEAT_SECONDS } });
 }, 30_000);
 
 afterAll(async () => {
@@ -60,10 +66,12 @@ afterAll(async () => {
 
 /** Reads the run's stream to its end and checks it: every chunk once, in order, then close. */
 async function readWhole(runId: string, minMessages: number) {
+  const started = Date.now();
   const res = await pies.app.inject({
     url: `/api/v1/runs/${runId}/stream`,
     headers: { authorization: `Bearer ${pies.key}` },
   });
+  expect(Date.now() - started).toBeLessThan(PROMPT_MS);
   const events = parseSse(res.body);
   expect(events.at(-1)!.event).toBe("close");
   const final = JSON.parse(events.at(-1)!.data);

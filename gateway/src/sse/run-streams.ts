@@ -56,7 +56,8 @@ export class RunStreams {
     // given up if the run turns out to be started already. The subscription is set up while the
     // executor starts the run, not before (its round trip to NATS is off the way to the first
     // chunk), so the run's first events may go out before it is in place: the relay then finds a
-    // gap, or a live subscription quiet for a whole heartbeat, and replays them from the bus.
+    // gap, or the bus tells it the run has stored events the subscription never got (asked once
+    // it is in place and the run started), and replays them from the bus.
     const listening = new AbortController();
     try {
       const projectId = principal.projectId;
@@ -89,7 +90,9 @@ export class RunStreams {
         afterSeq,
         // This request started the run: its events, live, from the first that reached the
         // subscription once in place (the relay replays any it missed).
-        ...(live ? { live, stopLive: () => listening.abort() } : {}),
+        ...(live
+          ? { live, missed: () => live.missed(), stopLive: () => listening.abort() }
+          : {}),
         // Counted once, by the stream that started the run.
         ...(started ? { onClose: (final) => this.metrics.execution(final) } : {}),
       });
