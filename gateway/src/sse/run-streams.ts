@@ -90,9 +90,7 @@ export class RunStreams {
         afterSeq,
         // This request started the run: its events, live, from the first that reached the
         // subscription once in place (the relay replays any it missed).
-        ...(live
-          ? { live, missed: () => live.missed(), stopLive: () => listening.abort() }
-          : {}),
+        ...(live ? { live, missed: () => live.missed(), stopLive: () => listening.abort() } : {}),
         // Counted once, by the stream that started the run.
         ...(started ? { onClose: (final) => this.metrics.execution(final) } : {}),
       });
