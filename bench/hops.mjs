@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Where a blocking execution's wall-clock time goes, hop by hop (npm run bench:hops): the
+// Where an execution's wall-clock time goes, hop by hop (npm run bench:hops): the
 // four-process stack (or the edge, BENCH_HOPS_TARGET=edge) with tracing on, exporting every span
 // to an OTLP/HTTP sink in this process, under closed-loop load at concurrency 1 against a
 // zero-latency fake upstream. For each span name it prints the median duration and the median
@@ -9,12 +9,19 @@
 // of its own, so it is inside the executor's server span's self time (with the rendering).
 // Span start times are anchored on each process's millisecond clock, so "starts at" is only
 // good to ~1 ms across processes; durations and self times are exact.
-// Settings: BENCH_HOPS_TARGET=stack|edge  BENCH_CONCURRENCY=1  BENCH_DURATION_MS=5000
+// BENCH_HOPS_KIND=streamed traces streamed runs instead (POST /runs {stream:true}, then GET
+// /runs/:id/stream read to close): both requests carry one traceparent, so that they are one
+// trace under a client span, with the client's own marks as zero-length spans (`client: created`
+// when POST answered, `client: headers` when the stream's headers came, `client: first chunk`);
+// those marks are on this process's clock, so good to ~1 ms against the others' spans too.
+// Settings: BENCH_HOPS_TARGET=stack|edge  BENCH_HOPS_KIND=blocking|streamed  BENCH_CONCURRENCY=1  BENCH_DURATION_MS=5000
 //   BENCH_WARMUP_MS=1500  BENCH_PIN=0 (no pinning; by default the system under test is on one
 //   CPU, the load and fake on the other)  BENCH_HOPS_KILL_RUNS=1 (the runs service stopped while
 //   measuring: no record is stored, so the store's work does not share the CPU; the records wait
 //   in JetStream)
+import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
+import { performance } from "node:perf_hooks";
 import {
   createTestDatabase,
   createTestStream,
@@ -32,6 +39,8 @@ import { pinSelf, planPinning } from "./lib/pin.mjs";
 const int = (name, fallback) => Number(process.env[name] ?? fallback);
 const target = process.env.BENCH_HOPS_TARGET ?? "stack";
 if (!["stack", "edge"].includes(target)) throw new Error(`bad BENCH_HOPS_TARGET ${target}`);
+const kind = process.env.BENCH_HOPS_KIND ?? "blocking";
+if (!["blocking", "streamed"].includes(kind)) throw new Error(`bad BENCH_HOPS_KIND ${kind}`);
 const concurrency = int("BENCH_CONCURRENCY", 1);
 const durationMs = int("BENCH_DURATION_MS", 5000);
 const warmupMs = int("BENCH_WARMUP_MS", 1500);
@@ -70,6 +79,49 @@ const sink = createServer((req, res) => {
 });
 await new Promise((resolve) => sink.listen(0, "127.0.0.1", resolve));
 const sinkUrl = `http://127.0.0.1:${sink.address().port}`;
+
+const hex = (bytes) => randomBytes(bytes).toString("hex");
+/** Nanoseconds since the epoch of a performance.now() reading. */
+const epochNs = (t) => BigInt(Math.round((performance.timeOrigin + t) * 1e6));
+
+/**
+ * One streamed run under a client span of its own (both requests are its children), with the
+ * client's marks (created, headers, first chunk) as zero-length children, straight into the sink.
+ */
+async function tracedStreamed(ctx, signal) {
+  const traceId = hex(16);
+  const spanId = hex(8);
+  const started = performance.now();
+  const sample = await modes["pies streamed"](
+    { pies: { ...ctx, traceparent: `00-${traceId}-${spanId}-01` } },
+    signal,
+  );
+  const at = (name, ms) => {
+    if (ms === undefined) return;
+    const t = epochNs(started + ms);
+    spans.push({
+      service: "client",
+      traceId,
+      spanId: hex(8),
+      parentSpanId: spanId,
+      name,
+      start: t,
+      end: t,
+    });
+  };
+  at("created", sample.phases?.createMs);
+  at("headers", sample.phases?.headersMs);
+  at("first chunk", sample.ttfcMs);
+  spans.push({
+    service: "client",
+    traceId,
+    spanId,
+    name: "streamed run",
+    start: epochNs(started),
+    end: epochNs(started + sample.latencyMs),
+  });
+  return sample;
+}
 
 // Before the fake's worker thread starts, so that it inherits this CPU.
 if (pinning.enabled) pinSelf(pinning.loadCpu);
@@ -162,10 +214,13 @@ try {
       onMeasure,
     });
   if (process.env.BENCH_HOPS_KILL_RUNS === "1") await stack.kill("runs");
-  const direct = await cell((signal) => modes["direct blocking"](ctx, signal));
+  const direct = await cell((signal) => modes[`direct ${kind}`](ctx, signal));
   let measuredFrom = 0n;
   const piesCell = await cell(
-    (signal) => modes["pies blocking"]({ pies: ctx }, signal),
+    (signal) =>
+      kind === "streamed"
+        ? tracedStreamed(ctx, signal)
+        : modes["pies blocking"]({ pies: ctx }, signal),
     () => {
       measuredFrom = BigInt(Date.now()) * 1_000_000n;
       return () => {};
@@ -173,11 +228,11 @@ try {
   );
   // The batch processors export every 500 ms.
   await new Promise((r) => setTimeout(r, 1500));
-  const p50 = (samples) =>
+  const p50 = (samples, field = "latencyMs") =>
     percentile(
       samples
         .filter((s) => s.ok)
-        .map((s) => s.latencyMs)
+        .map((s) => s[field])
         .sort((a, b) => a - b),
       50,
     );
@@ -243,11 +298,19 @@ try {
     .map(([name, e]) => ({ name, ...e, at: med(e.order) }))
     .sort((a, b) => a.at - b.at || a.depth - b.depth);
   console.log(
-    `\nhops of a blocking execution through the ${target}, c=${concurrency}, zero-latency upstream, tracing on (${traces} traces)`,
+    `\nhops of a ${kind} execution through the ${target}, c=${concurrency}, zero-latency upstream, tracing on (${traces} traces)`,
   );
   console.log(
-    `direct p50 ${directP50.toFixed(2)} ms; pies p50 ${piesP50.toFixed(2)} ms (tracing on), added ${(piesP50 - directP50).toFixed(2)} ms; ${errors} errors\n`,
+    `direct p50 ${directP50.toFixed(2)} ms; pies p50 ${piesP50.toFixed(2)} ms (tracing on), added ${(piesP50 - directP50).toFixed(2)} ms; ${errors} errors`,
   );
+  if (kind === "streamed") {
+    const directTtfc = p50(direct.samples, "ttfcMs");
+    const piesTtfc = p50(piesCell.samples, "ttfcMs");
+    console.log(
+      `ttfc: direct p50 ${directTtfc.toFixed(2)} ms; pies p50 ${piesTtfc.toFixed(2)} ms, added ${(piesTtfc - directTtfc).toFixed(2)} ms`,
+    );
+  }
+  console.log("");
   console.log("| span | starts at p50 ms | spans/trace | duration p50 ms | p90 ms | self p50 ms |");
   console.log("|---|---|---|---|---|---|");
   for (const r of rows)

@@ -115,7 +115,10 @@ describe("four processes over HTTP", () => {
     const events = await readSse(sse);
     const messages = events.filter((e) => e.event === "message");
     const close = events.at(-1)!;
-    expect(messages.length).toBeGreaterThan(1);
+    // The test provider answers at once: its chunks may go out joined (those that came while the
+    // start was being recorded, or while a publish was in flight), in one message or more.
+    expect(messages.length).toBeGreaterThan(0);
+    expect(events.map((e) => Number(e.id))).toEqual(events.map((_, n) => n + 1));
     expect(close.event).toBe("close");
     const final = JSON.parse(close.data);
     expect(final.status).toBe("completed");

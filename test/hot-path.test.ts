@@ -66,6 +66,8 @@ describe("the hot path", () => {
   });
 
   it("streams 64 runs at once, each with its chunks complete and in order", async () => {
+    // Half slow (50 ms between chunks), half as fast as the test provider answers: those race
+    // the live subscription the stream sets up while their run starts.
     const stream = async (i: number) => {
       const created = await json(
         await api("/runs", {
@@ -73,7 +75,7 @@ describe("the hot path", () => {
             interaction: interaction.id,
             stream: true,
             data: { topic: `stream ${i}` },
-            config: { model: "test-slow" },
+            config: { model: i % 2 === 0 ? "test-slow" : "test" },
           },
         }),
       );
@@ -83,12 +85,14 @@ describe("the hot path", () => {
       const final = JSON.parse(close!.data);
       expect(final).toMatchObject({ id: created.id, status: "completed" });
       const messages = events.filter((e) => e.event === "message");
-      expect(messages.length).toBeGreaterThan(1);
+      // A fast answer's chunks may go out joined (those that came while the start was being
+      // recorded, or while a publish was in flight); a slow one's come one by one.
+      expect(messages.length).toBeGreaterThan(i % 2 === 0 ? 1 : 0);
       // Every chunk, in order: together they are the result, and their ids only go up.
       expect(messages.map((e) => JSON.parse(e.data) as string).join("")).toBe(final.result);
+      // Numbered 1, 2, … (the close one more than the last chunk): none missing, none twice.
       const ids = events.map((e) => Number(e.id));
-      expect(ids).toEqual([...ids].sort((a, b) => a - b));
-      expect(new Set(ids).size).toBe(ids.length);
+      expect(ids).toEqual(ids.map((_, n) => n + 1));
     };
     await Promise.all(Array.from({ length: 64 }, (_, i) => stream(i)));
   });

@@ -80,6 +80,8 @@ function piesHeaders(ctx, json = true) {
   return {
     authorization: `Bearer ${ctx.apiKey}`,
     ...(json ? { "content-type": "application/json" } : {}),
+    // bench:hops joins a streamed run's two requests into one trace.
+    ...(ctx.traceparent ? { traceparent: ctx.traceparent } : {}),
   };
 }
 

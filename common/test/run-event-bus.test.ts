@@ -200,6 +200,30 @@ describe("JetStreamRunEventBus live (real NATS)", () => {
     expect(error).toBeInstanceOf(LiveGap);
   });
 
+  it("tells whether it missed the run's events: stored, none of them received", async () => {
+    // Nothing stored yet: nothing missed.
+    const before = new AbortController();
+    const early = await bus.live(newId(), before.signal);
+    expect(await early.missed()).toBe(false);
+    before.abort();
+
+    // Published before it was in place: missed (they never come to it).
+    const runId = newId();
+    await bus.publish(runId, "chunk", bytes("c1"), 1);
+    await bus.publish(runId, "end", bytes("final"), 2);
+    const late = new AbortController();
+    expect(await (await bus.live(runId, late.signal)).missed()).toBe(true);
+    late.abort();
+
+    // Published once it was in place: received, so not missed, even asked right after.
+    const other = newId();
+    const inTime = new AbortController();
+    const live = await bus.live(other, inTime.signal);
+    await bus.publish(other, "chunk", bytes("c1"), 1);
+    expect(await live.missed()).toBe(false);
+    inTime.abort();
+  });
+
   it("stops when its signal aborts, iterated or not", async () => {
     const controller = new AbortController();
     const live = await bus.live(newId(), controller.signal);

@@ -35,17 +35,31 @@ export interface RunEventBus {
   /** Every stored event of the run (after `afterSeq`), then live ones, until the signal aborts. */
   subscribe(runId: string, options: SubscribeOptions): AsyncIterable<RunEvent>;
   /**
-   * Optional, for a run that has no events yet (the stream that is about to start it): resolves
-   * once every event published from then on will be delivered, live, without a replay (cheaper
-   * than `subscribe`). The iterable yields them in order from number 1 and ends after the end;
-   * it throws LiveGap if one was missed (the bus lost it, or the connection was re-established):
-   * `subscribe` after the last one delivered then. Stops, iterated or not, when `signal` aborts.
+   * Optional, for a run that has no events yet (the stream that is starting it): resolves once
+   * every event published from then on will be delivered, live, without a replay (cheaper than
+   * `subscribe`). The iterable yields them in order from number 1 and ends after the end; it
+   * throws LiveGap if one was missed (the bus lost it, the connection was re-established, or the
+   * first ones went out before the subscription was in place): `subscribe` after the last one
+   * delivered then. Events that all went out before it was in place never show as a gap:
+   * `missed` tells those. Stops, iterated or not, when `signal` aborts.
    */
-  live?(runId: string, signal: AbortSignal): Promise<AsyncIterable<RunEvent>>;
+  live?(runId: string, signal: AbortSignal): Promise<LiveEvents>;
   /** Whether the end event of the run is still stored. */
   hasEnd(runId: string): Promise<boolean>;
   ready(): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** A run's events as a live subscription (RunEventBus.live) receives them. */
+export interface LiveEvents extends AsyncIterable<RunEvent> {
+  /**
+   * Whether the run has stored events this subscription has not received, none having reached it
+   * yet: they went out before it was in place (a run started while it was being set up), and
+   * only `subscribe` has them. One question to the bus's store, no consumer; asked once the run
+   * has started, and again while nothing has come (an event may be stored just after the ask).
+   * Once the subscription has received the run's first event, a gap shows any it misses.
+   */
+  missed(): Promise<boolean>;
 }
 
 /** A live subscription missed an event: resume with `subscribe` after `lastSeq`. */

@@ -13,7 +13,13 @@ import {
   type JetStreamClient,
   type JetStreamManager,
 } from "@nats-io/jetstream";
-import { LiveGap, type RunEvent, type RunEventBus, type SubscribeOptions } from "./bus.js";
+import {
+  LiveGap,
+  type LiveEvents,
+  type RunEvent,
+  type RunEventBus,
+  type SubscribeOptions,
+} from "./bus.js";
 import { connectNats, ensureStream, natsReady, onReconnect } from "./nats.js";
 
 export interface NatsSettings {
@@ -143,7 +149,7 @@ export class JetStreamRunEventBus implements RunEventBus {
    * publish retried after a lost acknowledgement reaches core subscribers twice) is dropped, a
    * skip or a reconnect (core messages sent meanwhile are lost) is a LiveGap.
    */
-  async live(runId: string, signal: AbortSignal): Promise<AsyncIterable<RunEvent>> {
+  async live(runId: string, signal: AbortSignal): Promise<LiveEvents> {
     const sub = this.nc.subscribe(this.subject(runId, ">"));
     const stop = () => {
       if (!sub.isClosed()) sub.unsubscribe();
@@ -164,7 +170,9 @@ export class JetStreamRunEventBus implements RunEventBus {
       dispose();
       throw err;
     }
-    return (async function* () {
+    const { jsm, options } = this;
+    const subject = this.subject(runId, ">");
+    const events = (async function* () {
       let last = 0;
       try {
         // Ends early when the subscription was stopped: by the abort, or by a reconnect (core
@@ -182,6 +190,15 @@ export class JetStreamRunEventBus implements RunEventBus {
         dispose();
       }
     })();
+    return Object.assign(events, {
+      // The run's last stored event, if any (one lookup by subject). Counted after the answer:
+      // an event published once the subscription was in place reaches it before the answer
+      // (one server: the same connection, in order), so a false "missed" costs only a replay.
+      async missed() {
+        const stored = await jsm.streams.getMessage(options.stream, { last_by_subj: subject });
+        return stored !== null && sub.getReceived() === 0;
+      },
+    });
   }
 
   async hasEnd(runId: string) {

@@ -150,6 +150,152 @@ describe("relayRun", () => {
     expect(afterSeqs).toEqual([1]);
   });
 
+  it("replays a run whose events all went out before its live subscription was in place", async () => {
+    const bus = new MemoryRunEventBus();
+    for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), i);
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 4);
+    const afterSeqs: (number | undefined)[] = [];
+    const subscribing: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      subscribe(runId: string, options: { afterSeq?: number; signal: AbortSignal }) {
+        afterSeqs.push(options.afterSeq);
+        return bus.subscribe(runId, options);
+      },
+    });
+    // In place after the end: nothing ever reaches it, until it is stopped.
+    const stopping = new AbortController();
+    async function* live() {
+      await new Promise((resolve) => stopping.signal.addEventListener("abort", resolve));
+      yield* [];
+    }
+    const { events, ms } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus: subscribing,
+      heartbeatMs: 100,
+      run: run(RunStatus.PROCESSING),
+      live: live(),
+      stopLive: () => stopping.abort(),
+    });
+    expect(events.map((e) => e.data)).toEqual(['"c1"', '"c2"', '"c3"', expect.any(String)]);
+    expect(events.map((e) => e.id)).toEqual(["1", "2", "3", "4"]);
+    expect(afterSeqs).toEqual([undefined]);
+    // One quiet beat, not the two of a reconcile with the store.
+    expect(ms).toBeLessThan(1000);
+  });
+
+  it("replays at once, not a heartbeat later, when the bus says the live subscription missed the run", async () => {
+    const bus = new MemoryRunEventBus();
+    for (let i = 1; i <= 2; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), i);
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 3);
+    const stopping = new AbortController();
+    async function* live() {
+      await new Promise((resolve) => stopping.signal.addEventListener("abort", resolve));
+      yield* [];
+    }
+    const { events, ms } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus,
+      heartbeatMs: 10_000,
+      run: run(RunStatus.PROCESSING),
+      live: live(),
+      missed: async () => true,
+      stopLive: () => stopping.abort(),
+    });
+    expect(events.map((e) => e.id)).toEqual(["1", "2", "3"]);
+    expect(ms).toBeLessThan(2000);
+  });
+
+  /** A bus that counts its subscriptions (replays); its events are the memory bus's. */
+  function countingSubscriptions(bus: MemoryRunEventBus) {
+    const afterSeqs: (number | undefined)[] = [];
+    const counting: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      subscribe(runId: string, options: { afterSeq?: number; signal: AbortSignal }) {
+        afterSeqs.push(options.afterSeq);
+        return bus.subscribe(runId, options);
+      },
+    });
+    return { counting, afterSeqs };
+  }
+
+  it("keeps a live subscription through a pause of many beats after the run's first event", async () => {
+    const { counting, afterSeqs } = countingSubscriptions(new MemoryRunEventBus());
+    let stopped = false;
+    let asked = 0;
+    async function* live() {
+      yield { seq: 1, kind: "chunk" as const, data: bytes("thinking…") };
+      // A reasoning model between two answers: five beats with nothing.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      yield { seq: 2, kind: "chunk" as const, data: bytes("done") };
+      yield { seq: 3, kind: "end" as const, data: endOf(run(RunStatus.COMPLETED)) };
+    }
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus: counting,
+      heartbeatMs: 100,
+      run: run(RunStatus.PROCESSING),
+      live: live(),
+      missed: async () => (asked++, false),
+      stopLive: () => (stopped = true),
+    });
+    expect(events.filter((e) => e.event !== "").map((e) => e.id)).toEqual(["1", "2", "3"]);
+    expect(stopped).toBe(false);
+    expect(afterSeqs).toEqual([]);
+    // Asked once, at the start: not while events are known to come live.
+    expect(asked).toBe(1);
+  });
+
+  it("keeps a live subscription the bus says missed nothing through a long wait for the first event", async () => {
+    const { counting, afterSeqs } = countingSubscriptions(new MemoryRunEventBus());
+    let stopped = false;
+    let asked = 0;
+    async function* live() {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      yield { seq: 1, kind: "chunk" as const, data: bytes("at last") };
+      yield { seq: 2, kind: "end" as const, data: endOf(run(RunStatus.COMPLETED)) };
+    }
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus: counting,
+      heartbeatMs: 100,
+      run: run(RunStatus.PROCESSING),
+      live: live(),
+      missed: async () => (asked++, false),
+      stopLive: () => (stopped = true),
+    });
+    expect(events.filter((e) => e.event !== "").map((e) => e.id)).toEqual(["1", "2"]);
+    expect(stopped).toBe(false);
+    expect(afterSeqs).toEqual([]);
+    // Asked at the start and again at the quiet beats before the first event (cheap lookups).
+    expect(asked).toBeGreaterThan(1);
+  });
+
+  it("keeps a live subscription that delivers between beats", async () => {
+    const bus = new MemoryRunEventBus();
+    let stopped = false;
+    async function* live() {
+      for (let i = 1; i <= 4; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 60));
+        yield { seq: i, kind: "chunk" as const, data: bytes(`c${i}`) };
+      }
+      yield { seq: 5, kind: "end" as const, data: endOf(run(RunStatus.COMPLETED)) };
+    }
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus,
+      heartbeatMs: 100,
+      run: run(RunStatus.PROCESSING),
+      live: live(),
+      stopLive: () => (stopped = true),
+    });
+    expect(events.filter((e) => e.event !== "").map((e) => e.id)).toEqual([
+      "1",
+      "2",
+      "3",
+      "4",
+      "5",
+    ]);
+    expect(stopped).toBe(false);
+  });
+
   it("closes from a live subscription alone, never subscribing", async () => {
     const bus = new MemoryRunEventBus();
     let subscribed = false;

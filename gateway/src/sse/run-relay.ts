@@ -31,6 +31,17 @@ export interface RelayOptions {
    * first, without a replay; on a gap the relay subscribes after the last event it sent.
    */
   live?: AsyncIterable<RunEvent>;
+  /**
+   * Whether the live subscription missed the run's first events, none having reached it (it was
+   * in place only after they went out): LiveEvents.missed. Asked at once, and at each heartbeat
+   * while nothing has come; without it, a heartbeat with nothing come counts as missed.
+   */
+  missed?: () => Promise<boolean>;
+  /**
+   * Ends the live subscription (its iteration then stops without a gap), when it missed the run's
+   * first events: the relay replays from the bus after the last event it sent.
+   */
+  stopLive?: () => void;
   /** Told the final run when its `close` is sent. */
   onClose?: (final: Run) => void;
 }
@@ -71,6 +82,10 @@ export class RunRelay {
   private checking = false;
   /** `close` was sent (or would have been, had the client stayed). */
   private closed = false;
+  /** Events come from the live subscription (until a gap, its end, or it missed the first). */
+  private living = false;
+  /** The bus is being asked whether the live subscription missed the run's first events. */
+  private askingMissed = false;
 
   constructor(
     private readonly out: EventStream,
@@ -102,11 +117,16 @@ export class RunRelay {
     const { bus, logger, run, live } = this.options;
     const { out, runId } = this;
     if (live) {
+      this.living = true;
+      // Off the way to the first event: its answer matters only when all went out before.
+      if (this.options.missed) void this.askMissed();
       try {
         for await (const event of live) if (await this.deliver(event)) return;
       } catch (err) {
         if (!out.open) return;
         logger.debug({ err, runId }, "live run events missed one; subscribing after the last");
+      } finally {
+        this.living = false;
       }
       if (!out.open) return;
     }
@@ -164,6 +184,10 @@ export class RunRelay {
       this.endedBeats = 0;
       return;
     }
+    // Asked again while the live subscription has delivered nothing (an event that went out
+    // before it was in place may have been stored only after the first ask). Once it has
+    // delivered the run's first event a gap shows any it misses: a pause, however long, keeps it.
+    if (this.living && this.lastSeq === 0) void this.askMissed();
     if (this.checking || !this.out.open) return;
     this.checking = true;
     try {
@@ -176,6 +200,28 @@ export class RunRelay {
       );
     } finally {
       this.checking = false;
+    }
+  }
+
+  /** Gives the live subscription up for a replay when the bus says it missed the first events. */
+  private async askMissed() {
+    const { missed, logger } = this.options;
+    if (this.askingMissed) return;
+    this.askingMissed = true;
+    try {
+      // A bus that cannot say: replayed (complete, at the cost of a consumer).
+      const gone = missed
+        ? await missed().catch((err: unknown) => {
+            logger.debug({ err, runId: this.runId }, "could not ask whether live events went out");
+            return true;
+          })
+        : true;
+      if (gone && this.living && this.lastSeq === 0) {
+        logger.debug({ runId: this.runId }, "live run events went out before it; replaying");
+        this.options.stopLive?.();
+      }
+    } finally {
+      this.askingMissed = false;
     }
   }
 

@@ -1,5 +1,5 @@
 import type { FastifyReply } from "fastify";
-import { answered, KeySlots } from "@pies/common";
+import { answered, inSpan, KeySlots } from "@pies/common";
 import type { Principal } from "@pies/proto/catalog";
 import type { GatewayDeps } from "../deps.js";
 import { tooManyRequests } from "../errors.js";
@@ -26,8 +26,8 @@ export interface StreamRequest {
  * stream:
  *
  * 1. take one of the key's slots (429 `rate_limited` with Retry-After when none is free);
- * 2. listen live to the run's events (a first open: no Last-Event-ID), then read the run and start
- *    it if it is still created (the executor: a run not created with `stream: true` is 409, an
+ * 2. listen live to the run's events (a first open: no Last-Event-ID) while the run is read and
+ *    started if it is still created (the executor: a run not created with `stream: true` is 409, an
  *    unknown one 404) — errors so far are ordinary JSON responses;
  * 3. take the response over, as an EventStream, counted in `pies_sse_streams_active`;
  * 4. relay the run (RunRelay: replay, heartbeat, reconcile with the runs store, close);
@@ -52,21 +52,26 @@ export class RunStreams {
         STREAMS_RETRY_AFTER_SECONDS,
       );
     }
-    // A stream that opens a run from its start listens live, from before the run can start
-    // (bus.live: no replay to set up); it is given up if the run turns out to be started already.
+    // A stream that opens a run from its start listens live (bus.live: no replay to set up); it is
+    // given up if the run turns out to be started already. The subscription is set up while the
+    // executor starts the run, not before (its round trip to NATS is off the way to the first
+    // chunk), so the run's first events may go out before it is in place: the relay then finds a
+    // gap, or the bus tells it the run has stored events the subscription never got (asked once
+    // it is in place and the run started), and replays them from the bus.
     const listening = new AbortController();
     try {
       const projectId = principal.projectId;
-      const live =
-        afterSeq === undefined && bus.live
-          ? await bus.live(runId, listening.signal).catch((err: unknown) => {
-              logger.debug({ err, runId }, "live subscription failed; the stream replays");
-              return undefined;
-            })
-          : undefined;
+      const subscribe = afterSeq === undefined ? bus.live?.bind(bus) : undefined;
+      const subscribing = subscribe
+        ? inSpan("bus.live", {}, () => subscribe(runId, listening.signal)).catch((err: unknown) => {
+            logger.debug({ err, runId }, "live subscription failed; the stream replays");
+            return undefined;
+          })
+        : undefined;
       // One call reads the run and starts it if it is still created.
       const { run: read, started } = await executor.startRun({ projectId, runId });
       if (!started) listening.abort();
+      const live = started ? await subscribing : undefined;
       const run = answered(read, "run");
       reply.hijack();
       const out = new EventStream(reply.raw, logger);
@@ -83,8 +88,9 @@ export class RunStreams {
         projectId,
         run,
         afterSeq,
-        // This request started the run: every event of it comes after the live subscription.
-        ...(started && live ? { live } : {}),
+        // This request started the run: its events, live, from the first that reached the
+        // subscription once in place (the relay replays any it missed).
+        ...(live ? { live, missed: () => live.missed(), stopLive: () => listening.abort() } : {}),
         // Counted once, by the stream that started the run.
         ...(started ? { onClose: (final) => this.metrics.execution(final) } : {}),
       });

@@ -94,6 +94,36 @@ const flushMicrotasks = () => new Promise<void>((resolve) => setImmediate(resolv
 const encode = (s: string) => new TextEncoder().encode(s);
 
 describe("ChunkPublisher", () => {
+  it("held, publishes nothing until opened, then what was pushed meanwhile in order", async () => {
+    const bus = new FlakyBus(() => false);
+    const publisher = new ChunkPublisher(bus, "run-h", 3, true);
+    publisher.push("Hel");
+    publisher.repair('{"attempt":2}');
+    publisher.push("lo");
+    await flushMicrotasks();
+    expect(bus.attempts).toEqual([]);
+    publisher.open();
+    publisher.push("!");
+    await publisher.flush();
+    expect(bus.stored.map((s) => [s.kind, s.text, s.dedupId])).toEqual([
+      ["chunk", "Hel", "run-h-1"],
+      ["repair", '{"attempt":2}', "run-h-2"],
+      ["chunk", "lo!", "run-h-3"],
+    ]);
+  });
+
+  it("discarded, never publishes what was held nor what comes after", async () => {
+    const bus = new FlakyBus(() => false);
+    const publisher = new ChunkPublisher(bus, "run-d", 3, true);
+    publisher.push("lost");
+    publisher.discard();
+    publisher.push("also lost");
+    publisher.open();
+    await flushMicrotasks();
+    expect(bus.attempts).toEqual([]);
+    await expect(publisher.flush()).rejects.toThrow(/discarded/);
+  });
+
   it("publishes the first chunk at once and joins the chunks that arrive while it is in flight", async () => {
     const bus = new ManualBus();
     const publisher = new ChunkPublisher(bus, "run-1");

@@ -19,6 +19,11 @@ export class ChunkPublisher {
     private readonly bus: RunEventBus,
     private readonly runId: string,
     private readonly attempts = 3,
+    /**
+     * Nothing is published until `open()`: what is pushed meanwhile waits, joined (a run's
+     * chunks while its start is not recorded yet; `discard()` drops them if it never is).
+     */
+    private held = false,
   ) {}
 
   push(text: string): void {
@@ -26,14 +31,28 @@ export class ChunkPublisher {
     const last = this.queued.at(-1);
     if (last) last.after += text;
     else this.pending += text;
-    this.inflight ??= this.pump();
+    if (!this.held) this.inflight ??= this.pump();
   }
 
   /** A repair event, in order after the chunks pushed so far and before those pushed next. */
   repair(json: string): void {
     if (this.failure) return;
     this.queued.push({ repair: json, after: "" });
-    this.inflight ??= this.pump();
+    if (!this.held) this.inflight ??= this.pump();
+  }
+
+  /** Publishes what was held, and from now on every push as it comes. */
+  open(): void {
+    if (!this.held) return;
+    this.held = false;
+    if (this.pending || this.queued.length > 0) this.inflight ??= this.pump();
+  }
+
+  /** Drops what is held and everything pushed later: nothing of it is ever published. */
+  discard(): void {
+    this.failure ??= new Error(`the events of run ${this.runId} were discarded`);
+    this.pending = "";
+    this.queued = [];
   }
 
   private async pump(): Promise<void> {

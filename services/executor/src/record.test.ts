@@ -46,6 +46,16 @@ describe("untilRecorded", () => {
     expect(calls()).toBe(2);
   });
 
+  it("stops after the attempts given, throwing the last failure", async () => {
+    const down = new ConnectError("the runs service is unavailable", Code.Unavailable);
+    const last = new ConnectError("still down", Code.Unavailable);
+    const { attempt, calls } = attempts(down, down, last, undefined);
+    await expect(
+      untilRecorded(attempt, { logger, what: "r", attempts: 3, sleep: async () => {} }),
+    ).rejects.toBe(last);
+    expect(calls()).toBe(3);
+  });
+
   it("tells retryable failures from final answers", () => {
     for (const code of [Code.Unavailable, Code.DeadlineExceeded, Code.Internal, Code.Aborted]) {
       expect(isRetryable(new ConnectError("x", code))).toBe(true);

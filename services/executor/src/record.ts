@@ -30,20 +30,29 @@ export interface RetryOptions {
   maxDelayMs?: number;
   /** How to wait (tests pass a recorder). */
   sleep?: (ms: number) => Promise<void>;
+  /** At most this many attempts, then the last failure is thrown; unbounded when not given. */
+  attempts?: number;
 }
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * Repeats `attempt` with capped exponential backoff until it succeeds or fails with an answer that
- * a retry cannot change (which it throws). There is no limit on attempts: what is recorded here is
- * the result of work already done (a run's end), and giving up would let the sweeper fail a run
- * that completed. The caller keeps the run among its active runs meanwhile, so its heartbeats
+ * a retry cannot change (which it throws). There is no limit on attempts unless one is given: what
+ * is recorded here is mostly the result of work already done (a run's end), and giving up would
+ * let the sweeper fail a run that completed. The caller keeps the run among its active runs meanwhile, so its heartbeats
  * continue. The first failure and every tenth one are logged.
  */
 export async function untilRecorded<T>(
   attempt: () => Promise<T>,
-  { logger, what, initialDelayMs = 100, maxDelayMs = 5000, sleep = pause }: RetryOptions,
+  {
+    logger,
+    what,
+    initialDelayMs = 100,
+    maxDelayMs = 5000,
+    sleep = pause,
+    attempts = Infinity,
+  }: RetryOptions,
 ): Promise<T> {
   for (let failures = 0, delay = initialDelayMs; ; failures++) {
     try {
@@ -51,7 +60,7 @@ export async function untilRecorded<T>(
       if (failures > 0) logger.info({ attempts: failures + 1 }, `recorded ${what}`);
       return result;
     } catch (err) {
-      if (!isRetryable(err)) throw err;
+      if (!isRetryable(err) || failures + 1 >= attempts) throw err;
       if (failures % 10 === 0) {
         logger.warn({ err, attempts: failures + 1 }, `could not record ${what}; retrying`);
       }

@@ -726,6 +726,240 @@ describe("ExecutorService streamed runs", () => {
     expect(events.filter((e) => e.kind === "end")).toHaveLength(1);
     expect(endRun(events).status).toBe(RunStatus.COMPLETED);
   });
+
+  /**
+   * An executor whose start puts (status processing) wait until the test lets them through, whose
+   * publishes are counted, and whose provider calls are seen with their signal.
+   */
+  function heldStarts({
+    open = false,
+    failStart,
+    resolveAfterMs = 0,
+  }: {
+    /** Start puts go through at once. */
+    open?: boolean;
+    /** Whether the start put's attempt `n` (from 0) fails, and whether the record was stored. */
+    failStart?: (n: number) => { stored: boolean } | undefined;
+    /** The catalog's environment comes this much later. */
+    resolveAfterMs?: number;
+  } = {}) {
+    let letThrough!: () => void;
+    const gate = new Promise<void>((resolve) => (letThrough = resolve));
+    if (open) letThrough();
+    const startPuts: string[] = [];
+    const holding: RunRecords = {
+      async put(runId, data, options) {
+        if (fromBinary(RunSchema, data).status === RunStatus.PROCESSING) {
+          const failure = failStart?.(startPuts.length);
+          startPuts.push(runId);
+          await gate;
+          if (failure) {
+            if (failure.stored) await records.put(runId, data, options);
+            throw new Error("the publish timed out");
+          }
+        }
+        return records.put(runId, data, options);
+      },
+      last: (runId) => records.last(runId),
+      consume: (write, options) => records.consume(write, options),
+      ready: () => records.ready(),
+    };
+    const published: RunEvent[] = [];
+    const counting: RunEventBus = {
+      publish: (runId, kind, data, seq) => {
+        published.push({ kind, data, seq });
+        return bus.publish(runId, kind, data, seq);
+      },
+      subscribe: (runId, options) => bus.subscribe(runId, options),
+      hasEnd: (runId) => bus.hasEnd(runId),
+      ready: () => bus.ready(),
+      close: async () => {},
+    };
+    const calls: { signal?: AbortSignal; done: Promise<unknown> }[] = [];
+    const providers = Object.create(deps.providers) as ExecutorDeps["providers"];
+    providers.client = (environment, apiKey) => {
+      const client = deps.providers.client(environment, apiKey);
+      return {
+        complete(request, options) {
+          const done = client.complete(request, options);
+          calls.push({ signal: options.signal, done: done.catch(() => {}) });
+          return done;
+        },
+      };
+    };
+    const resolver = Object.create(deps.resolver) as ExecutorDeps["resolver"];
+    resolver.resolve = async (request) => {
+      if (resolveAfterMs > 0) await slowly(resolveAfterMs);
+      return deps.resolver.resolve(request);
+    };
+    const client = createClient(
+      ExecutorService,
+      createRouterTransport(
+        executorRoutes(
+          { ...deps, log: new RunLog(holding), bus: counting, providers, resolver },
+          inFlight,
+        ),
+      ),
+    );
+    return { client, letThrough, startPuts, published, calls };
+  }
+
+  const slowly = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it("calls the provider while the start is recorded, publishing nothing before it is", async () => {
+    const held = heldStarts();
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "held" },
+      stream: true,
+    });
+    const starting = held.client.startRun({ projectId: main.projectId, runId: run!.id });
+    // The test provider answers at once: its whole answer is in while the put still waits.
+    await expect.poll(() => held.calls.length).toBe(1);
+    await held.calls[0]!.done;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(held.startPuts).toEqual([run!.id]);
+    expect(held.published).toEqual([]);
+    expect((await runs.getRun({ projectId: main.projectId, id: run!.id })).run!.status).toBe(
+      RunStatus.CREATED,
+    );
+
+    held.letThrough();
+    expect((await starting).started).toBe(true);
+    const events = await eventsUntilEnd(run!.id);
+    expect(chunkText(events)).toBe(fromValue(endRun(events).result));
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+  });
+
+  it("cancels the provider call and publishes nothing when another request started the run meanwhile", async () => {
+    const held = heldStarts();
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "contended" },
+      config: { model: "test-latency-1000" },
+      stream: true,
+    });
+    // This executor created the run (kept in memory): its start put waits, its provider call runs.
+    const losing = held.client.startRun({ projectId: main.projectId, runId: run!.id });
+    await expect.poll(() => held.calls.length).toBe(1);
+    // Another executor (the log's record, no memory of it) starts the run and wins.
+    const winning = await executor.startRun({ projectId: main.projectId, runId: run!.id });
+    expect(winning.started).toBe(true);
+
+    held.letThrough();
+    const lost = await losing;
+    expect(lost.started).toBe(false);
+    expect(lost.run!.status).toBe(RunStatus.PROCESSING);
+    expect(held.calls[0]!.signal?.aborted).toBe(true);
+
+    const events = await eventsUntilEnd(run!.id);
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+    expect(events.filter((e) => e.kind === "end")).toHaveLength(1);
+    expect(chunkText(events)).toBe(fromValue(endRun(events).result));
+    // Nothing of the cancelled call went out, not even after the winner's end.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(held.published).toEqual([]);
+  });
+
+  it("calls the provider once when two StartRun race, one of them reading the run from the log", async () => {
+    const held = heldStarts();
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "twice opened" },
+      stream: true,
+    });
+    // The first takes the run from this executor's memory, the second reads it from the log;
+    // both start puts in flight at once.
+    const starting = Promise.all([
+      held.client.startRun({ projectId: main.projectId, runId: run!.id }),
+      held.client.startRun({ projectId: main.projectId, runId: run!.id }),
+    ]);
+    await expect.poll(() => held.startPuts.length).toBe(2);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    held.letThrough();
+    const answers = await starting;
+    expect(answers.filter((a) => a.started)).toHaveLength(1);
+    const events = await eventsUntilEnd(run!.id);
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(held.calls).toHaveLength(1);
+  });
+
+  it("answers a losing start at once, giving its slot back once its call has settled", async () => {
+    const held = heldStarts({ resolveAfterMs: 1500 });
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "slow catalog" },
+      stream: true,
+    });
+    const before = deps.executions.count(main.projectId);
+    const losing = held.client.startRun({ projectId: main.projectId, runId: run!.id });
+    await expect.poll(() => held.startPuts.length).toBe(1);
+    expect(deps.executions.count(main.projectId)).toBe(before + 1);
+    const winning = await executor.startRun({ projectId: main.projectId, runId: run!.id });
+    expect(winning.started).toBe(true);
+    await eventsUntilEnd(run!.id);
+
+    const answeredAt = Date.now();
+    held.letThrough();
+    const lost = await losing;
+    expect(lost.started).toBe(false);
+    // Not after the catalog's answer, which the abandoned call still waits on.
+    expect(Date.now() - answeredAt).toBeLessThan(500);
+    expect(deps.executions.count(main.projectId)).toBe(before + 1);
+    await expect.poll(() => deps.executions.count(main.projectId), { timeout: 3000 }).toBe(before);
+    expect(held.calls).toHaveLength(0);
+    expect(held.published).toEqual([]);
+  });
+
+  it("repeats a start put that failed (and was stored all the same), then streams the run", async () => {
+    const held = heldStarts({
+      open: true,
+      failStart: (n) => (n === 0 ? { stored: true } : undefined),
+    });
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "put twice" },
+      stream: true,
+    });
+    const { started } = await held.client.startRun({ projectId: main.projectId, runId: run!.id });
+    expect(started).toBe(true);
+    expect(held.startPuts).toEqual([run!.id, run!.id]);
+    const events = await eventsUntilEnd(run!.id);
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+    expect(chunkText(events)).toBe(fromValue(endRun(events).result));
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+  });
+
+  it("answers UNAVAILABLE when the start cannot be recorded, publishing nothing and giving the slot back", async () => {
+    const held = heldStarts({ open: true, failStart: () => ({ stored: false }) });
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "never started" },
+      config: { model: "test-latency-300" },
+      stream: true,
+    });
+    const before = deps.executions.count(main.projectId);
+    await expectCode(
+      held.client.startRun({ projectId: main.projectId, runId: run!.id }),
+      Code.Unavailable,
+    );
+    // A few attempts under one id, then the answer.
+    expect(held.startPuts).toEqual([run!.id, run!.id, run!.id]);
+    expect(held.calls[0]!.signal?.aborted).toBe(true);
+    await expect.poll(() => deps.executions.count(main.projectId)).toBe(before);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(held.published).toEqual([]);
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored!.status).toBe(RunStatus.CREATED);
+  });
 });
 
 describe("ExecutorService recording a blocking run", () => {

@@ -15,6 +15,7 @@ import { ExecutorService } from "@pies/proto/executor";
 import { CachePolicySchema, type CachePolicy } from "@pies/proto/catalog";
 import { RunErrorSchema, RunSchema, RunStatus, TokenUsageSchema, type Run } from "@pies/proto/runs";
 import type { ChatMessage } from "./templates/render.js";
+import type { CompletionRequest } from "./providers/types.js";
 import { callProvider, endedRun, type Outcome } from "./call.js";
 import { ChunkPublisher } from "./chunk-publisher.js";
 import type { ExecutorDeps } from "./context.js";
@@ -51,7 +52,7 @@ export function createExecutorService(
             await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
           }
           const seq = await deps.log.put(prepared.run, 0);
-          created.keep(prepared.run, seq);
+          created.keep(prepared.run, seq, prepared.request);
           return { run: prepared.run };
         }
         if (prepared.cache?.mode === "read") {
@@ -98,26 +99,56 @@ export function createExecutorService(
         throw err;
       }
       let running = false;
+      // Under way while the start is being recorded; abandoned if the start is not recorded.
+      let execution: StreamedExecution | undefined;
+      // Provider calls abandoned so far: the slot is given back once they have settled.
+      const abandoned: Promise<unknown>[] = [];
       try {
         // The run as this executor created it, when it did (no read of the log), else as the log
         // has it. Either way exactly one request starts it: the put is conditional on the record
         // read, and a run changed since it was created here is read again.
-        let current = created.take(req.projectId, req.runId);
+        let current: KeptRun | undefined = created.take(req.projectId, req.runId);
         let seq: number | undefined;
         let run!: Run;
+        let request: CompletionRequest | undefined;
+        let late = false;
         while (seq === undefined) {
           const fromMemory = current !== undefined;
           current ??= await streamedRun(deps, req.projectId, req.runId);
           if (current.run.status !== RunStatus.CREATED) return { started: false, run: current.run };
           run = withFields(current.run, { status: RunStatus.PROCESSING });
+          request = current.request;
+          late = expired(run);
+          // A run this executor created is called while its start is being recorded, not after
+          // (a JetStream round trip less before the first chunk): its chunks are held until the
+          // put is acknowledged, and if the put finds the run moved on, the call is cancelled and
+          // nothing of it is published or recorded. A run read from the log is called once its
+          // start is recorded, as before: another request may be starting it too (the same
+          // stream opened twice, one of them here with the run in memory), and only the one
+          // that wins may call the provider. A run opened too late is not called at all.
+          execution = fromMemory && !late ? new StreamedExecution(deps, run, request) : undefined;
           try {
             // Started once the log has the record in order (the condition decides who starts
             // it), not once it is stored: embedded, that is one write of PGlite less before the
             // provider is called. The end's record, stored before the stream closes, stores this
             // one too; if the process dies first, the run stays `created` and the sweeper fails
-            // it when its ttl runs out, as it would a stream never opened.
-            seq = await deps.log.put(run, current.seq, undefined, { accepted: true });
+            // it when its ttl runs out, as it would a stream never opened. A put that fails
+            // (NATS timed out, and may have stored it all the same) is repeated a few times under
+            // the same id, which JetStream stores once, before the request is answered 503.
+            const expectSeq = current.seq;
+            const putId = newPutId();
+            const started = run;
+            seq = await inSpan("runs.record.start", { kind: SpanKind.PRODUCER }, () =>
+              untilRecorded(() => deps.log.put(started, expectSeq, putId, { accepted: true }), {
+                logger: deps.logger,
+                what: `the start of run ${started.id}`,
+                attempts: START_PUT_ATTEMPTS,
+              }),
+            );
           } catch (err) {
+            // Nothing of it is published from here on; the call stops on its own time.
+            if (execution) abandoned.push(execution.abandon());
+            execution = undefined;
             if (!(err instanceof RecordConflict)) throw err;
             if (!fromMemory) {
               const latest = await currentRun(deps, req.projectId, req.runId);
@@ -126,16 +157,37 @@ export function createExecutorService(
             current = undefined;
           }
         }
-        if (expired(run)) return { started: true, run: await expire(deps, run, seq) };
-        void active.run(run.id, () => executeStreamed(deps, run, seq)).then(release, release);
+        if (late) return { started: true, run: await expire(deps, run, seq) };
+        const started = execution ?? new StreamedExecution(deps, run, request);
+        const startSeq = seq;
+        void Promise.allSettled([
+          active.run(run.id, () => started.finish(startSeq)),
+          ...abandoned,
+        ]).then(release);
         running = true;
         return { started: true, run };
       } finally {
-        // Until the execution is under way, the slot is this request's to give back.
-        if (!running) release();
+        // Until the execution is under way, the slot is this request's to give back: once the
+        // calls it abandoned have settled (answering does not wait for them).
+        if (!running) {
+          if (execution) abandoned.push(execution.abandon());
+          if (abandoned.length === 0) release();
+          else void Promise.allSettled(abandoned).then(release);
+        }
       }
     },
   };
+}
+
+/** Attempts at recording a streamed run's start before its request is answered 503. */
+const START_PUT_ATTEMPTS = 3;
+
+/** A created run as this executor kept it or the log has it, with what it was prepared with. */
+interface KeptRun {
+  run: Run;
+  seq: number;
+  /** The provider request prepared with the run, when this executor created it. */
+  request?: CompletionRequest;
 }
 
 /**
@@ -146,7 +198,7 @@ export function createExecutorService(
  * chunk). Bounded: a run opened later, or on another replica, is read from the log as before.
  */
 class CreatedRuns {
-  private readonly runs = new LRUCache<string, { run: Run; seq: number }>({
+  private readonly runs = new LRUCache<string, KeptRun>({
     max: 2_000,
     ttl: 60_000,
   });
@@ -156,12 +208,12 @@ class CreatedRuns {
    * an in-process caller holds with no copy between (directTransport); a change by either would
    * otherwise be the other's. Starting it copies it (withFields).
    */
-  keep(run: Run, seq: number) {
-    this.runs.set(run.id, { run: deepFreeze(run), seq });
+  keep(run: Run, seq: number, request: CompletionRequest) {
+    this.runs.set(run.id, { run: deepFreeze(run), seq, request });
   }
 
   /** The run, once, if this executor created it for that project. */
-  take(projectId: string, id: string): { run: Run; seq: number } | undefined {
+  take(projectId: string, id: string): KeptRun | undefined {
     const kept = this.runs.get(id);
     if (!kept || kept.run.projectId !== projectId) return undefined;
     this.runs.delete(id);
@@ -359,81 +411,140 @@ async function expire(deps: ExecutorDeps, run: Run, seq: number): Promise<Run> {
   return ended;
 }
 
-/** Executes a streamed run that has just moved to processing, publishing its chunks and end. */
-async function executeStreamed(deps: ExecutorDeps, run: Run, seq: number): Promise<void> {
-  const startedAt = Date.now();
-  const publisher = new ChunkPublisher(deps.bus, run.id);
-  let outcome: Outcome;
-  // What the cache keeps of this run, once its end is recorded as completed.
-  let cacheable: { policy: CachePolicy; done: Extract<Outcome, { ok: true }> } | undefined;
-  try {
-    const { environment, apiKey } = await deps.resolver.resolve({
-      projectId: run.projectId,
-      environmentId: run.environmentId,
-      environmentOnly: true,
-    });
-    if (!environment) throw new Error("catalog answered no environment");
-    const request = {
-      model: run.modelId,
-      messages: (fromValue(run.prompt) ?? []) as unknown as ChatMessage[],
-      temperature: run.config?.temperature,
-      maxTokens: run.config?.maxTokens,
-      schema: run.resultSchema,
-    };
-    const policy = run.cacheKey ? policyOf(run.cachePolicy) : undefined;
-    const mode = ResultCache.mode(policy);
-    if (mode === "read") {
-      const hit = await deps.results.get(run.cacheKey);
-      if (hit) {
+/**
+ * A streamed run's execution, begun while its start is being recorded: the catalog's environment,
+ * the result cache and the provider call go ahead at once, and the chunks wait in a held publisher.
+ * Then either `finish` (the start is recorded: the chunks go out, the end is recorded and
+ * published) or `abandon` (it is not: the provider call is cancelled, nothing is published).
+ */
+class StreamedExecution {
+  private readonly startedAt = Date.now();
+  private readonly publisher: ChunkPublisher;
+  private readonly cancel = new AbortController();
+  /** The provider's outcome or a cache hit; never rejects. */
+  private readonly called: Promise<Called>;
+
+  constructor(
+    private readonly deps: ExecutorDeps,
+    private readonly run: Run,
+    /** The request prepared when this executor created the run; rebuilt from the run otherwise. */
+    request?: CompletionRequest,
+  ) {
+    this.publisher = new ChunkPublisher(deps.bus, run.id, undefined, true);
+    // `call` answers every failure with an outcome; this is for a fault in that answer itself.
+    this.called = this.call(request).catch((): Called => ({
+      outcome: { ok: false, code: "internal", message: "the execution failed" },
+    }));
+  }
+
+  private async call(prepared: CompletionRequest | undefined): Promise<Called> {
+    const { deps, run, publisher } = this;
+    try {
+      const { environment, apiKey } = await deps.resolver.resolve({
+        projectId: run.projectId,
+        environmentId: run.environmentId,
+        environmentOnly: true,
+      });
+      if (!environment) throw new Error("catalog answered no environment");
+      const request = prepared ?? {
+        model: run.modelId,
+        messages: (fromValue(run.prompt) ?? []) as unknown as ChatMessage[],
+        temperature: run.config?.temperature,
+        maxTokens: run.config?.maxTokens,
+        schema: run.resultSchema,
+      };
+      const policy = run.cacheKey ? policyOf(run.cachePolicy) : undefined;
+      const mode = ResultCache.mode(policy);
+      if (mode === "read") {
+        const hit = await deps.results.get(run.cacheKey);
+        if (hit) return { hit };
+      }
+      if (this.cancel.signal.aborted) return { abandoned: true };
+      const outcome = await callProvider(deps, environment, apiKey, request, {
+        onChunk: (t) => publisher.push(t),
+        onRepair: (repair) => publisher.repair(JSON.stringify(repair)),
+        maxRepairs: repairsOf(run.config?.maxRepairs, environment),
+        signal: this.cancel.signal,
+      });
+      return { outcome, cacheable: outcome.ok && policy && mode ? policy : undefined };
+    } catch (err) {
+      if (this.cancel.signal.aborted) return { abandoned: true };
+      deps.logger.error({ err, runId: run.id }, "streamed execution failed");
+      const message = err instanceof ConnectError ? err.rawMessage : "the execution failed";
+      return { outcome: { ok: false, code: "internal", message } };
+    }
+  }
+
+  /**
+   * The start was not recorded: from now on nothing of it is published, and the provider call is
+   * cancelled. Resolves once the call has settled (not awaited before answering: the catalog's
+   * answer or a cache read it waits on cannot be cancelled).
+   */
+  abandon(): Promise<unknown> {
+    this.publisher.discard();
+    this.cancel.abort();
+    return this.called;
+  }
+
+  /** The start is recorded (sequence `seq`): publishes the chunks, then records and publishes the end. */
+  async finish(seq: number): Promise<void> {
+    const { deps, run, publisher } = this;
+    publisher.open();
+    const called = await this.called;
+    if ("abandoned" in called) return;
+    let outcome: Outcome;
+    try {
+      if ("hit" in called) {
         // Streamed like any run: the cached answer as one chunk, then the end.
+        const { hit } = called;
         publisher.push(typeof hit.result === "string" ? hit.result : JSON.stringify(hit.result));
         await publisher.flush();
-        const final = await recordEnd(deps, cachedRun(run, hit, startedAt), seq);
+        const final = await recordEnd(deps, cachedRun(run, hit, this.startedAt), seq);
         await untilRecorded(() => publisher.end(toBinary(RunSchema, final)), {
           logger: deps.logger,
           what: `the end event of run ${run.id}`,
         });
         return;
       }
-    }
-    outcome = await callProvider(deps, environment, apiKey, request, {
-      onChunk: (t) => publisher.push(t),
-      onRepair: (repair) => publisher.repair(JSON.stringify(repair)),
-      maxRepairs: repairsOf(run.config?.maxRepairs, environment),
-    });
-    if (outcome.ok && policy && mode) cacheable = { policy, done: outcome };
-    try {
-      await publisher.flush();
+      outcome = called.outcome;
+      try {
+        await publisher.flush();
+      } catch (err) {
+        deps.logger.error({ err, runId: run.id }, "chunks could not be published");
+        outcome = { ok: false, code: "stream_error", message: "the result could not be streamed" };
+      }
     } catch (err) {
-      deps.logger.error({ err, runId: run.id }, "chunks could not be published");
-      outcome = { ok: false, code: "stream_error", message: "the result could not be streamed" };
+      deps.logger.error({ err, runId: run.id }, "streamed execution failed");
+      const message = err instanceof ConnectError ? err.rawMessage : "the execution failed";
+      outcome = { ok: false, code: "internal", message };
     }
-  } catch (err) {
-    deps.logger.error({ err, runId: run.id }, "streamed execution failed");
-    const message = err instanceof ConnectError ? err.rawMessage : "the execution failed";
-    outcome = { ok: false, code: "internal", message };
-  }
-  // Until both are done the run stays active, so its heartbeats go on while the runs service, its
-  // database or NATS is down.
-  try {
-    const final = await recordEnd(deps, endedRun(run, outcome, startedAt), seq);
-    // Cached once the run it names is recorded as completed (after its chunks were published).
-    if (cacheable && outcome.ok && final.status === RunStatus.COMPLETED) {
-      deps.results.put(run.cacheKey, cacheable.policy, {
-        runId: run.id,
-        result: cacheable.done.result,
-        usage: cacheable.done.usage,
+    // Until both are done the run stays active, so its heartbeats go on while the runs service, its
+    // database or NATS is down.
+    try {
+      const final = await recordEnd(deps, endedRun(run, outcome, this.startedAt), seq);
+      // Cached once the run it names is recorded as completed (after its chunks were published).
+      const cacheable = "cacheable" in called ? called.cacheable : undefined;
+      if (cacheable && outcome.ok && final.status === RunStatus.COMPLETED) {
+        deps.results.put(run.cacheKey, cacheable, {
+          runId: run.id,
+          result: outcome.result,
+          usage: outcome.usage,
+        });
+      }
+      const end = toBinary(RunSchema, final);
+      await untilRecorded(() => publisher.end(end), {
+        logger: deps.logger,
+        what: `the end event of run ${run.id}`,
       });
+    } catch (err) {
+      deps.logger.error({ err, runId: run.id }, "the end of a streamed run could not be recorded");
     }
-    const end = toBinary(RunSchema, final);
-    await untilRecorded(() => publisher.end(end), {
-      logger: deps.logger,
-      what: `the end event of run ${run.id}`,
-    });
-  } catch (err) {
-    deps.logger.error({ err, runId: run.id }, "the end of a streamed run could not be recorded");
   }
 }
+
+/** What a streamed execution came to before its start was known to be recorded. */
+type Called =
+  { abandoned: true } | { hit: CachedResult } | { outcome: Outcome; cacheable?: CachePolicy };
 
 /** A run answered from the result cache: completed with the cached result, no tokens spent. */
 function cachedRun(run: Run, hit: CachedResult, startedAt: number): Run {

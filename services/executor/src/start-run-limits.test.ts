@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
-import { retryAfterSeconds } from "@pies/common";
+import { createLogger, retryAfterSeconds } from "@pies/common";
 import { RecordConflict } from "@pies/common/bus";
 import { expectCode } from "@pies/testkit";
 import { ExecutorService } from "@pies/proto/executor";
@@ -15,6 +15,8 @@ function executor(status: RunStatus, update: () => never, executions = new Proje
   let updates = 0;
   const deps = {
     executions,
+    // A failed start put is repeated (and logged) before the request is answered.
+    logger: createLogger("start-run-limits-test", "silent"),
     log: {
       last: async () => ({
         seq: 1,

@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import type { JsonObject } from "@pies/common";
 import { describe, expect, it } from "vitest";
 import { SchemaValidator } from "../schemas.js";
@@ -225,5 +226,18 @@ describe("TestClient", () => {
     expect(at.length).toBeGreaterThanOrEqual(2);
     expect(at[0]).toBeGreaterThanOrEqual(45);
     for (let i = 1; i < at.length; i++) expect(at[i]! - at[i - 1]!).toBeGreaterThanOrEqual(45);
+  });
+});
+
+describe("TestClient's pauses", () => {
+  it("leaves no abort listener on the call's signal once the pauses are over", async () => {
+    const signal = new AbortController().signal;
+    const pieces: string[] = [];
+    await client.complete(request(user("listeners"), { model: "test-slow" }), {
+      signal,
+      onChunk: (piece) => pieces.push(piece),
+    });
+    expect(pieces.length).toBeGreaterThan(1);
+    expect(getEventListeners(signal, "abort")).toHaveLength(0);
   });
 });

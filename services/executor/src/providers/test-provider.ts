@@ -99,10 +99,15 @@ const aborted = () => new ProviderError("the provider request was aborted", "can
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(aborted());
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => {
+    // The listener goes with the timer: a call's signal outlives many sleeps (one per chunk).
+    const onAbort = () => {
       clearTimeout(timer);
       reject(aborted());
-    });
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
