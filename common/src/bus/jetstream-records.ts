@@ -25,6 +25,7 @@ import { traceHeaders } from "./jetstream-bus.js";
 import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
 import {
   RecordConflict,
+  RecordTooLarge,
   retryDelayMs,
   type ConsumeOptions,
   type RecordBatchWriter,
@@ -39,6 +40,13 @@ export interface JetStreamRecordsOptions {
   /** How long a record is kept: the longest the runs store may fall behind without losing one. */
   maxAgeSeconds: number;
 }
+
+/**
+ * What a record's message carries besides the record, within the server's max_payload: the
+ * headers (`NATS/1.0`, Nats-Msg-Id, Nats-Expected-Last-Subject-Sequence, traceparent and
+ * tracestate), well under this.
+ */
+const HEADERS_ALLOWANCE = 1024;
 
 /** How long a put waits for JetStream's acknowledgement (nats.js's JetStream default). */
 const PUT_TIMEOUT_MS = 5000;
@@ -138,6 +146,15 @@ export class JetStreamRunRecords implements RunRecords {
     return records;
   }
 
+  /**
+   * The largest record a put takes: the connected server's max_payload (1 MiB by default; read
+   * at each call, as a reconnection may reach a server with another) less the headers.
+   */
+  get maxRecordBytes(): number | undefined {
+    const maxPayload = this.nc.info?.max_payload;
+    return maxPayload ? maxPayload - HEADERS_ALLOWANCE : undefined;
+  }
+
   private subject(runId: string) {
     return `${this.options.subjectPrefix}.record.${runId}`;
   }
@@ -190,6 +207,11 @@ export class JetStreamRunRecords implements RunRecords {
     data: Uint8Array,
     options: { dedupId: string; expectSeq?: number },
   ): Promise<number> {
+    // nats.js would throw too, but as an error a retry could not tell from a lost connection.
+    const limit = this.maxRecordBytes;
+    if (limit !== undefined && data.length > limit) {
+      return Promise.reject(new RecordTooLarge(runId, data.length, limit));
+    }
     const headers = tracingEnabled() ? traceHeaders() : natsHeaders();
     headers.set(PubHeaders.MsgIdHdr, options.dedupId);
     if (options.expectSeq !== undefined) {
