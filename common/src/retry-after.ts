@@ -1,4 +1,4 @@
-import { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 
 /** The error metadata key that tells a caller when to try again, in seconds (HTTP's Retry-After). */
 const RETRY_AFTER = "retry-after";
@@ -21,3 +21,19 @@ export function retryAfterSeconds(err: ConnectError): number | undefined {
   if (value === null || !/^\d{1,9}$/.test(value.trim())) return undefined;
   return Number(value.trim());
 }
+
+/** The error metadata key that marks a RESOURCE_EXHAUSTED error as a request too large. */
+const TOO_LARGE = "pies-too-large";
+
+/**
+ * A ConnectError for a request larger than a service can take (RESOURCE_EXHAUSTED, as gRPC's own
+ * message size limit): the gateway answers it 413 `payload_too_large`, not 429, and a retry of the
+ * same request cannot succeed.
+ */
+export function tooLargeError(message: string) {
+  return new ConnectError(message, Code.ResourceExhausted, new Headers({ [TOO_LARGE]: "1" }));
+}
+
+/** Whether an error is one of tooLargeError's. */
+export const isTooLarge = (err: ConnectError) =>
+  err.code === Code.ResourceExhausted && err.metadata.get(TOO_LARGE) === "1";

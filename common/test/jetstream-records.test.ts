@@ -1,7 +1,7 @@
 import { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { connectNats, JetStreamRunRecords, RecordConflict } from "@pies/common/bus";
+import { connectNats, JetStreamRunRecords, RecordConflict, RecordTooLarge } from "@pies/common/bus";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { createTestStream, startPrivateNats, type TestStream } from "@pies/testkit";
 
@@ -81,6 +81,20 @@ describe("the JetStream record log's puts", () => {
     expect(repeated).toBe(first);
     expect(conflict).toBeInstanceOf(RecordConflict);
     expect(await records.last("c1")).toMatchObject({ seq: second, data: bytes("b") });
+  });
+
+  it("refuses a record over the server's max_payload at once, as too large; the largest fits", async () => {
+    const limit = records.maxRecordBytes!;
+    expect(limit).toBeLessThan(nc.info!.max_payload);
+    expect(limit).toBeGreaterThan(nc.info!.max_payload - 4096);
+    const err: unknown = await records
+      .put("big", new Uint8Array(limit + 1), { dedupId: "big-1" })
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(RecordTooLarge);
+    expect(err).toMatchObject({ bytes: limit + 1, limit });
+    // With every header a put may carry (tracing's too), the largest record is taken.
+    const seq = await records.put("big", new Uint8Array(limit), { dedupId: "big-2", expectSeq: 0 });
+    expect((await records.last("big"))?.seq).toBe(seq);
   });
 
   it("fails a put that no stream takes, at once", async () => {

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { retryableError } from "@pies/common";
+import { retryableError, tooLargeError } from "@pies/common";
 import Fastify from "fastify";
 import { describe, expect, it } from "vitest";
 import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
@@ -79,6 +79,18 @@ describe("Retry-After", () => {
     const unavailable = await answer(toHttpError(retryableError("down", Code.Unavailable, 10)));
     expect(unavailable.status).toBe(503);
     expect(unavailable.headers["retry-after"]).toBe("10");
+  });
+
+  it("answers a request too large for a service 413, not 429", async () => {
+    const r = await answer(toHttpError(tooLargeError("the run is too large to record")));
+    expect(r.status).toBe(413);
+    expect(r.headers["retry-after"]).toBeUndefined();
+    expect(r.json).toEqual({
+      error: "Payload Too Large",
+      status: 413,
+      code: "payload_too_large",
+      message: "the run is too large to record",
+    });
   });
 
   it("is absent when nobody said when to try again", async () => {

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { isConnectionError, retryAfterSeconds } from "@pies/common";
+import { isConnectionError, isTooLarge, retryAfterSeconds } from "@pies/common";
 import type { FastifyError, FastifyReply } from "fastify";
 import { ZodError } from "zod";
 
@@ -74,6 +74,8 @@ export function toHttpError(err: unknown): HttpError {
     if (err.code !== Code.Unavailable && isConnectionError(err)) {
       return new HttpError(503, "unavailable", "a pies service is unavailable");
     }
+    // A request that a service cannot take whole (a run too large to record): 413, not 429.
+    if (isTooLarge(err)) return payloadTooLarge(err.rawMessage);
     const [status, code] = byConnectCode[err.code] ?? [500, "internal"];
     // A service that says when to try again (retryableError in @pies/common) is passed on.
     const options = { retryAfterSeconds: retryAfterSeconds(err) };

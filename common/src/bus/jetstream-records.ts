@@ -26,6 +26,7 @@ import { traceHeaders } from "./jetstream-bus.js";
 import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
 import {
   RecordConflict,
+  RecordTooLarge,
   retryDelayMs,
   type ConsumeOptions,
   type RecordBatchWriter,
@@ -40,6 +41,13 @@ export interface JetStreamRecordsOptions {
   /** How long a record is kept: the longest the runs store may fall behind without losing one. */
   maxAgeSeconds: number;
 }
+
+/**
+ * What a record's message carries besides the record, within the server's max_payload: the
+ * headers (`NATS/1.0`, Nats-Msg-Id, Nats-Expected-Last-Subject-Sequence, traceparent and
+ * tracestate), well under this.
+ */
+const HEADERS_ALLOWANCE = 1024;
 
 /** How long a put waits for JetStream's acknowledgement (nats.js's JetStream default). */
 const PUT_TIMEOUT_MS = 5000;
@@ -139,6 +147,15 @@ export class JetStreamRunRecords implements RunRecords {
     return records;
   }
 
+  /**
+   * The largest record a put takes: the connected server's max_payload (1 MiB by default; read
+   * at each call, as a reconnection may reach a server with another) less the headers.
+   */
+  get maxRecordBytes(): number | undefined {
+    const maxPayload = this.nc.info?.max_payload;
+    return maxPayload ? maxPayload - HEADERS_ALLOWANCE : undefined;
+  }
+
   private subject(runId: string) {
     return `${this.options.subjectPrefix}.record.${runId}`;
   }
@@ -195,6 +212,11 @@ export class JetStreamRunRecords implements RunRecords {
    * still unanswered after PUT_TIMEOUT_MS (a lost connection) fail, as the request would.
    */
   private publish(runId: string, data: Uint8Array, headers: MsgHdrs): Promise<number> {
+    // nats.js would throw too, but as an error a retry could not tell from a lost connection.
+    const limit = this.maxRecordBytes;
+    if (limit !== undefined && data.length > limit) {
+      return Promise.reject(new RecordTooLarge(runId, data.length, limit));
+    }
     return new Promise<number>((resolve, reject) => {
       const token = (this.nextToken++).toString(36);
       this.unanswered.set(token, { runId, resolve, reject, deadline: Date.now() + PUT_TIMEOUT_MS });

@@ -4,7 +4,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { RunConfigSchema, RunSchema, RunSourceSchema, RunStatus, type Run } from "@pies/proto/runs";
 import { encodeRun } from "./run-binary.js";
-import { RecordConflict, type RunRecords } from "./run-records.js";
+import { RecordConflict, RecordTooLarge, type RunRecords } from "./run-records.js";
 
 let putCount = 0;
 const putPrefix = randomBytes(6).toString("hex");
@@ -60,19 +60,20 @@ export class RunLog {
     putId = newPutId(),
     options: { accepted?: boolean } = {},
   ): Promise<number> {
-    run.updatedAt = timestampNow();
-    run.createdAt ??= run.updatedAt;
-    // As the store answers it: without a configuration, the run's own environment and model are
-    // its configuration; the source is always there.
-    run.config ??= create(RunConfigSchema, {
-      environmentId: run.environmentId,
-      model: run.modelId,
-    });
-    run.source ??= create(RunSourceSchema);
-    run.parameters ??= {};
     return this.records
-      .put(run.id, encodeRun(run), { dedupId: putId, expectSeq, ...options })
+      .put(run.id, encodeRun(completed(run)), { dedupId: putId, expectSeq, ...options })
       .catch(unavailable);
+  }
+
+  /**
+   * Throws RecordTooLarge if the run's record, as it stands now with `reserve` bytes more, is
+   * larger than the log takes (nothing to check when the log has no limit: in memory).
+   */
+  checkFits(run: Run, reserve = 0) {
+    const limit = this.records.maxRecordBytes;
+    if (limit === undefined) return;
+    const bytes = encodeRun(completed(run)).length + reserve;
+    if (bytes > limit) throw new RecordTooLarge(run.id, bytes, limit);
   }
 
   /** The run's last record, if the log still holds it. */
@@ -82,9 +83,26 @@ export class RunLog {
   }
 }
 
+/** The run as a put records it: `updatedAt` now, and the fields the store always answers. */
+function completed(run: Run): Run {
+  run.updatedAt = timestampNow();
+  run.createdAt ??= run.updatedAt;
+  // As the store answers it: without a configuration, the run's own environment and model are
+  // its configuration; the source is always there.
+  run.config ??= create(RunConfigSchema, {
+    environmentId: run.environmentId,
+    model: run.modelId,
+  });
+  run.source ??= create(RunSourceSchema);
+  run.parameters ??= {};
+  return run;
+}
+
 /** A failure of the log other than a conflict: NATS is down or restarting, and a retry may do. */
 function unavailable(err: unknown): never {
-  if (err instanceof RecordConflict || err instanceof ConnectError) throw err;
+  if (err instanceof RecordConflict || err instanceof RecordTooLarge || err instanceof ConnectError) {
+    throw err;
+  }
   throw new ConnectError(
     "the record log is unavailable",
     Code.Unavailable,

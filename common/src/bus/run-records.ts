@@ -18,6 +18,20 @@ export class RecordConflict extends Error {
   }
 }
 
+/**
+ * A record larger than the log takes (JetStream: one NATS message, at most the server's
+ * max_payload). No retry can store it: the run has to be made smaller.
+ */
+export class RecordTooLarge extends Error {
+  constructor(
+    readonly runId: string,
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(`the run record of ${bytes} bytes is larger than the record log takes (${limit} bytes)`);
+  }
+}
+
 /** What a writer does with a batch of records; it throws to have the whole batch tried again. */
 export type RecordBatchWriter = (records: RunRecord[]) => Promise<void>;
 
@@ -57,6 +71,11 @@ export interface RunRecords {
    */
   consume(write: RecordBatchWriter, options: ConsumeOptions): RecordConsumer;
   ready(): Promise<boolean>;
+  /**
+   * The largest record a put takes, in bytes, when the log has a limit (a put of a larger one
+   * fails with RecordTooLarge); undefined when it has none (in memory).
+   */
+  readonly maxRecordBytes?: number;
 }
 
 export interface ConsumeOptions {

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
-import { RecordConflict } from "@pies/common/bus";
+import { RecordConflict, RecordTooLarge } from "@pies/common/bus";
 
 /** Answers that retrying cannot change: the request itself is wrong, or the state moved on. */
 const final = new Set([
@@ -16,10 +16,13 @@ const final = new Set([
 
 /**
  * Whether a failed attempt at recording is worth repeating (NATS, the peer or its database was
- * down); a conditional put that found the run moved on is final.
+ * down); a conditional put that found the run moved on is final, and so is a record larger than
+ * the log takes.
  */
 export const isRetryable = (err: unknown) =>
-  !(err instanceof RecordConflict) && !(err instanceof ConnectError && final.has(err.code));
+  !(err instanceof RecordConflict) &&
+  !(err instanceof RecordTooLarge) &&
+  !(err instanceof ConnectError && final.has(err.code));
 
 export interface RetryOptions {
   logger: Logger;

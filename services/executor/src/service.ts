@@ -8,9 +8,10 @@ import {
   notFound,
   SpanKind,
   toValue,
+  tooLargeError,
   type JsonObject,
 } from "@pies/common";
-import { newPutId, RecordConflict, withFields } from "@pies/common/bus";
+import { newPutId, RecordConflict, RecordTooLarge, withFields } from "@pies/common/bus";
 import { ExecutorService } from "@pies/proto/executor";
 import { CachePolicySchema, type CachePolicy } from "@pies/proto/catalog";
 import { RunErrorSchema, RunSchema, RunStatus, TokenUsageSchema, type Run } from "@pies/proto/runs";
@@ -47,6 +48,7 @@ export function createExecutorService(
       const release = req.stream ? undefined : deps.executions.take(req.caller?.projectId ?? "");
       try {
         const prepared = await prepareExecution(deps, req);
+        checkRecordFits(deps, prepared.run);
         if (req.stream) {
           if (prepared.run.parentId) {
             await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
@@ -79,6 +81,7 @@ export function createExecutorService(
       const release = deps.executions.take(req.caller?.projectId ?? "");
       try {
         const prepared = await prepareTestData(deps, req);
+        checkRecordFits(deps, prepared.run);
         const run = await runBlocking(deps, active, prepared, ctx.signal, recordWaitMs);
         const items =
           run.status === RunStatus.COMPLETED ? testDataItems(fromValue(run.result)) : [];
@@ -344,17 +347,67 @@ async function checkParent(deps: ExecutorDeps, projectId: string, parentId: stri
  */
 async function recordEnd(deps: ExecutorDeps, ended: Run, seq: number): Promise<Run> {
   const options = { logger: deps.logger, what: `the end of run ${ended.id}` };
-  try {
-    const putId = newPutId();
-    await inSpan("runs.record.put", { kind: SpanKind.PRODUCER }, () =>
-      untilRecorded(() => deps.log.put(ended, seq, putId), options),
-    );
-    return ended;
-  } catch (err) {
-    if (!(err instanceof RecordConflict)) throw err;
+  let end = ended;
+  for (;;) {
+    try {
+      const putId = newPutId();
+      await inSpan("runs.record.put", { kind: SpanKind.PRODUCER }, () =>
+        untilRecorded(() => deps.log.put(end, seq, putId), options),
+      );
+      return end;
+    } catch (err) {
+      // The result (or the repairs' answers) made the record too large: the run fails, recorded
+      // without them (it fits: checkRecordFits kept room for that at its start).
+      if (err instanceof RecordTooLarge && end === ended) {
+        deps.logger.warn({ runId: ended.id, bytes: err.bytes }, "run result too large to record");
+        end = resultTooLarge(ended, err);
+        continue;
+      }
+      if (!(err instanceof RecordConflict)) throw err;
+      break;
+    }
   }
   const latest = await untilRecorded(() => currentRun(deps, ended.projectId, ended.id), options);
   return latest.run;
+}
+
+/**
+ * Bytes a run's record keeps free at its start for its end when that fails for a result too large:
+ * the error, the token usage and the execution time (a few hundred bytes).
+ */
+const END_RESERVE = 512;
+
+/**
+ * Refuses a run whose record would be larger than the record log takes (JetStream: the NATS
+ * server's max_payload), before anything is done: 413, as the request is too large. Otherwise
+ * its put would fail at every attempt, its caller would get 503 and the run never be recorded.
+ */
+function checkRecordFits(deps: ExecutorDeps, run: Run) {
+  try {
+    deps.log.checkFits(run, END_RESERVE);
+  } catch (err) {
+    if (!(err instanceof RecordTooLarge)) throw err;
+    throw tooLargeError(
+      `the run is too large to record: its record would be ${err.bytes - END_RESERVE} bytes, over the limit ` +
+        `of ${err.limit - END_RESERVE} bytes (the record log's message size less room for ` +
+        `the run's end); send less data`,
+    );
+  }
+}
+
+/** The run failed instead, without its result and repairs, which made its record too large. */
+function resultTooLarge(ended: Run, err: RecordTooLarge): Run {
+  return withFields(ended, {
+    status: RunStatus.FAILED,
+    result: undefined,
+    attempts: [],
+    error: create(RunErrorSchema, {
+      code: "result_too_large",
+      message:
+        `the model's answer is too large to record: the run's record would be ${err.bytes} ` +
+        `bytes, over the limit of ${err.limit} bytes (the record log's message size)`,
+    }),
+  });
 }
 
 const isCode = (err: unknown, code: Code) => err instanceof ConnectError && err.code === code;
