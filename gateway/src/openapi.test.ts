@@ -173,6 +173,12 @@ describe("the OpenAPI document", () => {
       $ref: "#/components/schemas/Error",
     });
     expect(getRun.security).toEqual([{ bearer: [] }]);
+    // An execution's own failures are documented: a run too large to record is 413.
+    for (const path of ["/api/v1/runs", "/api/v1/interactions/{id}/execute", "/api/v1/execute"]) {
+      expect(Object.keys(doc.paths[path].post.responses), path).toEqual(
+        expect.arrayContaining(["200", "413", "502", "504", "default"]),
+      );
+    }
   });
 
   it("needs no key, and neither does the docs page, which loads nothing from the internet", async () => {

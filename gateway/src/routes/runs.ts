@@ -38,6 +38,9 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
     ),
     502: errorResponse.describe("The provider failed; the run is recorded, `details.run_id`"),
     504: errorResponse.describe("The provider timed out; the run is recorded, `details.run_id`"),
+    413: errorResponse.describe(
+      "The body is too large, or the run it makes is too large to record (nothing is done)",
+    ),
     ...errors,
   };
 
