@@ -194,6 +194,15 @@ type Checked =
   | { ok: true; result: JsonValue }
   | { ok: false; code: "validation_error"; message: string; data: JsonValue; errors: string[] };
 
+/** An answer invalid before its schema is checked: the reason is its only error. */
+const unreadable = (content: string, reason: string): Checked => ({
+  ok: false,
+  code: "validation_error",
+  message: reason,
+  data: { content, errors: [] },
+  errors: [reason],
+});
+
 /** The answer parsed and validated against the output schema, when there is one. */
 function check(deps: ExecutorDeps, request: CompletionRequest, content: string): Checked {
   if (!request.schema) return { ok: true, result: content };
@@ -201,14 +210,7 @@ function check(deps: ExecutorDeps, request: CompletionRequest, content: string):
   try {
     parsed = JSON.parse(content) as JsonValue;
   } catch (err) {
-    const reason = `the answer is not JSON: ${(err as Error).message}`;
-    return {
-      ok: false,
-      code: "validation_error",
-      message: reason,
-      data: { content, errors: [] },
-      errors: [reason],
-    };
+    return unreadable(content, `the answer is not JSON: ${(err as Error).message}`);
   }
   // Deeper than a run's result can nest (protobuf's recursion limit), or with a number beyond a
   // double (JSON.parse makes it Infinity, which a Value cannot carry), the run could not be read
@@ -216,17 +218,12 @@ function check(deps: ExecutorDeps, request: CompletionRequest, content: string):
   const problem = jsonProblem(parsed, MAX_JSON_DEPTH);
   if (problem && problem.kind !== "nul") {
     const at = problem.path.length > 0 ? problem.path.join(".") : "the top";
-    const reason =
+    return unreadable(
+      content,
       problem.kind === "depth"
         ? `the answer is nested deeper than ${MAX_JSON_DEPTH} levels (at ${at})`
-        : `the answer has a number beyond a double's range (at ${at})`;
-    return {
-      ok: false,
-      code: "validation_error",
-      message: reason,
-      data: { content, errors: [] },
-      errors: [reason],
-    };
+        : `the answer has a number beyond a double's range (at ${at})`,
+    );
   }
   const errors = deps.schemas.check(request.schema, parsed);
   if (errors.length === 0) return { ok: true, result: parsed };
