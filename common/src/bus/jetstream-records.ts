@@ -28,6 +28,7 @@ import {
   RecordConflict,
   RecordTooLarge,
   retryDelayMs,
+  takeBatch,
   type ConsumeOptions,
   type RecordBatchWriter,
   type RunRecord,
@@ -287,9 +288,9 @@ export class JetStreamRunRecords implements RunRecords {
       : undefined;
   }
 
-  consume(write: RecordBatchWriter, { onError, maxBatch = 1000 }: ConsumeOptions) {
+  consume(write: RecordBatchWriter, { onError, maxBatch, maxBatchBytes }: ConsumeOptions) {
     const stop = new AbortController();
-    const loop = this.consumeLoop(write, onError, maxBatch, stop.signal);
+    const loop = this.consumeLoop(write, onError, maxBatch, maxBatchBytes, stop.signal);
     return {
       async stop() {
         stop.abort();
@@ -306,7 +307,8 @@ export class JetStreamRunRecords implements RunRecords {
   private async consumeLoop(
     write: RecordBatchWriter,
     onError: ConsumeOptions["onError"],
-    maxBatch: number,
+    maxBatch: number | undefined,
+    maxBatchBytes: number | undefined,
     signal: AbortSignal,
   ) {
     const prefix = `${this.options.subjectPrefix}.record.`;
@@ -327,7 +329,7 @@ export class JetStreamRunRecords implements RunRecords {
         let writing: Promise<void> | undefined;
         const writeBatches = async () => {
           while (buffer.length > 0) {
-            const batch = buffer.splice(0, maxBatch);
+            const batch = takeBatch(buffer, (m) => m.data.length, maxBatch, maxBatchBytes);
             let written = false;
             for (let attempt = 0; !written && !signal.aborted; attempt++) {
               try {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { MemoryRunRecords } from "./memory-records.js";
-import { RecordConflict, type RunRecord } from "./run-records.js";
+import { RecordConflict, takeBatch, type RunRecord } from "./run-records.js";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
@@ -97,6 +97,30 @@ describe("the in-memory record log", () => {
     // 50 puts at once: far fewer batches than records.
     expect(written.length).toBeLessThan(10);
     await consumer.stop();
+  });
+
+  it("bounds a batch by bytes as well as by count; a record over the bound is a batch alone", async () => {
+    const records = new MemoryRunRecords();
+    const written: RunRecord[][] = [];
+    const consumer = records.consume(async (batch) => void written.push(batch), {
+      onError: () => {},
+      maxBatch: 3,
+      maxBatchBytes: 10,
+    });
+    // Put in one turn: all pending when the first batch forms.
+    const sizes = [4, 4, 4, 12, 1, 1, 1, 1];
+    await Promise.all(
+      sizes.map((n, i) => records.put(`r${i}`, bytes("x".repeat(n)), { dedupId: `${i}` })),
+    );
+    expect(written.map((b) => b.map((r) => r.data.length))).toEqual([
+      [4, 4],
+      [4],
+      [12],
+      [1, 1, 1],
+      [1],
+    ]);
+    await consumer.stop();
+    expect(takeBatch([20, 1], (n) => n, 5, 10)).toEqual([20]);
   });
 
   it("keeps no listener per idle wait (thousands of puts raise no MaxListeners warning)", async () => {

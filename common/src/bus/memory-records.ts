@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import {
   RecordConflict,
   retryDelayMs,
+  takeBatch,
   type ConsumeOptions,
   type RecordBatchWriter,
   type RunRecord,
@@ -61,7 +62,7 @@ export class MemoryRunRecords implements RunRecords {
     return last && { runId, seq: last.seq, data: last.data };
   }
 
-  consume(write: RecordBatchWriter, { onError, maxBatch = 1000 }: ConsumeOptions) {
+  consume(write: RecordBatchWriter, { onError, maxBatch, maxBatchBytes }: ConsumeOptions) {
     const stop = new AbortController();
     // One listener for the consumer's life: stopping wakes a consumer that waits for records.
     stop.signal.addEventListener("abort", () => this.wake?.(), { once: true });
@@ -72,7 +73,7 @@ export class MemoryRunRecords implements RunRecords {
           this.wake = undefined;
           continue;
         }
-        const batch = this.pending.splice(0, maxBatch);
+        const batch = takeBatch(this.pending, (p) => p.record.data.length, maxBatch, maxBatchBytes);
         for (let attempt = 0; !stop.signal.aborted; attempt++) {
           try {
             await write(batch.map((p) => p.record));

@@ -83,6 +83,41 @@ export interface ConsumeOptions {
   onError(err: unknown, attempt: number): void;
   /** Most records in one batch. */
   maxBatch?: number;
+  /** Most record bytes in one batch (a larger record is a batch of its own). */
+  maxBatchBytes?: number;
+}
+
+/** The default of ConsumeOptions.maxBatch. */
+export const MAX_BATCH = 1000;
+/**
+ * The default of ConsumeOptions.maxBatchBytes. A batch is written as one JSON string (a row's JSON
+ * is larger than its protobuf record, up to ~6x for text that is all escapes), and records may be
+ * up to ~1 MiB: bounded by count alone, a backlog of big records made a string past V8's limit
+ * (~512 MiB) or PostgreSQL's 1 GB parameter, and the batch failed for ever. 16 MiB keeps the
+ * string, and the batch's memory, far under both, and still amortises a statement over 16 of the
+ * largest records; usual records (a few KB) are bounded by the count first.
+ */
+export const MAX_BATCH_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Takes the next batch off the front of `queue`, in order: at most `maxBatch` items and
+ * `maxBatchBytes` bytes, and always the first item, however large.
+ */
+export function takeBatch<T>(
+  queue: T[],
+  bytes: (item: T) => number,
+  maxBatch = MAX_BATCH,
+  maxBatchBytes = MAX_BATCH_BYTES,
+): T[] {
+  let n = 0;
+  let total = 0;
+  for (const item of queue) {
+    if (n === maxBatch) break;
+    total += bytes(item);
+    if (n > 0 && total > maxBatchBytes) break;
+    n++;
+  }
+  return queue.splice(0, n);
 }
 
 /** Capped exponential backoff for a failed batch: 0.1 s doubling up to 5 s. */

@@ -3,6 +3,7 @@ import type { DatabaseFaults, Logger } from "@pies/common";
 import {
   isLaterRecord,
   RunLog,
+  type ConsumeOptions,
   type RecordConsumer,
   type RunRecord,
   type RunRecords,
@@ -164,8 +165,8 @@ export async function writeRecords(
 }
 
 /**
- * The runs service's writer: consumes the record log into PostgreSQL in batches until stopped. A
- * failed batch (the database is down) is retried; the failure counts as a database fault, so the
+ * The runs service's writer: consumes the record log into PostgreSQL in batches until stopped
+ * (bounded by count and by bytes: the defaults of ConsumeOptions unless given). A failed batch (the database is down) is retried; the failure counts as a database fault, so the
  * sweeper waits a lease after it.
  */
 export function startRecordWriter(
@@ -173,8 +174,10 @@ export function startRecordWriter(
   records: RunRecords,
   logger: Logger,
   faults?: DatabaseFaults,
+  bounds: Pick<ConsumeOptions, "maxBatch" | "maxBatchBytes"> = {},
 ): RecordConsumer {
   return records.consume((batch) => writeRecords(db, batch, logger), {
+    ...bounds,
     onError(err, attempt) {
       faults?.note();
       if (attempt % 10 === 0)
