@@ -82,6 +82,8 @@ export class EventTooLarge extends Error {
     readonly bytes: number,
     readonly limit: number,
   ) {
-    super(`an event of run ${runId} of ${bytes} bytes is larger than the bus takes (${limit} bytes)`);
+    super(
+      `an event of run ${runId} of ${bytes} bytes is larger than the bus takes (${limit} bytes)`,
+    );
   }
 }

@@ -110,7 +110,8 @@ export class JetStreamRunEventBus implements RunEventBus {
   async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
     // nats.js would refuse it too, but as an error a retry could not tell from a lost connection.
     const limit = this.maxEventBytes;
-    if (limit !== undefined && data.length > limit) throw new EventTooLarge(runId, data.length, limit);
+    if (limit !== undefined && data.length > limit)
+      throw new EventTooLarge(runId, data.length, limit);
     const headers = tracingEnabled() ? traceHeaders() : natsHeaders();
     headers.set(SEQ_HEADER, String(seq));
     await this.js.publish(this.subject(runId, kind), data, {

@@ -63,7 +63,10 @@ export function errorInterceptor(logger: Logger, faults?: DatabaseFaults): Inter
         throw err;
       }
       if (err instanceof RecordTooLarge) {
-        logger.warn({ runId: err.runId, bytes: err.bytes, procedure: req.url }, "run too large to record");
+        logger.warn(
+          { runId: err.runId, bytes: err.bytes, procedure: req.url },
+          "run too large to record",
+        );
         throw tooLargeError(
           `the run is too large to record: its record would be ${err.bytes} bytes, over the ` +
             `limit of ${err.limit} bytes (the record log's message size); send less data`,

@@ -273,9 +273,7 @@ describe("ChunkPublisher", () => {
     expect(bus.sizes.every((bytes) => bytes <= limit)).toBe(true);
     expect(bus.stored.map((s) => s.text).join("")).toBe(pieces.join(""));
     expect(bus.stored.some((s) => s.text.includes("\ufffd"))).toBe(false);
-    expect(bus.stored.map((s) => s.dedupId)).toEqual(
-      bus.stored.map((_, i) => `run-10-${i + 1}`),
-    );
+    expect(bus.stored.map((s) => s.dedupId)).toEqual(bus.stored.map((_, i) => `run-10-${i + 1}`));
     await publisher.end(encode("end"));
     expect(bus.stored.at(-1)?.dedupId).toBe("run-10-end");
   });
@@ -301,7 +299,11 @@ class SizedBus extends FlakyBus {
   }
   override async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
     if (data.length > this.maxEventBytes) {
-      this.attempts.push({ kind, text: decoder.decode(data), dedupId: dedupIdOf(runId, kind, seq) });
+      this.attempts.push({
+        kind,
+        text: decoder.decode(data),
+        dedupId: dedupIdOf(runId, kind, seq),
+      });
       throw new EventTooLarge(runId, data.length, this.maxEventBytes);
     }
     this.sizes.push(data.length);

@@ -573,7 +573,11 @@ class StreamedExecution {
         // An event too large for the bus (a repair's; chunks are cut to size) is not a failure of
         // the run: its end carries the whole answer, and its record decides whether it fits.
         if (!(err instanceof EventTooLarge)) {
-          outcome = { ok: false, code: "stream_error", message: "the result could not be streamed" };
+          outcome = {
+            ok: false,
+            code: "stream_error",
+            message: "the result could not be streamed",
+          };
         }
       }
     } catch (err) {

@@ -101,10 +101,12 @@ describe("the run sweeper", () => {
     });
     const result = await sweepRuns(db, refusing, { leaseSeconds: 60 });
     expect(result.orphaned).toBeGreaterThanOrEqual(1);
-    await expect.poll(() => state(orphan)).toEqual({
-      status: RunStatus.FAILED,
-      code: "executor_lost",
-    });
+    await expect
+      .poll(() => state(orphan))
+      .toEqual({
+        status: RunStatus.FAILED,
+        code: "executor_lost",
+      });
     expect(await state(big)).toEqual({ status: RunStatus.PROCESSING, code: undefined });
   });
 
