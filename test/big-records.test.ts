@@ -150,6 +150,9 @@ describe("runs whose record is larger than a NATS message", () => {
     expect(close?.event).toBe("close");
     const final = JSON.parse(close!.data);
     expect(final).toMatchObject({ status: "failed", error: { code: "result_too_large" } });
+    // The whole answer was streamed, in messages each within a NATS message.
+    const streamed = events.filter((e) => e.event === "message").map((e) => JSON.parse(e.data));
+    expect(streamed.join("")).toBe("y".repeat(maxPayload + 1024));
     const run = await json(await api(`/runs/${created.id}`));
     expect(run).toMatchObject({ status: "failed", error: { code: "result_too_large" } });
   });

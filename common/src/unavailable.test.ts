@@ -2,6 +2,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { createLogger } from "./logger.js";
 import { errorInterceptor } from "./server/server.js";
+import { RecordTooLarge } from "./bus/run-records.js";
+import { isTooLarge } from "./retry-after.js";
 import { DatabaseFaults, isConnectionError, isDatabaseUnavailable } from "./unavailable.js";
 
 const systemError = (code: string, message = code) => Object.assign(new Error(message), { code });
@@ -86,6 +88,17 @@ describe("errorInterceptor", () => {
     expect(internal).toMatchObject({ code: Code.Internal, rawMessage: "internal error" });
     const notFound = new ConnectError("run r not found", Code.NotFound);
     expect(await call(faults, notFound).catch((e: unknown) => e)).toBe(notFound);
+    expect(faults.lastAt).toBe(0);
+  });
+  it("answers a run record too large for the log as a request too large (413), naming the sizes", async () => {
+    const faults = new DatabaseFaults();
+    const err = await call(faults, new RecordTooLarge("run_1", 2_000_000, 1_047_552)).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ConnectError);
+    expect(isTooLarge(err as ConnectError)).toBe(true);
+    expect((err as ConnectError).rawMessage).toContain("2000000 bytes");
+    expect((err as ConnectError).rawMessage).toContain("1047552 bytes");
     expect(faults.lastAt).toBe(0);
   });
 });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newId } from "@pies/common";
 import {
+  EventTooLarge,
   JetStreamRunEventBus,
   LiveGap,
   MemoryRunEventBus,
@@ -135,6 +136,25 @@ describe("JetStreamRunEventBus live (real NATS)", () => {
   afterAll(async () => {
     await bus.close();
     await stream.remove();
+  });
+
+  it("takes events up to its maxEventBytes, just under max_payload, and refuses a larger one as EventTooLarge", async () => {
+    const limit = bus.maxEventBytes!;
+    const maxPayload = bus.connection.info!.max_payload;
+    expect(limit).toBeLessThan(maxPayload);
+    expect(limit).toBeGreaterThan(maxPayload - 4096);
+    const runId = newId();
+    await bus.publish(runId, "chunk", new Uint8Array(limit).fill(120), 1);
+    const refused = await bus
+      .publish(runId, "chunk", new Uint8Array(limit + 1).fill(120), 2)
+      .catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(EventTooLarge);
+    await bus.publish(runId, "end", bytes("{}"), 2);
+    const events = await collect(bus, runId);
+    expect(events.map((e) => [e.kind, e.data.length])).toEqual([
+      ["chunk", limit],
+      ["end", 2],
+    ]);
   });
 
   /** Everything the live subscription yields, and how it ended (the error, if it threw). */

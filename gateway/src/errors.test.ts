@@ -93,6 +93,22 @@ describe("Retry-After", () => {
     });
   });
 
+  it("answers a service's refusal of a request over its readMaxBytes 413, marked or not", async () => {
+    const message = "message size 40000000 is larger than configured readMaxBytes 33554432";
+    for (const err of [
+      tooLargeError(message),
+      // connect-node's own path answers it unmarked.
+      new ConnectError(message, Code.ResourceExhausted),
+    ]) {
+      const r = toHttpError(err);
+      expect([r.status, r.code, r.message]).toEqual([413, "payload_too_large", message]);
+    }
+    // Any other RESOURCE_EXHAUSTED is still a limit to wait for.
+    expect(toHttpError(new ConnectError("over the limit", Code.ResourceExhausted)).status).toBe(
+      429,
+    );
+  });
+
   it("is absent when nobody said when to try again", async () => {
     const r = await answer(toHttpError(new ConnectError("busy", Code.ResourceExhausted)));
     expect(r.status).toBe(429);

@@ -76,6 +76,10 @@ export function toHttpError(err: unknown): HttpError {
     }
     // A request that a service cannot take whole (a run too large to record): 413, not 429.
     if (isTooLarge(err)) return payloadTooLarge(err.rawMessage);
+    // The same refusal by connect-node's own path of a service (its readMaxBytes), unmarked.
+    if (err.code === Code.ResourceExhausted && overReadMax.test(err.rawMessage)) {
+      return payloadTooLarge(err.rawMessage);
+    }
     const [status, code] = byConnectCode[err.code] ?? [500, "internal"];
     // A service that says when to try again (retryableError in @pies/common) is passed on.
     const options = { retryAfterSeconds: retryAfterSeconds(err) };
@@ -114,6 +118,9 @@ export function toHttpError(err: unknown): HttpError {
   }
   return new HttpError(500, "internal", "internal error");
 }
+
+/** connect-node's message for a request message over a server's readMaxBytes. */
+const overReadMax = /^message size (\d+ )?is larger than configured readMaxBytes \d+$/;
 
 /** 413: the request carries more than the server takes. */
 export const payloadTooLarge = (message: string) =>

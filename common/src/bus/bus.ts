@@ -32,6 +32,11 @@ export interface RunEventBus {
    * retried publish of the same number (of an end: of any end) is stored once.
    */
   publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number): Promise<void>;
+  /**
+   * The largest event data a publish takes (JetStream: the server's max_payload less the
+   * headers; a larger one fails with EventTooLarge); undefined when there is none (in memory).
+   */
+  readonly maxEventBytes?: number;
   /** Every stored event of the run (after `afterSeq`), then live ones, until the signal aborts. */
   subscribe(runId: string, options: SubscribeOptions): AsyncIterable<RunEvent>;
   /**
@@ -67,5 +72,18 @@ export class LiveGap extends Error {
   constructor(readonly lastSeq: number) {
     super(`the live subscription missed an event after ${lastSeq}`);
     this.name = "LiveGap";
+  }
+}
+
+/** An event larger than the bus takes (RunEventBus.maxEventBytes): no retry can store it. */
+export class EventTooLarge extends Error {
+  constructor(
+    readonly runId: string,
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      `an event of run ${runId} of ${bytes} bytes is larger than the bus takes (${limit} bytes)`,
+    );
   }
 }

@@ -14,6 +14,7 @@ import {
   type JetStreamManager,
 } from "@nats-io/jetstream";
 import {
+  EventTooLarge,
   LiveGap,
   type LiveEvents,
   type RunEvent,
@@ -78,6 +79,15 @@ export class JetStreamRunEventBus implements RunEventBus {
     return this.nc;
   }
 
+  /**
+   * The largest event a publish takes: the connected server's max_payload (read at each call, as
+   * a reconnection may reach a server with another) less the headers.
+   */
+  get maxEventBytes(): number | undefined {
+    const maxPayload = this.nc.info?.max_payload;
+    return maxPayload ? maxPayload - HEADERS_ALLOWANCE : undefined;
+  }
+
   private subject(runId: string, kind: RunEvent["kind"] | ">") {
     return `${this.options.subjectPrefix}.run.${runId}.${kind}`;
   }
@@ -98,6 +108,10 @@ export class JetStreamRunEventBus implements RunEventBus {
    * and the number, or the run's end.
    */
   async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
+    // nats.js would refuse it too, but as an error a retry could not tell from a lost connection.
+    const limit = this.maxEventBytes;
+    if (limit !== undefined && data.length > limit)
+      throw new EventTooLarge(runId, data.length, limit);
     const headers = tracingEnabled() ? traceHeaders() : natsHeaders();
     headers.set(SEQ_HEADER, String(seq));
     await this.js.publish(this.subject(runId, kind), data, {
@@ -238,6 +252,12 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, message: string):
 
 /** The header that carries an event's number in its run (RunEvent.seq). */
 const SEQ_HEADER = "Pies-Seq";
+
+/**
+ * What an event's message carries besides its data, within the server's max_payload: the headers
+ * (`NATS/1.0`, Nats-Msg-Id, Pies-Seq, traceparent and tracestate), well under this.
+ */
+const HEADERS_ALLOWANCE = 1024;
 
 /** A run's event as a NATS message carries it; `fallbackSeq` when it has no number (NaN if none). */
 function eventOf(

@@ -9,6 +9,8 @@ import { internalAuthInterceptor } from "./internal-auth.js";
 import { unaryHandler } from "./unary-server.js";
 import { serverTracingInterceptor, tracingEnabled } from "../tracing.js";
 import { databaseUnavailable, isDatabaseUnavailable, type DatabaseFaults } from "../unavailable.js";
+import { RecordTooLarge } from "../bus/run-records.js";
+import { tooLargeError } from "../retry-after.js";
 
 export interface ServeOptions {
   name: string;
@@ -47,8 +49,10 @@ export interface RunningServer {
 /**
  * Keeps unexpected errors out of responses: a handler's ConnectError passes through; a database
  * that is down or restarting is UNAVAILABLE (logged at warn, noted in `faults`), so that callers
- * answer 503 and may retry; anything else is logged with its stack and answered as INTERNAL with
- * no detail. The one place where errors of PostgreSQL are classified.
+ * answer 503 and may retry; a run record larger than the record log takes (a put anywhere: a
+ * start, a create, the sweeper's) is the request's size, answered as tooLargeError (413, not to
+ * be retried); anything else is logged with its stack and answered as INTERNAL with no detail.
+ * The one place where errors of PostgreSQL are classified.
  */
 export function errorInterceptor(logger: Logger, faults?: DatabaseFaults): Interceptor {
   return (next) => async (req) => {
@@ -57,6 +61,16 @@ export function errorInterceptor(logger: Logger, faults?: DatabaseFaults): Inter
     } catch (err) {
       if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) {
         throw err;
+      }
+      if (err instanceof RecordTooLarge) {
+        logger.warn(
+          { runId: err.runId, bytes: err.bytes, procedure: req.url },
+          "run too large to record",
+        );
+        throw tooLargeError(
+          `the run is too large to record: its record would be ${err.bytes} bytes, over the ` +
+            `limit of ${err.limit} bytes (the record log's message size); send less data`,
+        );
       }
       if (isDatabaseUnavailable(err)) {
         faults?.note();

@@ -21,6 +21,7 @@ import {
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
 import { directTransport } from "./direct.js";
+import { tooLargeError } from "../retry-after.js";
 import { webHeaders } from "./unary-client.js";
 
 /**
@@ -97,15 +98,15 @@ export function unaryHandler(
     /**
      * Too large: answered at once, and the stream then reset with NO_ERROR, which tells the
      * caller to stop sending (RFC 9113 §8.1) after the complete answer, so nothing more is read.
+     * Marked as a request too large (the gateway's 413), not a limit a retry may pass (429).
      */
     const tooLarge = (size?: number) => {
       answer(
         errorAnswer(
-          new ConnectError(
+          tooLargeError(
             size === undefined
               ? `message size is larger than configured readMaxBytes ${readMaxBytes}`
               : `message size ${size} is larger than configured readMaxBytes ${readMaxBytes}`,
-            Code.ResourceExhausted,
           ),
         ),
       );

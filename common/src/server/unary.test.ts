@@ -13,6 +13,7 @@ import {
 } from "@pies/proto/runs";
 import { Health, HealthCheckResponse_ServingStatus } from "@pies/proto/health";
 import { createLogger } from "../logger.js";
+import { isTooLarge } from "../retry-after.js";
 import { peerTransport, serviceClient } from "./client.js";
 import { internalCredentialInterceptor } from "./internal-auth.js";
 import { replayableRoutes, serveConnect, type RunningServer } from "./server.js";
@@ -621,6 +622,8 @@ describe("a request larger than readMaxBytes", () => {
       );
       expect(err?.code, format).toBe(Code.ResourceExhausted);
       expect(err?.rawMessage).toBe(tooLarge());
+      // Marked as a request too large: the gateway answers 413, not 429 rate_limited.
+      expect(err && isTooLarge(err), format).toBe(true);
       // Under the cap, the same call is answered.
       expect((await client.getRun({ id: "x".repeat(CAP - 100) })).run?.id).toBe("xxxxxxxxxx");
     }

@@ -1,4 +1,4 @@
-import type { RunEvent, RunEventBus } from "@pies/common/bus";
+import { EventTooLarge, type RunEvent, type RunEventBus } from "@pies/common/bus";
 import { describe, expect, it } from "vitest";
 import { ChunkPublisher } from "./chunk-publisher.js";
 
@@ -258,4 +258,55 @@ describe("ChunkPublisher", () => {
     await publisher.flush();
     expect(bus.stored.map((s) => s.text).join("")).toBe("é✓😀 ok");
   });
+
+  it("cuts what waited into events the bus takes, never inside a character", async () => {
+    const limit = 16;
+    const bus = new SizedBus(limit);
+    const publisher = new ChunkPublisher(bus, "run-10", 3, true);
+    // Pushed while held (the start not recorded yet): far more than one event takes, with
+    // characters of 2, 3 and 4 bytes (a surrogate pair) where a cut by bytes would fall inside.
+    const pieces = ["a😀", "é✓", "bcdefghijklm😀😀", "n".repeat(40), "✓✓✓✓✓✓😀é"];
+    for (const piece of pieces) publisher.push(piece);
+    publisher.open();
+    await publisher.flush();
+    expect(bus.stored.length).toBeGreaterThan(5);
+    expect(bus.sizes.every((bytes) => bytes <= limit)).toBe(true);
+    expect(bus.stored.map((s) => s.text).join("")).toBe(pieces.join(""));
+    expect(bus.stored.some((s) => s.text.includes("\ufffd"))).toBe(false);
+    expect(bus.stored.map((s) => s.dedupId)).toEqual(bus.stored.map((_, i) => `run-10-${i + 1}`));
+    await publisher.end(encode("end"));
+    expect(bus.stored.at(-1)?.dedupId).toBe("run-10-end");
+  });
+
+  it("does not retry an event the bus refuses for its size, and numbers the end after the last stored", async () => {
+    const bus = new SizedBus(16);
+    const publisher = new ChunkPublisher(bus, "run-11", 3);
+    publisher.push("short");
+    await publisher.flush();
+    publisher.repair(JSON.stringify({ attempt: 1, errors: ["x".repeat(40)] }));
+    await expect(publisher.flush()).rejects.toBeInstanceOf(EventTooLarge);
+    expect(bus.attempts.filter((a) => a.kind === "repair")).toHaveLength(1);
+    await publisher.end(encode("end"));
+    expect(bus.stored.map((s) => s.dedupId)).toEqual(["run-11-1", "run-11-end"]);
+  });
 });
+
+/** A bus that refuses events larger than `maxEventBytes`, as JetStream's does. */
+class SizedBus extends FlakyBus {
+  readonly sizes: number[] = [];
+  constructor(readonly maxEventBytes: number) {
+    super(() => false);
+  }
+  override async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
+    if (data.length > this.maxEventBytes) {
+      this.attempts.push({
+        kind,
+        text: decoder.decode(data),
+        dedupId: dedupIdOf(runId, kind, seq),
+      });
+      throw new EventTooLarge(runId, data.length, this.maxEventBytes);
+    }
+    this.sizes.push(data.length);
+    return super.publish(runId, kind, data, seq);
+  }
+}

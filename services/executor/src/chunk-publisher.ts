@@ -1,11 +1,12 @@
-import type { RunEventBus } from "@pies/common/bus";
+import { EventTooLarge, type RunEventBus } from "@pies/common/bus";
 
 const encoder = new TextEncoder();
 
 /**
  * Publishes a run's chunks in order without holding up the provider stream: while one publish
- * awaits its acknowledgement, the chunks that arrive are joined and go out as the next message.
- * A publish is retried (idempotently: each message has a dedup id) before the run fails.
+ * awaits its acknowledgement, the chunks that arrive are joined and go out as the next message (as
+ * several, each at most the bus's limit, when they are more: a long answer that came while the
+ * start was being recorded). A publish is retried (idempotently: each message has a dedup id) before the run fails.
  */
 export class ChunkPublisher {
   private pending = "";
@@ -59,9 +60,7 @@ export class ChunkPublisher {
     try {
       while ((this.pending || this.queued.length > 0) && !this.failure) {
         if (this.pending) {
-          const data = encoder.encode(this.pending);
-          this.pending = "";
-          await this.publish("chunk", data, ++this.sent);
+          await this.publish("chunk", this.takePending(), ++this.sent);
           continue;
         }
         const next = this.queued.shift();
@@ -70,10 +69,32 @@ export class ChunkPublisher {
         await this.publish("repair", encoder.encode(next.repair), ++this.sent);
       }
     } catch (err) {
+      // An event the bus refused for its size was not stored: its number goes to the next one.
+      if (err instanceof EventTooLarge) this.sent--;
       this.failure = err as Error;
     } finally {
       this.inflight = undefined;
     }
+  }
+
+  /**
+   * The pending text, encoded, or as much of it as the bus takes in one event (the rest stays
+   * pending, to go first in the next). Cut between characters, never inside one (nor a surrogate
+   * pair): each event is decoded on its own, and the pieces join to the text.
+   */
+  private takePending(): Uint8Array {
+    const text = this.pending;
+    const limit = this.bus.maxEventBytes;
+    // At most 3 bytes of UTF-8 per UTF-16 code unit: most often, all of it fits.
+    if (limit === undefined || text.length * 3 <= limit) {
+      this.pending = "";
+      return encoder.encode(text);
+    }
+    const buffer = new Uint8Array(Math.max(4, Math.min(limit, text.length * 3)));
+    // encodeInto writes whole characters only, and says how much of the text it took.
+    const { read, written } = encoder.encodeInto(text, buffer);
+    this.pending = text.slice(read);
+    return buffer.subarray(0, written);
   }
 
   /** Event number `seq` of the run (retried with the same number: stored once). */
@@ -82,7 +103,7 @@ export class ChunkPublisher {
       try {
         return await this.bus.publish(this.runId, kind, data, seq);
       } catch (err) {
-        if (attempt >= this.attempts) throw err;
+        if (attempt >= this.attempts || err instanceof EventTooLarge) throw err;
         await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
       }
     }

@@ -5,6 +5,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createLogger, EndpointPolicy, fromValue, type JsonObject } from "@pies/common";
 import {
+  EventTooLarge,
   MemoryCatalogEvents,
   MemoryRunEventBus,
   MemoryRunRecords,
@@ -735,6 +736,7 @@ describe("ExecutorService streamed runs", () => {
     open = false,
     failStart,
     resolveAfterMs = 0,
+    maxEventBytes,
   }: {
     /** Start puts go through at once. */
     open?: boolean;
@@ -742,6 +744,8 @@ describe("ExecutorService streamed runs", () => {
     failStart?: (n: number) => { stored: boolean } | undefined;
     /** The catalog's environment comes this much later. */
     resolveAfterMs?: number;
+    /** The bus refuses larger chunk and repair events, as JetStream's does over max_payload. */
+    maxEventBytes?: number;
   } = {}) {
     let letThrough!: () => void;
     const gate = new Promise<void>((resolve) => (letThrough = resolve));
@@ -766,7 +770,13 @@ describe("ExecutorService streamed runs", () => {
     };
     const published: RunEvent[] = [];
     const counting: RunEventBus = {
-      publish: (runId, kind, data, seq) => {
+      maxEventBytes,
+      publish: async (runId, kind, data, seq) => {
+        // Not the end, a run's record: the record log bounds it to the same size in a
+        // deployment, and a test run's record is far larger than these answers.
+        if (maxEventBytes !== undefined && kind !== "end" && data.length > maxEventBytes) {
+          throw new EventTooLarge(runId, data.length, maxEventBytes);
+        }
         published.push({ kind, data, seq });
         return bus.publish(runId, kind, data, seq);
       },
@@ -831,6 +841,32 @@ describe("ExecutorService streamed runs", () => {
     expect(chunkText(events)).toBe(fromValue(endRun(events).result));
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
     expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+  });
+
+  it("streams an answer that came whole while the start was recorded as events the bus takes", async () => {
+    // The answer (over 200 bytes, with characters of 2 to 4 bytes) is all in while the start put
+    // waits: it goes out in events of at most 32 bytes, not one the bus refuses (stream_error).
+    const held = heldStarts({ maxEventBytes: 32 });
+    const { run } = await held.client.execute({
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.echoId },
+      data: { text: "held é✓😀 ".repeat(8) },
+      stream: true,
+    });
+    const starting = held.client.startRun({ projectId: main.projectId, runId: run!.id });
+    await expect.poll(() => held.calls.length).toBe(1);
+    await held.calls[0]!.done;
+    held.letThrough();
+    expect((await starting).started).toBe(true);
+    const events = await eventsUntilEnd(run!.id);
+    expect(endRun(events).status).toBe(RunStatus.COMPLETED);
+    const result = fromValue(endRun(events).result) as string;
+    expect(result).toContain("😀");
+    expect(chunkText(events)).toBe(result);
+    const chunks = events.filter((e) => e.kind === "chunk");
+    expect(chunks.length).toBeGreaterThan(5);
+    expect(chunks.every((e) => e.data.length <= 32)).toBe(true);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
   });
 
   it("cancels the provider call and publishes nothing when another request started the run meanwhile", async () => {

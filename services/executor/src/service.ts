@@ -11,7 +11,13 @@ import {
   tooLargeError,
   type JsonObject,
 } from "@pies/common";
-import { newPutId, RecordConflict, RecordTooLarge, withFields } from "@pies/common/bus";
+import {
+  EventTooLarge,
+  newPutId,
+  RecordConflict,
+  RecordTooLarge,
+  withFields,
+} from "@pies/common/bus";
 import { ExecutorService } from "@pies/proto/executor";
 import { CachePolicySchema, type CachePolicy } from "@pies/proto/catalog";
 import { RunErrorSchema, RunSchema, RunStatus, TokenUsageSchema, type Run } from "@pies/proto/runs";
@@ -564,7 +570,15 @@ class StreamedExecution {
         await publisher.flush();
       } catch (err) {
         deps.logger.error({ err, runId: run.id }, "chunks could not be published");
-        outcome = { ok: false, code: "stream_error", message: "the result could not be streamed" };
+        // An event too large for the bus (a repair's; chunks are cut to size) is not a failure of
+        // the run: its end carries the whole answer, and its record decides whether it fits.
+        if (!(err instanceof EventTooLarge)) {
+          outcome = {
+            ok: false,
+            code: "stream_error",
+            message: "the result could not be streamed",
+          };
+        }
       }
     } catch (err) {
       deps.logger.error({ err, runId: run.id }, "streamed execution failed");

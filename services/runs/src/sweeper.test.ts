@@ -5,7 +5,7 @@ import { sql, type Kysely } from "kysely";
 import { createLogger, DatabaseFaults, newId } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { RunsService, RunStatus } from "@pies/proto/runs";
-import { MemoryRunRecords } from "@pies/common/bus";
+import { MemoryRunRecords, RecordTooLarge, RunLog, type RunRecords } from "@pies/common/bus";
 import { migrations } from "./migrations/index.js";
 import { startRunsStore } from "./record-writer.js";
 import { runsRoutes } from "./service.js";
@@ -83,6 +83,31 @@ describe("the run sweeper", () => {
     expect(await state(orphan)).toEqual({ status: RunStatus.FAILED, code: "executor_lost" });
     expect(await state(alive)).toEqual({ status: RunStatus.PROCESSING, code: undefined });
     expect(await state(done)).toEqual({ status: RunStatus.COMPLETED, code: undefined });
+  });
+
+  it("goes on to the next run when one is too large to record as failed", async () => {
+    const big = await run(RunStatus.PROCESSING);
+    const orphan = await run(RunStatus.PROCESSING);
+    for (const id of [big, orphan]) await age(id, 120);
+    const records: RunRecords = store.log.records;
+    const refusing = new RunLog({
+      put: (runId, data, options) =>
+        runId === big
+          ? Promise.reject(new RecordTooLarge(runId, 2_000_000, 1_000_000))
+          : records.put(runId, data, options),
+      last: (runId) => records.last(runId),
+      consume: (write, options) => records.consume(write, options),
+      ready: () => records.ready(),
+    });
+    const result = await sweepRuns(db, refusing, { leaseSeconds: 60 });
+    expect(result.orphaned).toBeGreaterThanOrEqual(1);
+    await expect
+      .poll(() => state(orphan))
+      .toEqual({
+        status: RunStatus.FAILED,
+        code: "executor_lost",
+      });
+    expect(await state(big)).toEqual({ status: RunStatus.PROCESSING, code: undefined });
   });
 
   it("starts the lease when a run moves to processing", async () => {

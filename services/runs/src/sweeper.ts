@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { sql, type Kysely } from "kysely";
 import { DatabaseFaults, type Logger } from "@pies/common";
-import { RecordConflict, withFields, type RunLog } from "@pies/common/bus";
+import { RecordConflict, RecordTooLarge, withFields, type RunLog } from "@pies/common/bus";
 import { RunErrorSchema, RunStatus, type Run } from "@pies/proto/runs";
 import { runToProto } from "./mappers.js";
 import type { RunRow, RunsDatabase } from "./tables.js";
@@ -13,6 +13,8 @@ export interface SweepOptions {
   batch?: number;
   /** Whether to fail runs with `executor_lost` in this sweep (default true); see `leaseObserved`. */
   orphans?: boolean;
+  /** Told of a run that could not be failed (its record too large for the log). */
+  logger?: Logger;
 }
 
 export interface SweepResult {
@@ -31,7 +33,7 @@ export interface SweepResult {
 export async function sweepRuns(
   db: Kysely<RunsDatabase>,
   log: RunLog,
-  { leaseSeconds, batch = 1000, orphans = true }: SweepOptions,
+  { leaseSeconds, batch = 1000, orphans = true, logger }: SweepOptions,
 ): Promise<SweepResult> {
   const late = await db
     .selectFrom("runs.runs")
@@ -41,7 +43,7 @@ export async function sweepRuns(
     .where(sql<boolean>`created_at + make_interval(secs => ttl) < now()`)
     .limit(batch)
     .execute();
-  const expired = await failAll(log, late, (run) => ({
+  const expired = await failAll(log, logger, late, (run) => ({
     code: "stream_expired",
     message: `the stream was not opened within ${run.ttl} s`,
   }));
@@ -53,7 +55,7 @@ export async function sweepRuns(
     .where(sql<boolean>`heartbeat_at < now() - make_interval(secs => ${leaseSeconds})`)
     .limit(batch)
     .execute();
-  const orphaned = await failAll(log, lost, () => ({
+  const orphaned = await failAll(log, logger, lost, () => ({
     code: "executor_lost",
     message: "the executor stopped before the run ended",
   }));
@@ -63,6 +65,7 @@ export async function sweepRuns(
 /** Fails each run unless it moved on meanwhile; resolves with how many this sweep failed. */
 async function failAll(
   log: RunLog,
+  logger: Logger | undefined,
   rows: RunRow[],
   error: (run: Run) => { code: string; message: string },
 ): Promise<number> {
@@ -80,6 +83,12 @@ async function failAll(
       await log.put(ended, last?.seq ?? 0);
       failed++;
     } catch (err) {
+      // A run whose record the log cannot take (stored before records were checked against its
+      // size) is left as it is: stopping here would leave every run after it unswept too.
+      if (err instanceof RecordTooLarge) {
+        logger?.error({ runId: row.id, bytes: err.bytes }, "run too large to record as failed");
+        continue;
+      }
       if (!(err instanceof RecordConflict)) throw err;
     }
   }
@@ -121,7 +130,7 @@ export function startSweeper(
       lastFaultAt: faults.lastAt,
       leaseSeconds: options.leaseSeconds,
     });
-    running = sweepRuns(db, log, { ...options, orphans }).then(
+    running = sweepRuns(db, log, { ...options, orphans, logger }).then(
       (result) => {
         if (result.expired || result.orphaned) logger.info(result, "swept runs");
       },
