@@ -202,7 +202,7 @@ const streamingRefused = (method: DescMethod) =>
 const CALL_ENDED = new ConnectError("the call has ended", Code.Canceled);
 
 /** A router that keeps the implementations it is given, building no protocol handler. */
-function recordingRouter(add: (spec: MethodImplSpec) => void): ConnectRouter {
+export function recordingRouter(add: (spec: MethodImplSpec) => void): ConnectRouter {
   const router: ConnectRouter = {
     // Nothing here speaks a protocol: no universal handler is built.
     handlers: [],

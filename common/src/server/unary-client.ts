@@ -415,18 +415,26 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
       clearTimeout(timer);
       signal?.removeEventListener("abort", onCallerAbort);
     };
-    return next({
-      stream: false,
-      service: method.parent,
-      method,
-      requestMethod: "POST",
-      url: `${base}/${method.parent.typeName}/${method.name}`,
-      signal: controller.signal,
-      header: new Headers(header),
-      contextValues: contextValues ?? createContextValues(),
-      // A raw call's request is the message's JSON already: the interceptors see it as it is.
-      message: raw ? (input as MessageShape<I>) : create(method.input, input as never),
-    }).then(
+    let pending: Promise<UnaryResponse<I, O>>;
+    try {
+      pending = next({
+        stream: false,
+        service: method.parent,
+        method,
+        requestMethod: "POST",
+        url: `${base}/${method.parent.typeName}/${method.name}`,
+        signal: controller.signal,
+        header: new Headers(header),
+        contextValues: contextValues ?? createContextValues(),
+        // A raw call's request is the message's JSON already: the interceptors see it as it is.
+        message: raw ? (input as MessageShape<I>) : create(method.input, input as never),
+      });
+    } catch (err) {
+      // Thrown before the call began (an input `create` refuses, an interceptor that throws):
+      // a failed call like any, its deadline timer and abort listener cleaned up below.
+      pending = Promise.reject(err);
+    }
+    return pending.then(
       (res) => {
         cleanup();
         return res;

@@ -4,13 +4,11 @@ import {
   fromJsonString,
   toBinary,
   toJsonString,
-  type DescMethod,
   type DescMethodUnary,
 } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
-  createServiceImplSpec,
   type ConnectRouter,
   type Interceptor,
   type Transport,
@@ -20,7 +18,7 @@ import {
   errorToJsonBytes,
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
-import { directTransport } from "./direct.js";
+import { directTransport, recordingRouter } from "./direct.js";
 import { tooLargeError } from "../retry-after.js";
 import { webHeaders } from "./unary-client.js";
 
@@ -54,9 +52,9 @@ export function unaryHandler(
 ): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => boolean {
   const methods = new Map<string, DescMethodUnary>();
   routes(
-    pathRouter((method) => {
+    recordingRouter(({ method }) => {
       if (method.methodKind === "unary") {
-        methods.set(`/${method.parent.typeName}/${method.name}`, method as DescMethodUnary);
+        methods.set(`/${method.parent.typeName}/${method.name}`, method);
       }
     }),
   );
@@ -130,7 +128,14 @@ export function unaryHandler(
       chunks.length = 0;
       tooLarge();
     };
-    const onEnd = () => void call(method, binary, req, chunks, gone.signal).then(answer);
+    // Whatever throws past `call` (an error answer that cannot be encoded) resets the caller's
+    // stream: never an unhandled rejection, which would end the process.
+    const onEnd = () =>
+      void call(method, binary, req, chunks, gone.signal)
+        .then(answer)
+        .catch(() => {
+          if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+        });
     req.on("data", onData);
     req.on("end", onEnd);
     return true;
@@ -204,21 +209,4 @@ function errorAnswer(error: ConnectError): Answer {
   });
   headers["content-type"] = "application/json";
   return { status: codeToHttpStatus(error.code), headers, body: errorToJsonBytes(error, {}) };
-}
-
-/** A router that only reports the methods registered with it. */
-function pathRouter(add: (method: DescMethod) => void): ConnectRouter {
-  const router: ConnectRouter = {
-    handlers: [],
-    service(service, implementation) {
-      const spec = createServiceImplSpec(service, implementation);
-      for (const method of Object.values(spec.methods)) add(method.method);
-      return router;
-    },
-    rpc(method) {
-      add(method);
-      return router;
-    },
-  };
-  return router;
 }
