@@ -21,7 +21,7 @@ import {
   type RunEventBus,
   type SubscribeOptions,
 } from "./bus.js";
-import { connectNats, ensureStream, natsReady, onReconnect } from "./nats.js";
+import { connectNats, ensureStream, maxDataBytes, natsReady, onReconnect } from "./nats.js";
 
 export interface NatsSettings {
   NATS_URL: string;
@@ -79,13 +79,9 @@ export class JetStreamRunEventBus implements RunEventBus {
     return this.nc;
   }
 
-  /**
-   * The largest event a publish takes: the connected server's max_payload (read at each call, as
-   * a reconnection may reach a server with another) less the headers.
-   */
+  /** The largest event a publish takes (maxDataBytes). */
   get maxEventBytes(): number | undefined {
-    const maxPayload = this.nc.info?.max_payload;
-    return maxPayload ? maxPayload - HEADERS_ALLOWANCE : undefined;
+    return maxDataBytes(this.nc);
   }
 
   private subject(runId: string, kind: RunEvent["kind"] | ">") {
@@ -252,12 +248,6 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, message: string):
 
 /** The header that carries an event's number in its run (RunEvent.seq). */
 const SEQ_HEADER = "Pies-Seq";
-
-/**
- * What an event's message carries besides its data, within the server's max_payload: the headers
- * (`NATS/1.0`, Nats-Msg-Id, Pies-Seq, traceparent and tracestate), well under this.
- */
-const HEADERS_ALLOWANCE = 1024;
 
 /** A run's event as a NATS message carries it; `fallbackSeq` when it has no number (NaN if none). */
 function eventOf(

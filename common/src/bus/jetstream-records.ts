@@ -21,7 +21,7 @@ import {
   type JsMsg,
 } from "@nats-io/jetstream";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ensureStream, natsReady } from "./nats.js";
+import { ensureStream, maxDataBytes, natsReady } from "./nats.js";
 import { traceHeaders } from "./jetstream-bus.js";
 import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
 import {
@@ -42,13 +42,6 @@ export interface JetStreamRecordsOptions {
   /** How long a record is kept: the longest the runs store may fall behind without losing one. */
   maxAgeSeconds: number;
 }
-
-/**
- * What a record's message carries besides the record, within the server's max_payload: the
- * headers (`NATS/1.0`, Nats-Msg-Id, Nats-Expected-Last-Subject-Sequence, traceparent and
- * tracestate), well under this.
- */
-const HEADERS_ALLOWANCE = 1024;
 
 /** How long a put waits for JetStream's acknowledgement (nats.js's JetStream default). */
 const PUT_TIMEOUT_MS = 5000;
@@ -148,13 +141,9 @@ export class JetStreamRunRecords implements RunRecords {
     return records;
   }
 
-  /**
-   * The largest record a put takes: the connected server's max_payload (1 MiB by default; read
-   * at each call, as a reconnection may reach a server with another) less the headers.
-   */
+  /** The largest record a put takes (maxDataBytes). */
   get maxRecordBytes(): number | undefined {
-    const maxPayload = this.nc.info?.max_payload;
-    return maxPayload ? maxPayload - HEADERS_ALLOWANCE : undefined;
+    return maxDataBytes(this.nc);
   }
 
   private subject(runId: string) {

@@ -54,6 +54,22 @@ export function onReconnect(nc: NatsConnection, onReconnect: () => void): () => 
   return () => status.stop?.();
 }
 
+/**
+ * What a message carries besides its data, within the server's max_payload: the headers
+ * (`NATS/1.0`, Nats-Msg-Id, Nats-Expected-Last-Subject-Sequence or Pies-Seq, traceparent and
+ * tracestate), well under this.
+ */
+const HEADERS_ALLOWANCE = 1024;
+
+/**
+ * The largest data a message takes: the connected server's max_payload (1 MiB by default; read
+ * at each call, as a reconnection may reach a server with another) less the headers.
+ */
+export function maxDataBytes(nc: NatsConnection): number | undefined {
+  const maxPayload = nc.info?.max_payload;
+  return maxPayload ? maxPayload - HEADERS_ALLOWANCE : undefined;
+}
+
 /** A stream's settings: its name, subjects and limits (see JetStream's StreamConfig). */
 export type StreamSettings = Partial<StreamConfig> & Pick<StreamConfig, "name" | "subjects">;
 

@@ -100,7 +100,11 @@ function completed(run: Run): Run {
 
 /** A failure of the log other than a conflict: NATS is down or restarting, and a retry may do. */
 function unavailable(err: unknown): never {
-  if (err instanceof RecordConflict || err instanceof RecordTooLarge || err instanceof ConnectError) {
+  if (
+    err instanceof RecordConflict ||
+    err instanceof RecordTooLarge ||
+    err instanceof ConnectError
+  ) {
     throw err;
   }
   throw new ConnectError(
