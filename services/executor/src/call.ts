@@ -1,4 +1,3 @@
-import { setTimeout as delay } from "node:timers/promises";
 import {
   inSpan,
   jsonProblem,
@@ -21,6 +20,7 @@ import type { ExecutorDeps } from "./context.js";
 import { REPAIR_MARK } from "./providers/test-provider.js";
 import { countUsage } from "./providers/tokens.js";
 import {
+  pause,
   ProviderError,
   type CompletionRequest,
   type CompletionResult,
@@ -161,7 +161,7 @@ async function completeWithRetries(
       const retryAfterMs = err instanceof ProviderError ? err.retryAfterMs : undefined;
       if (retryAfterMs === undefined || partial.length > 0 || retry >= deps.providerMaxRetries)
         throw err;
-      await sleep(retryDelayMs(retry, retryAfterMs), options.signal);
+      await pause(retryDelayMs(retry, retryAfterMs), options.signal);
     }
   }
 }
@@ -179,15 +179,6 @@ export const RETRY_MAX_MS = 8_000;
 export function retryDelayMs(retry: number, retryAfterMs: number, random = Math.random()): number {
   const backoff = Math.min(RETRY_BASE_MS * 2 ** retry, RETRY_MAX_MS) * (1 - random / 4);
   return Math.max(retryAfterMs, backoff);
-}
-
-/** A pause that the caller's signal cuts short (node's timer removes its listener either way). */
-async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  try {
-    await delay(ms, undefined, signal ? { signal } : undefined);
-  } catch {
-    throw new ProviderError("the provider request was aborted", "cancelled");
-  }
 }
 
 type Checked =

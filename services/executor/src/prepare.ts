@@ -93,7 +93,7 @@ export async function prepareExecution(
   if (caller.source) run.source = caller.source;
   if (resultSchema) run.resultSchema = resultSchema;
   run.createdAt = timestampNow();
-  if (req.config?.maxRepairs !== undefined && run.config) run.config.maxRepairs = maxRepairs;
+  if (req.config?.maxRepairs !== undefined) config.maxRepairs = maxRepairs;
   if (policy && mode) {
     run.cachePolicy = policyJson(policy);
     run.cacheKey = ResultCache.key(

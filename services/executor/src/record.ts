@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
-import { RecordConflict, RecordTooLarge } from "@pies/common/bus";
+import { EventTooLarge, RecordConflict, RecordTooLarge } from "@pies/common/bus";
 
 /** Answers that retrying cannot change: the request itself is wrong, or the state moved on. */
 const final = new Set([
@@ -22,6 +22,8 @@ const final = new Set([
 export const isRetryable = (err: unknown) =>
   !(err instanceof RecordConflict) &&
   !(err instanceof RecordTooLarge) &&
+  // An event too large for the bus (a stream's end) is no more publishable on the next try.
+  !(err instanceof EventTooLarge) &&
   !(err instanceof ConnectError && final.has(err.code));
 
 export interface RetryOptions {

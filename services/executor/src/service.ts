@@ -528,9 +528,7 @@ class StreamedExecution {
       return { outcome, cacheable: outcome.ok && policy && mode ? policy : undefined };
     } catch (err) {
       if (this.cancel.signal.aborted) return { abandoned: true };
-      deps.logger.error({ err, runId: run.id }, "streamed execution failed");
-      const message = err instanceof ConnectError ? err.rawMessage : "the execution failed";
-      return { outcome: { ok: false, code: "internal", message } };
+      return { outcome: failedExecution(deps, run.id, err) };
     }
   }
 
@@ -581,9 +579,7 @@ class StreamedExecution {
         }
       }
     } catch (err) {
-      deps.logger.error({ err, runId: run.id }, "streamed execution failed");
-      const message = err instanceof ConnectError ? err.rawMessage : "the execution failed";
-      outcome = { ok: false, code: "internal", message };
+      outcome = failedExecution(deps, run.id, err);
     }
     // Until both are done the run stays active, so its heartbeats go on while the runs service, its
     // database or NATS is down.
@@ -612,6 +608,13 @@ class StreamedExecution {
 /** What a streamed execution came to before its start was known to be recorded. */
 type Called =
   { abandoned: true } | { hit: CachedResult } | { outcome: Outcome; cacheable?: CachePolicy };
+
+/** A streamed execution that failed outside its provider call: logged, and `internal`. */
+function failedExecution(deps: ExecutorDeps, runId: string, err: unknown): Outcome {
+  deps.logger.error({ err, runId }, "streamed execution failed");
+  const message = err instanceof ConnectError ? err.rawMessage : "the execution failed";
+  return { ok: false, code: "internal", message };
+}
 
 /** A run answered from the result cache: completed with the cached result, no tokens spent. */
 function cachedRun(run: Run, hit: CachedResult, startedAt: number): Run {

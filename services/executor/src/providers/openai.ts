@@ -1,6 +1,5 @@
 import type { Readable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
-import { setTimeout as delay } from "node:timers/promises";
 import { request as send, type Dispatcher } from "undici";
 import type {
   ChatCompletion,
@@ -13,6 +12,8 @@ import type { Environment } from "@pies/proto/catalog";
 import type { ChatMessage } from "../templates/render.js";
 import { decoded } from "./guarded-fetch.js";
 import {
+  pause,
+  providerAborted,
   ProviderError,
   type CompletionOptions,
   type CompletionRequest,
@@ -123,7 +124,7 @@ export class OpenAIClient implements LlmClient {
     const body = JSON.stringify(this.params(request, options.onChunk !== undefined));
     const progress: Progress = { content: "" };
     for (let retriesLeft = this.maxRetries; ; retriesLeft--) {
-      if (options.signal?.aborted) throw aborted(options.signal.reason);
+      if (options.signal?.aborted) throw providerAborted(options.signal.reason);
       let failure: Failure;
       try {
         return await this.attempt(url, body, options, retriesLeft > 0, progress);
@@ -355,7 +356,7 @@ interface Failure {
  * refusal is named.
  */
 function failureOf(err: unknown, signal: AbortSignal | undefined): Failure {
-  if (signal?.aborted) return { error: aborted(err), retry: false };
+  if (signal?.aborted) return { error: providerAborted(err), retry: false };
   if (err instanceof ProviderError) return { error: err, retry: false };
   if (err instanceof StatusError) {
     return {
@@ -407,9 +408,6 @@ function failureOf(err: unknown, signal: AbortSignal | undefined): Failure {
     retry: true,
   };
 }
-
-const aborted = (cause: unknown) =>
-  new ProviderError("the provider request was aborted", "cancelled", cause);
 
 /** undici's own time limits (connect, headers, body) and the system's. */
 const TIMEOUT_CODES = new Set([
@@ -475,16 +473,6 @@ function askedPauseMs(headers: ResponseHeaders | undefined): number | undefined 
 }
 
 const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
-
-/** A pause that the caller's signal cuts short (node's timer removes its listener either way). */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return delay(ms, undefined, signal && { signal }).then(
-    () => {},
-    () => {
-      throw aborted(signal?.reason);
-    },
-  );
-}
 
 /**
  * The message of a provider's error body, as the SDK's `APIError.makeMessage` took it: a JSON

@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type { JsonObject } from "@pies/common";
 import type { ChatMessage } from "../templates/render.js";
 
@@ -42,6 +43,20 @@ export class ProviderError extends Error {
   ) {
     super(message, cause === undefined ? undefined : { cause });
   }
+}
+
+/** The caller went away: its provider call ends so. */
+export const providerAborted = (cause?: unknown) =>
+  new ProviderError("the provider request was aborted", "cancelled", cause);
+
+/** A pause that the caller's signal cuts short (node's timer removes its listener either way). */
+export function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return delay(ms, undefined, signal && { signal }).then(
+    () => {},
+    () => {
+      throw providerAborted(signal?.reason);
+    },
+  );
 }
 
 /**
