@@ -271,28 +271,7 @@ export function executeRequest(
   interaction: ExecuteRequest["interaction"],
   caller: MessageInitShape<typeof CallerSchema>,
 ): MessageInitShape<typeof ExecuteRequestSchema> {
-  return {
-    interaction,
-    caller,
-    stream: body.stream ?? false,
-    data: (body.data ?? {}) as ExecuteRequest["data"],
-    tags: body.tags ?? [],
-    parentRunId: body.parent ?? "",
-    config: {
-      environmentId: body.config?.environment ?? "",
-      model: body.config?.model ?? "",
-      temperature: body.config?.temperature,
-      maxTokens: body.config?.max_tokens,
-      formatter: body.config?.formatter === undefined ? "" : String(body.config.formatter),
-      maxRepairs: body.config?.max_repairs,
-      cachePolicy: body.config?.cache_policy && {
-        type: body.config.cache_policy.type,
-        ttl: body.config.cache_policy.ttl,
-        variesOn: body.config.cache_policy.varies_on ?? [],
-        refreshProbability: body.config.cache_policy.refresh_probability,
-      },
-    },
-  };
+  return { interaction, caller, ...executeFields(body) };
 }
 
 /**
@@ -305,15 +284,25 @@ export function executeRequestJson(
   interaction: ExecuteRequest["interaction"],
   caller: MessageInitShape<typeof CallerSchema>,
 ): ProtoJsonObject {
-  const config = body.config;
-  const cachePolicy = config?.cache_policy;
   // Typed loosely: JSON.stringify drops the members left undefined.
   return {
     caller: caller as ProtoJsonObject,
     [interaction.case ?? "interactionId"]: interaction.value,
-    // Defaults left out, as toJsonString leaves them out: less for the executor to read.
+    ...(executeFields(body) as ProtoJsonObject),
+  } as ProtoJsonObject;
+}
+
+/**
+ * What an execute body says, in ExecuteRequest's field names, its defaults left undefined: unset
+ * in the message, left out of the JSON (as toJsonString leaves them out: less for the executor to
+ * read). The fields are the same in both (none is an int64, an enum or bytes).
+ */
+function executeFields(body: ExecuteBody) {
+  const config = body.config;
+  const cachePolicy = config?.cache_policy;
+  return {
     stream: body.stream || undefined,
-    data: (body.data ?? {}) as ProtoJsonObject,
+    data: (body.data ?? {}) as ExecuteRequest["data"],
     tags: body.tags?.length ? body.tags : undefined,
     parentRunId: body.parent || undefined,
     config: {
@@ -330,8 +319,8 @@ export function executeRequestJson(
         variesOn: cachePolicy.varies_on?.length ? cachePolicy.varies_on : undefined,
         refreshProbability: cachePolicy.refresh_probability,
       },
-    } as ProtoJsonObject,
-  } as ProtoJsonObject;
+    },
+  };
 }
 
 /** The query of GET /runs, within the limits. */
