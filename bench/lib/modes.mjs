@@ -1,5 +1,6 @@
 import { performance } from "node:perf_hooks";
 import { readSseIncrementally } from "@pies/testkit";
+import { send } from "./http.mjs";
 
 /**
  * The request kinds. Each takes (ctx, signal) and resolves to a sample
@@ -88,7 +89,7 @@ function piesHeaders(ctx, json = true) {
 async function chatBlocking(ctx, target, signal) {
   const started = performance.now();
   try {
-    const response = await fetch(target.url, {
+    const response = await send(target.url, {
       method: "POST",
       headers: target.headers,
       body: JSON.stringify(chatBody(ctx, false)),
@@ -115,7 +116,7 @@ const CACHED = { cache_policy: { type: "cache", ttl: 3600 } };
 async function piesBlocking(ctx, signal, cached = false) {
   const started = performance.now();
   try {
-    const response = await fetch(
+    const response = await send(
       `${ctx.gatewayUrl}/api/v1/interactions/${ctx.interactionId}/execute`,
       {
         method: "POST",
@@ -146,7 +147,7 @@ async function piesBlocking(ctx, signal, cached = false) {
 async function chatStreamed(ctx, target, signal) {
   const started = performance.now();
   try {
-    const response = await fetch(target.url, {
+    const response = await send(target.url, {
       method: "POST",
       headers: target.headers,
       body: JSON.stringify(chatBody(ctx, true)),
@@ -185,7 +186,7 @@ async function piesStreamed(ctx, signal) {
   let runId;
   const fail = (error) => ({ ...failure(started, error), runId });
   try {
-    const created = await fetch(`${ctx.gatewayUrl}/api/v1/runs`, {
+    const created = await send(`${ctx.gatewayUrl}/api/v1/runs`, {
       method: "POST",
       headers: piesHeaders(ctx),
       body: JSON.stringify({
@@ -206,7 +207,7 @@ async function piesStreamed(ctx, signal) {
     }
     runId = run.id;
     const createMs = performance.now() - started;
-    const response = await fetch(`${ctx.gatewayUrl}/api/v1/runs/${run.id}/stream`, {
+    const response = await send(`${ctx.gatewayUrl}/api/v1/runs/${run.id}/stream`, {
       headers: piesHeaders(ctx, false),
       signal,
     });
