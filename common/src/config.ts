@@ -27,6 +27,21 @@ export const env = {
   host: (fallback = "0.0.0.0") => z.string().min(1).default(fallback),
   logLevel: () =>
     z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** `true` or `false`. */
+  bool: (fallback: boolean) =>
+    z
+      .enum(["true", "false"])
+      .default(fallback ? "true" : "false")
+      .transform((v) => v === "true"),
+};
+
+/** Settings of the PostgreSQL pool of a process that has one (catalog, runs, embedded on one). */
+export const databaseSettingsSchema = {
+  // Named prepared statements for the statements run most (the record writer's upsert), prepared
+  // once per connection. Off behind a pooler that does not keep a connection's prepared statements
+  // across transactions (PgBouncer in transaction mode before 1.21, or without
+  // max_prepared_statements).
+  DATABASE_PREPARED_STATEMENTS: env.bool(true),
 };
 
 /**

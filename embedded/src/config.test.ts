@@ -52,3 +52,23 @@ describe("endpoint policy and auth settings", () => {
     expect(() => loadEmbeddedConfig({})).not.toThrow();
   });
 });
+
+describe("database settings", () => {
+  const deployed = {
+    PIES_INTERNAL_TOKEN: "t".repeat(32),
+    DATABASE_URL: "postgres://x",
+    PIES_SECRET_KEY: Buffer.alloc(32).toString("base64"),
+  };
+
+  it("prepare the statements run most unless DATABASE_PREPARED_STATEMENTS is false", () => {
+    for (const load of [loadCatalogConfig, loadRunsConfig, loadEmbeddedConfig]) {
+      expect(load(deployed).DATABASE_PREPARED_STATEMENTS).toBe(true);
+      expect(load({ ...deployed, DATABASE_PREPARED_STATEMENTS: "false" })).toMatchObject({
+        DATABASE_PREPARED_STATEMENTS: false,
+      });
+      expect(() => load({ ...deployed, DATABASE_PREPARED_STATEMENTS: "no" })).toThrow(
+        /DATABASE_PREPARED_STATEMENTS/,
+      );
+    }
+  });
+});

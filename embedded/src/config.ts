@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { allowedEndpointsSetting, env, loadConfig, natsConfigSchema } from "@pies/common";
+import {
+  allowedEndpointsSetting,
+  databaseSettingsSchema,
+  env,
+  loadConfig,
+  natsConfigSchema,
+} from "@pies/common";
 import { executorSettingsSchema } from "@pies/executor";
 import { runsSweepSettingsSchema } from "@pies/runs";
 import { gatewayConfigSchema, gatewaySettingsSchema } from "@pies/gateway";
@@ -11,6 +17,7 @@ const embeddedConfigSchema = z.object({
   PIES_DATA_DIR: z.string().min(1).default("./.pies"),
   // Unset: PGlite in the data dir, and the in-process event bus.
   DATABASE_URL: z.string().optional(),
+  ...databaseSettingsSchema,
   NATS_URL: z.string().optional(),
   PIES_NATS_STREAM: natsConfigSchema.PIES_NATS_STREAM,
   PIES_NATS_SUBJECT_PREFIX: natsConfigSchema.PIES_NATS_SUBJECT_PREFIX,

@@ -47,6 +47,7 @@ export async function startEmbedded(config: EmbeddedConfig): Promise<EmbeddedPie
     ? createDatabase({
         url: config.DATABASE_URL,
         applicationName: "pies-embedded",
+        preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
         logger,
         faults,
       })

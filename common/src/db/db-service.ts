@@ -11,6 +11,7 @@ export interface DatabaseServiceSettings {
   PORT: number;
   DATABASE_URL: string;
   DATABASE_POOL_MAX: number;
+  DATABASE_PREPARED_STATEMENTS: boolean;
   LOG_LEVEL: string;
   PIES_INTERNAL_TOKEN: string;
 }
@@ -52,6 +53,7 @@ export async function startDatabaseService<DB>(options: {
   const db = createDatabase<DB>({
     url: config.DATABASE_URL,
     poolMax: config.DATABASE_POOL_MAX,
+    preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
     applicationName: `pies-${options.name}`,
     logger,
     faults,

@@ -25,6 +25,11 @@ export type DatabaseOptions =
       logger?: Logger;
       /** Told of every lost connection. */
       faults?: DatabaseFaults;
+      /**
+       * Run the statements made with preparedStatement as named prepared statements (default
+       * true); off behind a pooler that does not keep them (DATABASE_PREPARED_STATEMENTS).
+       */
+      preparedStatements?: boolean;
     }
   | { pglite: PGliteHandle };
 
@@ -34,6 +39,41 @@ const inProcess = new WeakSet<Kysely<any>>();
 /** Whether the database runs in this process (PGlite): a long statement stalls the event loop. */
 export function isInProcessDatabase(db: Kysely<any>): boolean {
   return inProcess.has(db);
+}
+
+/** The statements that preparedStatement named: their name, by their text. */
+const preparedNames = new Map<string, string>();
+
+/**
+ * Names a statement that a process runs often enough to have PostgreSQL parse, analyse and plan it
+ * once per connection rather than at every run (the record writer's upsert: a statement of some
+ * fifty expressions whose preparing cost more of PostgreSQL's CPU than a row's insert with every
+ * index, measured). Returns the text, to run as any other (`CompiledQuery.raw(text, params)`):
+ * over a pool made with `preparedStatements` (the default) it is sent as a named statement, prepared
+ * on each connection the first time it runs there; elsewhere (PGlite, or prepared statements off)
+ * it is an unnamed one, as before.
+ */
+export function preparedStatement(name: string, text: string): string {
+  for (const [known, n] of preparedNames)
+    if (n === name && known !== text) throw new Error(`prepared statement ${name} named twice`);
+  preparedNames.set(text, name);
+  return text;
+}
+
+/**
+ * A pg client that sends the statements named by preparedStatement as named statements (node-postgres
+ * parses one on a connection the first time it runs there, then only binds and executes it). It
+ * is how kysely runs a query (`query(text, parameters)`) that is looked up; every other call is
+ * pg's own.
+ */
+class PreparingClient extends pg.Client {
+  override query(config: any, values?: any, callback?: any): any {
+    if (typeof config === "string" && callback === undefined) {
+      const name = preparedNames.get(config);
+      if (name !== undefined) return super.query({ name, text: config, values });
+    }
+    return super.query(config, values, callback);
+  }
 }
 
 /** A Kysely instance over a pg pool (one per process, never per request) or an embedded PGlite. */
@@ -48,6 +88,7 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
     max: options.poolMax ?? 10,
     application_name: options.applicationName ?? "pies",
     idleTimeoutMillis: 30_000,
+    ...(options.preparedStatements !== false && { Client: PreparingClient }),
   });
   const lost = (err: Error) => {
     options.faults?.note();

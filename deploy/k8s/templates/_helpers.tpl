@@ -165,7 +165,7 @@ Secret (so an upgrade keeps it), else a new random one.
       key: {{ include "pies.internalToken.secretKey" . }}
 {{- end }}
 
-{{/* DATABASE_URL and DATABASE_POOL_MAX, shared by catalog and runs. */}}
+{{/* DATABASE_URL, DATABASE_POOL_MAX and DATABASE_PREPARED_STATEMENTS, shared by catalog and runs. */}}
 {{- define "pies.env.database" -}}
 - name: DATABASE_URL
   valueFrom:
@@ -174,6 +174,8 @@ Secret (so an upgrade keeps it), else a new random one.
       key: {{ include "pies.database.secretKey" . }}
 - name: DATABASE_POOL_MAX
   value: {{ .Values.database.poolMax | int64 | quote }}
+- name: DATABASE_PREPARED_STATEMENTS
+  value: {{ .Values.database.preparedStatements | toString | quote }}
 {{- end }}
 
 {{/* NATS connection settings, shared by catalog, executor and gateway. */}}

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import {
   allowedEndpointsSetting,
+  databaseSettingsSchema,
   env,
   loadConfig,
   natsConfigSchema,
@@ -12,6 +13,7 @@ export const catalogConfigSchema = z.object({
   PORT: env.port(50051),
   DATABASE_URL: z.string().min(1, "DATABASE_URL is required"),
   DATABASE_POOL_MAX: env.int(10, 1),
+  ...databaseSettingsSchema,
   PIES_SECRET_KEY: z
     .string()
     .refine((v) => Buffer.from(v, "base64").length === 32, "must be 32 bytes, base64-encoded"),

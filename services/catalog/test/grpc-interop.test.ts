@@ -63,6 +63,7 @@ beforeAll(async () => {
     PORT: 0,
     DATABASE_URL: testDb.url,
     DATABASE_POOL_MAX: 5,
+    DATABASE_PREPARED_STATEMENTS: true,
     LOG_LEVEL: "silent" as const,
     PIES_INTERNAL_TOKEN: internalToken,
   };

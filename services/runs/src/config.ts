@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { env, loadConfig, natsConfigSchema, internalAuthConfigSchema } from "@pies/common";
+import {
+  databaseSettingsSchema,
+  env,
+  loadConfig,
+  natsConfigSchema,
+  internalAuthConfigSchema,
+} from "@pies/common";
 
 /** When runs that nothing will end are failed (shared with the embedded mode). */
 export const runsSweepSettingsSchema = {
@@ -12,6 +18,7 @@ export const runsConfigSchema = z.object({
   PORT: env.port(50052),
   DATABASE_URL: z.string().min(1, "DATABASE_URL is required"),
   DATABASE_POOL_MAX: env.int(10, 1),
+  ...databaseSettingsSchema,
   ...natsConfigSchema,
   ...internalAuthConfigSchema,
   ...runsSweepSettingsSchema,

@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CompiledQuery, type Kysely } from "kysely";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { newId } from "@pies/common";
+import type { RunRecord } from "@pies/common/bus";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
+import { RunSchema, RunStatus } from "@pies/proto/runs";
+import { createTestDatabase, type TestDatabase } from "@pies/testkit";
+import { migrations } from "../src/migrations/index.js";
+import { writeRecords } from "../src/record-writer.js";
+import type { RunsDatabase } from "../src/tables.js";
+
+// What a recorded run costs the store: the writer's upsert is a prepared statement (parsed and
+// planned once per connection, not per batch).
+let testDb: TestDatabase;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase("runs_cost");
+  const db = createDatabase({ url: testDb.url, poolMax: 1 });
+  await migrateToLatest(db, "runs", migrations);
+  await db.destroy();
+});
+
+afterAll(async () => {
+  await testDb?.drop();
+});
+
+const record = (projectId: string, seq: number, status = RunStatus.COMPLETED): RunRecord => {
+  const id = newId();
+  return {
+    runId: id,
+    seq,
+    data: toBinary(
+      RunSchema,
+      create(RunSchema, { id, projectId, interactionId: "i", modelId: "m", status, tags: ["t"] }),
+    ),
+  };
+};
+
+/** The project's rows as the writer left them (without the times the server sets). */
+async function rowsOf(db: Kysely<RunsDatabase>, projectId: string) {
+  const rows = await db
+    .selectFrom("runs.runs")
+    .selectAll()
+    .where("project_id", "=", projectId)
+    .orderBy("record_seq")
+    .execute();
+  return rows.map(({ heartbeat_at: _h, created_at: _c, updated_at: _u, ...row }) => row);
+}
+
+describe("the record writer's upsert", () => {
+  it("is a prepared statement on its connection, and writes what the unnamed one writes", async () => {
+    const written: Record<string, unknown>[][] = [];
+    for (const prepared of [true, false]) {
+      const db = createDatabase<RunsDatabase>({
+        url: testDb.url,
+        poolMax: 1,
+        preparedStatements: prepared,
+      });
+      try {
+        const projectId = `p-${newId()}`;
+        // Two batches on the one connection: inserts, then an update of one run.
+        const first = [record(projectId, 1), record(projectId, 2, RunStatus.PROCESSING)];
+        await writeRecords(db, first);
+        const ended = create(RunSchema, {
+          id: first[1]!.runId,
+          projectId,
+          interactionId: "i",
+          modelId: "m",
+          status: RunStatus.FAILED,
+        });
+        await writeRecords(db, [{ runId: ended.id, seq: 3, data: toBinary(RunSchema, ended) }]);
+        const { rows } = await db.executeQuery<{ name: string }>(
+          CompiledQuery.raw("select name from pg_prepared_statements"),
+        );
+        expect(rows.map((r) => r.name)).toEqual(prepared ? ["runs_record_upsert"] : []);
+        written.push(
+          (await rowsOf(db, projectId)).map(({ id: _i, project_id: _p, ...row }) => row),
+        );
+      } finally {
+        await db.destroy();
+      }
+    }
+    expect(written[0]!.map((r) => r.status)).toEqual(["completed", "failed"]);
+    expect(written[0]).toEqual(written[1]);
+  });
+});
