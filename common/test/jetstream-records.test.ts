@@ -1,4 +1,5 @@
 import { Socket } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectNats, JetStreamRunRecords, RecordConflict, RecordTooLarge } from "@pies/common/bus";
@@ -157,4 +158,74 @@ describe("the JetStream record log's puts", () => {
       await nats.stop();
     }
   }, 40_000);
+});
+
+describe("the JetStream record log's consumer", () => {
+  it("under a steady flow starts a batch no sooner than batchIntervalMs after the last; a record after a pause, and full batches, at once", async () => {
+    // A stream of the test's own: the consumer reads every record of its stream.
+    const own = createTestStream();
+    const log = await JetStreamRunRecords.over(nc, {
+      stream: `${own.stream}_RECORDS`,
+      subjectPrefix: own.subjectPrefix,
+      maxAgeSeconds: 60,
+    });
+    const INTERVAL = 400;
+    const batches: { started: number; ended: number; ids: string[] }[] = [];
+    let slow = false;
+    const consumer = log.consume(
+      async (batch) => {
+        const started = performance.now();
+        if (slow) {
+          slow = false;
+          await sleep(300);
+        }
+        batches.push({ started, ended: performance.now(), ids: batch.map((r) => r.runId) });
+      },
+      { onError: () => {}, batchIntervalMs: INTERVAL, maxBatch: 20 },
+    );
+    const written = () => batches.flatMap((b) => b.ids).length;
+    const put = (id: string) => log.put(id, bytes(id), { dedupId: `${own.stream}-${id}` });
+    try {
+      // A steady flow: a record every 25 ms for 1.5 s (about 16 per interval, less than a batch).
+      for (let i = 0; i < 60; i++) {
+        await put(`f${i}`);
+        await sleep(25);
+      }
+      await expect.poll(written, { timeout: 5000 }).toBe(60);
+      const flow = batches.splice(0);
+      // Without the interval, about one batch per record.
+      expect(flow.length).toBeLessThanOrEqual(6);
+      for (let i = 1; i < flow.length; i++) {
+        expect(flow[i]!.started - flow[i - 1]!.started).toBeGreaterThanOrEqual(INTERVAL - 5);
+      }
+
+      // A record after a pause longer than the interval: written at once.
+      await sleep(INTERVAL + 200);
+      const putAt = performance.now();
+      await put("p0");
+      await expect.poll(written, { timeout: 5000 }).toBe(1);
+      expect(batches[0]!.started - putAt).toBeLessThan(INTERVAL / 2);
+      batches.splice(0);
+
+      // Records that arrive while a batch is being written, more than a batch of them: the full
+      // batches go at once when it ends, the rest after the interval.
+      await sleep(INTERVAL + 100);
+      slow = true;
+      await put("s0");
+      await expect.poll(() => slow, { timeout: 5000 }).toBe(false);
+      await Promise.all(Array.from({ length: 45 }, (_, i) => put(`b${i}`)));
+      await expect.poll(written, { timeout: 5000 }).toBe(46);
+      const [first, full1, full2, rest] = batches;
+      expect(first!.ids).toEqual(["s0"]);
+      expect(full1!.ids.length).toBe(20);
+      expect(full2!.ids.length).toBe(20);
+      expect(rest!.ids.length).toBe(5);
+      expect(full1!.started - first!.ended).toBeLessThan(100);
+      expect(full2!.started - full1!.ended).toBeLessThan(100);
+      expect(rest!.started - full2!.started).toBeGreaterThanOrEqual(INTERVAL - 5);
+    } finally {
+      await consumer.stop();
+      await own.remove();
+    }
+  }, 30_000);
 });

@@ -71,4 +71,15 @@ describe("database settings", () => {
       );
     }
   });
+
+  it("start the record writer's batches at least 10 ms apart unless configured", () => {
+    expect(loadRunsConfig(deployed).PIES_RECORD_BATCH_INTERVAL_MS).toBe(10);
+    expect(
+      loadRunsConfig({ ...deployed, PIES_RECORD_BATCH_INTERVAL_MS: "0" })
+        .PIES_RECORD_BATCH_INTERVAL_MS,
+    ).toBe(0);
+    expect(() => loadRunsConfig({ ...deployed, PIES_RECORD_BATCH_INTERVAL_MS: "5000" })).toThrow(
+      /PIES_RECORD_BATCH_INTERVAL_MS/,
+    );
+  });
 });

@@ -26,6 +26,7 @@ import { traceHeaders } from "./jetstream-bus.js";
 import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
 import {
   RecordConflict,
+  MAX_BATCH,
   RecordTooLarge,
   retryDelayMs,
   takeBatch,
@@ -277,9 +278,9 @@ export class JetStreamRunRecords implements RunRecords {
       : undefined;
   }
 
-  consume(write: RecordBatchWriter, { onError, maxBatch, maxBatchBytes }: ConsumeOptions) {
+  consume(write: RecordBatchWriter, options: ConsumeOptions) {
     const stop = new AbortController();
-    const loop = this.consumeLoop(write, onError, maxBatch, maxBatchBytes, stop.signal);
+    const loop = this.consumeLoop(write, options, stop.signal);
     return {
       async stop() {
         stop.abort();
@@ -290,17 +291,17 @@ export class JetStreamRunRecords implements RunRecords {
 
   /**
    * Pulls records and writes them as they come: what arrives while a batch is being written forms
-   * the next batch, so a batch is one record when the load is light and grows with it. A consumer
-   * that fails (NATS restarted, the consumer was lost) is made again after a pause.
+   * the next batch, so a batch is one record when the load is light and grows with it; a batch
+   * starts no sooner than `batchIntervalMs` after the previous one unless a full one is waiting. A
+   * consumer that fails (NATS restarted, the consumer was lost) is made again after a pause.
    */
   private async consumeLoop(
     write: RecordBatchWriter,
-    onError: ConsumeOptions["onError"],
-    maxBatch: number | undefined,
-    maxBatchBytes: number | undefined,
+    { onError, maxBatch = MAX_BATCH, maxBatchBytes, batchIntervalMs = 0 }: ConsumeOptions,
     signal: AbortSignal,
   ) {
     const prefix = `${this.options.subjectPrefix}.record.`;
+    let lastBatch = -Infinity;
     for (let failures = 0; !signal.aborted;) {
       try {
         await this.jsm.consumers.add(this.options.stream, {
@@ -318,6 +319,14 @@ export class JetStreamRunRecords implements RunRecords {
         let writing: Promise<void> | undefined;
         const writeBatches = async () => {
           while (buffer.length > 0) {
+            // What arrives meanwhile joins this batch: a batch's statement, commit and
+            // acknowledgements cost PostgreSQL, NATS and this process about as much as its
+            // records do when it holds a few, which a steady flow makes it.
+            const wait = lastBatch + batchIntervalMs - performance.now();
+            if (wait > 0 && buffer.length < maxBatch) {
+              await sleep(wait, undefined, { signal }).catch(() => {});
+            }
+            lastBatch = performance.now();
             const batch = takeBatch(buffer, (m) => m.data.length, maxBatch, maxBatchBytes);
             let written = false;
             for (let attempt = 0; !written && !signal.aborted; attempt++) {

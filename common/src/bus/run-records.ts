@@ -85,6 +85,13 @@ export interface ConsumeOptions {
   maxBatch?: number;
   /** Most record bytes in one batch (a larger record is a batch of its own). */
   maxBatchBytes?: number;
+  /**
+   * The least time from the start of one batch to the start of the next unless a full batch is
+   * waiting (default 0): under a steady flow of records, fewer and larger batches. A record that
+   * arrives after a pause is written at once. Where a put waits for its record to be written (in
+   * memory), there is no such wait.
+   */
+  batchIntervalMs?: number;
 }
 
 /** The default of ConsumeOptions.maxBatch. */

@@ -88,6 +88,7 @@ beforeAll(async () => {
     PIES_RECORD_MAX_AGE_SECONDS: 600,
     PIES_RUN_LEASE_SECONDS: 60,
     PIES_SWEEP_INTERVAL_SECONDS: 10,
+    PIES_RECORD_BATCH_INTERVAL_MS: 10,
   });
   const credentials = grpc.credentials.createInsecure();
   const catalogAddress = `127.0.0.1:${catalogProcess.server.port}`;

@@ -22,6 +22,9 @@ export const runsConfigSchema = z.object({
   ...natsConfigSchema,
   ...internalAuthConfigSchema,
   ...runsSweepSettingsSchema,
+  // The least time between the starts of two batches of the record writer under a steady flow
+  // of records (a full batch, or a record after a pause, is written at once).
+  PIES_RECORD_BATCH_INTERVAL_MS: env.int(10, 0, 1000),
   LOG_LEVEL: env.logLevel(),
 });
 

@@ -181,7 +181,7 @@ export function startRecordWriter(
   records: RunRecords,
   logger: Logger,
   faults?: DatabaseFaults,
-  bounds: Pick<ConsumeOptions, "maxBatch" | "maxBatchBytes"> = {},
+  bounds: Pick<ConsumeOptions, "maxBatch" | "maxBatchBytes" | "batchIntervalMs"> = {},
 ): RecordConsumer {
   return records.consume((batch) => writeRecords(db, batch, logger), {
     ...bounds,

@@ -29,7 +29,9 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
       routes: (db) => runsRoutes({ db, log }),
       isReady: () => log.records.ready(),
       background: (db, logger, faults) => {
-        const writer = startRecordWriter(db, log.records, logger, faults);
+        const writer = startRecordWriter(db, log.records, logger, faults, {
+          batchIntervalMs: config.PIES_RECORD_BATCH_INTERVAL_MS,
+        });
         const sweeper = startSweeper(
           db,
           log,

@@ -1,17 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompiledQuery, type Kysely } from "kysely";
+import { setTimeout as sleep } from "node:timers/promises";
 import { create, toBinary } from "@bufbuild/protobuf";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { newId } from "@pies/common";
-import type { RunRecord } from "@pies/common/bus";
+import { connectNats, recordsFromConfig, type RunRecord } from "@pies/common/bus";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
-import { createTestDatabase, type TestDatabase } from "@pies/testkit";
+import { createTestDatabase, createTestStream, type TestDatabase } from "@pies/testkit";
+import { loadRunsConfig } from "../src/config.js";
 import { migrations } from "../src/migrations/index.js";
 import { writeRecords } from "../src/record-writer.js";
+import { startRuns } from "../src/start.js";
 import type { RunsDatabase } from "../src/tables.js";
 
 // What a recorded run costs the store: the writer's upsert is a prepared statement (parsed and
-// planned once per connection, not per batch).
+// planned once per connection, not per batch), and under a steady flow of records the runs
+// service writes fewer, larger batches (PIES_RECORD_BATCH_INTERVAL_MS apart).
 let testDb: TestDatabase;
 
 beforeAll(async () => {
@@ -84,4 +89,56 @@ describe("the record writer's upsert", () => {
     expect(written[0]!.map((r) => r.status)).toEqual(["completed", "failed"]);
     expect(written[0]).toEqual(written[1]);
   });
+});
+
+describe("the runs service's writer", () => {
+  let nc: NatsConnection;
+  const stream = createTestStream();
+
+  afterAll(async () => {
+    await nc?.close();
+    await stream.remove();
+  });
+
+  it("writes a steady flow of records in batches PIES_RECORD_BATCH_INTERVAL_MS apart", async () => {
+    const config = loadRunsConfig({
+      HOST: "127.0.0.1",
+      PORT: "0",
+      DATABASE_URL: testDb.url,
+      NATS_URL: stream.url,
+      PIES_NATS_STREAM: stream.stream,
+      PIES_NATS_SUBJECT_PREFIX: stream.subjectPrefix,
+      PIES_INTERNAL_TOKEN: "t".repeat(32),
+      PIES_RECORD_BATCH_INTERVAL_MS: "400",
+      LOG_LEVEL: "silent",
+    });
+    const runs = await startRuns(config);
+    const db = createDatabase<RunsDatabase>({ url: testDb.url, poolMax: 1 });
+    try {
+      nc = await connectNats(stream.url, "runs-cost-test");
+      const records = await recordsFromConfig(nc, config);
+      const projectId = `p-${newId()}`;
+      // A record every 25 ms for 1.5 s: about 16 per interval.
+      for (let i = 0; i < 60; i++) {
+        const { runId, data } = record(projectId, 0);
+        await records.put(runId, data, { dedupId: runId });
+        await sleep(25);
+      }
+      await expect
+        .poll(async () => (await rowsOf(db, projectId)).length, { timeout: 10_000 })
+        .toBe(60);
+      // The rows of one batch share its transaction's time (heartbeat_at = now()); without the
+      // interval, about one batch per record.
+      const batches = await db
+        .selectFrom("runs.runs")
+        .select("heartbeat_at")
+        .distinct()
+        .where("project_id", "=", projectId)
+        .execute();
+      expect(batches.length).toBeLessThanOrEqual(6);
+    } finally {
+      await db.destroy();
+      await runs.stop();
+    }
+  }, 30_000);
 });
