@@ -1,0 +1,180 @@
+#!/usr/bin/env node
+// What the record writer's statement costs PostgreSQL, per row and per batch, and what of it goes
+// where: UC_ROWS runs (one completed record each, as a fast blocking execution leaves) written in
+// batches of each of UC_SIZES records, one statement per batch on one connection, on a scratch
+// database with every index and the rollup trigger; the CPU of the cluster (postmaster and
+// children, from /proc) per row. Variants (UC_VARIANTS, alternated over UC_ROUNDS):
+//   base        the statement as an unnamed one (parsed, analysed and planned at each batch)
+//   named       the same as a named prepared statement (what the writer sends now)
+//   notrigger   named, the rollup's triggers disabled        nogin   named, without the 3 GIN indexes
+//   nosync      named, synchronous_commit off (no WAL flush at commit)
+//   plaininsert named, without ON CONFLICT                    select  named, decoding the rows only
+//   empty       `select 1`: a round trip
+// The variants other than base and named take something away that the store needs: they tell what
+// it costs, nothing more. Run it on a cluster of its own (PIES_TEST_DATABASE_URL; UC_PG_PID = its
+// postmaster) so that nobody else's work is counted.
+import { readdirSync, readFileSync } from "node:fs";
+import pg from "pg";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { timestampNow } from "@bufbuild/protobuf/wkt";
+import { newId, toValue } from "@pies/common";
+import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
+import { RunSchema, RunStatus } from "@pies/proto/runs";
+import { runsIndexBuilds, runsMigrations, writeRecords } from "@pies/runs";
+import { createTestDatabase } from "@pies/testkit";
+
+const pgPid = Number(process.env.UC_PG_PID);
+const ROWS = Number(process.env.UC_ROWS ?? 4000);
+const sizes = (process.env.UC_SIZES ?? "1,8,32").split(",").map(Number);
+const variantNames = (process.env.UC_VARIANTS ?? "base,named").split(",");
+const rounds = Number(process.env.UC_ROUNDS ?? 3);
+
+const ticks = (pid) => {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const x = f.slice(f.lastIndexOf(")") + 2).split(" ");
+    return Number(x[11]) + Number(x[12]);
+  } catch {
+    return 0;
+  }
+};
+function cluster() {
+  const out = new Map([[pgPid, ticks(pgPid)]]);
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const f = readFileSync(`/proc/${d}/stat`, "utf8");
+      if (Number(f.slice(f.lastIndexOf(")") + 2).split(" ")[1]) === pgPid) out.set(d, ticks(d));
+    } catch {}
+  }
+  return out;
+}
+const since = (a, b) => [...b].reduce((t, [k, v]) => t + v - (a.get(k) ?? 0), 0);
+
+let seq = 0;
+function record() {
+  const now = timestampNow();
+  const text = "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.";
+  const id = newId();
+  return {
+    runId: id,
+    seq: ++seq,
+    data: toBinary(
+      RunSchema,
+      create(RunSchema, {
+        id,
+        projectId: "0192aa00000000000000p001",
+        accountId: "0192aa00000000000000a001",
+        interactionId: "0192aa00000000000000i001",
+        interactionName: "Summary",
+        environmentId: "0192aa00000000000000e001",
+        environmentName: "bench-upstream",
+        provider: "openai_compatible",
+        modelId: "gpt-4o-mini",
+        status: RunStatus.COMPLETED,
+        parameters: { text },
+        prompt: toValue([{ role: "user", content: `Summarise ${text}` }]),
+        result: toValue(`fake answer ${seq}: revenue up, costs down.`),
+        config: { environmentId: "0192aa00000000000000e001", model: "gpt-4o-mini" },
+        source: { type: "api", label: "bench", principalType: "api_key", principalId: "k1" },
+        tokenUse: { prompt: 21, result: 9, total: 30 },
+        executionTime: 6n,
+        createdAt: now,
+        updatedAt: now,
+      }),
+    ),
+  };
+}
+
+/** The writer's statement and parameter for a batch, captured from writeRecords. */
+async function statementOf(batch) {
+  let q;
+  await writeRecords({ executeQuery: async (c) => ((q = c), { rows: [] }) }, batch);
+  return { sql: q.sql, param: q.parameters[0] };
+}
+
+const variants = {
+  base: async (client, s) => client.query(s.sql, [s.param]),
+  named: async (client, s) => client.query({ name: "upsert", text: s.sql, values: [s.param] }),
+  json: async (client, s) =>
+    client.query({
+      name: "upsertj",
+      text: s.sql.replace("jsonb_to_recordset($1::jsonb)", "json_to_recordset($1::json)"),
+      values: [s.param],
+    }),
+  notrigger: async (client, s) => client.query({ name: "upsert", text: s.sql, values: [s.param] }),
+  nogin: async (client, s) => client.query({ name: "upsert", text: s.sql, values: [s.param] }),
+  nosync: async (client, s) => client.query({ name: "upsert", text: s.sql, values: [s.param] }),
+  select: async (client, s) =>
+    client.query({
+      name: "sel",
+      text: `select count(*) from (${s.sql.slice(s.sql.indexOf("select"), s.sql.indexOf("on conflict"))}) x`,
+      values: [s.param],
+    }),
+  plaininsert: async (client, s) =>
+    client.query({
+      name: "ins",
+      text: s.sql.slice(0, s.sql.indexOf("on conflict")),
+      values: [s.param],
+    }),
+  empty: async (client) => client.query({ name: "e", text: "select 1" }),
+};
+
+async function run(variant, size) {
+  const t = await createTestDatabase("uc");
+  const db = createDatabase({ url: t.url, poolMax: 1 });
+  const client = new pg.Client({ connectionString: t.url });
+  try {
+    await migrateToLatest(db, "runs", runsMigrations);
+    await buildIndexes(db, "runs", runsIndexBuilds);
+    await client.connect();
+    if (variant === "notrigger") await client.query("alter table runs.runs disable trigger user");
+    if (variant === "nogin")
+      for (const i of ["runs_tags_idx", "runs_parameters_idx", "runs_project_strings_trgm_idx"])
+        await client.query(`drop index runs.${i}`);
+    if (variant === "nosync") await client.query("set synchronous_commit = off");
+    const batches = [];
+    for (let i = 0; i < ROWS / size; i++) {
+      const b = Array.from({ length: size }, record);
+      batches.push(await statementOf(b));
+    }
+    // warm
+    for (const s of batches.slice(0, 20)) await variants[variant](client, s);
+    const { rows } = await client.query("select pg_backend_pid() as pid");
+    const c0 = cluster();
+    const b0 = ticks(rows[0].pid);
+    const t0 = performance.now();
+    for (const s of batches.slice(20)) await variants[variant](client, s);
+    const ms = performance.now() - t0;
+    const n = (batches.length - 20) * size;
+    return {
+      variant,
+      size,
+      backendUsPerRow: ((ticks(rows[0].pid) - b0) * 1e4) / n,
+      clusterUsPerRow: (since(c0, cluster()) * 1e4) / n,
+      wallUsPerBatch: (ms * 1000) / (batches.length - 20),
+    };
+  } finally {
+    await client.end();
+    await db.destroy();
+    await t.drop();
+  }
+}
+
+const all = [];
+for (let r = 0; r < rounds; r++)
+  for (const size of sizes)
+    for (const v of r % 2 ? [...variantNames].reverse() : variantNames) {
+      const x = await run(v, size);
+      all.push(x);
+      console.log(JSON.stringify(x, (k, val) => (typeof val === "number" ? Math.round(val) : val)));
+    }
+const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+console.log("\nmedian cluster µs/row (backend µs/row), wall µs/batch");
+for (const size of sizes)
+  for (const v of variantNames) {
+    const xs = all.filter((x) => x.variant === v && x.size === size);
+    console.log(
+      `size ${size} ${v}: ${median(xs.map((x) => x.clusterUsPerRow)).toFixed(0)} (${median(xs.map((x) => x.backendUsPerRow)).toFixed(0)}), ${median(xs.map((x) => x.wallUsPerBatch)).toFixed(0)}`,
+    );
+  }
