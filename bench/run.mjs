@@ -10,6 +10,7 @@
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
 //   ("pies cached blocking", "embedded cached blocking": result cache hits)
 //   BENCH_PIN=0 (no CPU pinning)  BENCH_RUNS_WAIT_MS=30000  BENCH_PEER_START_MS=120000
+//   BENCH_STREAM_EVENTS=0 (other runs' events stored in the stream first, as a deployment's holds)
 //   BENCH_PROFILE=1 (CPU profiles of executor, gateway, embedded)  BENCH_PROFILE_INTERVAL_US
 //   BENCH_PROFILE_NODE_ARGS (more node arguments for the profiled processes)  BENCH_PROFILE_TOP=15
 import { mkdir, writeFile } from "node:fs/promises";
@@ -25,6 +26,8 @@ import {
   startStack,
 } from "@pies/testkit";
 import { rmSync } from "node:fs";
+import { jetstream } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { api as request } from "./lib/api.mjs";
 import { startCpuSample } from "./lib/cpu.mjs";
 import { startEmbedded } from "./lib/embedded.mjs";
@@ -70,6 +73,7 @@ const config = {
   deadlineMs: int("BENCH_DEADLINE_MS", 420_000),
   upstream: { latencyMs: int("BENCH_LATENCY_MS", 5), chunkDelayMs: int("BENCH_CHUNK_DELAY_MS", 1) },
   runsWaitMs: int("BENCH_RUNS_WAIT_MS", 30_000),
+  streamEvents: int("BENCH_STREAM_EVENTS", 0),
   peerStartMs: int("BENCH_PEER_START_MS", 120_000),
   profile: process.env.BENCH_PROFILE === "1",
   profileIntervalUs: int("BENCH_PROFILE_INTERVAL_US", 0) || undefined,
@@ -313,6 +317,10 @@ async function setup() {
       launcher: pinning.launcher,
       processNodeArgs: profileNodeArgs(),
     });
+    if (config.streamEvents > 0) {
+      log(`storing ${config.streamEvents} events of earlier runs in the stack's stream`);
+      await fillStream(resources.stream, config.streamEvents);
+    }
   }
   if (config.modes.some(isEdge)) {
     log(
@@ -387,6 +395,30 @@ async function setup() {
 }
 
 let peerFailed;
+
+/**
+ * Stores `count` events of other runs in the stream (BENCH_STREAM_EVENTS), six a run (five chunks
+ * and the end), as the stream of a deployment holds an hour of every run's
+ * (PIES_STREAM_MAX_AGE_SECONDS) where the bench's starts empty: what a run costs NATS may grow
+ * with what the stream holds.
+ */
+async function fillStream(stream, count) {
+  const nc = await connect({ servers: stream.url });
+  try {
+    const js = jetstream(nc);
+    const data = new TextEncoder().encode("a chunk of an earlier run's answer");
+    for (let i = 0; i < count;) {
+      const batch = [];
+      for (; batch.length < 1000 && i < count; i++) {
+        const subject = `${stream.subjectPrefix}.run.earlier${Math.floor(i / 6)}`;
+        batch.push(js.publish(`${subject}.${i % 6 === 5 ? "end" : "chunk"}`, data));
+      }
+      await Promise.all(batch);
+    }
+  } finally {
+    await nc.close();
+  }
+}
 
 /**
  * Per system (the four-process stack, the embedded mode): executions the bench saw answered naming

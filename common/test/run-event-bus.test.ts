@@ -8,6 +8,7 @@ import {
   type RunEvent,
   type RunEventBus,
 } from "@pies/common/bus";
+import { jetstream } from "@nats-io/jetstream";
 import { createTestStream, type TestStream } from "@pies/testkit";
 
 const text = (e: RunEvent) => new TextDecoder().decode(e.data);
@@ -253,5 +254,66 @@ describe("JetStreamRunEventBus live (real NATS)", () => {
     const unread = new AbortController();
     await bus.live(newId(), unread.signal);
     unread.abort();
+  });
+});
+
+describe("JetStreamRunEventBus live on a stream that holds many runs (real NATS)", () => {
+  // A stream keeps an hour of every run's events. Whether a live subscription missed its run's
+  // events is asked for nearly every stream a client opens: it must not cost the server a scan
+  // of all it holds (a lookup by the wildcard `<run>.>` does, on NATS 2.9: milliseconds per
+  // ask at this size, growing with the stream).
+  const OTHER_RUNS = 60_000;
+  let stream: TestStream;
+  let bus: JetStreamRunEventBus;
+  beforeAll(async () => {
+    stream = createTestStream();
+    bus = await JetStreamRunEventBus.connect({
+      url: stream.url,
+      stream: stream.stream,
+      subjectPrefix: stream.subjectPrefix,
+      maxAgeSeconds: 300,
+      name: "pies-test-live-big",
+    });
+    const js = jetstream(bus.connection);
+    const data = bytes("{}");
+    for (let i = 0; i < OTHER_RUNS;) {
+      const batch: Promise<unknown>[] = [];
+      for (let j = 0; j < 2000 && i < OTHER_RUNS; j++, i++) {
+        batch.push(js.publish(`${stream.subjectPrefix}.run.other${i}.end`, data));
+      }
+      await Promise.all(batch);
+    }
+  });
+  afterAll(async () => {
+    await bus.close();
+    await stream.remove();
+  });
+
+  /** The median time of `n` calls of `call`, one after another, in ms. */
+  async function medianMs(n: number, call: (i: number) => Promise<unknown>) {
+    const times: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const started = performance.now();
+      await call(i);
+      times.push(performance.now() - started);
+    }
+    return times.sort((a, b) => a - b)[Math.floor(n / 2)]!;
+  }
+
+  it("asks whether it missed a run's events about as fast as one lookup of a run's end", async () => {
+    const lives = await Promise.all(
+      Array.from({ length: 15 }, () => bus.live(newId(), new AbortController().signal)),
+    );
+    // The same question of the stream by a literal subject (the end of a run it does not hold).
+    const lookup = await medianMs(15, () => bus.hasEnd(newId()));
+    const missed = await medianMs(15, async (i) => expect(await lives[i]!.missed()).toBe(false));
+    expect(missed).toBeLessThan(4 * lookup + 1);
+
+    // And it still tells a run whose events all went out before it was in place.
+    const runId = newId();
+    await bus.publish(runId, "repair", bytes("{}"), 1);
+    const late = new AbortController();
+    expect(await (await bus.live(runId, late.signal)).missed()).toBe(true);
+    late.abort();
   });
 });

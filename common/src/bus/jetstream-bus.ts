@@ -181,7 +181,10 @@ export class JetStreamRunEventBus implements RunEventBus {
       throw err;
     }
     const { jsm, options } = this;
-    const subject = this.subject(runId, ">");
+    // The run's subjects one by one: a lookup by a literal subject is answered from the stream's
+    // index of subjects, where one by the wildcard (`<run>.>`) makes the server scan every stored
+    // block for it, a cost that grows with all the stream holds (an hour of every run's events).
+    const subjects = RUN_EVENT_KINDS.map((kind) => this.subject(runId, kind));
     const events = (async function* () {
       let last = 0;
       try {
@@ -201,12 +204,16 @@ export class JetStreamRunEventBus implements RunEventBus {
       }
     })();
     return Object.assign(events, {
-      // The run's last stored event, if any (one lookup by subject). Counted after the answer:
-      // an event published once the subscription was in place reaches it before the answer
-      // (one server: the same connection, in order), so a false "missed" costs only a replay.
+      // Whether the run has a stored event of any kind (a lookup per kind, together). Counted
+      // after the answers: an event published once the subscription was in place reaches it
+      // before them (one server: the same connection, in order), so a false "missed" costs only a
+      // replay. Once one has reached it, nothing is asked: a gap shows any it misses.
       async missed() {
-        const stored = await jsm.streams.getMessage(options.stream, { last_by_subj: subject });
-        return stored !== null && sub.getReceived() === 0;
+        if (sub.getReceived() > 0) return false;
+        const stored = await Promise.all(
+          subjects.map((s) => jsm.streams.getMessage(options.stream, { last_by_subj: s })),
+        );
+        return stored.some((m) => m !== null) && sub.getReceived() === 0;
       },
     });
   }
@@ -245,6 +252,9 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, message: string):
     clearTimeout(timer);
   }
 }
+
+/** Every kind of a run's events: the last part of their subjects. */
+const RUN_EVENT_KINDS: readonly RunEvent["kind"][] = ["chunk", "repair", "end"];
 
 /** The header that carries an event's number in its run (RunEvent.seq). */
 const SEQ_HEADER = "Pies-Seq";

@@ -2,6 +2,13 @@ import type { ServerResponse } from "node:http";
 import type { Logger } from "@pies/common";
 
 /**
+ * The reason a stream's signals abort with. `abort()` without one builds a DOMException (a stack
+ * capture) at every call, even on a controller already aborted, and a stream's end calls it on
+ * two controllers, some of them more than once: a cost paid for every streamed run.
+ */
+export const STREAM_ENDED = new DOMException("the stream ended", "AbortError");
+
+/**
  * One Server-Sent Events response. Writes are dropped once the response has ended or its socket
  * is gone, `end()` may be called any number of times, and errors of the response and its socket
  * are handled here: many timers and loops may end one stream, none of them can crash the process
@@ -25,7 +32,7 @@ export class EventStream {
     res.socket?.on("error", onError);
     res.once("close", () => {
       res.socket?.off("error", onError);
-      this.abort.abort();
+      this.abort.abort(STREAM_ENDED);
     });
     res.writeHead(200, {
       "content-type": "text/event-stream; charset=utf-8",
@@ -43,7 +50,13 @@ export class EventStream {
 
   /** Writes an event; `id` is the bus sequence a reconnect resumes after (Last-Event-ID). */
   event(name: string, data: string, id?: number): void {
-    this.write(`${id !== undefined ? `id: ${id}\n` : ""}event: ${name}\ndata: ${data}\n\n`);
+    this.write(format(name, data, id));
+  }
+
+  /** Writes a last event and ends the response, in one write (as `event` then `end`). */
+  last(name: string, data: string, id?: number): void {
+    if (this.open) this.res.end(format(name, data, id));
+    this.abort.abort(STREAM_ENDED);
   }
 
   /** A comment line, ignored by clients: keeps proxies from timing the connection out. */
@@ -54,10 +67,15 @@ export class EventStream {
   /** Ends the response (once) and aborts everything tied to the stream. */
   end(): void {
     if (this.open) this.res.end();
-    this.abort.abort();
+    this.abort.abort(STREAM_ENDED);
   }
 
   private write(text: string) {
     if (this.open) this.res.write(text);
   }
+}
+
+/** An event as the stream carries it. */
+function format(name: string, data: string, id?: number): string {
+  return `${id !== undefined ? `id: ${id}\n` : ""}event: ${name}\ndata: ${data}\n\n`;
 }

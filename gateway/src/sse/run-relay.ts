@@ -270,10 +270,7 @@ export class RunRelay {
   private close(final: Run, seq?: number) {
     if (this.closed) return;
     this.closed = true;
-    if (this.out.open) {
-      this.out.event("close", JSON.stringify(runJson(final)), seq);
-      this.out.end();
-    }
+    if (this.out.open) this.out.last("close", JSON.stringify(runJson(final)), seq);
     try {
       this.options.onClose?.(final);
     } catch (err) {
@@ -283,8 +280,7 @@ export class RunRelay {
 
   /** `error` with pies' error body (DESIGN.md §10), and the end of the stream. */
   private fail(error: HttpError) {
-    this.out.event("error", JSON.stringify(errorBody(error)));
-    this.out.end();
+    this.out.last("error", JSON.stringify(errorBody(error)));
   }
 }
 

@@ -4,7 +4,7 @@ import type { Principal } from "@pies/proto/catalog";
 import type { GatewayDeps } from "../deps.js";
 import { tooManyRequests } from "../errors.js";
 import type { GatewayMetrics } from "../metrics.js";
-import { EventStream } from "./event-stream.js";
+import { EventStream, STREAM_ENDED } from "./event-stream.js";
 import { relayRun } from "./run-relay.js";
 
 /**
@@ -59,6 +59,7 @@ export class RunStreams {
     // gap, or the bus tells it the run has stored events the subscription never got (asked once
     // it is in place and the run started), and replays them from the bus.
     const listening = new AbortController();
+    const stopListening = () => listening.abort(STREAM_ENDED);
     try {
       const projectId = principal.projectId;
       const subscribe = afterSeq === undefined ? bus.live?.bind(bus) : undefined;
@@ -70,7 +71,7 @@ export class RunStreams {
         : undefined;
       // One call reads the run and starts it if it is still created.
       const { run: read, started } = await executor.startRun({ projectId, runId });
-      if (!started) listening.abort();
+      if (!started) stopListening();
       const live = started ? await subscribing : undefined;
       const run = answered(read, "run");
       reply.hijack();
@@ -78,7 +79,7 @@ export class RunStreams {
       this.metrics.streams.inc();
       out.signal.addEventListener("abort", release, { once: true });
       // The client gone, the live subscription stops too (the relay may be waiting on it).
-      out.signal.addEventListener("abort", () => listening.abort(), { once: true });
+      out.signal.addEventListener("abort", stopListening, { once: true });
       out.signal.addEventListener("abort", () => this.metrics.streams.dec(), { once: true });
       await relayRun(out, {
         runs,
@@ -90,12 +91,12 @@ export class RunStreams {
         afterSeq,
         // This request started the run: its events, live, from the first that reached the
         // subscription once in place (the relay replays any it missed).
-        ...(live ? { live, missed: () => live.missed(), stopLive: () => listening.abort() } : {}),
+        ...(live ? { live, missed: () => live.missed(), stopLive: stopListening } : {}),
         // Counted once, by the stream that started the run.
         ...(started ? { onClose: (final) => this.metrics.execution(final) } : {}),
       });
     } finally {
-      listening.abort();
+      stopListening();
       release();
     }
   }

@@ -3,10 +3,13 @@ import { EventTooLarge, type RunEventBus } from "@pies/common/bus";
 const encoder = new TextEncoder();
 
 /**
- * Publishes a run's chunks in order without holding up the provider stream: while one publish
- * awaits its acknowledgement, the chunks that arrive are joined and go out as the next message (as
- * several, each at most the bus's limit, when they are more: a long answer that came while the
- * start was being recorded). A publish is retried (idempotently: each message has a dedup id) before the run fails.
+ * Publishes a run's chunks in order without holding up the provider stream: a chunk goes out at
+ * once when no publish is in flight; while one awaits its acknowledgement, the chunks that arrive
+ * (and those that come in the turn of the event loop that brought it) are joined and go out as the
+ * next message (as several, each at most the bus's limit, when they are more: a long answer that
+ * came while the start was being recorded). So a run's events follow its chunks one to one while
+ * the bus answers fast, and get fewer, larger, as it slows under load. A publish is retried
+ * (idempotently: each message has a dedup id) before the run fails.
  */
 export class ChunkPublisher {
   private pending = "";
@@ -58,15 +61,20 @@ export class ChunkPublisher {
 
   private async pump(): Promise<void> {
     try {
-      while ((this.pending || this.queued.length > 0) && !this.failure) {
+      while (this.waiting() && !this.failure) {
         if (this.pending) {
           await this.publish("chunk", this.takePending(), ++this.sent);
-          continue;
+        } else {
+          const next = this.queued.shift();
+          if (!next) break;
+          this.pending = next.after;
+          await this.publish("repair", encoder.encode(next.repair), ++this.sent);
         }
-        const next = this.queued.shift();
-        if (!next) break;
-        this.pending = next.after;
-        await this.publish("repair", encoder.encode(next.repair), ++this.sent);
+        // More came while that publish awaited its acknowledgement (the bus is slow to answer:
+        // under load): what else comes in this turn of the event loop joins it. A process that
+        // is busy takes its sockets' input in batches, so the provider's next chunks are often
+        // read in the same turn. Nothing waiting, the next push publishes at once.
+        if (this.waiting()) await new Promise((resolve) => setImmediate(resolve));
       }
     } catch (err) {
       // An event the bus refused for its size was not stored: its number goes to the next one.
@@ -75,6 +83,11 @@ export class ChunkPublisher {
     } finally {
       this.inflight = undefined;
     }
+  }
+
+  /** Whether chunks or a repair wait to be published. */
+  private waiting(): boolean {
+    return this.pending !== "" || this.queued.length > 0;
   }
 
   /**
