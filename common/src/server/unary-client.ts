@@ -30,6 +30,7 @@ import {
   trailerDemux,
 } from "@connectrpc/connect/protocol-connect";
 import { isConnectionError } from "../unavailable.js";
+import { CallAbortController } from "./call-signal.js";
 
 /**
  * Connect's unary protocol over one node:http2 session, for pies' calls to its own services (see
@@ -394,7 +395,7 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
     const deadline =
       timeoutMs === undefined ? options.defaultTimeoutMs : timeoutMs <= 0 ? undefined : timeoutMs;
     // One signal for the interceptors and the call: the caller's abort or the deadline.
-    const controller = new AbortController();
+    const controller = new CallAbortController();
     const onCallerAbort = () => controller.abort(ConnectError.from(signal?.reason, Code.Canceled));
     if (signal?.aborted) onCallerAbort();
     else signal?.addEventListener("abort", onCallerAbort);
