@@ -5,3 +5,4 @@ export * from "./client.js";
 export * from "./internal-auth.js";
 export * from "./direct.js";
 export * from "./call-signal.js";
+export type * from "./json-codecs.js";
