@@ -31,6 +31,11 @@ import {
 } from "@connectrpc/connect/protocol-connect";
 import { isConnectionError } from "../unavailable.js";
 import { CallAbortController } from "./call-signal.js";
+import { installAsyncResourceBind } from "./async-resource-bind.js";
+
+// Every call here is an HTTP/2 request, which Node 20 binds to an AsyncResource: without the
+// deprecation wrappers its bind makes (async-resource-bind.ts).
+installAsyncResourceBind();
 
 /**
  * Connect's unary protocol over one node:http2 session, for pies' calls to its own services (see
