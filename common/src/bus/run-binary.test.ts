@@ -3,13 +3,15 @@ import { create, fromBinary, fromJson, toBinary } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { RunSchema, RunStatus, type Run } from "@pies/proto/runs";
 import { seededRandom } from "../json-sample.js";
-import { encodeRun } from "./run-binary.js";
+import { encodedRunLength, encodeRun } from "./run-binary.js";
 import { randomMessageJson } from "../../test/run-samples.js";
 
-const expectSameBytes = (run: Run) =>
-  expect(Buffer.from(encodeRun(run)).toString("hex")).toBe(
-    Buffer.from(toBinary(RunSchema, run)).toString("hex"),
-  );
+const expectSameBytes = (run: Run) => {
+  const bytes = toBinary(RunSchema, run);
+  expect(Buffer.from(encodeRun(run)).toString("hex")).toBe(Buffer.from(bytes).toString("hex"));
+  // The length alone (a size check's) is theirs too.
+  expect(encodedRunLength(run)).toBe(bytes.length);
+};
 
 describe("encodeRun", () => {
   it("writes toBinary's bytes for runs with every field set, at random", () => {
@@ -69,6 +71,7 @@ describe("encodeRun", () => {
     const bytes = new Uint8Array([...toBinary(RunSchema, known), 0x98, 0x06, 0x01]);
     const decoded = fromBinary(RunSchema, bytes);
     expect(Buffer.from(encodeRun(decoded))).toEqual(Buffer.from(bytes));
+    expect(encodedRunLength(decoded)).toBe(bytes.length);
 
     const wrong = create(RunSchema, { id: "r_4", ttl: 1.5 });
     expect(() => encodeRun(wrong)).toThrow(/cannot encode field pies.runs.v1.Run.ttl/);
