@@ -7,6 +7,7 @@ export * from "./ids.js";
 export * from "./json.js";
 export * from "./json-check.js";
 export * from "./run-json.js";
+export * from "./run-connect-json.js";
 export * from "./json-sample.js";
 export * from "./unavailable.js";
 export * from "./connect-errors.js";

@@ -132,14 +132,33 @@ export function contextOf(traceparent: string | undefined): Context {
   return traceparent ? extractContext({ traceparent }) : ROOT_CONTEXT;
 }
 
-/** Runs `fn` in a span (child of `parent`, else of the active context); ends it, records failure. */
-export async function inSpan<T>(
+/**
+ * Runs `fn` in a span (child of `parent`, else of the active context); ends it, records failure.
+ * With tracing off, `fn`'s own promise, not one more around it (a promise and its reactions per
+ * call, on the paths every execution takes); a throw is still a rejection.
+ */
+export function inSpan<T>(
   name: string,
   options: { kind?: SpanKind; parent?: Context; attributes?: Record<string, string | number> },
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
   const t = tracer;
-  if (!t) return fn(NO_SPAN);
+  if (!t) {
+    try {
+      return fn(NO_SPAN);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+  return inTracedSpan(t, name, options, fn);
+}
+
+async function inTracedSpan<T>(
+  t: Tracer,
+  name: string,
+  options: { kind?: SpanKind; parent?: Context; attributes?: Record<string, string | number> },
+  fn: (span: Span) => Promise<T>,
+): Promise<T> {
   const parent = options.parent ?? context.active();
   return t.startActiveSpan(
     name,

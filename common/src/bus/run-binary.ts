@@ -39,6 +39,24 @@ export function encodeRun(run: Run): Uint8Array {
   return bytes;
 }
 
+/**
+ * The length of `encodeRun(run)`, without the copy of its bytes (a size check keeps nothing of
+ * them).
+ */
+export function encodedRunLength(run: Run): number {
+  pos = 0;
+  try {
+    writeRun(run);
+  } catch (err) {
+    if (err !== UNEXPECTED) throw err;
+    pos = 0;
+    return toBinary(RunSchema, run).length;
+  }
+  const length = pos;
+  if (buf.length > MAX_KEPT) buf = Buffer.allocUnsafe(INITIAL);
+  return length;
+}
+
 /** Thrown (and caught in encodeRun) when protobuf-es should write the message instead. */
 const UNEXPECTED = Symbol("unexpected");
 const INT64_MAX = 2n ** 63n - 1n;

@@ -3,7 +3,7 @@ import { create, fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { RunConfigSchema, RunSchema, RunSourceSchema, RunStatus, type Run } from "@pies/proto/runs";
-import { encodeRun } from "./run-binary.js";
+import { encodedRunLength, encodeRun } from "./run-binary.js";
 import { RecordConflict, RecordTooLarge, type RunRecords } from "./run-records.js";
 
 let putCount = 0;
@@ -72,7 +72,7 @@ export class RunLog {
   checkFits(run: Run, reserve = 0) {
     const limit = this.records.maxRecordBytes;
     if (limit === undefined) return;
-    const bytes = encodeRun(completed(run)).length + reserve;
+    const bytes = encodedRunLength(completed(run)) + reserve;
     if (bytes > limit) throw new RecordTooLarge(run.id, bytes, limit);
   }
 

@@ -199,7 +199,7 @@ const streamingRefused = (method: DescMethod) =>
  * a reason makes a DOMException, stack trace and all, per call (about 15 µs of CPU per execution
  * at c=64 in the edge's profile); the reason of a call already over matters to no one.
  */
-const CALL_ENDED = new ConnectError("the call has ended", Code.Canceled);
+export const CALL_ENDED = new ConnectError("the call has ended", Code.Canceled);
 
 /** A router that keeps the implementations it is given, building no protocol handler. */
 export function recordingRouter(add: (spec: MethodImplSpec) => void): ConnectRouter {
@@ -259,7 +259,7 @@ function untilAborted<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
  * their causes (`isConnectionError`). Anything else is INTERNAL "internal error", as a handler
  * factory answers it (errorInterceptor has logged it).
  */
-function received(err: unknown, ctx: HandlerContext): ConnectError {
+export function received(err: unknown, ctx: HandlerContext): ConnectError {
   const error =
     err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal);
   const metadata = new Headers(ctx.responseHeader);

@@ -7,6 +7,7 @@ import type { Logger } from "../logger.js";
 import { createHealthService } from "./health.js";
 import { internalAuthInterceptor } from "./internal-auth.js";
 import { unaryHandler } from "./unary-server.js";
+import type { JsonCodecs } from "./json-codecs.js";
 import { serverTracingInterceptor, tracingEnabled } from "../tracing.js";
 import { databaseUnavailable, isDatabaseUnavailable, type DatabaseFaults } from "../unavailable.js";
 import { RecordTooLarge } from "../bus/run-records.js";
@@ -27,6 +28,8 @@ export interface ServeOptions {
   internalToken?: string;
   /** The largest request message read (READ_MAX_BYTES by default). */
   readMaxBytes?: number;
+  /** Hand-written Connect JSON of some message types, on the lean path (json-codecs.ts). */
+  jsonCodecs?: JsonCodecs;
 }
 
 /**
@@ -141,7 +144,10 @@ export async function serveConnect(options: ServeOptions): Promise<RunningServer
   });
   // pies' own calls (Connect unary, from unary-client.ts) on the lean path, the rest (gRPC,
   // gRPC-Web, streaming, GET, compressed) through connect-node.
-  const unary = unaryHandler(routes, interceptors, { readMaxBytes });
+  const unary = unaryHandler(routes, interceptors, {
+    readMaxBytes,
+    jsonCodecs: options.jsonCodecs,
+  });
   const server = http2.createServer((req, res) => {
     if (!unary(req, res)) connect(req, res);
   });

@@ -30,6 +30,12 @@ import {
   trailerDemux,
 } from "@connectrpc/connect/protocol-connect";
 import { isConnectionError } from "../unavailable.js";
+import { CallAbortController } from "./call-signal.js";
+import { installAsyncResourceBind } from "./async-resource-bind.js";
+
+// Every call here is an HTTP/2 request, which Node 20 binds to an AsyncResource: without the
+// deprecation wrappers its bind makes (async-resource-bind.ts).
+installAsyncResourceBind();
 
 /**
  * Connect's unary protocol over one node:http2 session, for pies' calls to its own services (see
@@ -349,13 +355,17 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
     headers: http2.IncomingHttpHeaders,
     bytes: Buffer,
   ): UnaryResponse<I, O> {
-    const [header, trailer] = trailerDemux(webHeaders(headers));
+    // The answer's headers and trailers as Web Headers, made when read: an error's metadata, or
+    // a caller that asks for them (onHeader, onTrailer, an interceptor); most calls never do.
+    let demuxed: [Headers, Headers] | undefined;
+    const demux = () => (demuxed ??= trailerDemux(webHeaders(headers)));
     const encoding = headers["content-encoding"];
     if (encoding !== undefined && encoding !== "identity") {
       throw new ConnectError(`unexpected content-encoding "${encoding}"`, Code.Internal);
     }
     const type = parseContentType(headers["content-type"] ?? null);
     if (status !== 200) {
+      const [header, trailer] = demux();
       const metadata = new Headers(header);
       trailer.forEach((value, key) => metadata.append(key, value));
       const fromStatus = new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status), metadata);
@@ -379,7 +389,18 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
           ? fromBinary(method.output, bytes)
           : fromJsonString(method.output, bytes.toString("utf8"), { ignoreUnknownFields: true })
     ) as MessageShape<O>;
-    return { stream: false, service: method.parent, method, header, trailer, message };
+    return {
+      stream: false,
+      service: method.parent,
+      method,
+      get header() {
+        return demux()[0];
+      },
+      get trailer() {
+        return demux()[1];
+      },
+      message,
+    };
   }
 
   function call<I extends DescMessage, O extends DescMessage>(
@@ -394,7 +415,7 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
     const deadline =
       timeoutMs === undefined ? options.defaultTimeoutMs : timeoutMs <= 0 ? undefined : timeoutMs;
     // One signal for the interceptors and the call: the caller's abort or the deadline.
-    const controller = new AbortController();
+    const controller = new CallAbortController();
     const onCallerAbort = () => controller.abort(ConnectError.from(signal?.reason, Code.Canceled));
     if (signal?.aborted) onCallerAbort();
     else signal?.addEventListener("abort", onCallerAbort);

@@ -1,33 +1,42 @@
 import http2 from "node:http2";
 import {
+  create,
   fromBinary,
   fromJsonString,
   toBinary,
   toJsonString,
   type DescMethodUnary,
+  type Message,
 } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
+  createContextValues,
   type ConnectRouter,
+  type HandlerContext,
   type Interceptor,
-  type Transport,
+  type MethodImplSpec,
+  type UnaryRequest,
+  type UnaryResponse,
 } from "@connectrpc/connect";
 import {
   codeToHttpStatus,
   errorToJsonBytes,
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
-import { directTransport, recordingRouter } from "./direct.js";
+import { CallAbortController } from "./call-signal.js";
+import { CALL_ENDED, received, recordingRouter } from "./direct.js";
+import type { JsonCodec, JsonCodecs } from "./json-codecs.js";
 import { tooLargeError } from "../retry-after.js";
 import { webHeaders } from "./unary-client.js";
 
 /**
  * The callee's side of unary-client.ts: a Connect unary call (POST, `application/json` or
  * `application/proto`, uncompressed) to a unary method of `routes` is answered here, through the
- * handler and the server's interceptors as `directTransport` calls them (a HandlerContext from
- * Connect's own `createHandlerContext`, the interceptors outermost first, unexpected errors
- * INTERNAL); everything else (gRPC and gRPC-Web from grpc-js callers and probes, Connect GET,
+ * handler and the server's interceptors as `directTransport` calls them (the interceptors
+ * outermost first, errors as a caller receives them, unexpected ones INTERNAL; see `call` for the
+ * handler's context); a message type with a hand-written JSON codec (`jsonCodecs`) is read and
+ * written with it in JSON; everything else (gRPC and gRPC-Web from grpc-js callers and probes, Connect GET,
  * streaming methods, compressed bodies, other content types) goes to `fallback`, connect-node's
  * adapter. Returns false when it does not take the request.
  *
@@ -48,21 +57,25 @@ import { webHeaders } from "./unary-client.js";
 export function unaryHandler(
   routes: (router: ConnectRouter) => void,
   interceptors: Interceptor[],
-  { readMaxBytes }: { readMaxBytes: number },
+  { readMaxBytes, jsonCodecs }: { readMaxBytes: number; jsonCodecs?: JsonCodecs },
 ): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => boolean {
-  const methods = new Map<string, DescMethodUnary>();
+  const methods = new Map<string, ServedMethod>();
   routes(
-    recordingRouter(({ method }) => {
-      if (method.methodKind === "unary") {
-        methods.set(`/${method.parent.typeName}/${method.name}`, method);
-      }
+    recordingRouter((spec) => {
+      if (spec.kind !== "unary") return;
+      const path = `/${spec.method.parent.typeName}/${spec.method.name}`;
+      methods.set(path, {
+        spec,
+        url: `connect://${path}`,
+        reader: jsonCodecs?.get(spec.method.input.typeName)?.read,
+        writer: jsonCodecs?.get(spec.method.output.typeName)?.write,
+      });
     }),
   );
-  const transport: Transport = directTransport(routes, { interceptors, protocolName: "connect" });
 
   return (req, res) => {
-    const method = methods.get(req.url);
-    if (method === undefined || req.method !== "POST") return false;
+    const served = methods.get(req.url);
+    if (served === undefined || req.method !== "POST") return false;
     const h = req.headers;
     const type = h["content-type"];
     const binary = type === "application/proto";
@@ -72,12 +85,17 @@ export function unaryHandler(
     const version = h["connect-protocol-version"];
     if (version !== undefined && version !== "1") return false;
 
-    // The caller going away before the answer (its stream reset or lost) aborts the call.
+    // The call's one signal: the caller going away (its stream reset or lost), the deadline, or
+    // the end of the call abort it.
     const { stream } = res;
-    const gone = new AbortController();
-    const onClose = () => gone.abort(new ConnectError("the caller went away", Code.Canceled));
+    const controller = new CallAbortController();
+    const onClose = () => controller.abort(new ConnectError("the caller went away", Code.Canceled));
     stream.once("close", onClose);
+    let answered = false;
     const answer = ({ status, headers, body }: Answer) => {
+      // Once: the deadline's answer goes out while the handler ends as it can, unheard.
+      if (answered) return;
+      answered = true;
       stream.removeListener("close", onClose);
       if (stream.closed || stream.destroyed) return;
       // The stream's own API: its `end(body)` sends the body's last DATA frame with END_STREAM,
@@ -131,24 +149,37 @@ export function unaryHandler(
     // Whatever throws past `call` (an error answer that cannot be encoded) resets the caller's
     // stream: never an unhandled rejection, which would end the process.
     const onEnd = () =>
-      void call(method, binary, req, chunks, gone.signal)
-        .then(answer)
-        .catch(() => {
-          if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
-        });
+      void call(served, binary, req, chunks, controller, answer).catch(() => {
+        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      });
     req.on("data", onData);
     req.on("end", onEnd);
     return true;
   };
 
+  /**
+   * Decodes the request, calls the handler through the interceptors and answers. What
+   * `directTransport` does for a caller in the process, without what only such a caller needs:
+   * the handler's context is made here with one signal for the call (a CallAbortController's:
+   * connect's createHandlerContext links three AbortControllers, a listener on each, and a caller
+   * in the process races the call with one more), the request's headers read once (not copied
+   * again), and the deadline answered by its timer. Measured on Execute alone (a handler with a
+   * fixed answer, the gateway's JSON request, 64 calls in flight, A and B in alternating blocks):
+   * 75 → 60 µs of the callee's CPU per call.
+   */
   async function call(
-    method: DescMethodUnary,
+    served: ServedMethod,
     binary: boolean,
     req: http2.Http2ServerRequest,
     chunks: Buffer[],
-    signal: AbortSignal,
-  ): Promise<Answer> {
-    const contentType = binary ? "application/proto" : "application/json";
+    controller: CallAbortController,
+    answer: (answer: Answer) => void,
+  ): Promise<void> {
+    const { spec, url } = served;
+    const method = spec.method as DescMethodUnary;
+    const { signal } = controller;
+    let ctx: HandlerContext | undefined;
+    let timer: NodeJS.Timeout | undefined;
     try {
       const timeout = parseTimeout(
         (req.headers["connect-timeout-ms"] as string | undefined) ?? null,
@@ -156,27 +187,69 @@ export function unaryHandler(
       );
       if (timeout.error) throw timeout.error;
       const bytes = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-      let input;
-      try {
-        input = binary
-          ? fromBinary(method.input, bytes)
-          : // As connect-node reads JSON: a field or enum name from a newer caller (a rolling
-            // upgrade) is ignored, not refused.
-            fromJsonString(method.input, bytes.toString("utf8"), { ignoreUnknownFields: true });
-      } catch (err) {
-        throw new ConnectError(
-          `cannot decode message ${method.input.typeName}: ${(err as Error).message}`,
-          Code.InvalidArgument,
-        );
+      const input = decode(served, binary, bytes);
+      // A deadline of 0 ms is past (1 ms); none when the caller sends none. When it passes, the
+      // caller is answered DEADLINE_EXCEEDED at once and the handler's signal aborts.
+      let deadline: number | undefined;
+      if (timeout.timeoutMs !== undefined) {
+        const ms = Math.max(1, timeout.timeoutMs);
+        deadline = Date.now() + ms;
+        timer = setTimeout(() => {
+          const exceeded = new ConnectError("the operation timed out", Code.DeadlineExceeded);
+          controller.abort(exceeded);
+          answer(errorAnswer(exceeded));
+        }, ms);
       }
-      const res = await transport.unary(
+      // Nothing is called for a caller already gone (its stream closed while the body came).
+      if (signal.aborted) return;
+      const context: HandlerContext = {
+        service: method.parent,
         method,
+        protocolName: "connect",
+        requestMethod: "POST",
+        url,
         signal,
-        // No deadline: none (directTransport reads 0 or less as none); a deadline of 0 ms is past.
-        timeout.timeoutMs === undefined ? 0 : Math.max(1, timeout.timeoutMs),
-        webHeaders(req.headers),
-        input,
-      );
+        timeoutMs: deadline === undefined ? noDeadline : () => deadline - Date.now(),
+        requestHeader: webHeaders(req.headers),
+        responseHeader: new Headers(),
+        responseTrailer: new Headers(),
+        values: createContextValues(),
+      };
+      ctx = context;
+      // The handler, then the interceptors around it (the first outermost), as a router runs them.
+      const handler = async (r: UnaryRequest): Promise<UnaryResponse> => {
+        // The request as the interceptors left it: its signal, headers and values.
+        const c =
+          r.header === context.requestHeader &&
+          r.contextValues === context.values &&
+          r.signal === context.signal
+            ? context
+            : { ...context, requestHeader: r.header, values: r.contextValues, signal: r.signal };
+        const message = await spec.impl(r.message as never, c);
+        return {
+          stream: false,
+          service: method.parent,
+          method,
+          header: context.responseHeader,
+          trailer: context.responseTrailer,
+          message: create(method.output, message as never),
+        };
+      };
+      let next = handler;
+      for (let i = interceptors.length - 1; i >= 0; i--) {
+        next = (interceptors[i] as Interceptor)(next as never) as typeof handler;
+      }
+      const res = await next({
+        stream: false,
+        service: method.parent,
+        method,
+        requestMethod: "POST",
+        url,
+        signal,
+        header: context.requestHeader,
+        contextValues: context.values,
+        message: input,
+      });
       const headers: http2.OutgoingHttpHeaders = {};
       res.header.forEach((value, key) => {
         headers[key] = value;
@@ -184,15 +257,63 @@ export function unaryHandler(
       res.trailer.forEach((value, key) => {
         headers[`trailer-${key}`] = value;
       });
-      headers["content-type"] = contentType;
-      const body = binary
-        ? toBinary(method.output, res.message)
-        : Buffer.from(toJsonString(method.output, res.message));
-      return { status: 200, headers, body };
+      headers["content-type"] = binary ? "application/proto" : "application/json";
+      answer({ status: 200, headers, body: encode(served, binary, res.message) });
     } catch (err) {
-      return errorAnswer(ConnectError.from(err));
+      // As a caller receives a handler's error (direct.ts): the response's headers and trailers
+      // in its metadata, unexpected errors INTERNAL.
+      answer(errorAnswer(ctx ? received(err, ctx) : ConnectError.from(err)));
+    } finally {
+      clearTimeout(timer);
+      // As behind connect-node: the handler's signal ends with its call.
+      controller.abort(CALL_ENDED);
     }
   }
+}
+
+/** A unary method served on the lean path, with its URL and hand-written JSON, if any. */
+interface ServedMethod {
+  spec: MethodImplSpec & { kind: "unary" };
+  url: string;
+  reader: JsonCodec["read"];
+  writer: JsonCodec["write"];
+}
+
+const noDeadline = () => undefined;
+
+/** The request's message; a body that does not decode is INVALID_ARGUMENT. */
+function decode(served: ServedMethod, binary: boolean, bytes: Buffer) {
+  const method = served.spec.method;
+  try {
+    if (binary) return fromBinary(method.input, bytes);
+    const text = bytes.toString("utf8");
+    if (served.reader) {
+      // Anything the hand-written reader does not take (not JSON either) is protobuf-es's.
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      const message = json === undefined ? undefined : served.reader(json);
+      if (message !== undefined) return message;
+    }
+    // As connect-node reads JSON: a field or enum name from a newer caller (a rolling upgrade)
+    // is ignored, not refused.
+    return fromJsonString(method.input, text, { ignoreUnknownFields: true });
+  } catch (err) {
+    throw new ConnectError(
+      `cannot decode message ${method.input.typeName}: ${(err as Error).message}`,
+      Code.InvalidArgument,
+    );
+  }
+}
+
+/** The answer's body. */
+function encode(served: ServedMethod, binary: boolean, message: Message): Uint8Array {
+  const output = served.spec.method.output;
+  if (binary) return toBinary(output, message);
+  return Buffer.from(served.writer?.(message) ?? toJsonString(output, message));
 }
 
 interface Answer {

@@ -18,6 +18,7 @@ import { peerTransport, serviceClient } from "./client.js";
 import { internalCredentialInterceptor } from "./internal-auth.js";
 import { replayableRoutes, serveConnect, type RunningServer } from "./server.js";
 import { unaryTransport } from "./unary-client.js";
+import type { JsonCodec } from "./json-codecs.js";
 
 // pies' internal calls: unary-client.ts against unary-server.ts (the lean Connect paths), and both
 // against connect-node's (what grpc-js and other Connect clients still meet), through the servers
@@ -102,6 +103,30 @@ const lean = (format: "json" | "binary") =>
     RunsService,
     peerTransport(server.url, format === "json" ? "runs" : "catalog", TOKEN),
   );
+/** One GetRun call of `body` as it is, on a session of its own: its status and body. */
+async function rawCall(url: string, body: string, contentType: string) {
+  const session = http2.connect(url);
+  try {
+    return await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": `/${RunsService.typeName}/GetRun`,
+        authorization: `Bearer ${TOKEN}`,
+        "content-type": contentType,
+      });
+      let status = 0;
+      const chunks: Buffer[] = [];
+      stream.on("response", (h) => (status = Number(h[":status"])));
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("end", () => resolve({ status, body: Buffer.concat(chunks).toString() }));
+      stream.on("error", reject);
+      stream.end(body);
+    });
+  } finally {
+    session.close();
+  }
+}
+
 /** connect-node's own Connect client (the server's connect-node path for "; charset" JSON). */
 const connectNode = (contentType?: string) =>
   createClient(
@@ -547,6 +572,60 @@ describe("internal unary calls", () => {
     const health = createClient(Health, peerTransport(server.url, "runs", TOKEN));
     const answer = await health.check({ service: RunsService.typeName });
     expect(answer.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+  });
+});
+
+describe("hand-written JSON codecs on the lean path", () => {
+  let coded: RunningServer;
+  beforeAll(async () => {
+    // A reader that takes one request and a writer that writes one answer; the rest they leave.
+    const jsonCodecs = new Map<string, JsonCodec>([
+      [
+        GetRunRequestSchema.typeName,
+        {
+          read: (json) =>
+            (json as { id?: string }).id === "coded"
+              ? create(GetRunRequestSchema, { id: "read by the codec" })
+              : undefined,
+        },
+      ],
+      [
+        GetRunResponseSchema.typeName,
+        {
+          write: (message) =>
+            (message as GetRunResponse).run?.id === "read by the codec"
+              ? JSON.stringify({ run: { id: "written by the codec" } })
+              : undefined,
+        },
+      ],
+    ]);
+    coded = await serveConnect({
+      name: "coded",
+      host: "127.0.0.1",
+      port: 0,
+      logger: createLogger("test", "silent"),
+      serviceNames: [RunsService.typeName],
+      isReady: async () => true,
+      internalToken: TOKEN,
+      routes,
+      jsonCodecs,
+    });
+  });
+  afterAll(() => coded.close(100));
+
+  it("read requests and write answers in JSON, and leave the rest to protobuf-es", async () => {
+    const json = serviceClient(RunsService, peerTransport(coded.url, "runs", TOKEN));
+    expect((await json.getRun({ id: "coded" })).run?.id).toBe("written by the codec");
+    // Left by the reader: protobuf-es reads it (the handler answers the id it was given), and
+    // the writer leaves that answer to protobuf-es too.
+    expect((await json.getRun({ id: "other" })).run).toMatchObject({ ...run, id: "other" });
+    // Not JSON: protobuf-es refuses it as before.
+    const bad = await rawCall(coded.url, "{not json", "application/json");
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatch(/cannot decode message pies.runs.v1.GetRunRequest/);
+    // Binary calls do not meet the codecs.
+    const binary = serviceClient(RunsService, peerTransport(coded.url, "catalog", TOKEN));
+    expect((await binary.getRun({ id: "coded" })).run?.id).toBe("coded");
   });
 });
 

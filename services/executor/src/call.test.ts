@@ -1,9 +1,17 @@
 import { describe, expect, it } from "vitest";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { MAX_JSON_DEPTH, type JsonValue } from "@pies/common";
+import { create, fromBinary, fromJson, toBinary } from "@bufbuild/protobuf";
+import { MAX_JSON_DEPTH, seededRandom, toValue, type JsonValue } from "@pies/common";
 import { EnvironmentSchema } from "@pies/proto/catalog";
-import { RunSchema } from "@pies/proto/runs";
-import { callProvider, endedRun, RETRY_BASE_MS, RETRY_MAX_MS, retryDelayMs } from "./call.js";
+import { RunSchema, RunStatus, TokenUsageSchema, type Run } from "@pies/proto/runs";
+import {
+  callProvider,
+  endedRun,
+  RETRY_BASE_MS,
+  RETRY_MAX_MS,
+  retryDelayMs,
+  type Outcome,
+} from "./call.js";
+import { randomMessageJson } from "../../../common/test/run-samples.js";
 import type { ExecutorDeps } from "./context.js";
 import type { CompletionRequest } from "./providers/types.js";
 import { SchemaValidator } from "./schemas.js";
@@ -102,3 +110,46 @@ describe("callProvider", () => {
     });
   });
 });
+
+describe("endedRun", () => {
+  it("keeps every field of the run it ends but those the outcome sets", () => {
+    // Every field of Run set, from the descriptors: a field added to Run that copyRun does not
+    // copy is missing from the ended run, and this fails.
+    const random = seededRandom(5);
+    for (let i = 0; i < 50; i++) {
+      const run = fromJson(RunSchema, randomMessageJson(random, RunSchema, 2));
+      const ended = endedRun(run, { ok: true, result: "done", usage: USAGE }, Date.now());
+      const set = new Set(["status", "result", "tokenUse", "executionTime"]);
+      for (const field of RunSchema.fields) {
+        if (set.has(field.localName)) continue;
+        expect(ended[field.localName as keyof Run], field.localName).toBe(
+          run[field.localName as keyof Run],
+        );
+      }
+      expect(ended.status).toBe(RunStatus.COMPLETED);
+      // The same record as the run with those fields set.
+      const expected: Run = {
+        ...run,
+        status: RunStatus.COMPLETED,
+        result: toValue("done"),
+        tokenUse: create(TokenUsageSchema, USAGE),
+        executionTime: ended.executionTime,
+      };
+      expect(toBinary(RunSchema, ended)).toEqual(toBinary(RunSchema, expected));
+    }
+  });
+
+  it("gives every ended run one shape, however the run was built", () => {
+    const built = endedRun(create(RunSchema, { id: "a" }), OK, Date.now());
+    const literal = endedRun({ ...create(RunSchema), id: "b", cacheKey: "k" }, OK, Date.now());
+    const failed = endedRun(create(RunSchema, { id: "c" }), FAILED, Date.now());
+    expect(Object.keys(built)).toEqual(Object.keys(literal));
+    expect(Object.keys(built)).toEqual(Object.keys(failed));
+    // Its own fields only: the run given is left as it was.
+    expect(Object.keys(built)).toEqual(["$typeName", ...RunSchema.fields.map((f) => f.localName)]);
+  });
+});
+
+const USAGE = { prompt: 3, result: 2, total: 5 };
+const OK: Outcome = { ok: true, result: { a: 1 }, usage: USAGE };
+const FAILED: Outcome = { ok: false, code: "provider_error", message: "no" };

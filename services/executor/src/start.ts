@@ -14,6 +14,7 @@ import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";
 import { startExecutorWork, type ExecutorWork } from "./work.js";
 import { loadTokenizer } from "./providers/tokens.js";
+import { executorJsonCodecs } from "./connect-json.js";
 
 export interface ExecutorProcess {
   server: RunningServer;
@@ -100,6 +101,7 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
     serviceNames: [ExecutorService.typeName],
     isReady: executor.isReady,
     internalToken: config.PIES_INTERNAL_TOKEN,
+    jsonCodecs: executorJsonCodecs,
   });
   return {
     server,

@@ -54,15 +54,32 @@ export class ProviderRegistry {
     if (environment.provider !== "openai" && environment.provider !== "openai_compatible") {
       throw new ProviderError(`provider ${environment.provider} is not supported`);
     }
+    // The environment as the catalog resolver keeps it (one object until its project changes):
+    // its client's key found again without hashing it.
+    const known = this.keys.get(environment);
+    if (known !== undefined && known.apiKey === apiKey) {
+      const kept = this.clients.get(known.key);
+      if (kept) return kept.client;
+    }
     const key = createHash("sha256")
       .update(
         `${environment.id}|${environment.updatedAt?.seconds}|${environment.updatedAt?.nanos}|${environment.endpointUrl}|${apiKey}`,
       )
       .digest("base64");
+    this.keys.set(environment, { apiKey, key });
     const kept = this.clients.get(key);
     if (kept) return kept.client;
     const client = new OpenAIClient(environment, apiKey, this.options);
     this.clients.set(key, { client, projectId: environment.projectId });
     return client;
   }
+
+  /**
+   * The key of each environment object's client, with the provider key it was made for, so that
+   * the executions that share the resolver's answer (every one until its project changes) do not
+   * hash it again (a SHA-256 per execution). Weak: it goes with the environment object, which
+   * holds that provider key no longer than the resolver's answer holding both; a client dropped
+   * by a change event is not found through it (the clients are looked up all the same).
+   */
+  private readonly keys = new WeakMap<Environment, { apiKey: string; key: string }>();
 }
