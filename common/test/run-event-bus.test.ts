@@ -245,6 +245,17 @@ describe("JetStreamRunEventBus live (real NATS)", () => {
     inTime.abort();
   });
 
+  it.each(["chunk", "repair", "end"] as const)(
+    "tells it missed a run whose only stored event is a %s",
+    async (kind) => {
+      const runId = newId();
+      await bus.publish(runId, kind, bytes("x"), 1);
+      const late = new AbortController();
+      expect(await (await bus.live(runId, late.signal)).missed()).toBe(true);
+      late.abort();
+    },
+  );
+
   it("stops when its signal aborts, iterated or not", async () => {
     const controller = new AbortController();
     const live = await bus.live(newId(), controller.signal);

@@ -23,7 +23,7 @@ export interface SubscribeOptions {
 
 /**
  * Carries execution chunks from the executor to the gateway's SSE streams. In a deployment it is
- * NATS JetStream (subjects `<prefix>.run.<runId>.chunk|end`, captured with a bounded age so a late or
+ * NATS JetStream (subjects `<prefix>.run.<runId>.chunk|repair|end`, captured with a bounded age so a late or
  * reconnecting reader gets the events replayed); embedded, an in-process stand-in.
  */
 export interface RunEventBus {
@@ -60,7 +60,7 @@ export interface LiveEvents extends AsyncIterable<RunEvent> {
   /**
    * Whether the run has stored events this subscription has not received, none having reached it
    * yet: they went out before it was in place (a run started while it was being set up), and
-   * only `subscribe` has them. One question to the bus's store, no consumer; asked once the run
+   * only `subscribe` has them. One question per kind of event to the bus's store, no consumer; asked once the run
    * has started, and again while nothing has come (an event may be stored just after the ask).
    * Once the subscription has received the run's first event, a gap shows any it misses.
    */
