@@ -89,6 +89,19 @@ describe("the record writer's upsert", () => {
     expect(written[0]!.map((r) => r.status)).toEqual(["completed", "failed"]);
     expect(written[0]).toEqual(written[1]);
   });
+
+  it("still writes after its connection lost its prepared statements", async () => {
+    const db = createDatabase<RunsDatabase>({ url: testDb.url, poolMax: 1 });
+    try {
+      const projectId = `p-${newId()}`;
+      await writeRecords(db, [record(projectId, 1)]);
+      await db.executeQuery(CompiledQuery.raw("deallocate all"));
+      await writeRecords(db, [record(projectId, 2)]);
+      expect((await rowsOf(db, projectId)).map((r) => r.record_seq)).toEqual([1, 2]);
+    } finally {
+      await db.destroy();
+    }
+  });
 });
 
 describe("the runs service's writer", () => {
