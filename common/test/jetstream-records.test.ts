@@ -187,16 +187,23 @@ describe("the JetStream record log's consumer", () => {
     const put = (id: string) => log.put(id, bytes(id), { dedupId: `${own.stream}-${id}` });
     try {
       // A steady flow: a record every 25 ms for 1.5 s (about 16 per interval, less than a batch).
+      const flowStarted = performance.now();
       for (let i = 0; i < 60; i++) {
         await put(`f${i}`);
         await sleep(25);
       }
       await expect.poll(written, { timeout: 5000 }).toBe(60);
+      const flowTook = performance.now() - flowStarted;
       const flow = batches.splice(0);
-      // Without the interval, about one batch per record.
-      expect(flow.length).toBeLessThanOrEqual(6);
+      // Every batch started within flowTook, at least INTERVAL after the previous one unless it
+      // is full (records that a busy machine delivered late, all at once): that bounds their
+      // number however long the puts took. Without the interval, about one batch per record.
+      const full = flow.filter((b) => b.ids.length === 20).length;
+      expect(flow.length).toBeLessThanOrEqual(Math.floor(flowTook / INTERVAL) + 1 + full);
       for (let i = 1; i < flow.length; i++) {
-        expect(flow[i]!.started - flow[i - 1]!.started).toBeGreaterThanOrEqual(INTERVAL - 5);
+        if (flow[i]!.ids.length === 20) continue;
+        // Less a little: the writer's clock starts just before the batch is handed over.
+        expect(flow[i]!.started - flow[i - 1]!.started).toBeGreaterThanOrEqual(INTERVAL * 0.9);
       }
 
       // A record after a pause longer than the interval: written at once.
@@ -222,7 +229,7 @@ describe("the JetStream record log's consumer", () => {
       expect(rest!.ids.length).toBe(5);
       expect(full1!.started - first!.ended).toBeLessThan(100);
       expect(full2!.started - full1!.ended).toBeLessThan(100);
-      expect(rest!.started - full2!.started).toBeGreaterThanOrEqual(INTERVAL - 5);
+      expect(rest!.started - full2!.started).toBeGreaterThanOrEqual(INTERVAL * 0.9);
     } finally {
       await consumer.stop();
       await own.remove();
