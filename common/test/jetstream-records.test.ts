@@ -235,4 +235,47 @@ describe("the JetStream record log's consumer", () => {
       await own.remove();
     }
   }, 30_000);
+
+  it("ends the wait for the interval when the waiting records fill a batch, by count or by bytes", async () => {
+    const own = createTestStream();
+    const log = await JetStreamRunRecords.over(nc, {
+      stream: `${own.stream}_RECORDS`,
+      subjectPrefix: own.subjectPrefix,
+      maxAgeSeconds: 60,
+    });
+    const INTERVAL = 3000;
+    const batches: { started: number; ids: string[] }[] = [];
+    const consumer = log.consume(
+      async (batch) => {
+        batches.push({ started: performance.now(), ids: batch.map((r) => r.runId) });
+      },
+      { onError: () => {}, batchIntervalMs: INTERVAL, maxBatch: 10, maxBatchBytes: 1000 },
+    );
+    const written = () => batches.flatMap((b) => b.ids).length;
+    const put = (id: string, size = 1) =>
+      log.put(id, new Uint8Array(size), { dedupId: `${own.stream}-${id}` });
+    try {
+      await put("first");
+      await expect.poll(written, { timeout: 5000 }).toBe(1);
+      // Ten small records, one after another, while the writer waits out the interval: the
+      // tenth fills a batch, which goes then.
+      for (let i = 0; i < 10; i++) await put(`n${i}`);
+      let filled = performance.now();
+      await expect.poll(written, { timeout: 5000 }).toBe(11);
+      expect(batches[1]!.ids.length).toBe(10);
+      expect(batches[1]!.started - filled).toBeLessThan(INTERVAL / 3);
+      // Four records of 300 bytes: the fourth takes the waiting bytes past maxBatchBytes, and
+      // the three that fit go then; the fourth waits out the interval.
+      for (let i = 0; i < 4; i++) await put(`b${i}`, 300);
+      filled = performance.now();
+      await expect.poll(written, { timeout: 5000 }).toBe(14);
+      expect(batches[2]!.ids).toEqual(["b0", "b1", "b2"]);
+      expect(batches[2]!.started - filled).toBeLessThan(INTERVAL / 3);
+      await expect.poll(written, { timeout: INTERVAL + 2000 }).toBe(15);
+      expect(batches[3]!.started - batches[2]!.started).toBeGreaterThanOrEqual(INTERVAL * 0.9);
+    } finally {
+      await consumer.stop();
+      await own.remove();
+    }
+  }, 30_000);
 });

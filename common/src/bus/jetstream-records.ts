@@ -27,6 +27,7 @@ import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
 import {
   RecordConflict,
   MAX_BATCH,
+  MAX_BATCH_BYTES,
   RecordTooLarge,
   retryDelayMs,
   takeBatch,
@@ -292,8 +293,9 @@ export class JetStreamRunRecords implements RunRecords {
   /**
    * Pulls records and writes them as they come: what arrives while a batch is being written forms
    * the next batch, so a batch is one record when the load is light and grows with it; a batch
-   * starts no sooner than `batchIntervalMs` after the previous one unless a full one is waiting. A
-   * consumer that fails (NATS restarted, the consumer was lost) is made again after a pause.
+   * starts no sooner than `batchIntervalMs` after the previous one unless a full one (by count or
+   * by bytes) is waiting, or fills while it waits. A consumer that fails (NATS restarted, the
+   * consumer was lost) is made again after a pause.
    */
   private async consumeLoop(
     write: RecordBatchWriter,
@@ -316,18 +318,40 @@ export class JetStreamRunRecords implements RunRecords {
         const abort = () => void messages.stop();
         signal.addEventListener("abort", abort, { once: true });
         const buffer: JsMsg[] = [];
+        let buffered = 0; // the buffer's record bytes
+        const byteBound = maxBatchBytes ?? MAX_BATCH_BYTES;
+        // A batch taken now would be as large as a batch may be: it waits for nothing.
+        const full = () => buffer.length >= maxBatch || buffered >= byteBound;
+        // Ends the wait for the interval (set while it waits): a batch filled, or the consumer
+        // stops.
+        let wake: (() => void) | undefined;
         let writing: Promise<void> | undefined;
         const writeBatches = async () => {
           while (buffer.length > 0) {
             // What arrives meanwhile joins this batch: a batch's statement, commit and
             // acknowledgements cost PostgreSQL, NATS and this process about as much as its
-            // records do when it holds a few, which a steady flow makes it.
-            const wait = lastBatch + batchIntervalMs - performance.now();
-            if (wait > 0 && buffer.length < maxBatch) {
-              await sleep(wait, undefined, { signal }).catch(() => {});
+            // records do when it holds a few, which a steady flow makes it. The time is read
+            // again after each wait (a timer counts whole milliseconds: it may end a little early).
+            for (
+              let wait = lastBatch + batchIntervalMs - performance.now();
+              wait > 0 && !full() && !signal.aborted;
+              wait = lastBatch + batchIntervalMs - performance.now()
+            ) {
+              await new Promise<void>((resolve) => {
+                const done = () => {
+                  wake = undefined;
+                  clearTimeout(timer);
+                  signal.removeEventListener("abort", done);
+                  resolve();
+                };
+                const timer = setTimeout(done, Math.ceil(wait));
+                signal.addEventListener("abort", done, { once: true });
+                wake = done;
+              });
             }
             lastBatch = performance.now();
-            const batch = takeBatch(buffer, (m) => m.data.length, maxBatch, maxBatchBytes);
+            const batch = takeBatch(buffer, (m) => m.data.length, maxBatch, byteBound);
+            for (const m of batch) buffered -= m.data.length;
             let written = false;
             for (let attempt = 0; !written && !signal.aborted; attempt++) {
               try {
@@ -353,6 +377,8 @@ export class JetStreamRunRecords implements RunRecords {
         try {
           for await (const m of messages) {
             buffer.push(m);
+            buffered += m.data.length;
+            if (full()) wake?.();
             writing ??= writeBatches();
           }
           await writing;
