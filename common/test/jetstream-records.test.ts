@@ -278,4 +278,39 @@ describe("the JetStream record log's consumer", () => {
       await own.remove();
     }
   }, 30_000);
+
+  it("hands back the records waiting out the interval when it stops: delivered again at once", async () => {
+    const own = createTestStream();
+    const log = await JetStreamRunRecords.over(nc, {
+      stream: `${own.stream}_RECORDS`,
+      subjectPrefix: own.subjectPrefix,
+      maxAgeSeconds: 60,
+    });
+    const written: string[] = [];
+    const write = async (batch: { runId: string }[]) => {
+      written.push(...batch.map((r) => r.runId));
+    };
+    const put = (id: string) => log.put(id, bytes(id), { dedupId: `${own.stream}-${id}` });
+    let consumer = log.consume(write, { onError: () => {}, batchIntervalMs: 20_000 });
+    try {
+      await put("r0");
+      await expect.poll(() => written.length, { timeout: 5000 }).toBe(1);
+      await put("r1");
+      await put("r2");
+      // Delivered to the writer, which waits out the interval with them.
+      await sleep(300);
+      const stopping = performance.now();
+      await consumer.stop();
+      expect(performance.now() - stopping).toBeLessThan(1000);
+      expect(written).toEqual(["r0"]);
+      // The next writer (another replica, or this one started again) has them at once, not
+      // after the ack wait (10 s).
+      consumer = log.consume(write, { onError: () => {} });
+      await expect.poll(() => written.length, { timeout: 4000 }).toBe(3);
+      expect(written).toEqual(["r0", "r1", "r2"]);
+    } finally {
+      await consumer.stop();
+      await own.remove();
+    }
+  }, 30_000);
 });

@@ -106,6 +106,13 @@ const MAX_IN_FLIGHT = 4096;
  * 5 s), so this only has to be longer than that.
  */
 const ACK_WAIT_MS = 10_000;
+/**
+ * How long JetStream waits before it delivers again the records a stopping writer hands back.
+ * Naks without a delay, once the writer's pull was stopped, came back wrong on nats-server 2.9.10
+ * (seen): the first record only after the ack wait, the last one twice; with any delay each came
+ * back once, to the next pull.
+ */
+const NAK_DELAY_MS = 50;
 
 /**
  * Tells JetStream about each message. An acknowledgement is a publish, which throws once the
@@ -294,8 +301,9 @@ export class JetStreamRunRecords implements RunRecords {
    * Pulls records and writes them as they come: what arrives while a batch is being written forms
    * the next batch, so a batch is one record when the load is light and grows with it; a batch
    * starts no sooner than `batchIntervalMs` after the previous one unless a full one (by count or
-   * by bytes) is waiting, or fills while it waits. A consumer that fails (NATS restarted, the
-   * consumer was lost) is made again after a pause.
+   * by bytes) is waiting, or fills while it waits. Records not written when it stops are handed
+   * back (nak) to be delivered again at once. A consumer that fails (NATS restarted, the consumer
+   * was lost) is made again after a pause.
    */
   private async consumeLoop(
     write: RecordBatchWriter,
@@ -369,8 +377,9 @@ export class JetStreamRunRecords implements RunRecords {
                 await sleep(retryDelayMs(attempt), undefined, { signal }).catch(() => {});
               }
             }
-            // Unwritten at shutdown: not acknowledged, so delivered again (to another replica).
-            if (written) settle(batch, (m) => m.ack());
+            // Unwritten at shutdown (waiting out the interval, or failing): handed back, to be
+            // delivered again at once (to another replica) rather than after the ack wait.
+            settle(batch, written ? (m) => m.ack() : (m) => m.nak(NAK_DELAY_MS));
           }
           writing = undefined;
         };
