@@ -13,7 +13,6 @@
 // The variants other than base and named take something away that the store needs: they tell what
 // it costs, nothing more. Run it on a cluster of its own (PIES_TEST_DATABASE_URL; UC_PG_PID = its
 // postmaster) so that nobody else's work is counted.
-import { readdirSync, readFileSync } from "node:fs";
 import pg from "pg";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
@@ -22,34 +21,14 @@ import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
 import { runsIndexBuilds, runsMigrations, writeRecords } from "@pies/runs";
 import { createTestDatabase } from "@pies/testkit";
+import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
+import { median } from "./lib/stats.mjs";
 
 const pgPid = Number(process.env.UC_PG_PID);
 const ROWS = Number(process.env.UC_ROWS ?? 4000);
 const sizes = (process.env.UC_SIZES ?? "1,8,32").split(",").map(Number);
 const variantNames = (process.env.UC_VARIANTS ?? "base,named").split(",");
 const rounds = Number(process.env.UC_ROUNDS ?? 3);
-
-const ticks = (pid) => {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const x = f.slice(f.lastIndexOf(")") + 2).split(" ");
-    return Number(x[11]) + Number(x[12]);
-  } catch {
-    return 0;
-  }
-};
-function cluster() {
-  const out = new Map([[pgPid, ticks(pgPid)]]);
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const f = readFileSync(`/proc/${d}/stat`, "utf8");
-      if (Number(f.slice(f.lastIndexOf(")") + 2).split(" ")[1]) === pgPid) out.set(d, ticks(d));
-    } catch {}
-  }
-  return out;
-}
-const since = (a, b) => [...b].reduce((t, [k, v]) => t + v - (a.get(k) ?? 0), 0);
 
 let seq = 0;
 function record() {
@@ -141,7 +120,7 @@ async function run(variant, size) {
     // warm
     for (const s of batches.slice(0, 20)) await variants[variant](client, s);
     const { rows } = await client.query("select pg_backend_pid() as pid");
-    const c0 = cluster();
+    const c0 = clusterTicks(pgPid);
     const b0 = ticks(rows[0].pid);
     const t0 = performance.now();
     for (const s of batches.slice(20)) await variants[variant](client, s);
@@ -151,7 +130,7 @@ async function run(variant, size) {
       variant,
       size,
       backendUsPerRow: ((ticks(rows[0].pid) - b0) * 1e4) / n,
-      clusterUsPerRow: (since(c0, cluster()) * 1e4) / n,
+      clusterUsPerRow: (ticksSince(c0, clusterTicks(pgPid)) * 1e4) / n,
       wallUsPerBatch: (ms * 1000) / (batches.length - 20),
     };
   } finally {
@@ -169,7 +148,6 @@ for (let r = 0; r < rounds; r++)
       all.push(x);
       console.log(JSON.stringify(x, (k, val) => (typeof val === "number" ? Math.round(val) : val)));
     }
-const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 console.log("\nmedian cluster µs/row (backend µs/row), wall µs/batch");
 for (const size of sizes)
   for (const v of variantNames) {

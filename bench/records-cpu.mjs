@@ -13,16 +13,18 @@
 // the end. RC_VARIANTS (below), RC_ROUNDS=3, RC_CONCURRENCY=64, RC_WARMUP_MS=3000,
 // RC_DURATION_MS=8000, RC_STATEMENTS=1 (the cluster preloads pg_stat_statements, and the
 // extension is in template1).
-import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { createTestDatabase, createTestStream, startStack } from "@pies/testkit";
 import { api as request } from "./lib/api.mjs";
+import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
 import { startFakeInWorker } from "./lib/fake.mjs";
 import { runCell } from "./lib/load.mjs";
 import { modes } from "./lib/modes.mjs";
+import { msgsPerRun, natsCounts } from "./lib/nats-monitor.mjs";
 import { pinSelf, planPinning } from "./lib/pin.mjs";
+import { median } from "./lib/stats.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, "..");
@@ -53,48 +55,6 @@ const pgPid = Number(process.env.RC_PG_PID);
 const natsPid = Number(process.env.RC_NATS_PID);
 const monitor = process.env.RC_NATS_MONITOR;
 const showStatements = process.env.RC_STATEMENTS === "1";
-
-const ticks = (pid) => {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = f.slice(f.lastIndexOf(")") + 2).split(" ");
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return 0;
-  }
-};
-/** The postmaster and its children, by pid (children come and go: counted from 0 when new). */
-function clusterTicks() {
-  const out = new Map([[pgPid, ticks(pgPid)]]);
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const f = readFileSync(`/proc/${d}/stat`, "utf8");
-      const ppid = Number(f.slice(f.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === pgPid) out.set(Number(d), ticks(d));
-    } catch {
-      // gone
-    }
-  }
-  return out;
-}
-const sumSince = (before, after) => {
-  let t = 0;
-  for (const [pid, v] of after) t += v - (before.get(pid) ?? 0);
-  return t;
-};
-async function natsCounts() {
-  if (!monitor) return undefined;
-  const connz = await (await fetch(`${monitor}/connz?limit=1024`)).json();
-  const by = {};
-  for (const c of connz.connections ?? []) {
-    const name = c.name ?? "?";
-    by[name] ??= { in: 0, out: 0 };
-    by[name].in += c.in_msgs;
-    by[name].out += c.out_msgs;
-  }
-  return by;
-}
 
 const pinning = planPinning();
 if (pinning.enabled) pinSelf(pinning.loadCpu);
@@ -171,20 +131,20 @@ async function measure(variant) {
       stop: new AbortController().signal,
       onMeasure: () => {
         const started = performance.now();
-        const pgBefore = clusterTicks();
+        const pgBefore = clusterTicks(pgPid);
         const natsBefore = ticks(natsPid);
         const procsBefore = stack.processes.map((p) => ticks(p.child.pid));
         const state = { started, pgBefore, natsBefore };
         state.ready = Promise.all([
           count(),
-          natsCounts(),
+          natsCounts(monitor),
           showStatements
             ? client.query("select pg_stat_statements_reset()").catch(() => undefined)
             : undefined,
         ]).then(([n, msgs]) => Object.assign(state, { n, msgs }));
         return () => {
           state.seconds = (performance.now() - started) / 1000;
-          state.pgTicks = sumSince(pgBefore, clusterTicks());
+          state.pgTicks = ticksSince(pgBefore, clusterTicks(pgPid));
           state.natsTicks = ticks(natsPid) - natsBefore;
           state.procTicks = Object.fromEntries(
             stack.processes.map((p, i) => [p.name, ticks(p.child.pid) - procsBefore[i]]),
@@ -196,7 +156,7 @@ async function measure(variant) {
     });
     await sample.ready;
     const written = (await count()) - sample.n;
-    const msgs = await natsCounts();
+    const msgs = await natsCounts(monitor);
     const ok = cell.samples.filter((s) => s.ok).length;
     const result = {
       variant: variant.label,
@@ -211,17 +171,7 @@ async function measure(variant) {
       ),
       natsPct: sample.natsTicks / sample.seconds,
     };
-    if (msgs && sample.msgs) {
-      result.msgsPerRun = Object.fromEntries(
-        Object.entries(msgs).map(([name, m]) => {
-          const b = sample.msgs[name] ?? { in: 0, out: 0 };
-          return [
-            name,
-            `${((m.in - b.in) / written).toFixed(2)} in, ${((m.out - b.out) / written).toFixed(2)} out`,
-          ];
-        }),
-      );
-    }
+    if (msgs && sample.msgs) result.msgsPerRun = msgsPerRun(sample.msgs, msgs, written);
     if (showStatements) {
       const { rows } = await client
         .query(
@@ -249,7 +199,7 @@ for (let r = 0; r < rounds; r++) {
   for (const variant of r % 2 === 0 ? variants : [...variants].reverse()) {
     const res = await measure(variant);
     results.push(res);
-    const { statements, msgsPerRun, ...rest } = res;
+    const { statements, msgsPerRun: msgs, ...rest } = res;
     console.log(
       JSON.stringify(
         Object.fromEntries(
@@ -260,14 +210,10 @@ for (let r = 0; r < rounds; r++) {
         ),
       ),
     );
-    if (msgsPerRun) console.log("  nats msgs per run:", JSON.stringify(msgsPerRun));
+    if (msgs) console.log("  nats msgs per run:", JSON.stringify(msgs));
     if (statements) console.table(statements);
   }
 }
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 console.log("\nmedians:");
 for (const v of variants) {
   const rs = results.filter((r) => r.variant === v.label);

@@ -10,7 +10,6 @@
 // (variants of environment for the one tree), RW_ROUNDS=3, RW_RATE=1300 (records/s),
 // RW_WARMUP_MS=3000, RW_DURATION_MS=8000, RW_STATEMENTS=1 (pg_stat_statements' top statements),
 // RW_PIN_RUNS=<cpu> (taskset the runs service).
-import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
@@ -22,6 +21,9 @@ import { newId, toValue } from "@pies/common";
 import { JetStreamRunRecords, RunLog } from "@pies/common/bus";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
 import { createTestDatabase, createTestStream, freePort, startProcess } from "@pies/testkit";
+import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
+import { msgsPerRun, natsCounts } from "./lib/nats-monitor.mjs";
+import { median } from "./lib/stats.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, "..");
@@ -53,47 +55,6 @@ const pgPid = Number(process.env.RW_PG_PID);
 const natsPid = Number(process.env.RW_NATS_PID);
 const monitor = process.env.RW_NATS_MONITOR;
 const showStatements = process.env.RW_STATEMENTS === "1";
-
-const ticks = (pid) => {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = f.slice(f.lastIndexOf(")") + 2).split(" ");
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return 0;
-  }
-};
-function clusterTicks() {
-  const out = new Map([[pgPid, ticks(pgPid)]]);
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const f = readFileSync(`/proc/${d}/stat`, "utf8");
-      if (Number(f.slice(f.lastIndexOf(")") + 2).split(" ")[1]) === pgPid)
-        out.set(Number(d), ticks(d));
-    } catch {
-      // gone
-    }
-  }
-  return out;
-}
-const sumSince = (before, after) => {
-  let t = 0;
-  for (const [pid, v] of after) t += v - (before.get(pid) ?? 0);
-  return t;
-};
-async function natsCounts() {
-  if (!monitor) return {};
-  const connz = await (await fetch(`${monitor}/connz?limit=1024`)).json();
-  const by = {};
-  for (const c of connz.connections ?? []) {
-    const name = c.name ?? "?";
-    by[name] ??= { in: 0, out: 0 };
-    by[name].in += c.in_msgs;
-    by[name].out += c.out_msgs;
-  }
-  return by;
-}
 
 /** A run as the executor records a fast blocking execution: one completed record. */
 function benchRun(i) {
@@ -181,18 +142,18 @@ async function measure(variant) {
       (await client.query("select count(*)::int as n from runs.runs")).rows[0].n;
     if (showStatements) await client.query("select pg_stat_statements_reset()").catch(() => {});
     const n0 = await count();
-    const msgs0 = await natsCounts();
+    const msgs0 = await natsCounts(monitor);
     const started = performance.now();
-    const pg0 = clusterTicks();
+    const pg0 = clusterTicks(pgPid);
     const nats0 = ticks(natsPid);
     const runs0 = ticks(runs.child.pid);
     await new Promise((r) => setTimeout(r, durationMs));
-    const pgTicks = sumSince(pg0, clusterTicks());
+    const pgTicks = ticksSince(pg0, clusterTicks(pgPid));
     const natsTicks = ticks(natsPid) - nats0;
     const runsTicks = ticks(runs.child.pid) - runs0;
     const seconds = (performance.now() - started) / 1000;
     const written = (await count()) - n0;
-    const msgs1 = await natsCounts();
+    const msgs1 = await natsCounts(monitor);
     clearInterval(timer);
     const result = {
       variant: variant.label,
@@ -202,15 +163,7 @@ async function measure(variant) {
       pgUsPerRun: (pgTicks * 1e4) / written,
       natsUsPerRun: (natsTicks * 1e4) / written,
       runsUsPerRun: (runsTicks * 1e4) / written,
-      msgsPerRun: Object.fromEntries(
-        Object.entries(msgs1).map(([name, m]) => {
-          const b = msgs0[name] ?? { in: 0, out: 0 };
-          return [
-            name,
-            `${((m.in - b.in) / written).toFixed(2)}/${((m.out - b.out) / written).toFixed(2)}`,
-          ];
-        }),
-      ),
+      ...(msgs0 && msgs1 && { msgsPerRun: msgsPerRun(msgs0, msgs1, written) }),
     };
     if (showStatements) {
       const { rows } = await client
@@ -260,10 +213,6 @@ for (let r = 0; r < rounds; r++) {
     if (statements) console.table(statements);
   }
 }
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 console.log("\nmedians:");
 for (const v of variants) {
   const rs = results.filter((r) => r.variant === v.label);

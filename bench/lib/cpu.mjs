@@ -9,7 +9,8 @@ import { performance } from "node:perf_hooks";
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
-function processTicks(pid) {
+/** A process's CPU (utime + stime) in clock ticks; undefined when it is gone or unreadable. */
+export function processTicks(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
@@ -17,6 +18,35 @@ function processTicks(pid) {
   } catch {
     return undefined;
   }
+}
+
+/** processTicks, 0 for a process that is gone or unreadable (or not named: NaN). */
+export const ticksOf = (pid) => processTicks(pid) ?? 0;
+
+/**
+ * The ticks of one PostgreSQL cluster by pid: the postmaster `pgPid` and each of its children
+ * (backends come and go: one new since a reading counts from 0 in ticksSince).
+ */
+export function clusterTicks(pgPid) {
+  const out = new Map([[pgPid, ticksOf(pgPid)]]);
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pgPid) out.set(Number(d), ticksOf(d));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+/** The ticks spent between two readings of clusterTicks. */
+export function ticksSince(before, after) {
+  let ticks = 0;
+  for (const [pid, v] of after) ticks += v - (before.get(pid) ?? 0);
+  return ticks;
 }
 
 /** Ticks per pid of every process whose command name is one of `names` (name -> Map(pid, ticks)). */

@@ -5,6 +5,13 @@ export function percentile(sorted, p) {
   return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
 }
 
+/** The median of the values (the mean of the middle two of an even count; NaN when empty). */
+export function median(values) {
+  const s = [...values].sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
 function mean(values) {
   return values.length === 0 ? undefined : values.reduce((a, b) => a + b, 0) / values.length;
 }

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompiledQuery, type Kysely } from "kysely";
 import { createDatabase, preparedStatement, startDatabaseService } from "@pies/common/db";
-import { createTestDatabase, type TestDatabase } from "@pies/testkit";
+import { pino } from "pino";
+import { createTestDatabase, startTransactionPooler, type TestDatabase } from "@pies/testkit";
 
 // Statements named with preparedStatement are named prepared statements on a PostgreSQL pool
 // (parsed and planned once per connection), unless DATABASE_PREPARED_STATEMENTS turns them off
@@ -85,6 +86,80 @@ describe("prepared statements", () => {
       } finally {
         await service.stop();
       }
+    }
+  });
+
+  it("are prepared again on a connection that lost them (DEALLOCATE ALL)", async () => {
+    const db = createDatabase({ url: testDb.url, poolMax: 1 });
+    try {
+      expect((await addTwiceAndList(db)).sums).toEqual([3, 42]);
+      await db.executeQuery(CompiledQuery.raw("deallocate all"));
+      // node-postgres believes the statement is still there: it only binds it (26000).
+      const { sums, prepared } = await addTwiceAndList(db);
+      expect(sums).toEqual([3, 42]);
+      expect(prepared).toEqual([{ name: "pies_test_add", statement: ADD }]);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it("lost in a transaction, fail it and are prepared again in the next", async () => {
+    const db = createDatabase({ url: testDb.url, poolMax: 1 });
+    const add = (a: number, b: number) =>
+      db.transaction().execute(async (tx) => {
+        const { rows } = await tx.executeQuery<{ n: number }>(CompiledQuery.raw(ADD, [a, b]));
+        return rows[0]!.n;
+      });
+    try {
+      expect(await add(1, 2)).toBe(3);
+      await db.executeQuery(CompiledQuery.raw("deallocate all"));
+      // The failure aborted the transaction: nothing of it can be run again within it.
+      await expect(add(40, 2)).rejects.toMatchObject({ code: "26000" });
+      expect(await add(40, 2)).toBe(42);
+      expect((await addTwiceAndList(db)).prepared).toEqual([
+        { name: "pies_test_add", statement: ADD },
+      ]);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it("replace a statement of their name that the connection has and pg does not know (42P05)", async () => {
+    const db = createDatabase({ url: testDb.url, poolMax: 1 });
+    try {
+      await db.executeQuery(CompiledQuery.raw("prepare pies_test_add as select 0 as n"));
+      const { sums, prepared } = await addTwiceAndList(db);
+      expect(sums).toEqual([3, 42]);
+      expect(prepared).toEqual([{ name: "pies_test_add", statement: ADD }]);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it("are sent unnamed, with one error logged, behind a pooler that loses them", async () => {
+    const pooler = await startTransactionPooler(testDb.url);
+    const logged: { level: number; msg: string }[] = [];
+    const logger = pino({ level: "info" }, { write: (s: string) => logged.push(JSON.parse(s)) });
+    const db = createDatabase({ url: pooler.url, poolMax: 1, logger });
+    try {
+      // Each statement on the other of two server connections: the second finds the statement
+      // missing (26000), prepared again it meets the first one's (42P05).
+      for (let i = 0; i < 6; i++) {
+        const { rows } = await db.executeQuery<{ n: number }>(CompiledQuery.raw(ADD, [i, 1]));
+        expect(rows[0]!.n).toBe(i + 1);
+      }
+      // A transaction stays on its server connection, and its statements are unnamed now.
+      const n = await db.transaction().execute(async (tx) => {
+        const { rows } = await tx.executeQuery<{ n: number }>(CompiledQuery.raw(ADD, [2, 2]));
+        return rows[0]!.n;
+      });
+      expect(n).toBe(4);
+      expect(logged.filter((l) => l.level >= 50).map((l) => l.msg)).toEqual([
+        expect.stringMatching(/DATABASE_PREPARED_STATEMENTS=false/),
+      ]);
+    } finally {
+      await db.destroy();
+      await pooler.stop();
     }
   });
 

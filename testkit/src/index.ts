@@ -11,3 +11,4 @@ export * from "./test-stack.js";
 export * from "./fault-stack.js";
 export * from "./trace-collector.js";
 export * from "./seed-runs.js";
+export * from "./pooler.js";

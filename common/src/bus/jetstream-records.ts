@@ -27,6 +27,7 @@ import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
 import {
   RecordConflict,
   MAX_BATCH,
+  MAX_BATCH_BYTES,
   RecordTooLarge,
   retryDelayMs,
   takeBatch,
@@ -105,6 +106,13 @@ const MAX_IN_FLIGHT = 4096;
  * 5 s), so this only has to be longer than that.
  */
 const ACK_WAIT_MS = 10_000;
+/**
+ * How long JetStream waits before it delivers again the records a stopping writer hands back.
+ * Naks without a delay, once the writer's pull was stopped, came back wrong on nats-server 2.9.10
+ * (seen): the first record only after the ack wait, the last one twice; with any delay each came
+ * back once, to the next pull.
+ */
+const NAK_DELAY_MS = 50;
 
 /**
  * Tells JetStream about each message. An acknowledgement is a publish, which throws once the
@@ -292,8 +300,10 @@ export class JetStreamRunRecords implements RunRecords {
   /**
    * Pulls records and writes them as they come: what arrives while a batch is being written forms
    * the next batch, so a batch is one record when the load is light and grows with it; a batch
-   * starts no sooner than `batchIntervalMs` after the previous one unless a full one is waiting. A
-   * consumer that fails (NATS restarted, the consumer was lost) is made again after a pause.
+   * starts no sooner than `batchIntervalMs` after the previous one unless a full one (by count or
+   * by bytes) is waiting, or fills while it waits. Records not written when it stops are handed
+   * back (nak) to be delivered again at once. A consumer that fails (NATS restarted, the consumer
+   * was lost) is made again after a pause.
    */
   private async consumeLoop(
     write: RecordBatchWriter,
@@ -316,18 +326,40 @@ export class JetStreamRunRecords implements RunRecords {
         const abort = () => void messages.stop();
         signal.addEventListener("abort", abort, { once: true });
         const buffer: JsMsg[] = [];
+        let buffered = 0; // the buffer's record bytes
+        const byteBound = maxBatchBytes ?? MAX_BATCH_BYTES;
+        // A batch taken now would be as large as a batch may be: it waits for nothing.
+        const full = () => buffer.length >= maxBatch || buffered >= byteBound;
+        // Ends the wait for the interval (set while it waits): a batch filled, or the consumer
+        // stops.
+        let wake: (() => void) | undefined;
         let writing: Promise<void> | undefined;
         const writeBatches = async () => {
           while (buffer.length > 0) {
             // What arrives meanwhile joins this batch: a batch's statement, commit and
             // acknowledgements cost PostgreSQL, NATS and this process about as much as its
-            // records do when it holds a few, which a steady flow makes it.
-            const wait = lastBatch + batchIntervalMs - performance.now();
-            if (wait > 0 && buffer.length < maxBatch) {
-              await sleep(wait, undefined, { signal }).catch(() => {});
+            // records do when it holds a few, which a steady flow makes it. The time is read
+            // again after each wait (a timer counts whole milliseconds: it may end a little early).
+            for (
+              let wait = lastBatch + batchIntervalMs - performance.now();
+              wait > 0 && !full() && !signal.aborted;
+              wait = lastBatch + batchIntervalMs - performance.now()
+            ) {
+              await new Promise<void>((resolve) => {
+                const done = () => {
+                  wake = undefined;
+                  clearTimeout(timer);
+                  signal.removeEventListener("abort", done);
+                  resolve();
+                };
+                const timer = setTimeout(done, Math.ceil(wait));
+                signal.addEventListener("abort", done, { once: true });
+                wake = done;
+              });
             }
             lastBatch = performance.now();
-            const batch = takeBatch(buffer, (m) => m.data.length, maxBatch, maxBatchBytes);
+            const batch = takeBatch(buffer, (m) => m.data.length, maxBatch, byteBound);
+            for (const m of batch) buffered -= m.data.length;
             let written = false;
             for (let attempt = 0; !written && !signal.aborted; attempt++) {
               try {
@@ -345,14 +377,17 @@ export class JetStreamRunRecords implements RunRecords {
                 await sleep(retryDelayMs(attempt), undefined, { signal }).catch(() => {});
               }
             }
-            // Unwritten at shutdown: not acknowledged, so delivered again (to another replica).
-            if (written) settle(batch, (m) => m.ack());
+            // Unwritten at shutdown (waiting out the interval, or failing): handed back, to be
+            // delivered again at once (to another replica) rather than after the ack wait.
+            settle(batch, written ? (m) => m.ack() : (m) => m.nak(NAK_DELAY_MS));
           }
           writing = undefined;
         };
         try {
           for await (const m of messages) {
             buffer.push(m);
+            buffered += m.data.length;
+            if (full()) wake?.();
             writing ??= writeBatches();
           }
           await writing;

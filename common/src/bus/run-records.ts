@@ -86,8 +86,9 @@ export interface ConsumeOptions {
   /** Most record bytes in one batch (a larger record is a batch of its own). */
   maxBatchBytes?: number;
   /**
-   * The least time from the start of one batch to the start of the next unless a full batch is
-   * waiting (default 0): under a steady flow of records, fewer and larger batches. A record that
+   * The least time from the start of one batch to the start of the next unless a full batch (by
+   * count or by bytes) is waiting, or fills meanwhile (default 0): under a steady flow of records,
+   * fewer and larger batches. A record that
    * arrives after a pause is written at once. Where a put waits for its record to be written (in
    * memory), there is no such wait.
    */

@@ -61,19 +61,97 @@ export function preparedStatement(name: string, text: string): string {
 }
 
 /**
- * A pg client that sends the statements named by preparedStatement as named statements (node-postgres
- * parses one on a connection the first time it runs there, then only binds and executes it). It
- * is how kysely runs a query (`query(text, parameters)`) that is looked up; every other call is
- * pg's own.
+ * The SQLSTATEs of a named statement that the connection and node-postgres disagree on: 26000
+ * (the server has no statement of that name: `DEALLOCATE ALL`, or a pooler in transaction mode
+ * that sent the statement to another server connection) and 42P05 (the server has one that
+ * node-postgres does not know of, so it parses it again).
  */
-class PreparingClient extends pg.Client {
-  override query(config: any, values?: any, callback?: any): any {
-    if (typeof config === "string" && callback === undefined) {
-      const name = preparedNames.get(config);
-      if (name !== undefined) return super.query({ name, text: config, values });
+const LOST = new Set(["26000", "42P05"]);
+const isLost = (err: unknown) => LOST.has((err as { code?: unknown } | null)?.code as string);
+
+/**
+ * A pool's named statements: on until a statement is found lost twice in a row on a connection,
+ * then sent unnamed for the rest of the pool's life (a pooler that does not keep them). The logger
+ * is told once.
+ */
+interface Preparing {
+  on: boolean;
+  logger?: Logger;
+}
+
+/**
+ * A pg client class that sends the statements named by preparedStatement as named statements
+ * (node-postgres parses one on a connection the first time it runs there, then only binds and
+ * executes it). It is how kysely runs a query (`query(text, parameters)`) that is looked up; every
+ * other call is pg's own.
+ *
+ * node-postgres believes a statement it parsed on a connection is there for the connection's
+ * life, so one lost (26000 or 42P05) failed every later run of it on that connection. Here the
+ * statement is forgotten on both sides and run once more, prepared again (in a transaction block,
+ * which the failure aborted, at the caller's next run); lost again before a named statement
+ * succeeds on the connection, the pool sends its statements unnamed from then on, with one error
+ * logged.
+ */
+function preparingClient(preparing: Preparing): typeof pg.Client {
+  return class PreparingClient extends pg.Client {
+    override query(config: any, values?: any, callback?: any): any {
+      if (preparing.on && typeof config === "string" && callback === undefined) {
+        const name = preparedNames.get(config);
+        if (name !== undefined) return this.prepared(name, config, values);
+      }
+      return super.query(config, values, callback);
     }
-    return super.query(config, values, callback);
-  }
+
+    /** Whether the last named statement run here was lost (and no other ran since). */
+    private lostLast = false;
+
+    private async prepared(name: string, text: string, values: unknown[] | undefined) {
+      for (;;) {
+        if (!preparing.on) return super.query(text, values);
+        try {
+          const result = await super.query({ name, text, values });
+          this.lostLast = false;
+          return result;
+        } catch (err) {
+          if (!isLost(err)) throw err;
+          await this.forget(name, err);
+          if (this.lostLast && preparing.on) {
+            preparing.on = false;
+            preparing.logger?.error(
+              { err, statement: name },
+              "prepared statements are lost between the statements of a connection (a pooler " +
+                "in transaction mode that does not keep them?): sent unnamed from now on; set " +
+                "DATABASE_PREPARED_STATEMENTS=false to say so",
+            );
+          }
+          this.lostLast = true;
+          // In a transaction block the failure aborted the transaction: it is its caller's to
+          // run again (prepared again, or unnamed). Outside one it did nothing: run again here.
+          if (this.getTransactionStatus() !== "I") throw err;
+        }
+      }
+    }
+
+    /**
+     * Forgets a lost statement: node-postgres parses it again next time, and one the server has
+     * that node-postgres did not know of (42P05) is deallocated first (behind a pooler the
+     * `deallocate` may meet another server connection: then it fails, and is let fail).
+     */
+    private async forget(name: string, err: unknown) {
+      const connection = (this as unknown as { connection: PgConnection }).connection;
+      delete connection.parsedStatements[name];
+      delete connection.submittedNamedStatements[name];
+      if ((err as { code?: string }).code === "42P05" && this.getTransactionStatus() === "I") {
+        await super.query(`deallocate "${name}"`).catch(() => {});
+      }
+    }
+  };
+}
+
+/** The part of node-postgres's connection (pg 8) that keeps the statements parsed on it. */
+interface PgConnection {
+  parsedStatements: Record<string, string>;
+  submittedNamedStatements: Record<string, string>;
 }
 
 /** A Kysely instance over a pg pool (one per process, never per request) or an embedded PGlite. */
@@ -88,7 +166,9 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
     max: options.poolMax ?? 10,
     application_name: options.applicationName ?? "pies",
     idleTimeoutMillis: 30_000,
-    ...(options.preparedStatements !== false && { Client: PreparingClient }),
+    ...(options.preparedStatements !== false && {
+      Client: preparingClient({ on: true, logger: options.logger }),
+    }),
   });
   const lost = (err: Error) => {
     options.faults?.note();
