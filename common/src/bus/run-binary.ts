@@ -23,19 +23,12 @@ import {
  * with toBinary's and fails when Run or a message in it gains a field this does not know.
  */
 export function encodeRun(run: Run): Uint8Array {
-  pos = 0;
-  try {
-    writeRun(run);
-  } catch (err) {
-    if (err !== UNEXPECTED) throw err;
-    pos = 0;
-    return toBinary(RunSchema, run);
-  }
+  const length = written(run);
+  if (length === undefined) return toBinary(RunSchema, run);
   // A copy (a Buffer's slice would be a view of the buffer that the next encoding overwrites).
-  const bytes = new Uint8Array(pos);
-  bytes.set(buf.subarray(0, pos));
-  // A huge record (a prompt of megabytes) does not keep its buffer for the process's life.
-  if (buf.length > MAX_KEPT) buf = Buffer.allocUnsafe(INITIAL);
+  const bytes = new Uint8Array(length);
+  bytes.set(buf.subarray(0, length));
+  release();
   return bytes;
 }
 
@@ -44,20 +37,34 @@ export function encodeRun(run: Run): Uint8Array {
  * them).
  */
 export function encodedRunLength(run: Run): number {
+  const length = written(run);
+  if (length === undefined) return toBinary(RunSchema, run).length;
+  release();
+  return length;
+}
+
+/**
+ * `run` written at the start of the buffer: the length of its bytes there, or undefined when
+ * protobuf-es should write it.
+ */
+function written(run: Run): number | undefined {
   pos = 0;
   try {
     writeRun(run);
   } catch (err) {
     if (err !== UNEXPECTED) throw err;
     pos = 0;
-    return toBinary(RunSchema, run).length;
+    return undefined;
   }
-  const length = pos;
-  if (buf.length > MAX_KEPT) buf = Buffer.allocUnsafe(INITIAL);
-  return length;
+  return pos;
 }
 
-/** Thrown (and caught in encodeRun) when protobuf-es should write the message instead. */
+/** Once the bytes are taken: a huge record (a prompt of megabytes) does not keep its buffer. */
+function release() {
+  if (buf.length > MAX_KEPT) buf = Buffer.allocUnsafe(INITIAL);
+}
+
+/** Thrown (and caught in `written`) when protobuf-es should write the message instead. */
 const UNEXPECTED = Symbol("unexpected");
 const INT64_MAX = 2n ** 63n - 1n;
 const INT64_MIN = -(2n ** 63n);

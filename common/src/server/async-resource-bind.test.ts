@@ -1,6 +1,12 @@
 import { AsyncLocalStorage, AsyncResource } from "node:async_hooks";
+import { once } from "node:events";
+import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
-import { installAsyncResourceBind } from "./async-resource-bind.js";
+import {
+  bindAddsAsyncResource,
+  installAsyncResourceBind,
+  replacesNodeBind,
+} from "./async-resource-bind.js";
 // What every pies process loads: the lean client installs it.
 import "./unary-client.js";
 
@@ -20,6 +26,39 @@ describe("AsyncResource.prototype.bind without deprecation wrappers per call", (
         )?.get,
       ),
     ).toBe(Function.prototype);
+  });
+
+  it("is installed only over a bind that adds the asyncResource property", () => {
+    // One that adds it (as Node 20's does) is replaced; one that does not (a Node where the
+    // property is End-of-Life) is kept.
+    const withProperty = function (this: AsyncResource, fn: () => unknown) {
+      const bound = (...args: unknown[]) => this.runInAsyncScope(fn, undefined, ...args);
+      return Object.defineProperty(bound, "asyncResource", { value: this, enumerable: true });
+    } as AsyncResource["bind"];
+    const without = function (this: AsyncResource, fn: () => unknown) {
+      return this.runInAsyncScope.bind(this, fn, undefined);
+    } as AsyncResource["bind"];
+    expect(bindAddsAsyncResource(withProperty)).toBe(true);
+    expect(bindAddsAsyncResource(without)).toBe(false);
+  });
+
+  it("decides by this Node's own bind, as a thread where it is not replaced sees it", async () => {
+    const worker = new Worker(
+      `const { parentPort } = require("node:worker_threads");
+       const { AsyncResource } = require("node:async_hooks");
+       parentPort.postMessage("asyncResource" in new AsyncResource("x").bind(() => {}));`,
+      { eval: true },
+    );
+    const [nodeAddsIt] = (await once(worker, "message")) as [boolean];
+    await worker.terminate();
+    expect(replacesNodeBind).toBe(nodeAddsIt);
+  });
+
+  it("names the bound function as Node does", () => {
+    const resource = new AsyncResource("t");
+    expect(resource.bind(() => 1).name).toBe("bound");
+    const withThis = resource.bind as (fn: () => unknown, thisArg: object) => () => unknown;
+    expect(withThis.call(resource, () => 1, {}).name).toBe("bound runInAsyncScope");
   });
 
   it("runs the function in the resource's async scope, with the caller's this and arguments", () => {

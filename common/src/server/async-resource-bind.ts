@@ -3,21 +3,37 @@ import { deprecate } from "node:util";
 
 /**
  * `AsyncResource.prototype.bind` as Node 20 has it, less two `util.deprecate` wrappers made at
- * every call. Node's own bind gives the bound function a deprecated `asyncResource` accessor
+ * every call. Node 20's own bind gives the bound function a deprecated `asyncResource` accessor
  * (DEP0172) whose getter and setter it wraps with `deprecate()` each time, and each wrapper has
  * its prototype set (`Object.setPrototypeOf`): 8.8 µs of CPU per bind here, against 1.3 µs for
  * this one. Node's HTTP/2 client binds every request it makes (`ClientHttp2Session.request`:
  * `reqAsync.bind(…)`), so that was 4–5% of the gateway's CPU per execution (its call to the
- * executor; profiled with perf at c=64). The same bound function otherwise: run in the
- * resource's async scope with the caller's `this` (or `thisArg`) and arguments, `length` that of
- * `fn`, and an `asyncResource` accessor that reads and sets the resource, warning DEP0172 once
- * per process as Node does (its warnings are once per code). Node 24 drops the accessor; this
- * goes when pies does not run on Node 20 any more.
+ * executor; profiled with perf at c=64). The same bound function otherwise: named `bound`, run in
+ * the resource's async scope with the caller's `this` (or, given a `thisArg`, Node's own
+ * `runInAsyncScope.bind(…)`, named `bound runInAsyncScope`), `length` that of `fn`, and an
+ * `asyncResource` accessor that reads and sets the resource, warning DEP0172 once per process as
+ * Node does (its warnings are once per code).
+ *
+ * Installed only on a Node whose own bind still adds the `asyncResource` property (decided once,
+ * when this module loads: `replacesNodeBind`). The property is End-of-Life upstream
+ * (nodejs/node#58618): a Node without it keeps its own bind, and this goes when pies does not run
+ * on a Node that has it.
  */
 export function installAsyncResourceBind(): void {
-  if (AsyncResource.prototype.bind === bind) return;
+  if (!replacesNodeBind || AsyncResource.prototype.bind === bind) return;
   AsyncResource.prototype.bind = bind;
 }
+
+/**
+ * Whether `nodeBind` (an `AsyncResource.prototype.bind`) gives the functions it binds an
+ * `asyncResource` property, the one this module's bind exists to make cheaply.
+ */
+export function bindAddsAsyncResource(nodeBind: AsyncResource["bind"]): boolean {
+  return "asyncResource" in nodeBind.call(new AsyncResource("pies-bind-check"), () => {});
+}
+
+/** Whether `installAsyncResourceBind` replaces this Node's bind: decided once, at load. */
+export const replacesNodeBind = bindAddsAsyncResource(AsyncResource.prototype.bind);
 
 /** One wrapper for every accessor: Node's deprecation warnings are once per code. */
 const warn = deprecate(
@@ -61,7 +77,8 @@ function bind<Func extends (...args: any[]) => any>(
 
 /** `fn` run in `resource`'s async scope with the caller's `this` and arguments. */
 function inScopeOf(resource: AsyncResource, fn: (...args: any[]) => unknown) {
-  return function (this: unknown, ...args: unknown[]) {
+  // Named as Node names its own (`bound`).
+  return function bound(this: unknown, ...args: unknown[]) {
     return resource.runInAsyncScope(fn, this, ...args);
   };
 }

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { addAbortListener } from "node:events";
+import { addAbortListener, getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import { CallAbortController } from "./call-signal.js";
 
@@ -31,17 +31,73 @@ describe("CallAbortController", () => {
     expect(Object.prototype.toString.call(signal)).toBe("[object AbortSignal]");
   });
 
-  it("does not call a listener removed before the abort, nor one removed by another listener", () => {
+  // Each case on CallAbortController and on Node's AbortController: the same calls.
+  const controllers = [
+    ["CallAbortController", () => new CallAbortController()],
+    ["AbortController", () => new AbortController()],
+  ] as const;
+
+  it.each(controllers)(
+    "does not call a listener removed before the abort, nor one removed by another listener (%s)",
+    (_, make) => {
+      const controller = make();
+      const { signal } = controller;
+      const calls: string[] = [];
+      const removed = () => calls.push("removed");
+      const removedDuring = () => calls.push("removed during");
+      const remover = () => {
+        calls.push("remover");
+        signal.removeEventListener("abort", removedDuring);
+      };
+      const kept = () => calls.push("kept");
+      signal.addEventListener("abort", removed);
+      signal.addEventListener("abort", remover);
+      signal.addEventListener("abort", removedDuring);
+      signal.addEventListener("abort", kept);
+      signal.removeEventListener("abort", removed);
+      controller.abort();
+      expect(calls).toEqual(["remover", "kept"]);
+    },
+  );
+
+  it("does not call a listener added during the abort (as the DOM says; Node's EventTarget would)", () => {
     const controller = new CallAbortController();
     const calls: string[] = [];
-    const removed = () => calls.push("removed");
-    const kept = () => calls.push("kept");
-    controller.signal.addEventListener("abort", removed);
-    controller.signal.addEventListener("abort", kept);
-    controller.signal.removeEventListener("abort", removed);
+    controller.signal.addEventListener("abort", () => {
+      calls.push("first");
+      controller.signal.addEventListener("abort", () => calls.push("added during"));
+    });
     controller.abort();
-    expect(calls).toEqual(["kept"]);
+    expect(calls).toEqual(["first"]);
   });
+
+  it.each(controllers)(
+    "removes a listener added with { signal } when that signal aborts (%s)",
+    (_, make) => {
+      const controller = make();
+      const { signal } = controller;
+      const calls: string[] = [];
+      const until = new AbortController();
+      const during = new AbortController();
+      const already = new AbortController();
+      already.abort();
+      const lasting = new AbortController();
+      signal.addEventListener("abort", () => calls.push("until"), { signal: until.signal });
+      signal.addEventListener("abort", () => during.abort());
+      signal.addEventListener("abort", () => calls.push("during"), { signal: during.signal });
+      signal.addEventListener("abort", () => calls.push("already"), { signal: already.signal });
+      signal.addEventListener("abort", () => calls.push("lasting"), { signal: lasting.signal });
+      until.abort();
+      expect(getEventListeners(lasting.signal, "abort")).toHaveLength(1);
+      controller.abort();
+      // Removed before the abort, and during it (by a listener called before it): not called.
+      expect(calls).toEqual(["lasting"]);
+      // Not left on the other signal once this one has aborted.
+      if (controller instanceof CallAbortController) {
+        expect(getEventListeners(lasting.signal, "abort")).toHaveLength(0);
+      }
+    },
+  );
 
   it("aborts with an AbortError when no reason is given, as AbortController", () => {
     const controller = new CallAbortController();

@@ -103,8 +103,16 @@ const lean = (format: "json" | "binary") =>
     RunsService,
     peerTransport(server.url, format === "json" ? "runs" : "catalog", TOKEN),
   );
-/** One GetRun call of `body` as it is, on a session of its own: its status and body. */
-async function rawCall(url: string, body: string, contentType: string) {
+/**
+ * One GetRun call of `body` as it is, on a session of its own, with `headers` added: its status
+ * and body. A call not answered in `giveUpMs` is reset (CANCEL) and fails.
+ */
+async function rawCall(
+  url: string,
+  body: string,
+  contentType: string,
+  { headers = {}, giveUpMs }: { headers?: http2.OutgoingHttpHeaders; giveUpMs?: number } = {},
+) {
   const session = http2.connect(url);
   try {
     return await new Promise<{ status: number; body: string }>((resolve, reject) => {
@@ -113,7 +121,14 @@ async function rawCall(url: string, body: string, contentType: string) {
         ":path": `/${RunsService.typeName}/GetRun`,
         authorization: `Bearer ${TOKEN}`,
         "content-type": contentType,
+        ...headers,
       });
+      if (giveUpMs !== undefined) {
+        stream.setTimeout(giveUpMs, () => {
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+          reject(new Error(`no answer in ${giveUpMs} ms`));
+        });
+      }
       let status = 0;
       const chunks: Buffer[] = [];
       stream.on("response", (h) => (status = Number(h[":status"])));
@@ -477,6 +492,8 @@ describe("internal unary calls", () => {
   });
 
   it("end at the deadline: the caller gets DEADLINE_EXCEEDED, the handler's signal aborts", async () => {
+    // The caller's own deadline: it fails the call and resets the stream, which aborts the
+    // handler's signal (CANCELED, or DEADLINE_EXCEEDED when the callee's timer fires first).
     for (const client of [lean("json"), lean("binary")]) {
       const done = handlerEnded();
       const started = Date.now();
@@ -486,7 +503,49 @@ describe("internal unary calls", () => {
       expect(Date.now() - started).toBeLessThan(2_000);
       await done;
     }
-    expect(seen.aborted.length).toBe(2);
+    expect(seen.aborted).toHaveLength(2);
+    seen.aborted = [];
+    // The callee's deadline alone (the caller has none of its own, it only sends the header; a
+    // caller that gives up first, after 3 s, is CANCELED): the callee answers DEADLINE_EXCEEDED
+    // and its handler's signal aborts with that reason.
+    for (const useBinaryFormat of [false, true]) {
+      const client = createClient(
+        RunsService,
+        unaryTransport({
+          baseUrl: server.url,
+          useBinaryFormat,
+          interceptors: [internalCredentialInterceptor(TOKEN)],
+          streaming: () => {
+            throw new Error("no streaming here");
+          },
+        }),
+      );
+      const done = handlerEnded();
+      const started = Date.now();
+      await expect(
+        client.getRun(
+          { id: "wait" },
+          { headers: { "connect-timeout-ms": "150" }, signal: AbortSignal.timeout(3_000) },
+        ),
+      ).rejects.toMatchObject({ code: Code.DeadlineExceeded });
+      expect(Date.now() - started).toBeLessThan(2_000);
+      await done;
+    }
+    expect(seen.aborted).toEqual([String(Code.DeadlineExceeded), String(Code.DeadlineExceeded)]);
+  });
+
+  it("answer a raw call at its deadline HTTP 504 deadline_exceeded, its handler aborted", async () => {
+    const done = handlerEnded();
+    const started = Date.now();
+    const answer = await rawCall(server.url, JSON.stringify({ id: "wait" }), "application/json", {
+      headers: { "connect-timeout-ms": "120" },
+      giveUpMs: 3_000,
+    });
+    expect(answer.status).toBe(504);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: "deadline_exceeded" });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    await done;
+    expect(seen.aborted).toEqual([String(Code.DeadlineExceeded)]);
   });
 
   it("cancel the callee's handler when the caller goes away, and answer the caller CANCELED", async () => {

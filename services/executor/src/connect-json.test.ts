@@ -172,6 +172,15 @@ describe("the executor's Execute answer written as JSON", () => {
     expect(writeExecuteResponse(none)).toBe(toJsonString(ExecuteResponseSchema, none));
   });
 
+  it("knows every field of the answer", () => {
+    // writeExecuteResponse writes `run` alone: a field added to ExecuteResponse would be dropped.
+    expect(
+      ExecuteResponseSchema.fields.map((f) => f.jsonName),
+      "ExecuteResponse has a field writeExecuteResponse does not write: extend the writer " +
+        "(services/executor/src/connect-json.ts), or leave such answers to protobuf-es",
+    ).toEqual(["run"]);
+  });
+
   it("gives way to protobuf-es for a run it does not write", () => {
     const run = create(RunSchema, { id: "r_1", result: { kind: { case: undefined } } });
     expect(writeExecuteResponse(create(ExecuteResponseSchema, { run }))).toBeUndefined();

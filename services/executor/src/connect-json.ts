@@ -76,7 +76,11 @@ export function readExecuteRequest(json: unknown): ExecuteRequest | undefined {
   }
 }
 
-/** The answer's JSON, as toJsonString(ExecuteResponseSchema, …) writes it (runToConnectJson). */
+/**
+ * The answer's JSON, as toJsonString(ExecuteResponseSchema, …) writes it (runToConnectJson). Its
+ * one field, `run` (connect-json.test.ts fails when ExecuteResponse has another, until it is
+ * written here).
+ */
 export function writeExecuteResponse(response: ExecuteResponse): string | undefined {
   if (response.run === undefined) return "{}";
   const run = runToConnectJson(response.run);
