@@ -14,14 +14,13 @@
 // it costs, nothing more. Run it on a cluster of its own (PIES_TEST_DATABASE_URL; UC_PG_PID = its
 // postmaster) so that nobody else's work is counted.
 import pg from "pg";
-import { create, toBinary } from "@bufbuild/protobuf";
-import { timestampNow } from "@bufbuild/protobuf/wkt";
-import { newId, toValue } from "@pies/common";
+import { toBinary } from "@bufbuild/protobuf";
 import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
-import { RunSchema, RunStatus } from "@pies/proto/runs";
+import { RunSchema } from "@pies/proto/runs";
 import { runsIndexBuilds, runsMigrations, writeRecords } from "@pies/runs";
 import { createTestDatabase } from "@pies/testkit";
 import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
+import { benchRun } from "./lib/sample-run.mjs";
 import { median } from "./lib/stats.mjs";
 
 const pgPid = Number(process.env.UC_PG_PID);
@@ -32,37 +31,8 @@ const rounds = Number(process.env.UC_ROUNDS ?? 3);
 
 let seq = 0;
 function record() {
-  const now = timestampNow();
-  const text = "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.";
-  const id = newId();
-  return {
-    runId: id,
-    seq: ++seq,
-    data: toBinary(
-      RunSchema,
-      create(RunSchema, {
-        id,
-        projectId: "0192aa00000000000000p001",
-        accountId: "0192aa00000000000000a001",
-        interactionId: "0192aa00000000000000i001",
-        interactionName: "Summary",
-        environmentId: "0192aa00000000000000e001",
-        environmentName: "bench-upstream",
-        provider: "openai_compatible",
-        modelId: "gpt-4o-mini",
-        status: RunStatus.COMPLETED,
-        parameters: { text },
-        prompt: toValue([{ role: "user", content: `Summarise ${text}` }]),
-        result: toValue(`fake answer ${seq}: revenue up, costs down.`),
-        config: { environmentId: "0192aa00000000000000e001", model: "gpt-4o-mini" },
-        source: { type: "api", label: "bench", principalType: "api_key", principalId: "k1" },
-        tokenUse: { prompt: 21, result: 9, total: 30 },
-        executionTime: 6n,
-        createdAt: now,
-        updatedAt: now,
-      }),
-    ),
-  };
+  const run = benchRun(++seq);
+  return { runId: run.id, seq, data: toBinary(RunSchema, run) };
 }
 
 /** The writer's statement and parameter for a batch, captured from writeRecords. */

@@ -13,16 +13,13 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { create } from "@bufbuild/protobuf";
-import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { newId, toValue } from "@pies/common";
 import { JetStreamRunRecords, RunLog } from "@pies/common/bus";
-import { RunSchema, RunStatus } from "@pies/proto/runs";
 import { createTestDatabase, createTestStream, freePort, startProcess } from "@pies/testkit";
 import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
 import { msgsPerRun, natsCounts } from "./lib/nats-monitor.mjs";
+import { benchRun } from "./lib/sample-run.mjs";
 import { median } from "./lib/stats.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -57,32 +54,6 @@ const monitor = process.env.RW_NATS_MONITOR;
 const showStatements = process.env.RW_STATEMENTS === "1";
 
 /** A run as the executor records a fast blocking execution: one completed record. */
-function benchRun(i) {
-  const now = timestampNow();
-  const text = "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.";
-  return create(RunSchema, {
-    id: newId(),
-    projectId: "0192aa00000000000000p001",
-    accountId: "0192aa00000000000000a001",
-    interactionId: "0192aa00000000000000i001",
-    interactionName: "Summary",
-    environmentId: "0192aa00000000000000e001",
-    environmentName: "bench-upstream",
-    provider: "openai_compatible",
-    modelId: "gpt-4o-mini",
-    status: RunStatus.COMPLETED,
-    parameters: { text },
-    prompt: toValue([{ role: "user", content: `Summarise ${text}` }]),
-    result: toValue(`fake answer ${i}: revenue up, costs down.`),
-    config: { environmentId: "0192aa00000000000000e001", model: "gpt-4o-mini" },
-    source: { type: "api", label: "bench", principalType: "api_key", principalId: "k1" },
-    tokenUse: { prompt: 21, result: 9, total: 30 },
-    executionTime: 6n,
-    createdAt: now,
-    updatedAt: now,
-  });
-}
-
 async function measure(variant) {
   const db = await createTestDatabase("rw");
   const stream = createTestStream();
