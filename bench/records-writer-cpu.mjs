@@ -73,6 +73,8 @@ async function measure(variant) {
   );
   const nc = await connect({ servers: stream.url, name: "rw-producer" });
   const client = new pg.Client({ connectionString: db.url });
+  // The producer's put timer: cleared after the measured window, and in any case before closing.
+  let timer;
   try {
     // Ready: the writer consumes (its durable consumer is there).
     const jsm = await jetstreamManager(nc);
@@ -101,7 +103,7 @@ async function measure(variant) {
     let failed = 0;
     let i = 0;
     const t0 = performance.now();
-    const timer = setInterval(() => {
+    timer = setInterval(() => {
       const due = Math.floor(((performance.now() - t0) / 1000) * rate);
       while (sent < due) {
         sent++;
@@ -157,6 +159,7 @@ async function measure(variant) {
     result.lost = sent - failed - (await count());
     return result;
   } finally {
+    clearInterval(timer);
     await client.end().catch(() => {});
     await nc.close();
     await runs.stop();

@@ -9,12 +9,19 @@ import { performance } from "node:perf_hooks";
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
+/** The fields of /proc/<pid>/stat after the command name (state, ppid, …); throws if gone. */
+function statFields(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
+
+/** utime + stime from statFields. */
+const cpuTicks = (fields) => Number(fields[11]) + Number(fields[12]);
+
 /** A process's CPU (utime + stime) in clock ticks; undefined when it is gone or unreadable. */
 export function processTicks(pid) {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(fields[11]) + Number(fields[12]); // utime + stime
+    return cpuTicks(statFields(pid));
   } catch {
     return undefined;
   }
@@ -25,16 +32,16 @@ export const ticksOf = (pid) => processTicks(pid) ?? 0;
 
 /**
  * The ticks of one PostgreSQL cluster by pid: the postmaster `pgPid` and each of its children
- * (backends come and go: one new since a reading counts from 0 in ticksSince).
+ * (backends come and go: one new since a reading counts from 0 in ticksSince). Each process's
+ * parent and ticks come from one reading of its stat.
  */
 export function clusterTicks(pgPid) {
   const out = new Map([[pgPid, ticksOf(pgPid)]]);
   for (const d of readdirSync("/proc")) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === pgPid) out.set(Number(d), ticksOf(d));
+      const fields = statFields(d);
+      if (Number(fields[1]) === pgPid) out.set(Number(d), cpuTicks(fields));
     } catch {
       // gone
     }
