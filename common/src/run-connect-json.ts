@@ -1,6 +1,7 @@
 import type { ListValue, Struct, Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import {
   RunStatus,
+  RunStatusSchema,
   type Run,
   type RunAttempt,
   type RunConfig,
@@ -37,14 +38,13 @@ export function runToConnectJson(run: Run): JsonObject | undefined {
 /** Thrown (and caught in runToConnectJson) when protobuf-es should write the message instead. */
 const UNEXPECTED = Symbol("unexpected");
 
-/** RunStatus's JSON names, by number (protobuf-es writes an unknown number as the number). */
-const STATUS_NAMES: Record<number, string> = {
-  [RunStatus.UNSPECIFIED]: "RUN_STATUS_UNSPECIFIED",
-  [RunStatus.CREATED]: "RUN_STATUS_CREATED",
-  [RunStatus.PROCESSING]: "RUN_STATUS_PROCESSING",
-  [RunStatus.COMPLETED]: "RUN_STATUS_COMPLETED",
-  [RunStatus.FAILED]: "RUN_STATUS_FAILED",
-};
+/**
+ * RunStatus's JSON names, by number, from the descriptor protobuf-es writes them from (it writes
+ * an unknown number as the number).
+ */
+const STATUS_NAMES: Record<number, string> = Object.fromEntries(
+  RunStatusSchema.values.map((v) => [v.number, v.name]),
+);
 
 /** An implicit-presence string: written unless "". */
 function str(json: JsonObject, key: string, v: unknown) {

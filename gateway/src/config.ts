@@ -37,10 +37,7 @@ export const gatewaySettingsSchema = {
   PIES_CORS_ORIGINS: z.string().default(""),
   // Lifetime of the JWTs of token exchange (POST /token/issue).
   PIES_TOKEN_TTL_SECONDS: env.int(3600, 60, 7 * 24 * 3600),
-  PIES_TRUST_PROXY: z
-    .enum(["true", "false"])
-    .default("false")
-    .transform((v) => v === "true"),
+  PIES_TRUST_PROXY: env.bool(false),
 };
 
 export const gatewayConfigSchema = z.object({

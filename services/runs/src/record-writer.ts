@@ -80,7 +80,7 @@ const UPSERT = preparedStatement(
 );
 
 /** A record that can never be decoded, kept aside (runs.dead_records) instead of written. */
-export interface DeadRecord {
+interface DeadRecord {
   record: RunRecord;
   error: string;
 }
@@ -90,7 +90,7 @@ export interface DeadRecord {
  * records that cannot be decoded: bytes no decoder reads will never be read, so retrying them
  * would hold back every record after them.
  */
-export function latestPerRun(records: RunRecord[]): {
+function latestPerRun(records: RunRecord[]): {
   latest: (RecordRow & { seq: number })[];
   dead: DeadRecord[];
 } {
@@ -173,15 +173,16 @@ export async function writeRecords(
 
 /**
  * The runs service's writer: consumes the record log into PostgreSQL in batches until stopped
- * (bounded by count and by bytes: the defaults of ConsumeOptions unless given). A failed batch (the database is down) is retried; the failure counts as a database fault, so the
- * sweeper waits a lease after it.
+ * (bounded by count and by bytes as ConsumeOptions' defaults are; `batchIntervalMs` apart under a
+ * steady flow when given). A failed batch (the database is down) is retried; the failure counts as
+ * a database fault, so the sweeper waits a lease after it.
  */
 export function startRecordWriter(
   db: Kysely<RunsDatabase>,
   records: RunRecords,
   logger: Logger,
   faults?: DatabaseFaults,
-  bounds: Pick<ConsumeOptions, "maxBatch" | "maxBatchBytes" | "batchIntervalMs"> = {},
+  bounds: Pick<ConsumeOptions, "batchIntervalMs"> = {},
 ): RecordConsumer {
   return records.consume((batch) => writeRecords(db, batch, logger), {
     ...bounds,

@@ -1,7 +1,9 @@
 import { LRUCache } from "lru-cache";
 import { sampleJson, seededRandom, seedOf, violateJson } from "@pies/common";
 import {
+  pause,
   ProviderError,
+  providerAborted,
   type CompletionOptions,
   type CompletionRequest,
   type CompletionResult,
@@ -38,7 +40,7 @@ export class TestClient implements LlmClient {
   ): Promise<CompletionResult> {
     const model = request.model;
     const latency = /^test-latency-(\d+)$/.exec(model);
-    if (latency) await sleep(Number(latency[1]), options.signal);
+    if (latency) await pause(Number(latency[1]), options.signal);
     if (model === "test-fail")
       throw new ProviderError("test provider: model test-fail always fails");
     const seed = seedOf(request.messages);
@@ -64,8 +66,8 @@ export class TestClient implements LlmClient {
     }
     if (options.onChunk) {
       for (const piece of pieces) {
-        if (model === "test-slow") await sleep(50, options.signal);
-        if (options.signal?.aborted) throw aborted();
+        if (model === "test-slow") await pause(50, options.signal);
+        if (options.signal?.aborted) throw providerAborted(options.signal.reason);
         options.onChunk(piece);
       }
     }
@@ -92,22 +94,4 @@ function answer(request: CompletionRequest, random: () => number, invalid: boole
 /** Pieces of at most 12 characters, cut after a space where there is one, as a model streams. */
 export function chunks(content: string): string[] {
   return content.match(/.{1,11}(\s|$)|.{1,12}/gs) ?? [content];
-}
-
-const aborted = () => new ProviderError("the provider request was aborted", "cancelled");
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(aborted());
-    // The listener goes with the timer: a call's signal outlives many sleeps (one per chunk).
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(aborted());
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
