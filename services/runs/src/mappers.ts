@@ -196,20 +196,20 @@ export function runToRow(run: Run) {
     result: jsonColumn(fromValue(run.result)),
     prompt: jsonColumn(fromValue(run.prompt)),
     tags: run.tags,
-    config: jsonColumn({
-      environment: run.config?.environmentId ?? run.environmentId,
-      model: run.config?.model ?? run.modelId,
-      formatter: run.config?.formatter ?? "",
-      ...(run.config?.temperature !== undefined ? { temperature: run.config.temperature } : {}),
-      ...(run.config?.maxTokens !== undefined ? { max_tokens: run.config.maxTokens } : {}),
-    }),
-    source: jsonColumn({
-      type: run.source?.type ?? "",
-      label: run.source?.label ?? "",
-      principal_type: run.source?.principalType ?? "",
-      principal_id: run.source?.principalId ?? "",
-      client_ip: run.source?.clientIp ?? "",
-    }),
+    config: configColumn(
+      run.config?.environmentId ?? run.environmentId,
+      run.config?.model ?? run.modelId,
+      run.config?.formatter ?? "",
+      run.config?.temperature,
+      run.config?.maxTokens,
+    ),
+    source: sourceColumn(
+      run.source?.type ?? "",
+      run.source?.label ?? "",
+      run.source?.principalType ?? "",
+      run.source?.principalId ?? "",
+      run.source?.clientIp ?? "",
+    ),
     ...tokenColumns(run.tokenUse),
     execution_time: run.executionTime === undefined ? null : Number(run.executionTime),
     error: jsonColumn(run.error ? errorJson(run.error) : null),
@@ -223,6 +223,43 @@ export function runToRow(run: Run) {
     ),
     cached_from: run.cachedFrom || null,
   };
+}
+
+/**
+ * The `config` column: the settings a run used (the record reader in record-row.ts writes it
+ * through this too, so the two cannot disagree).
+ */
+export function configColumn(
+  environment: string,
+  model: string,
+  formatter: string,
+  temperature: number | undefined,
+  maxTokens: number | undefined,
+) {
+  return jsonColumn({
+    environment,
+    model,
+    formatter,
+    ...(temperature !== undefined ? { temperature } : {}),
+    ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}),
+  });
+}
+
+/** The `source` column: where a run came from (shared with record-row.ts, as configColumn). */
+export function sourceColumn(
+  type: string,
+  label: string,
+  principalType: string,
+  principalId: string,
+  clientIp: string,
+) {
+  return jsonColumn({
+    type,
+    label,
+    principal_type: principalType,
+    principal_id: principalId,
+    client_ip: clientIp,
+  });
 }
 
 function tokenColumns(usage: Run["tokenUse"]) {

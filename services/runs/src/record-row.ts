@@ -2,7 +2,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import type { JsonObject, JsonValue } from "@pies/common";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
-import { jsonColumn, runToRow, statusName } from "./mappers.js";
+import { configColumn, jsonColumn, runToRow, sourceColumn, statusName } from "./mappers.js";
 
 /** A run's columns as runToRow gives them. */
 export type RunColumns = ReturnType<typeof runToRow>;
@@ -267,20 +267,20 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
     result: jsonColumn(result),
     prompt: jsonColumn(prompt),
     tags,
-    config: jsonColumn({
-      environment: config ? config.environment : environmentId,
-      model: config ? config.model : modelId,
-      formatter: config ? config.formatter : "",
-      ...(config?.temperature !== undefined ? { temperature: config.temperature } : {}),
-      ...(config?.maxTokens !== undefined ? { max_tokens: config.maxTokens } : {}),
-    }),
-    source: jsonColumn({
-      type: source?.[0] ?? "",
-      label: source?.[1] ?? "",
-      principal_type: source?.[2] ?? "",
-      principal_id: source?.[3] ?? "",
-      client_ip: source?.[4] ?? "",
-    }),
+    config: configColumn(
+      config ? config.environment : environmentId,
+      config ? config.model : modelId,
+      config ? config.formatter : "",
+      config?.temperature,
+      config?.maxTokens,
+    ),
+    source: sourceColumn(
+      source?.[0] ?? "",
+      source?.[1] ?? "",
+      source?.[2] ?? "",
+      source?.[3] ?? "",
+      source?.[4] ?? "",
+    ),
     prompt_tokens: tokens ? tokens[0] : null,
     result_tokens: tokens ? tokens[1] : null,
     total_tokens: tokens ? tokens[2] : null,
