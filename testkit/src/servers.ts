@@ -98,6 +98,8 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
 /** A NATS JetStream server of a test's own, which the test may restart on the same port and store. */
 export interface PrivateNats {
   url: string;
+  /** The server's HTTP monitoring endpoint (`/varz`, `/subsz`, `/jsz`, …). */
+  monitorUrl: string;
   /** NATS_URL, PIES_NATS_STREAM, PIES_NATS_SUBJECT_PREFIX for pies processes. */
   env: Record<string, string>;
   /**
@@ -128,10 +130,11 @@ async function untilListening(port: number, child: ChildProcess, timeoutMs = 20_
 export async function startPrivateNats(): Promise<PrivateNats> {
   const dir = await mkdtemp(path.join(tmpdir(), "pies-nats-"));
   const port = await freePort();
+  const monitorPort = await freePort();
   const launch = async () => {
     const child = spawn(
       process.env.PIES_TEST_NATS_SERVER ?? "nats-server",
-      ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", dir],
+      ["-js", "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort), "-sd", dir],
       { stdio: "ignore" },
     );
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
@@ -152,6 +155,7 @@ export async function startPrivateNats(): Promise<PrivateNats> {
   };
   return {
     url,
+    monitorUrl: `http://127.0.0.1:${monitorPort}`,
     env: { NATS_URL: url, PIES_NATS_STREAM: "PIES_RUNS", PIES_NATS_SUBJECT_PREFIX: "pies" },
     async restart(whileDown, signal = "SIGTERM") {
       await kill(signal);

@@ -28,10 +28,20 @@ export interface SubscribeOptions {
  */
 export interface RunEventBus {
   /**
-   * Publishes event number `seq` of the run (RunEvent.seq) and resolves once it is stored. A
-   * retried publish of the same number (of an end: of any end) is stored once.
+   * Publishes event number `seq` of the run (RunEvent.seq) and resolves once it is stored, with
+   * its place in the bus's store (JetStream: the stream sequence; undefined in memory). A retried
+   * publish of the same number (of an end: of any end) is stored once, and resolves with the
+   * place of the one stored. `previous` is the place of the run's event before this one: it links
+   * the run's events, so that a replay reads them back from the last, a lookup each, without
+   * anything left on the server (a run's events are published one after another).
    */
-  publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number): Promise<void>;
+  publish(
+    runId: string,
+    kind: RunEvent["kind"],
+    data: Uint8Array,
+    seq: number,
+    previous?: number,
+  ): Promise<number | undefined>;
   /**
    * The largest event data a publish takes (JetStream: the server's max_payload less the
    * headers; a larger one fails with EventTooLarge); undefined when there is none (in memory).

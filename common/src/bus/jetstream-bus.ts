@@ -6,12 +6,13 @@ import {
 } from "@nats-io/transport-node";
 import { currentTraceparent, tracingEnabled } from "../tracing.js";
 import {
-  DeliverPolicy,
   jetstream,
   jetstreamManager,
   StorageType,
   type JetStreamClient,
   type JetStreamManager,
+  type SeqMsgRequest,
+  type StoredMsg,
 } from "@nats-io/jetstream";
 import {
   EventTooLarge,
@@ -100,36 +101,48 @@ export class JetStreamRunEventBus implements RunEventBus {
 
   /**
    * Stored in the run's stream, and delivered to live subscribers (core NATS) as it is published.
-   * The event's number travels in a header; the message id (JetStream's deduplication) is the run
-   * and the number, or the run's end.
+   * The event's number travels in a header, and so does the stream sequence of the run's event
+   * before it (`previous`): stored() follows those links back. The message id (JetStream's
+   * deduplication) is the run and the number, or the run's end.
    */
-  async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
+  async publish(
+    runId: string,
+    kind: RunEvent["kind"],
+    data: Uint8Array,
+    seq: number,
+    previous?: number,
+  ): Promise<number> {
     // nats.js would refuse it too, but as an error a retry could not tell from a lost connection.
     const limit = this.maxEventBytes;
     if (limit !== undefined && data.length > limit)
       throw new EventTooLarge(runId, data.length, limit);
     const headers = tracingEnabled() ? traceHeaders() : natsHeaders();
     headers.set(SEQ_HEADER, String(seq));
-    await this.js.publish(this.subject(runId, kind), data, {
+    if (previous !== undefined) headers.set(PREVIOUS_HEADER, String(previous));
+    const ack = await this.js.publish(this.subject(runId, kind), data, {
       msgID: kind === "end" ? `${runId}-end` : `${runId}-${seq}`,
       headers,
     });
+    // A duplicate (a retry of one stored) is acknowledged with the sequence of the one stored.
+    return ack.seq;
   }
 
   /**
-   * An ordered consumer over the run's stored events, then the live ones; those up to `afterSeq`
-   * are skipped (event numbers are the run's own, not the stream's: a run's events are few). After
-   * the connection comes back from an outage (NATS restarted), the subscription fails rather than
-   * trust the consumer to resume: its ephemeral consumer may be gone and it can stall without a
-   * word. The caller subscribes again after the last event it got (gateway/src/sse/run-relay.ts).
+   * The run's stored events after `afterSeq`, then its live ones, with nothing made on the server
+   * but a core subscription, gone when this ends: no consumer. The subscription to the run's
+   * subjects is asked for first, then the stream is read by lookups (stored()): the server takes
+   * a connection's messages in order, so every event stored after the lookups reach it comes to
+   * the subscription. Events come in order, each once; a gap in what the subscription brings (an
+   * event the server dropped for a slow reader) is filled from the stream, which holds every
+   * event before one that arrives (a run's events are published one after another). After the
+   * connection comes back from an outage (core messages sent meanwhile are lost) it throws; the
+   * caller subscribes again after the last event it got (gateway/src/sse/run-relay.ts).
    */
   async *subscribe(runId: string, { afterSeq = 0, signal }: SubscribeOptions) {
-    const consumer = await this.js.consumers.get(this.options.stream, {
-      filter_subjects: this.subject(runId, ">"),
-      deliver_policy: DeliverPolicy.All,
-    });
-    const messages = await consumer.consume({ max_messages: 256 });
-    const stop = () => void messages.stop();
+    const sub = this.nc.subscribe(this.subject(runId, ">"));
+    const stop = () => {
+      if (!sub.isClosed()) sub.unsubscribe();
+    };
     let reconnected = false;
     const stopWatching = onReconnect(this.nc, () => {
       reconnected = true;
@@ -138,10 +151,27 @@ export class JetStreamRunEventBus implements RunEventBus {
     signal.addEventListener("abort", stop, { once: true });
     try {
       if (signal.aborted) return;
-      for await (const m of messages) {
-        // A message without a number (published before numbers were carried) keeps its place.
-        const event = eventOf(m.subject, m.headers, m.data, m.seq);
-        if (event.kind === "end" || event.seq > afterSeq) yield event;
+      // The highest number delivered: nothing at or below it is delivered again (but the end).
+      let last = afterSeq;
+      for (const event of await this.stored(runId, last)) {
+        yield event;
+        if (event.kind === "end") return;
+        last = event.seq;
+      }
+      for await (const m of sub) {
+        const event = eventOf(m.subject, m.headers, m.data);
+        if (event.kind !== "end" && !(event.seq > last)) continue;
+        if (event.seq > last + 1) {
+          // Some before it did not come (or came before the lookups saw them stored).
+          for (const missed of await this.stored(runId, last)) {
+            if (missed.kind === "end" || missed.seq >= event.seq) break;
+            yield missed;
+            last = missed.seq;
+          }
+        }
+        yield event;
+        if (event.kind === "end") return;
+        last = event.seq;
       }
       if (reconnected && !signal.aborted) {
         throw new Error("the NATS connection was re-established; subscribe again");
@@ -151,6 +181,65 @@ export class JetStreamRunEventBus implements RunEventBus {
       stop();
       stopWatching();
     }
+  }
+
+  /**
+   * The run's stored events numbered after `afterSeq`, and its end if stored, in order. Read by
+   * lookups whose cost does not grow with what the stream holds: the last stored event of each
+   * kind by its literal subject (from the stream's index of subjects), then, from the newest of
+   * them, each event before it by the stream sequence it names (PREVIOUS_HEADER), until the
+   * events at or before `afterSeq`. An event that names none was published by a version of pies
+   * before the links: the run's events are then found by subject from the stream's start.
+   */
+  private async stored(runId: string, afterSeq: number): Promise<RunEvent[]> {
+    const { jsm, options } = this;
+    const lasts = await Promise.all(
+      RUN_EVENT_KINDS.map((kind) =>
+        jsm.streams.getMessage(options.stream, { last_by_subj: this.subject(runId, kind) }),
+      ),
+    );
+    let newest: StoredMsg | undefined;
+    for (const m of lasts) if (m && (!newest || m.seq > newest.seq)) newest = m;
+    const found: StoredMsg[] = [];
+    for (let m = newest; m;) {
+      found.push(m);
+      // Nothing numbered between it and afterSeq: the walk is done.
+      if (!(numberOf(m) > afterSeq + 1)) break;
+      const previous = Number(m.header?.get(PREVIOUS_HEADER) || Number.NaN);
+      if (!Number.isInteger(previous)) {
+        if (m.seq > 1 && numberOf(m) > 1) found.push(...(await this.unlinked(runId, m.seq)));
+        break;
+      }
+      // Null once it has aged out (or been deleted): the run's events before it are gone too.
+      m = (await jsm.streams.getMessage(options.stream, { seq: previous })) ?? undefined;
+    }
+    return found
+      .sort((a, b) => a.seq - b.seq)
+      .map((m) => eventOf(m.subject, m.header, m.data, m.seq))
+      .filter((event) => event.kind === "end" || event.seq > afterSeq);
+  }
+
+  /**
+   * The run's chunks and repairs stored before stream sequence `before`, found by their literal
+   * subjects from the stream's start (`next_by_subj`): for events published without links, by a
+   * version of pies before them, during an upgrade. Costs a pass over the stream's index.
+   */
+  private async unlinked(runId: string, before: number): Promise<StoredMsg[]> {
+    const found: StoredMsg[] = [];
+    for (const kind of ["chunk", "repair"] as const) {
+      for (let seq = 1; seq < before;) {
+        // A request the server has answered since 2.9, which nats.js types only for direct gets.
+        const query: SeqMsgRequest & { next_by_subj: string } = {
+          seq,
+          next_by_subj: this.subject(runId, kind),
+        };
+        const m = await this.jsm.streams.getMessage(this.options.stream, query);
+        if (!m || m.seq >= before) break;
+        found.push(m);
+        seq = m.seq + 1;
+      }
+    }
+    return found;
   }
 
   /**
@@ -262,6 +351,14 @@ const RUN_EVENT_KINDS = Object.keys(RUN_EVENT_KIND_SET) as readonly RunEvent["ki
 
 /** The header that carries an event's number in its run (RunEvent.seq). */
 const SEQ_HEADER = "Pies-Seq";
+
+/** The header that carries the stream sequence of the run's event before this one. */
+const PREVIOUS_HEADER = "Pies-Previous";
+
+/** A stored event's number in its run (NaN when it has none). */
+function numberOf(m: StoredMsg): number {
+  return Number(m.header?.get(SEQ_HEADER) || Number.NaN);
+}
 
 /** A run's event as a NATS message carries it; `fallbackSeq` when it has no number (NaN if none). */
 function eventOf(

@@ -37,14 +37,22 @@ export class MemoryRunEventBus implements RunEventBus {
     this.expiry.set(runId, timer);
   }
 
-  async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
+  async publish(
+    runId: string,
+    kind: RunEvent["kind"],
+    data: Uint8Array,
+    seq: number,
+    // A run's events are in its own list, in order: a replay needs no links between them.
+    _previous?: number,
+  ): Promise<number | undefined> {
     const log = this.log(runId);
     const dedupId = kind === "end" ? "end" : String(seq);
-    if (log.dedup.has(dedupId)) return;
+    if (log.dedup.has(dedupId)) return undefined;
     log.dedup.add(dedupId);
     log.events.push({ seq, kind, data });
     for (const wake of log.wake) wake();
     this.touch(runId);
+    return undefined;
   }
 
   async *subscribe(runId: string, { afterSeq = 0, signal }: SubscribeOptions) {

@@ -22,10 +22,16 @@ class ManualBus implements RunEventBus {
   readonly calls: Call[] = [];
   private waiters: Array<() => void> = [];
 
-  publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number): Promise<void> {
+  publish(
+    runId: string,
+    kind: RunEvent["kind"],
+    data: Uint8Array,
+    seq: number,
+  ): Promise<number | undefined> {
     const dedupId = dedupIdOf(runId, kind, seq);
-    return new Promise<void>((resolve, reject) => {
-      this.calls.push({ runId, kind, text: decoder.decode(data), dedupId, resolve, reject });
+    return new Promise<number | undefined>((resolve, reject) => {
+      const text = decoder.decode(data);
+      this.calls.push({ runId, kind, text, dedupId, resolve: () => resolve(undefined), reject });
       for (const wake of this.waiters.splice(0)) wake();
     });
   }
@@ -59,24 +65,37 @@ class ManualBus implements RunEventBus {
   async close() {}
 }
 
+interface Attempt {
+  kind: string;
+  text: string;
+  dedupId: string;
+  /** The place of the run's event before it, as the publisher linked it. */
+  previous: number | undefined;
+}
+
 /** A bus that stores what it acknowledges and fails the publishes the test chooses. */
 class FlakyBus implements RunEventBus {
-  readonly attempts: Array<{ kind: string; text: string; dedupId: string }> = [];
-  readonly stored: Array<{ kind: string; text: string; dedupId: string }> = [];
-  constructor(
-    private readonly fail: (
-      attempt: { kind: string; text: string; dedupId: string },
-      n: number,
-    ) => boolean,
-  ) {}
+  readonly attempts: Attempt[] = [];
+  /** What was stored; its place in the store is its index plus 100. */
+  readonly stored: Attempt[] = [];
+  constructor(private readonly fail: (attempt: Attempt, n: number) => boolean) {}
 
-  async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
+  async publish(
+    runId: string,
+    kind: RunEvent["kind"],
+    data: Uint8Array,
+    seq: number,
+    previous?: number,
+  ) {
     const dedupId = dedupIdOf(runId, kind, seq);
-    const attempt = { kind, text: decoder.decode(data), dedupId };
+    const attempt = { kind, text: decoder.decode(data), dedupId, previous };
     this.attempts.push(attempt);
     if (this.fail(attempt, this.attempts.length))
       throw new Error(`publish ${this.attempts.length} failed`);
-    if (!this.stored.some((s) => s.dedupId === dedupId)) this.stored.push(attempt);
+    // A duplicate is answered with the place of the one stored, as JetStream does.
+    let index = this.stored.findIndex((s) => s.dedupId === dedupId);
+    if (index < 0) index = this.stored.push(attempt) - 1;
+    return index + 100;
   }
   subscribe(): AsyncIterable<RunEvent> {
     throw new Error("not used");
@@ -222,6 +241,29 @@ describe("ChunkPublisher", () => {
     expect(bus.stored.map((s) => s.text)).toEqual(["one ", "two", " three", "end"]);
   });
 
+  it("links each event to the place of the one stored before it, a retry to the same", async () => {
+    // The second chunk's first attempt fails after it was stored (a lost acknowledgement).
+    let lost = false;
+    const bus = new FlakyBus((attempt) => {
+      if (attempt.text !== "two" || lost) return false;
+      lost = true;
+      bus.stored.push(attempt);
+      return true;
+    });
+    const publisher = new ChunkPublisher(bus, "run-7");
+    publisher.push("one");
+    await publisher.flush();
+    publisher.push("two");
+    await publisher.flush();
+    await publisher.end(encode("end"));
+    expect(bus.attempts.map((a) => [a.text, a.previous])).toEqual([
+      ["one", undefined],
+      ["two", 100],
+      ["two", 100],
+      ["end", 101],
+    ]);
+  });
+
   it("retries the end event too", async () => {
     const bus = new FlakyBus((attempt, n) => attempt.kind === "end" && n <= 2);
     const publisher = new ChunkPublisher(bus, "run-6");
@@ -297,16 +339,23 @@ class SizedBus extends FlakyBus {
   constructor(readonly maxEventBytes: number) {
     super(() => false);
   }
-  override async publish(runId: string, kind: RunEvent["kind"], data: Uint8Array, seq: number) {
+  override async publish(
+    runId: string,
+    kind: RunEvent["kind"],
+    data: Uint8Array,
+    seq: number,
+    previous?: number,
+  ) {
     if (data.length > this.maxEventBytes) {
       this.attempts.push({
         kind,
         text: decoder.decode(data),
         dedupId: dedupIdOf(runId, kind, seq),
+        previous,
       });
       throw new EventTooLarge(runId, data.length, this.maxEventBytes);
     }
     this.sizes.push(data.length);
-    return super.publish(runId, kind, data, seq);
+    return super.publish(runId, kind, data, seq, previous);
   }
 }

@@ -17,6 +17,8 @@ export class ChunkPublisher {
   private queued: { repair: string; after: string }[] = [];
   private inflight: Promise<void> | undefined;
   private sent = 0;
+  /** Where the bus stored the run's last event (the next one links to it: RunEventBus.publish). */
+  private stored: number | undefined;
   private failure: Error | undefined;
 
   constructor(
@@ -114,7 +116,8 @@ export class ChunkPublisher {
   private async publish(kind: "chunk" | "repair" | "end", data: Uint8Array, seq: number) {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.bus.publish(this.runId, kind, data, seq);
+        this.stored = await this.bus.publish(this.runId, kind, data, seq, this.stored);
+        return;
       } catch (err) {
         if (attempt >= this.attempts || err instanceof EventTooLarge) throw err;
         await new Promise((resolve) => setTimeout(resolve, 100 * attempt));

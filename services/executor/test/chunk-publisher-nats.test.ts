@@ -52,9 +52,10 @@ async function stored(runId: string): Promise<RunEvent[]> {
 function watched(onAck: (seq: number) => void): RunEventBus {
   return {
     maxEventBytes: bus.maxEventBytes,
-    publish: async (runId, kind, data, seq) => {
-      await bus.publish(runId, kind, data, seq);
+    publish: async (runId, kind, data, seq, previous) => {
+      const stored = await bus.publish(runId, kind, data, seq, previous);
       onAck(seq);
+      return stored;
     },
     subscribe: (runId, options) => bus.subscribe(runId, options),
     hasEnd: (runId) => bus.hasEnd(runId),
