@@ -11,6 +11,8 @@ import { RunStatus, type Run } from "@pies/proto/runs";
  *   histogram): by the route's pattern (`/api/v1/runs/:id`), never the raw URL, so that ids do not
  *   make series without bound; 404s of unknown paths are one route, `unmatched`.
  * - `pies_sse_streams_active`: SSE streams open now.
+ * - `pies_sse_replays_total{reason}`: streams that replayed their run's events from the bus's
+ *   store, by why (gateway/src/sse/run-relay.ts ReplayReason).
  * - `pies_executions_total{status,provider}`: executions answered (blocking) or ended (streamed,
  *   when the gateway relays the end), by the run's final status and its environment's provider.
  * - Node's own (event loop lag, heap, GC, CPU), prefixed `pies_gateway_`.
@@ -33,6 +35,13 @@ export class GatewayMetrics {
   readonly streams = new Gauge({
     name: "pies_sse_streams_active",
     help: "Server-Sent Events streams open now",
+    registers: [this.registry],
+  });
+  /** Streams whose events were read from the bus's store rather than live, by ReplayReason. */
+  readonly replays = new Counter({
+    name: "pies_sse_replays_total",
+    help: "SSE streams that replayed their run's events from the bus's store, by why they left the live path (resumed, reopened, live_setup, missed, gap)",
+    labelNames: ["reason"] as const,
     registers: [this.registry],
   });
   private readonly executions = new Counter({

@@ -86,20 +86,38 @@ async function readWhole(runId: string, minMessages: number) {
   return events;
 }
 
+/** pies_sse_replays_total{reason} now. */
+async function replays(reason: string): Promise<number> {
+  const text = (await pies.app.inject({ url: "/metrics" })).body;
+  const line = text
+    .split("\n")
+    .find((l) => l.startsWith(`pies_sse_replays_total{reason="${reason}"}`));
+  return line ? Number(line.split(" ").at(-1)) : 0;
+}
+
 describe("a stream whose live subscription is in place only after the run's first events", () => {
   it("replays what it missed when it is made after the first chunk went out", async () => {
     lateUntil = "first";
+    const late = (await replays("gap")) + (await replays("missed"));
     const runId = await createStreamedRun(pies, "test-slow");
     // 50 ms apart: the subscription made after the first sees the second first (a gap).
     await readWhole(runId, 2);
     expect(madeAfter.find((m) => m.runId === runId)?.stored).toEqual(["chunk"]);
+    // Told by the bus (missed) or by the second chunk's number (a gap), whichever came first.
+    expect((await replays("gap")) + (await replays("missed"))).toBe(late + 1);
   }, 20_000);
 
   it("replays the whole run when it is made after the run's end", async () => {
     lateUntil = "end";
+    const missed = await replays("missed");
     const runId = await createStreamedRun(pies);
     // As fast as the test provider answers: its chunks may go out joined, in one message.
     await readWhole(runId, 1);
     expect(madeAfter.find((m) => m.runId === runId)?.stored.at(-1)).toBe("end");
+    expect(await replays("missed")).toBe(missed + 1);
+    // A second reader of the ended run replays it too, for its own reason.
+    const reopened = await replays("reopened");
+    await readWhole(runId, 1);
+    expect(await replays("reopened")).toBe(reopened + 1);
   }, 20_000);
 });

@@ -204,6 +204,47 @@ describe("relayRun", () => {
     expect(ms).toBeLessThan(2000);
   });
 
+  it("tells why it replays: resumed, reopened, the live subscription's setup, missed or gap", async () => {
+    const bus = new MemoryRunEventBus();
+    await bus.publish("r1", "chunk", bytes("c1"), 1);
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 2);
+    const reasons: string[] = [];
+    const common = {
+      runs: runsStore(async () => run(RunStatus.PROCESSING)),
+      bus,
+      heartbeatMs: 10_000,
+      run: run(RunStatus.PROCESSING),
+      onReplay: (reason: string) => reasons.push(reason),
+    };
+    await relay({ ...common, afterSeq: 1 });
+    await relay(common);
+    await relay({ ...common, replayReason: "live_setup" });
+    const stopping = new AbortController();
+    async function* quiet() {
+      await new Promise((resolve) => stopping.signal.addEventListener("abort", resolve));
+      yield* [];
+    }
+    await relay({
+      ...common,
+      live: quiet(),
+      missed: async () => true,
+      stopLive: () => stopping.abort(),
+    });
+    async function* skipping() {
+      yield* [];
+      throw new LiveGap(0);
+    }
+    await relay({ ...common, live: skipping() });
+    expect(reasons).toEqual(["resumed", "reopened", "live_setup", "missed", "gap"]);
+    // A stream that got every event live replays nothing.
+    async function* whole() {
+      yield { seq: 1, kind: "chunk" as const, data: bytes("c1") };
+      yield { seq: 2, kind: "end" as const, data: endOf(run(RunStatus.COMPLETED)) };
+    }
+    await relay({ ...common, live: whole() });
+    expect(reasons).toHaveLength(5);
+  });
+
   /** A bus that counts its subscriptions (replays); its events are the memory bus's. */
   function countingSubscriptions(bus: MemoryRunEventBus) {
     const afterSeqs: (number | undefined)[] = [];

@@ -42,9 +42,27 @@ export interface RelayOptions {
    * first events: the relay replays from the bus after the last event it sent.
    */
   stopLive?: () => void;
+  /**
+   * Why a stream without `live` replays, when not for a Last-Event-ID: "reopened" (the run was
+   * started by another) unless said otherwise ("live_setup": the live subscription failed).
+   */
+  replayReason?: ReplayReason;
   /** Told the final run when its `close` is sent. */
   onClose?: (final: Run) => void;
+  /**
+   * Told once, when the relay reads the run's events from the bus's store rather than live, why
+   * (ReplayReason): the count of each says why streams leave the live path.
+   */
+  onReplay?: (reason: ReplayReason) => void;
 }
+
+/**
+ * Why a stream's events are replayed from the bus's store: the client resumed with
+ * Last-Event-ID, or opened the stream of a run already started (a reconnect without it, a second
+ * reader); the live subscription could not be set up, missed the run's first events (in place
+ * after they went out), or lost one later (a gap: dropped by the server, or a reconnect).
+ */
+export type ReplayReason = "resumed" | "reopened" | "live_setup" | "missed" | "gap";
 
 /**
  * Relays a run's events from the bus to one SSE response until the run's `close` has been sent or
@@ -86,6 +104,8 @@ export class RunRelay {
   private living = false;
   /** The bus is being asked whether the live subscription missed the run's first events. */
   private askingMissed = false;
+  /** Why the live subscription was given up (a replay follows). */
+  private leftLive: ReplayReason | undefined;
 
   constructor(
     private readonly out: EventStream,
@@ -124,6 +144,7 @@ export class RunRelay {
         for await (const event of live) if (await this.deliver(event)) return;
       } catch (err) {
         if (!out.open) return;
+        this.leftLive ??= "gap";
         logger.debug({ err, runId }, "live run events missed one; subscribing after the last");
       } finally {
         this.living = false;
@@ -135,6 +156,14 @@ export class RunRelay {
     // subscription, so that the end comes again even to a client already past it.
     const replayFromStart = terminal(run);
     if (replayFromStart && !(await bus.hasEnd(runId).catch(() => false))) return this.close(run);
+    this.options.onReplay?.(
+      this.leftLive ??
+        (this.options.afterSeq !== undefined
+          ? "resumed"
+          : live
+            ? "gap"
+            : (this.options.replayReason ?? "reopened")),
+    );
     for (let failures = 0; out.open;) {
       try {
         const from = replayFromStart ? undefined : this.lastSeq || undefined;
@@ -217,6 +246,7 @@ export class RunRelay {
           })
         : true;
       if (gone && this.living && this.lastSeq === 0) {
+        this.leftLive ??= "missed";
         logger.debug({ runId: this.runId }, "live run events went out before it; replaying");
         this.options.stopLive?.();
       }

@@ -94,6 +94,9 @@ export class RunStreams {
         ...(live ? { live, missed: () => live.missed(), stopLive: stopListening } : {}),
         // Counted once, by the stream that started the run.
         ...(started ? { onClose: (final) => this.metrics.execution(final) } : {}),
+        ...(started && subscribe && !live ? { replayReason: "live_setup" as const } : {}),
+        // Counted where the bus has a live path to leave (not the embedded mode's, in memory).
+        ...(bus.live ? { onReplay: (reason) => this.metrics.replays.inc({ reason }) } : {}),
       });
     } finally {
       stopListening();
