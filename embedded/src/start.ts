@@ -92,7 +92,7 @@ async function startOn(
     // With NATS, other pies processes on it see this one's catalog changes, and the other way.
     catalogEvents = await catalogEventsFromConfig(jetstream.connection, config, logger);
   } else {
-    bus = new MemoryRunEventBus(config.PIES_STREAM_MAX_AGE_SECONDS * 1000);
+    bus = new MemoryRunEventBus({ maxAgeMs: config.PIES_STREAM_MAX_AGE_SECONDS * 1000 });
     records = new MemoryRunRecords();
     catalogEvents = new MemoryCatalogEvents();
   }

@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import { MemoryRunEventBus } from "./memory-bus.js";
+
+const bytes = (n: number) => new Uint8Array(n);
+
+describe("MemoryRunEventBus bounds", () => {
+  it("forgets the runs whose last event is oldest once all weigh more than maxBytes", async () => {
+    const bus = new MemoryRunEventBus({ maxBytes: 100_000 });
+    for (let i = 0; i < 1000; i++) {
+      await bus.publish(`r${i}`, "chunk", bytes(1000), 1);
+      await bus.publish(`r${i}`, "end", bytes(10), 2);
+    }
+    // Held within the bound, whatever was published: the newest runs.
+    expect(bus.held.bytes).toBeLessThanOrEqual(100_000);
+    expect(bus.held.runs).toBeGreaterThan(50);
+    expect(bus.held.runs).toBeLessThan(100);
+    expect(await bus.hasEnd("r999")).toBe(true);
+    expect(await bus.hasEnd("r0")).toBe(false);
+    await bus.close();
+  });
+
+  it("keeps a run that got an event lately over one that ended before it", async () => {
+    const bus = new MemoryRunEventBus({ maxBytes: 5_000 });
+    await bus.publish("old", "chunk", bytes(1000), 1);
+    await bus.publish("done", "chunk", bytes(1000), 1);
+    await bus.publish("done", "end", bytes(10), 2);
+    // "old" goes on: its last event is now the newest.
+    await bus.publish("old", "chunk", bytes(1000), 2);
+    for (let i = 0; i < 3; i++) await bus.publish(`n${i}`, "chunk", bytes(500), 1);
+    expect(await bus.hasEnd("done")).toBe(false);
+    const kept = [];
+    for await (const e of bus.subscribe("old", { signal: AbortSignal.timeout(50) })) kept.push(e);
+    expect(kept.map((e) => e.seq)).toEqual([1, 2]);
+    await bus.close();
+  });
+
+  it("forgets runs older than maxAgeMs, even with nothing published after them", async () => {
+    const bus = new MemoryRunEventBus({ maxAgeMs: 100 });
+    await bus.publish("r1", "end", bytes(10), 1);
+    expect(await bus.hasEnd("r1")).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await bus.hasEnd("r1")).toBe(false);
+    expect(bus.held).toEqual({ runs: 0, bytes: 0 });
+    await bus.close();
+  });
+});
