@@ -1,0 +1,27 @@
+// The soak's readiness prober, in a worker thread of its own: GET <url> every `everyMs`, one at a
+// time, as a Kubernetes probe does; each probe's start (Date.now()), duration and outcome is posted
+// to the parent. A thread of its own so that the load's clients, busy on the main event loop, do not
+// delay the probes and count as the gateway's latency.
+import { performance } from "node:perf_hooks";
+import { parentPort, workerData } from "node:worker_threads";
+
+const { url, everyMs, timeoutMs } = workerData;
+let stopped = false;
+parentPort.on("message", (message) => {
+  if (message === "stop") stopped = true;
+});
+while (!stopped) {
+  const at = Date.now();
+  const started = performance.now();
+  let ok;
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    await response.arrayBuffer();
+    ok = response.ok;
+  } catch {
+    ok = false;
+  }
+  parentPort.postMessage({ at, ms: performance.now() - started, ok });
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, everyMs - (Date.now() - at))));
+}
+parentPort.close();
