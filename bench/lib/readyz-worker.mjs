@@ -13,15 +13,16 @@ parentPort.on("message", (message) => {
 while (!stopped) {
   const at = Date.now();
   const started = performance.now();
-  let ok;
+  // What answered: the HTTP status, or why there was none.
+  let status;
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
     await response.arrayBuffer();
-    ok = response.ok;
-  } catch {
-    ok = false;
+    status = String(response.status);
+  } catch (err) {
+    status = err?.name === "TimeoutError" ? "timeout" : "no answer";
   }
-  parentPort.postMessage({ at, ms: performance.now() - started, ok });
+  parentPort.postMessage({ at, ms: performance.now() - started, ok: status === "200", status });
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, everyMs - (Date.now() - at))));
 }
 parentPort.close();

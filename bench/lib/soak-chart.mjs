@@ -97,7 +97,7 @@ export function soakChart({ title, times, panels, bands = [], marks = [] }) {
       );
       if (index === 0) {
         out.push(
-          `<text x="${x(mark.at) + 2}" y="${y0 + 20}" fill="#c00" font-size="9">${escape(mark.label)}</text>`,
+          `<text x="${x(mark.at) - 2}" y="${y0 + 20}" fill="#c00" font-size="9" text-anchor="end">${escape(mark.label)}</text>`,
         );
       }
     }

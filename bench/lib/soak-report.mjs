@@ -33,7 +33,10 @@ export function columns(processNames) {
     ["rec cons", (s) => fixed(s.streams?.records?.consumers)],
     ["subs", (s) => fixed(s.subscriptions)],
     ["dead tup", (s) => (s.deadTuples ? fixed(sum(Object.values(s.deadTuples))) : "n/a")],
-    ["readyz ms", (s) => fixed(s.readyz?.maxMs)],
+    [
+      "readyz ms",
+      (s) => `${fixed(s.readyz?.maxMs)}${s.readyz?.failed ? ` (${s.readyz.failed} failed)` : ""}`,
+    ],
   ];
 }
 
@@ -154,12 +157,21 @@ export function evaluateTargets({
     .filter(Boolean);
   const worst = Math.max(...probes.map((r) => r.maxMs).filter(Number.isFinite));
   const failedProbes = sum(probes.map((r) => r.failed));
+  const failures = {};
+  for (const r of probes) {
+    for (const [status, n] of Object.entries(r.failures ?? {})) {
+      failures[status] = (failures[status] ?? 0) + n;
+    }
+  }
+  const failedText = Object.entries(failures)
+    .map(([status, n]) => `${n} ${status}`)
+    .join(", ");
   const duringFault = sum(probes.map((r) => r.duringFault));
   add(
     "/readyz ≤ 100 ms throughout (ms)",
     "",
     "",
-    `max ${fixed(worst)}, ${failedProbes} failed${duringFault ? `, ${duringFault} during faults not counted` : ""}`,
+    `max ${fixed(worst)}, ${failedProbes} failed${failedText ? ` (${failedText})` : ""}${duringFault ? `, ${duringFault} during faults not counted` : ""}`,
     worst <= 100 && failedProbes === 0,
   );
 

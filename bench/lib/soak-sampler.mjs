@@ -75,7 +75,7 @@ export class ClusterCpuMeter {
 /**
  * Probes `url` (the gateway's /readyz) every `everyMs` from a worker thread of its own
  * (readyz-worker.mjs), as a Kubernetes readiness probe does; take() hands over the probes since the
- * last take(): { maxMs, probes, failed, duringFault } where probes that started while a fault was
+ * last take(): { maxMs, probes, failed, failures, duringFault } where probes that started while a fault was
  * applied (faultStarted()..faultEnded()) are kept apart (a killed gateway cannot answer), and a
  * failed probe counts its time to failure.
  */
@@ -122,6 +122,10 @@ export class ReadyzProber {
       maxMs: counted.length ? Math.max(...counted.map((p) => p.ms)) : undefined,
       probes: counted.length,
       failed: counted.filter((p) => !p.ok).length,
+      // The failed probes' answers by status (`503`, `timeout`, …).
+      failures: counted
+        .filter((p) => !p.ok)
+        .reduce((by, p) => ({ ...by, [p.status]: (by[p.status] ?? 0) + 1 }), {}),
       duringFault: probes.length - counted.length,
     };
   }
