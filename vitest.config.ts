@@ -1,9 +1,12 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 /**
  * unit: each service in memory (createRouterTransport, PGlite: a real PostgreSQL engine, in-process).
  * integration: the real PostgreSQL and NATS servers, the four processes, the embedded mode.
- * Both run against the built workspaces (`npm test` builds first).
+ * steady-state: test/steady-state.test.ts, a mixed load held for two minutes whose throughput is
+ * compared between two windows; it runs after the others (groupOrder), alone, so that no other test
+ * file takes the machine's CPU in one window and not in the other.
+ * All run against the built workspaces (`npm test` builds first).
  */
 export default defineConfig({
   test: {
@@ -11,6 +14,7 @@ export default defineConfig({
       {
         test: {
           name: "unit",
+          sequence: { groupOrder: 0 },
           include: ["{common,gateway,embedded,testkit,services/*}/src/**/*.test.ts"],
           testTimeout: 20_000,
           // Starting PGlite (a whole PostgreSQL in WebAssembly) takes seconds, more on a busy CI.
@@ -20,11 +24,23 @@ export default defineConfig({
       {
         test: {
           name: "integration",
+          sequence: { groupOrder: 0 },
           include: [
             "{common,gateway,embedded,testkit,services/*}/test/**/*.test.ts",
             "test/**/*.test.ts",
           ],
+          exclude: [...configDefaults.exclude, "test/steady-state.test.ts"],
           testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          name: "steady-state",
+          sequence: { groupOrder: 1 },
+          include: ["test/steady-state.test.ts"],
+          fileParallelism: false,
+          testTimeout: 200_000,
           hookTimeout: 120_000,
         },
       },

@@ -1,35 +1,93 @@
 #!/usr/bin/env node
-// pies soak: a bounded load of concurrent clients (half blocking executions, half streamed runs read
-// to `close`) against the four processes on a PostgreSQL cluster and a NATS server of its own, with
-// optional faults (PostgreSQL restart, NATS restart, SIGKILL of each process in turn, spread over the
-// run). Prints requests, errors by kind, runs answered vs recorded, stuck runs and latency.
-// Target: 0 lost, 0 stuck, no unexpected error. Exit code 1 when a target is missed.
-//   npm run soak -- [--clients 64] [--duration 60] [--faults] [--lease 5]
+// pies soak: a sustained load of concurrent clients (half blocking executions, half streamed runs
+// read to `close`, a share of whose clients reconnect) against pies on a PostgreSQL cluster and a
+// NATS server of its own, from an event stream already holding an hour of the load's events, with
+// optional faults spread over the run. Every interval it prints a row of what it measured (see
+// bench/README.md); at the end the targets with pass/fail, a chart (SVG) and a JSON of every
+// sample. Exit code 1 when a target is missed.
+//   npm run soak -- [--duration 1800] [--clients 64] [--mode four|edge|embedded] [--faults]
+//     [--reconnect-share 0.1667] [--prefill-seconds 3600 | --prefill-events N] [--interval 10]
+//     [--out DIR] [--lease 5]
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { parseArgs } from "node:util";
-import { checkRuns, Load, startFaultStack } from "@pies/testkit";
-import { percentile } from "./lib/stats.mjs";
+import { checkRuns, fillEventStream, Load } from "@pies/testkit";
+import { planPinning, pinSelf } from "./lib/pin.mjs";
+import { soakChart } from "./lib/soak-chart.mjs";
+import {
+  columns,
+  evaluateTargets,
+  markdownHeader,
+  markdownRow,
+  planWindows,
+  targetsTable,
+} from "./lib/soak-report.mjs";
+import {
+  ClusterCpuMeter,
+  CpuMeter,
+  deadTuples,
+  natsStateReader,
+  OperationWindow,
+  ReadyzProber,
+  rssMiB,
+} from "./lib/soak-sampler.mjs";
+import { startTarget } from "./lib/soak-target.mjs";
+
+const USAGE = `npm run soak -- [options]
+  --duration S          seconds of load (default 1800)
+  --clients N           concurrent clients, half blocking, half streamed (default 64)
+  --mode M              four | edge | embedded (default four)
+  --faults              PostgreSQL and NATS restarts, SIGKILL of each process, spread over the run
+  --reconnect-share R   share of streamed runs whose client reconnects (default 0.1667: 1 in 6)
+  --prefill-seconds S   events stored before the load: S seconds at the load's rate (default 3600)
+  --prefill-events N    or exactly N events (0: none)
+  --calibrate S         seconds of load that measure the rate for --prefill-seconds (default 10)
+  --interval S          seconds per row (default 10)
+  --out DIR             where the SVG chart and the JSON go (default a new temporary directory)
+  --lease S             PIES_RUN_LEASE_SECONDS and TTL (default 5)
+BENCH_PIN=0 turns off CPU pinning (taskset: the bench on one CPU, pies' processes on another).`;
 
 const { values: args } = parseArgs({
   options: {
+    duration: { type: "string", default: "1800" },
     clients: { type: "string", default: "64" },
-    duration: { type: "string", default: "60" },
+    mode: { type: "string", default: "four" },
     faults: { type: "boolean", default: false },
+    "reconnect-share": { type: "string", default: String(1 / 6) },
+    "prefill-seconds": { type: "string", default: "3600" },
+    "prefill-events": { type: "string" },
+    calibrate: { type: "string", default: "10" },
+    interval: { type: "string", default: "10" },
+    out: { type: "string" },
     lease: { type: "string", default: "5" },
     help: { type: "boolean", default: false },
   },
 });
 if (args.help) {
-  console.log("npm run soak -- [--clients 64] [--duration 60 (s)] [--faults] [--lease 5 (s)]");
+  console.log(USAGE);
   process.exit(0);
 }
-const positive = (name) => {
+const number = (name, { integer = true, min = 1, max = Infinity } = {}) => {
   const n = Number(args[name]);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer`);
+  if (!Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min || n > max) {
+    throw new Error(`--${name} must be ${integer ? "an integer" : "a number"} in [${min}, ${max}]`);
+  }
   return n;
 };
-const clients = positive("clients");
-const durationMs = positive("duration") * 1000;
-const leaseSeconds = positive("lease");
+const mode = args.mode;
+const durationS = number("duration");
+const clients = number("clients");
+const intervalS = number("interval");
+const leaseSeconds = number("lease");
+const reconnectShare = number("reconnect-share", { integer: false, min: 0, max: 1 });
+const prefillSeconds = number("prefill-seconds", { min: 0 });
+const prefillEvents =
+  args["prefill-events"] === undefined ? undefined : number("prefill-events", { min: 0 });
+const calibrateS = number("calibrate");
+const stamp = new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19);
+const outDir = args.out ?? mkdtempSync(path.join(os.tmpdir(), "pies-soak-"));
+mkdirSync(outDir, { recursive: true });
 
 const t0 = Date.now();
 const log = (message) =>
@@ -43,98 +101,373 @@ process.on("SIGINT", () => {
   log("SIGINT: stopping the load and cleaning up (again to force)");
 });
 
-let faulty;
+const pinning = planPinning();
+if (pinning.enabled) pinSelf(pinning.loadCpu);
+
+/** A Load against the target, reporting each operation to `onOperation`. */
+const loadOf = (target, onOperation, n = clients, share = reconnectShare) =>
+  new Load({
+    gatewayUrl: target.gatewayUrl,
+    key: target.key,
+    blockingInteraction: target.blockingInteraction,
+    streamedInteraction: target.streamedInteraction,
+    clients: n,
+    gatewayDown: target.gatewayDown,
+    reconnectShare: share,
+    onOperation,
+  });
+
+let target;
+let nats;
+let prober;
 let failed = false;
 try {
-  log("starting PostgreSQL, NATS and the four processes");
-  faulty = await startFaultStack({
+  log(
+    `mode ${mode}: starting PostgreSQL${mode === "embedded" ? "" : ", NATS"} and pies; ${pinning.note}`,
+  );
+  target = await startTarget(mode, {
     leaseSeconds,
-    ttlSeconds: leaseSeconds,
-    sseHeartbeatSeconds: 5,
     blockingModel: "test-latency-100",
+    launcher: pinning.launcher,
   });
-  const { pg, stack } = faulty;
-  const faults = args.faults ? faulty.faults : [];
-  log(`load: ${clients} clients for ${durationMs / 1000} s${faults.length ? ", with faults" : ""}`);
-  const load = new Load({
-    gatewayUrl: stack.gatewayUrl,
-    key: stack.bootstrap.key,
-    blockingInteraction: faulty.blockingInteraction,
-    streamedInteraction: faulty.streamedInteraction,
-    clients,
-    gatewayDown: faulty.gatewayDown,
-  }).start();
-  const started = Date.now();
-  const applied = [];
-  for (let i = 0; i < faults.length && !interrupted; i++) {
-    const at = started + (durationMs * (i + 1)) / (faults.length + 1);
-    while (Date.now() < at && !interrupted) await sleep(100);
-    const { name, apply } = faults[i];
-    const before = Date.now();
-    await apply();
-    applied.push(`${name} (${Date.now() - before} ms)`);
-    log(`fault: ${name}`);
+  if (target.nats) nats = await natsStateReader({ ...target.nats, streams: target.streams });
+
+  // The baseline the NATS figures must come back to after the load. Consumers: before any run
+  // (pies' own durable ones exist from the start). Subscriptions: after a blocking run and a
+  // streamed one that reconnects, since a NATS client makes some once, on first use (its request
+  // inbox), and keeps them.
+  const initial = await nats?.read();
+  const smoke = loadOf(target, undefined, 2, 1).start();
+  const smoked = () => {
+    const { succeeded, reconnects } = smoke.snapshot();
+    return succeeded >= 2 && reconnects.closed >= 1;
+  };
+  while (!smoked() && !interrupted) await sleep(50);
+  await smoke.stop();
+  await sleep(2000);
+  const afterSmoke = await nats?.read();
+  const baseline = nats && {
+    events: initial.events,
+    records: initial.records,
+    subscriptions: afterSmoke.subscriptions,
+  };
+  if (baseline) log(`baseline: ${JSON.stringify(baseline)}`);
+
+  // The prefill: an hour (--prefill-seconds) of the events this load stores, measured on it.
+  let prefill = { events: 0, ms: 0, rate: undefined };
+  if (nats) {
+    let events = prefillEvents;
+    if (events === undefined && prefillSeconds > 0) {
+      log(`calibrating: ${clients} clients for ${calibrateS} s to measure the events stored per s`);
+      const before = (await nats.read()).events?.messages ?? 0;
+      const calibration = loadOf(target).start();
+      const started = Date.now();
+      await sleep(calibrateS * 1000);
+      const stored = ((await nats.read()).events?.messages ?? 0) - before;
+      await calibration.stop();
+      prefill.rate = stored / ((Date.now() - started) / 1000);
+      events = Math.round(prefill.rate * prefillSeconds);
+    }
+    if (events > 0) {
+      log(
+        `prefill: ${events} events (${prefill.rate ? `${prefill.rate.toFixed(0)}/s × ${prefillSeconds} s` : "as asked"})`,
+      );
+      const { ms } = await fillEventStream({
+        url: target.nats.url,
+        stream: target.streams.events,
+        subjectPrefix: target.streams.subjectPrefix,
+        events,
+      });
+      prefill = { ...prefill, events, ms };
+      log(
+        `prefill: stored in ${(ms / 1000).toFixed(1)} s (${((events / ms) * 1000).toFixed(0)}/s)`,
+      );
+    }
   }
-  while (Date.now() < started + durationMs && !interrupted) await sleep(100);
-  log("stopping the load (clients finish their current execution)");
+
+  // The load, sampled every interval.
+  const plan = planWindows(durationS, intervalS);
+  const operations = new OperationWindow();
+  let latencyWindow = { blocking: [], streamed: [] };
+  const load = loadOf(target, (op) => {
+    operations.add(op);
+    if (op.ok && op.kind !== "reopen") latencyWindow[op.kind].push(op.latencyMs);
+  });
+  prober = new ReadyzProber(`${target.gatewayUrl}/readyz`);
+  const cpu = new CpuMeter();
+  const pgCpu = new ClusterCpuMeter();
+  const processNames = target.processes().map((p) => p.name);
+  const cols = columns(processNames);
+  const samples = [];
+  const latencies = [];
+  let faultsThisInterval = [];
+  const servers = () => [
+    ...target.processes(),
+    ...(target.nats ? [{ name: "nats-server", pid: target.nats.pid() }] : []),
+  ];
+  const sample = async (phase, t) => {
+    const percent = cpu.read(servers());
+    const rss = {};
+    for (const { name, pid } of target.processes()) rss[name] = rssMiB(pid);
+    const s = {
+      t,
+      phase,
+      ops: operations.take(),
+      cpu: Object.fromEntries(processNames.map((n) => [n, percent[n]])),
+      rss,
+      nats: target.nats
+        ? { cpu: percent["nats-server"], rss: rssMiB(target.nats.pid()) }
+        : undefined,
+      pgCpu: pgCpu.read(target.pg.pid()),
+      ...(nats
+        ? await nats.read().then(({ events, records, subscriptions }) => ({
+            streams: { events, records },
+            subscriptions,
+          }))
+        : {}),
+      deadTuples: await deadTuples(target.pg.url),
+      readyz: prober.take(),
+      faults: faultsThisInterval,
+    };
+    faultsThisInterval = [];
+    samples.push(s);
+    latencies.push(latencyWindow);
+    latencyWindow = { blocking: [], streamed: [] };
+    console.log(markdownRow([...cols.map(([, of]) => of(s)), phase === "load" ? "" : phase]));
+    return s;
+  };
+
+  log(
+    `load: ${clients} clients for ${durationS} s, ${intervalS} s intervals, warm-up ${plan.warmup} and windows of ${plan.window} intervals` +
+      `${args.faults ? ", with faults" : ""}; chart and JSON to ${outDir}`,
+  );
+  console.log(`\n${markdownHeader([...cols.map(([h]) => h), "note"])}`);
+  cpu.read(servers());
+  pgCpu.read(target.pg.pid());
+  const started = Date.now();
+  load.start();
+  const faults = args.faults ? target.faults : [];
+  const faultAt = faults.map(
+    (_, i) => started + (durationS * 1000 * (i + 1)) / (faults.length + 1),
+  );
+  const applied = [];
+  const faultLoop = (async () => {
+    for (let i = 0; i < faults.length && !interrupted; i++) {
+      while (Date.now() < faultAt[i] && !interrupted) await sleep(100);
+      if (interrupted) break;
+      const { name, apply } = faults[i];
+      const before = Date.now();
+      prober.faultStarted();
+      try {
+        await apply();
+      } finally {
+        prober.faultEnded();
+      }
+      applied.push({ name, at: (before - started) / 1000, ms: Date.now() - before });
+      faultsThisInterval.push(name);
+      log(`fault: ${name} (${Date.now() - before} ms)`);
+    }
+  })();
+  for (let i = 1; i <= plan.intervals && !interrupted; i++) {
+    const at = started + i * intervalS * 1000;
+    while (Date.now() < at && !interrupted) await sleep(50);
+    if (!interrupted) await sample("load", i * intervalS);
+  }
+  await faultLoop;
+  log("stopping the load (clients finish their current operation)");
   const report = await load.stop();
-  const wallMs = Date.now() - started;
+  const loadSeconds = (Date.now() - started) / 1000;
+  await sample("stopping", Math.round(loadSeconds));
+  // ~10 s after the load: whatever streams left behind on the server is still there.
+  await sleep(10_000);
+  const after = await sample("after 10 s", Math.round((Date.now() - started) / 1000));
+  await prober.stop();
 
   // Runs reach the store from the record log in batches: a record a killed runs replica held is
   // delivered again after the log's ack wait (10 s). So the check waits, bounded, for stuck runs
   // to be failed and for every answered run to be written.
   log(`waiting for the lease (${leaseSeconds} s) and the record log to settle the runs`);
   const deadline = Date.now() + (2 * leaseSeconds + 25) * 1000;
-  let check = await checkRuns(pg.url, report.completedRunIds);
-  while ((check.stuck > 0 || check.lost.length > 0) && Date.now() < deadline && !interrupted) {
+  let runs = await checkRuns(target.pg.url, report.completedRunIds);
+  while ((runs.stuck > 0 || runs.lost.length > 0) && Date.now() < deadline && !interrupted) {
     await sleep(500);
-    check = await checkRuns(pg.url, report.completedRunIds);
+    runs = await checkRuns(target.pg.url, report.completedRunIds);
   }
-  const exits = stack.unexpectedExits();
+  const exits = target.unexpectedExits();
+  const unexpected = Object.values(report.unexpectedErrors).reduce((a, b) => a + b, 0);
 
-  const latencies = [...report.latenciesMs].sort((a, b) => a - b);
+  const loadSamples = samples.filter((s) => s.phase === "load");
+  const rows = evaluateTargets({
+    samples: loadSamples,
+    latencies: latencies.slice(0, loadSamples.length),
+    plan,
+    intervalS,
+    baseline,
+    after: after.streams && { ...after.streams, subscriptions: after.subscriptions },
+    runs: { lost: runs.lost.length, stuck: runs.stuck },
+    other: {
+      "no unexpected error": { text: unexpected, pass: unexpected === 0 },
+      "no process exited on its own": {
+        text: exits.length ? JSON.stringify(exits) : 0,
+        pass: exits.length === 0,
+      },
+      "load ran its full duration": { text: `${loadSeconds.toFixed(0)} s`, pass: !interrupted },
+    },
+  });
   const kinds = (errors) =>
     Object.entries(errors)
       .sort((a, b) => b[1] - a[1])
       .map(([kind, n]) => `${n} ${kind}`)
       .join(", ") || "none";
-  const unexpected = Object.values(report.unexpectedErrors).reduce((a, b) => a + b, 0);
-  const rows = [
-    ["clients × duration", `${clients} × ${(wallMs / 1000).toFixed(1)} s`],
-    ["faults", applied.join("; ") || "none"],
-    ["requests", report.requests],
-    ["succeeded", report.succeeded],
-    ["errors, expected during faults", kinds(report.expectedErrors)],
-    ["errors, unexpected", kinds(report.unexpectedErrors)],
-    [
-      "streams opened / closed / cut",
-      `${report.streams.opened} / ${report.streams.closed} / ${report.streams.cut} (+${report.streams.cutWhileGatewayDown} by the gateway's kill)`,
-    ],
-    ["runs answered completed", report.completedRunIds.length],
-    ["  recorded completed", report.completedRunIds.length - check.lost.length],
-    ["  lost (answered completed, recorded otherwise)", check.lost.length],
-    ["runs recorded, by status", JSON.stringify(check.byStatus)],
-    ["stuck runs (created/processing)", check.stuck],
-    ["processes that exited on their own", exits.length ? JSON.stringify(exits) : 0],
-    [
-      "latency p50 / p99 (ms)",
-      `${percentile(latencies, 50)?.toFixed(0)} / ${percentile(latencies, 99)?.toFixed(0)}`,
-    ],
-    ["throughput (successes/s)", ((report.succeeded * 1000) / wallMs).toFixed(1)],
-  ];
-  const width = Math.max(...rows.map(([k]) => k.length));
-  console.log(`\n| ${"measure".padEnd(width)} | value |\n| ${"-".repeat(width)} | ----- |`);
-  for (const [k, v] of rows) console.log(`| ${k.padEnd(width)} | ${v} |`);
-  for (const [kind, example] of Object.entries(report.examples)) {
+  console.log(
+    `\n${mode}, ${clients} clients × ${loadSeconds.toFixed(0)} s; warm-up ${plan.warmup * intervalS} s, windows of ${plan.window * intervalS} s`,
+  );
+  console.log(
+    `prefill: ${prefill.events} events${prefill.rate ? ` (${prefill.rate.toFixed(0)} events/s measured × ${prefillSeconds} s)` : ""} in ${(prefill.ms / 1000).toFixed(1)} s`,
+  );
+  console.log(
+    `faults: ${applied.map((f) => `${f.name} at ${f.at.toFixed(0)} s (${f.ms} ms)`).join("; ") || "none"}`,
+  );
+  console.log(
+    `requests ${report.requests}, succeeded ${report.succeeded}; streams opened/closed/cut ${report.streams.opened}/${report.streams.closed}/${report.streams.cut}; ` +
+      `reconnects ${JSON.stringify(report.reconnects)}; runs ${JSON.stringify(runs.byStatus)}`,
+  );
+  console.log(
+    `errors expected during faults: ${kinds(report.expectedErrors)}; unexpected: ${kinds(report.unexpectedErrors)}`,
+  );
+  for (const [kind, example] of Object.entries(report.examples))
     console.log(`example of "${kind}": ${example}`);
-  }
-  if (check.lost.length) console.log(`lost runs: ${JSON.stringify(check.lost.slice(0, 5))}`);
-  failed = check.lost.length > 0 || check.stuck > 0 || unexpected > 0 || exits.length > 0;
+  console.log(`\n${targetsTable(rows)}\n`);
+  failed = rows.some((r) => !r.pass);
+
+  const times = samples.map((s) => s.t);
+  const series = (name, of) => ({ name, values: samples.map(of) });
+  const svg = soakChart({
+    title: `pies soak: ${mode}, ${clients} clients, ${durationS} s${args.faults ? ", faults" : ""} (${stamp})`,
+    times,
+    bands: [
+      { from: 0, to: plan.warmup * intervalS, label: "warm-up", color: "#ccc" },
+      {
+        from: plan.warmup * intervalS,
+        to: (plan.warmup + plan.window) * intervalS,
+        label: "first",
+        color: "#9cf",
+      },
+      {
+        from: (loadSamples.length - plan.window) * intervalS,
+        to: loadSamples.length * intervalS,
+        label: "last",
+        color: "#9cf",
+      },
+    ],
+    marks: [
+      ...applied.map((f) => ({ at: f.at, label: f.name })),
+      { at: loadSeconds, label: "load stops" },
+    ],
+    panels: [
+      {
+        title: `operations per ${intervalS} s`,
+        unit: "ops",
+        series: [
+          series("total", (s) => s.ops.blocking.n + s.ops.streamed.n),
+          series("blocking", (s) => s.ops.blocking.n),
+          series("streamed", (s) => s.ops.streamed.n),
+          series("reopened", (s) => s.ops.reopened),
+        ],
+      },
+      {
+        title: "p99 latency, /readyz max",
+        unit: "ms",
+        series: [
+          series("blocking p99", (s) => s.ops.blocking.p99),
+          series("streamed p99", (s) => s.ops.streamed.p99),
+          series("/readyz max", (s) => s.readyz?.maxMs),
+        ],
+      },
+      {
+        title: "CPU (100 = one core)",
+        unit: "%",
+        series: [
+          ...processNames.map((n) => series(n, (s) => s.cpu[n])),
+          ...(target.nats ? [series("nats-server", (s) => s.nats?.cpu)] : []),
+          series("postgres", (s) => s.pgCpu),
+        ],
+      },
+      {
+        title: "RSS",
+        unit: "MiB",
+        series: [
+          ...processNames.map((n) => series(n, (s) => s.rss[n])),
+          ...(target.nats ? [series("nats-server", (s) => s.nats?.rss)] : []),
+        ],
+      },
+      ...(target.nats
+        ? [
+            {
+              title: "NATS: consumers and subscriptions",
+              unit: "count",
+              series: [
+                series("event stream consumers", (s) => s.streams?.events?.consumers),
+                series("record stream consumers", (s) => s.streams?.records?.consumers),
+                series("subscriptions", (s) => s.subscriptions),
+              ],
+            },
+          ]
+        : []),
+      {
+        title: "runs tables' dead tuples",
+        unit: "tuples",
+        series: [
+          series("dead tuples", (s) =>
+            s.deadTuples ? Object.values(s.deadTuples).reduce((a, b) => a + b, 0) : undefined,
+          ),
+        ],
+      },
+    ],
+  });
+  const base = path.join(outDir, `soak-${mode}-${stamp}`);
+  writeFileSync(`${base}.svg`, svg);
+  writeFileSync(
+    `${base}.json`,
+    JSON.stringify(
+      {
+        settings: {
+          mode,
+          clients,
+          durationS,
+          intervalS,
+          faults: args.faults,
+          reconnectShare,
+          prefillSeconds,
+          leaseSeconds,
+          pinning: pinning.note,
+        },
+        plan,
+        prefill,
+        baseline,
+        faults: applied,
+        samples,
+        report: {
+          ...report,
+          completedRunIds: undefined,
+          runIds: undefined,
+          latenciesMs: undefined,
+        },
+        runs: { ...runs, lost: runs.lost.slice(0, 20) },
+        targets: rows,
+      },
+      null,
+      1,
+    ),
+  );
+  log(`chart: ${base}.svg; samples: ${base}.json`);
 } catch (err) {
   failed = true;
   log(`soak failed: ${err?.stack ?? err}`);
 } finally {
   log("cleaning up");
-  await faulty?.stop();
+  await prober?.stop();
+  await nats?.close().catch(() => {});
+  await target?.stop();
 }
 process.exitCode = failed ? 1 : 0;

@@ -12,9 +12,16 @@ import { freePort, startProcess } from "@pies/testkit";
  * { url, apiKey, dataDir, process, output(), stop(), kill() }. url is the origin (without
  * /api/v1). stop() sends SIGTERM, SIGKILL after `graceMs`, then removes the data directory; kill()
  * sends SIGKILL at once (for exits that cannot wait; the directory stays). On failure the process
- * is stopped, the directory removed, and the error carries the process's output.
+ * is stopped, the directory removed, and the error carries the process's output. `env` adds to its
+ * environment (e.g. DATABASE_URL: a real PostgreSQL instead of PGlite).
  */
-export async function startEmbedded({ launcher = [], nodeArgs = [], timeoutMs = 60_000, signal }) {
+export async function startEmbedded({
+  launcher = [],
+  nodeArgs = [],
+  timeoutMs = 60_000,
+  signal,
+  env = {},
+}) {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), "pies-bench-embedded-"));
   const port = await freePort();
   const managed = startProcess(
@@ -27,6 +34,7 @@ export async function startEmbedded({ launcher = [], nodeArgs = [], timeoutMs = 
       // The fake provider listens on loopback (the embedded default too, set here all the same).
       PIES_ALLOWED_ENDPOINTS: "loopback",
       LOG_LEVEL: "warn",
+      ...env,
     },
     nodeArgs,
     launcher,

@@ -15,6 +15,10 @@ export interface FaultStackOptions {
   sseHeartbeatSeconds: number;
   /** The model of the blocking interaction: long enough that each fault finds executions in flight. */
   blockingModel: string;
+  /** The edge (gateway and executor in one process) in place of the gateway and the executor. */
+  edge?: boolean;
+  /** A command each pies process runs under, e.g. `["taskset", "-c", "1"]` (startStack's). */
+  launcher?: string[];
 }
 
 /** One fault: what it is called, and how to apply it (resolves once pies' side is back up). */
@@ -34,7 +38,10 @@ export interface FaultStack {
   stack: Stack;
   blockingInteraction: string;
   streamedInteraction: string;
-  /** Restart PostgreSQL, restart NATS, then SIGKILL and restart catalog, runs, executor, gateway. */
+  /**
+   * Restart PostgreSQL, restart NATS, then SIGKILL and restart catalog, runs, executor, gateway
+   * (with `edge`: catalog, runs, edge).
+   */
   faults: Fault[];
   /** Whether the gateway is being killed now (connection errors are then expected). */
   gatewayDown(): boolean;
@@ -53,6 +60,8 @@ export async function startFaultStack(options: FaultStackOptions): Promise<Fault
     stack = await startStack({
       databaseUrl: pg.url,
       natsEnv: nats.env,
+      edge: options.edge,
+      launcher: options.launcher,
       env: {
         PIES_RUN_HEARTBEAT_SECONDS: "1",
         PIES_RUN_LEASE_SECONDS: String(options.leaseSeconds),
@@ -62,26 +71,19 @@ export async function startFaultStack(options: FaultStackOptions): Promise<Fault
       },
     });
     const running = stack;
-    const api = gatewayApi(running.gatewayUrl, running.bootstrap.key);
-    const post = async (path: string, body: unknown) =>
-      expectJson<{ id: string }>(await api(path, { body }), 201, () => running.output());
-    // A text prompt: a jst template could miss its time limit on a loaded machine (a 400).
-    const prompt = await post("/prompts", { name: "p", content_type: "text", content: "Say hi" });
-    const interaction = (name: string, model: string) =>
-      post("/interactions", {
-        name,
-        model,
-        environment: running.bootstrap.environment,
-        prompts: [{ type: "template", template: prompt.id }],
-      });
-    const blocking = await interaction("blocking", options.blockingModel);
-    const streamed = await interaction("streamed", "test-slow");
+    const { blocking, streamed } = await createLoadInteractions(
+      running.gatewayUrl,
+      running.bootstrap.key,
+      running.bootstrap.environment,
+      options.blockingModel,
+      () => running.output(),
+    );
 
     let gatewayDown = false;
     const kill = (name: string): Fault => ({
       name: `kill -9 ${name}`,
       async apply() {
-        gatewayDown = name === "gateway";
+        gatewayDown = name === "gateway" || name === "edge";
         try {
           await running.restart(name);
         } finally {
@@ -98,7 +100,10 @@ export async function startFaultStack(options: FaultStackOptions): Promise<Fault
       faults: [
         { name: "restart PostgreSQL", apply: () => pg.restart() },
         { name: "restart NATS", apply: () => nats.restart() },
-        ...["catalog", "runs", "executor", "gateway"].map(kill),
+        ...(options.edge
+          ? ["catalog", "runs", "edge"]
+          : ["catalog", "runs", "executor", "gateway"]
+        ).map(kill),
       ],
       gatewayDown: () => gatewayDown,
       stop,
@@ -107,4 +112,34 @@ export async function startFaultStack(options: FaultStackOptions): Promise<Fault
     await stop();
     throw err;
   }
+}
+
+/**
+ * The interactions a Load runs, on the built-in test provider of `environment`: `blocking` of
+ * `blockingModel`, `streamed` of `test-slow` (a chunk every 50 ms). Each fails loudly, with
+ * `output()` (the processes' last lines) in its message.
+ */
+export async function createLoadInteractions(
+  gatewayUrl: string,
+  key: string,
+  environment: string,
+  blockingModel: string,
+  output: () => string = () => "",
+): Promise<{ blocking: { id: string }; streamed: { id: string } }> {
+  const api = gatewayApi(gatewayUrl, key);
+  const post = async (path: string, body: unknown) =>
+    expectJson<{ id: string }>(await api(path, { body }), 201, output);
+  // A text prompt: a jst template could miss its time limit on a loaded machine (a 400).
+  const prompt = await post("/prompts", { name: "p", content_type: "text", content: "Say hi" });
+  const interaction = (name: string, model: string) =>
+    post("/interactions", {
+      name,
+      model,
+      environment,
+      prompts: [{ type: "template", template: prompt.id }],
+    });
+  return {
+    blocking: await interaction("blocking", blockingModel),
+    streamed: await interaction("streamed", "test-slow"),
+  };
 }

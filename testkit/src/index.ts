@@ -12,3 +12,4 @@ export * from "./fault-stack.js";
 export * from "./trace-collector.js";
 export * from "./seed-runs.js";
 export * from "./pooler.js";
+export * from "./nats-state.js";

@@ -1,6 +1,6 @@
 import { performance } from "node:perf_hooks";
 import pg from "pg";
-import { parseSse } from "./sse.js";
+import { readSseIncrementally, type SseEvent } from "./sse.js";
 
 /** What a bounded load runs against: the gateway, a key, an interaction per kind of execution. */
 export interface LoadOptions {
@@ -14,7 +14,32 @@ export interface LoadOptions {
   requestTimeoutMs?: number;
   /** Whether the test has the gateway down now (its connection errors are then expected). */
   gatewayDown?: () => boolean;
+  /**
+   * Share (0–1, default 0) of streamed runs whose client reconnects as real ones do: every
+   * round(1/share)-th streamed run. In turn: after `close`, the stream opened again with the
+   * Last-Event-ID of a middle event (`resume`) or with none (`replay`, the whole run again); or
+   * the connection dropped after the first event and opened again with its id (`drop`). These
+   * are the streams that leave the gateway's live path for the bus's replay.
+   */
+  reconnectShare?: number;
+  /** Told of every operation as it ends (per-interval figures: `npm run soak`). */
+  onOperation?: (operation: Operation) => void;
 }
+
+/** One operation of a client, as it ended. */
+export interface Operation {
+  /** `reopen`: a stream opened again after `close` (the `drop` reconnect is part of its run's). */
+  kind: "blocking" | "streamed" | "reopen";
+  ok: boolean;
+  /** Blocking: the request; streamed: create to `close`; reopen: the second stream to `close`. */
+  latencyMs: number;
+  /** Date.now() when it ended. */
+  endedAt: number;
+}
+
+/** How a reconnecting client opens a run's stream again (see LoadOptions.reconnectShare). */
+export type Reconnect = "resume" | "replay" | "drop";
+const RECONNECTS: Reconnect[] = ["resume", "replay", "resume", "replay", "drop"];
 
 /** What the clients saw. */
 export interface LoadReport {
@@ -31,6 +56,8 @@ export interface LoadReport {
   /** Every run id a client learnt (created streamed runs included). */
   runIds: string[];
   streams: { opened: number; closed: number; cutWhileGatewayDown: number; cut: number };
+  /** Streams opened again by reconnecting clients, by kind, and how many of them ended in `close`. */
+  reconnects: Record<Reconnect, number> & { closed: number };
   /** Milliseconds of each successful execution (blocking request; streamed create + stream). */
   latenciesMs: number[];
 }
@@ -66,14 +93,18 @@ export class Load {
     completedRunIds: [],
     runIds: [],
     streams: { opened: 0, closed: 0, cutWhileGatewayDown: 0, cut: 0 },
+    reconnects: { resume: 0, replay: 0, drop: 0, closed: 0 },
     latenciesMs: [],
   };
+  /** Streamed runs started, and of them those that reconnect (for choosing the next). */
+  private streamedRuns = 0;
+  private reconnecting = 0;
 
   constructor(private readonly options: LoadOptions) {}
 
   start(): this {
     for (let i = 0; i < this.options.clients; i++) {
-      this.clients.push(this.loop(i % 2 === 0 ? () => this.blocking() : () => this.streamed()));
+      this.clients.push(this.loop(i % 2 === 0 ? "blocking" : "streamed"));
     }
     return this;
   }
@@ -90,12 +121,20 @@ export class Load {
     return structuredClone(this.report);
   }
 
-  private async loop(execute: () => Promise<void>) {
+  private async loop(kind: "blocking" | "streamed") {
+    const execute = kind === "blocking" ? this.blocking : this.streamed;
     while (!this.stopping) {
-      const before = this.report.succeeded;
-      await execute();
+      const started = performance.now();
+      // The operation's latency when it succeeded, undefined when it failed.
+      const latencyMs = await execute();
+      this.options.onOperation?.({
+        kind,
+        ok: latencyMs !== undefined,
+        latencyMs: latencyMs ?? performance.now() - started,
+        endedAt: Date.now(),
+      });
       // After a failure a client pauses, as a real one would, rather than spin on a refusal.
-      if (this.report.succeeded === before) await new Promise((r) => setTimeout(r, 50));
+      if (latencyMs === undefined) await new Promise((r) => setTimeout(r, 50));
     }
   }
 
@@ -105,18 +144,24 @@ export class Load {
     if (!expected && example && !this.report.examples[kind]) this.report.examples[kind] = example;
   }
 
-  private async request(path: string, body?: unknown): Promise<Response | undefined> {
+  private async request(
+    path: string,
+    body?: unknown,
+    extra: { headers?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<Response | undefined> {
     const wasDown = this.options.gatewayDown?.() ?? false;
     this.report.requests++;
+    const timeout = AbortSignal.timeout(this.options.requestTimeoutMs ?? 30_000);
     try {
       return await fetch(`${this.options.gatewayUrl}/api/v1${path}`, {
         method: body === undefined ? "GET" : "POST",
         headers: {
           authorization: `Bearer ${this.options.key}`,
           "content-type": "application/json",
+          ...extra.headers,
         },
         body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 30_000),
+        signal: extra.signal ? AbortSignal.any([timeout, extra.signal]) : timeout,
       });
     } catch (err) {
       const down = wasDown || (this.options.gatewayDown?.() ?? false);
@@ -131,7 +176,7 @@ export class Load {
   }
 
   /** Classifies a non-2xx answer. */
-  private async failed(response: Response) {
+  private async failed(response: Response): Promise<undefined> {
     const text = await response.text().catch(() => "");
     let body: unknown;
     try {
@@ -149,45 +194,62 @@ export class Load {
     } else {
       this.count(`${status} ${body.code}`, false, body.message);
     }
+    return undefined;
   }
 
-  private async blocking() {
+  /** One blocking execution; its latency when it succeeded. */
+  private readonly blocking = async (): Promise<number | undefined> => {
     const started = performance.now();
     const response = await this.request(
       `/interactions/${this.options.blockingInteraction}/execute`,
-      {
-        data: {},
-      },
+      { data: {} },
     );
-    if (!response) return;
+    if (!response) return undefined;
     if (!response.ok) return this.failed(response);
     const run = (await response.json()) as { id: string; status: string };
+    const latencyMs = performance.now() - started;
     this.report.succeeded++;
     this.report.runIds.push(run.id);
     if (run.status === "completed") this.report.completedRunIds.push(run.id);
-    this.report.latenciesMs.push(performance.now() - started);
+    this.report.latenciesMs.push(latencyMs);
+    return latencyMs;
+  };
+
+  /** The next streamed run's reconnect, if it is one of the reconnectShare. */
+  private nextReconnect(): Reconnect | undefined {
+    const share = this.options.reconnectShare ?? 0;
+    if (share <= 0) return undefined;
+    const every = Math.max(1, Math.round(1 / share));
+    if (this.streamedRuns++ % every !== 0) return undefined;
+    return RECONNECTS[this.reconnecting++ % RECONNECTS.length];
   }
 
-  private async streamed() {
-    const started = performance.now();
-    const created = await this.request("/runs", {
-      interaction: this.options.streamedInteraction,
-      stream: true,
-      data: {},
+  /**
+   * Reads a run's stream (GET /runs/:id/stream, after `lastEventId` when given) to its end; with
+   * `dropAfterFirst`, drops the connection once the first event with an id has come, as a client
+   * whose network fails does. Undefined when the request or the stream failed (counted).
+   */
+  private async readStream(
+    id: string,
+    lastEventId?: string,
+    dropAfterFirst = false,
+  ): Promise<{ events: SseEvent[]; dropped: boolean } | undefined> {
+    const drop = new AbortController();
+    const stream = await this.request(`/runs/${id}/stream`, undefined, {
+      headers: lastEventId !== undefined ? { "last-event-id": lastEventId } : {},
+      signal: drop.signal,
     });
-    if (!created) return;
-    if (!created.ok) return this.failed(created);
-    const { id } = (await created.json()) as { id: string };
-    this.report.runIds.push(id);
-    const stream = await this.request(`/runs/${id}/stream`);
-    if (!stream) return;
+    if (!stream) return undefined;
     if (!stream.ok) return this.failed(stream);
     this.report.streams.opened++;
-    let text: string;
+    const events: SseEvent[] = [];
     try {
-      text = await stream.text();
+      await readSseIncrementally(stream.body!, (event) => {
+        events.push(event);
+        if (dropAfterFirst && event.id !== undefined) drop.abort();
+      });
     } catch (err) {
-      text = "";
+      if (drop.signal.aborted) return { events, dropped: true };
       if (this.options.gatewayDown?.()) {
         this.report.streams.cutWhileGatewayDown++;
         this.count("stream cut (gateway killed)", true);
@@ -195,11 +257,9 @@ export class Load {
         this.report.streams.cut++;
         this.count("stream cut", false, `run ${id}: ${String((err as Error).cause ?? err)}`);
       }
-      return;
+      return undefined;
     }
-    const events = parseSse(text);
-    const close = events.at(-1)?.event === "close" ? events.at(-1) : undefined;
-    if (!close) {
+    if (events.at(-1)?.event !== "close") {
       this.report.streams.cut++;
       const last = events.at(-1);
       this.count(
@@ -207,13 +267,99 @@ export class Load {
         false,
         `run ${id}: last ${last?.event ?? "nothing"} ${last?.data ?? ""}`,
       );
-      return;
+      return undefined;
     }
     this.report.streams.closed++;
+    return { events, dropped: false };
+  }
+
+  /**
+   * Checks what a stream opened again after `lastEventId` delivered: every message after it, in
+   * order, none before it, then `close` (`original`: the messages of the whole run). Counts a
+   * mismatch as an unexpected error.
+   */
+  private sameAsOriginal(
+    id: string,
+    how: Reconnect,
+    original: SseEvent[],
+    again: SseEvent[],
+    lastEventId?: string,
+  ): boolean {
+    const after = lastEventId === undefined ? -Infinity : Number(lastEventId);
+    const ids = (events: SseEvent[]) =>
+      events.filter((e) => e.event === "message").map((e) => e.id ?? "");
+    const expected = ids(original).filter((e) => Number(e) > after);
+    const got = ids(again);
+    if (got.join() === expected.join()) return true;
+    this.count(
+      `reconnect (${how}) delivered other events`,
+      false,
+      `run ${id} after ${lastEventId ?? "nothing"}: expected ids [${expected}], got [${got}]`,
+    );
+    return false;
+  }
+
+  /** One streamed run read to `close`, reconnecting when chosen; its create-to-close latency. */
+  private readonly streamed = async (): Promise<number | undefined> => {
+    const started = performance.now();
+    const reconnect = this.nextReconnect();
+    const created = await this.request("/runs", {
+      interaction: this.options.streamedInteraction,
+      stream: true,
+      data: {},
+    });
+    if (!created) return undefined;
+    if (!created.ok) return this.failed(created);
+    const { id } = (await created.json()) as { id: string };
+    this.report.runIds.push(id);
+    const first = await this.readStream(id, undefined, reconnect === "drop");
+    if (!first) return undefined;
+    let events = first.events;
+    if (first.dropped) {
+      // The connection dropped mid-stream: open it again after the last event received.
+      this.report.reconnects.drop++;
+      const lastEventId = events.findLast((e) => e.id !== undefined)?.id;
+      const rest = await this.readStream(id, lastEventId);
+      if (!rest) return undefined;
+      events = [...events, ...rest.events];
+      // Each event once, in order: the reconnect resumed where the drop cut the stream.
+      const ids = events.filter((e) => e.event === "message").map((e) => Number(e.id));
+      if (ids.some((n, i) => i > 0 && !(n > ids[i - 1]!))) {
+        this.count(
+          "reconnect (drop) delivered other events",
+          false,
+          `run ${id} after ${lastEventId}: message ids [${ids}]`,
+        );
+        return undefined;
+      }
+      this.report.reconnects.closed++;
+    }
+    const latencyMs = performance.now() - started;
+    const close = events.at(-1)!;
     this.report.succeeded++;
     const run = JSON.parse(close.data) as { status: string };
     if (run.status === "completed") this.report.completedRunIds.push(id);
-    this.report.latenciesMs.push(performance.now() - started);
+    this.report.latenciesMs.push(latencyMs);
+    if (reconnect === "resume" || reconnect === "replay") await this.reopen(id, reconnect, events);
+    return latencyMs;
+  };
+
+  /** A run's stream opened again after its `close`, as a client that reconnects late does. */
+  private async reopen(id: string, how: "resume" | "replay", original: SseEvent[]) {
+    const started = performance.now();
+    this.report.reconnects[how]++;
+    const messages = original.filter((e) => e.event === "message" && e.id !== undefined);
+    const lastEventId =
+      how === "resume" ? messages[Math.floor(messages.length / 2)]?.id : undefined;
+    const again = await this.readStream(id, lastEventId);
+    const ok = !!again && this.sameAsOriginal(id, how, original, again.events, lastEventId);
+    if (ok) this.report.reconnects.closed++;
+    this.options.onOperation?.({
+      kind: "reopen",
+      ok,
+      latencyMs: performance.now() - started,
+      endedAt: Date.now(),
+    });
   }
 }
 

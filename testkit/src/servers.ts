@@ -1,4 +1,5 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { chmod, chown, mkdtemp, readdir, rm } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir, userInfo } from "node:os";
@@ -13,6 +14,8 @@ export interface PrivatePostgres {
   /** `postgres://postgres@127.0.0.1:<port>/postgres` (trust auth). */
   url: string;
   port: number;
+  /** The postmaster's pid now (from postmaster.pid; a restart changes it), undefined when down. */
+  pid(): number | undefined;
   /** `pg_ctl restart -m fast`: every session is cut, the server is back when this resolves. */
   restart(): Promise<void>;
   /** `pg_ctl stop -m immediate`, then the cluster's directory is removed. */
@@ -72,6 +75,14 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
+    pid() {
+      try {
+        const pid = Number(readFileSync(path.join(data, "postmaster.pid"), "utf8").split("\n")[0]);
+        return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+      } catch {
+        return undefined;
+      }
+    },
     async restart() {
       await exec("pg_ctl", [
         "-D",
@@ -98,8 +109,10 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
 /** A NATS JetStream server of a test's own, which the test may restart on the same port and store. */
 export interface PrivateNats {
   url: string;
-  /** The server's HTTP monitoring endpoint (`/varz`, `/subsz`, `/jsz`, …). */
+  /** Its monitoring endpoint (`-m`): `/varz`, `/subsz`, `/connz` (same port after a restart). */
   monitorUrl: string;
+  /** nats-server's pid now (a restart changes it). */
+  pid(): number | undefined;
   /** NATS_URL, PIES_NATS_STREAM, PIES_NATS_SUBJECT_PREFIX for pies processes. */
   env: Record<string, string>;
   /**
@@ -129,6 +142,7 @@ async function untilListening(port: number, child: ChildProcess, timeoutMs = 20_
 /** Starts `nats-server -js` on a free loopback port with a store directory of its own. */
 export async function startPrivateNats(): Promise<PrivateNats> {
   const dir = await mkdtemp(path.join(tmpdir(), "pies-nats-"));
+  // One after the other: two asked at once could be handed the same free port.
   const port = await freePort();
   const monitorPort = await freePort();
   const launch = async () => {
@@ -156,6 +170,7 @@ export async function startPrivateNats(): Promise<PrivateNats> {
   return {
     url,
     monitorUrl: `http://127.0.0.1:${monitorPort}`,
+    pid: () => server.child.pid,
     env: { NATS_URL: url, PIES_NATS_STREAM: "PIES_RUNS", PIES_NATS_SUBJECT_PREFIX: "pies" },
     async restart(whileDown, signal = "SIGTERM") {
       await kill(signal);

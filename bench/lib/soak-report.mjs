@@ -1,0 +1,212 @@
+import { percentile } from "./stats.mjs";
+
+// The soak's figures and targets: the row of an interval, the windows the targets compare, and the
+// targets' table. An interval's sample is
+// { t, phase, ops: { blocking: {n, p50, p99}, streamed: {...}, reopened, errors }, cpu: {name: %},
+//   rss: {name: MiB}, nats: {cpu, rss}, pgCpu, streams: {events, records}: {messages, consumers},
+//   subscriptions, deadTuples: {table: n}, readyz: {maxMs, probes, failed, duringFault}, faults }.
+
+const fixed = (v, digits = 0) => (Number.isFinite(v) ? v.toFixed(digits) : "n/a");
+const sum = (values) => values.reduce((a, b) => a + b, 0);
+const mean = (values) => (values.length ? sum(values) / values.length : undefined);
+
+/** The markdown table's columns: [header, value of a sample]. */
+export function columns(processNames) {
+  return [
+    ["t s", (s) => fixed(s.t)],
+    ["blk", (s) => fixed(s.ops.blocking.n)],
+    ["str", (s) => fixed(s.ops.streamed.n)],
+    ["ops", (s) => fixed(s.ops.blocking.n + s.ops.streamed.n)],
+    ["reop", (s) => fixed(s.ops.reopened)],
+    ["err", (s) => fixed(s.ops.errors)],
+    ["blk p50/p99 ms", (s) => `${fixed(s.ops.blocking.p50)}/${fixed(s.ops.blocking.p99)}`],
+    ["str p50/p99 ms", (s) => `${fixed(s.ops.streamed.p50)}/${fixed(s.ops.streamed.p99)}`],
+    ...processNames.map((name) => [
+      `${name} cpu%/MiB`,
+      (s) => `${fixed(s.cpu[name])}/${fixed(s.rss[name])}`,
+    ]),
+    ["nats cpu%/MiB", (s) => `${fixed(s.nats?.cpu)}/${fixed(s.nats?.rss)}`],
+    ["pg cpu%", (s) => fixed(s.pgCpu)],
+    ["ev msgs", (s) => fixed(s.streams?.events?.messages)],
+    ["ev cons", (s) => fixed(s.streams?.events?.consumers)],
+    ["rec msgs", (s) => fixed(s.streams?.records?.messages)],
+    ["rec cons", (s) => fixed(s.streams?.records?.consumers)],
+    ["subs", (s) => fixed(s.subscriptions)],
+    ["dead tup", (s) => (s.deadTuples ? fixed(sum(Object.values(s.deadTuples))) : "n/a")],
+    [
+      "readyz ms",
+      (s) => `${fixed(s.readyz?.maxMs)}${s.readyz?.failed ? ` (${s.readyz.failed} failed)` : ""}`,
+    ],
+  ];
+}
+
+export const markdownRow = (cells) => `| ${cells.join(" | ")} |`;
+export const markdownHeader = (headers) =>
+  `${markdownRow(headers)}\n${markdownRow(headers.map((h) => "-".repeat(Math.max(3, h.length))))}`;
+
+/**
+ * The warm-up and the two compared windows, in intervals of the load: warm-up 1 min or 10% of the
+ * run, whichever is smaller; then the first and the last 5 minutes, or for shorter runs the first
+ * and the last sixth of what follows the warm-up (at least one interval each).
+ */
+export function planWindows(durationS, intervalS) {
+  const intervals = Math.floor(durationS / intervalS);
+  const warmup = Math.ceil(Math.min(60, 0.1 * durationS) / intervalS);
+  const rest = intervals - warmup;
+  const window = Math.max(1, Math.min(Math.round(300 / intervalS), Math.floor(rest / 6)));
+  return { intervals, warmup, window };
+}
+
+/**
+ * The targets, each { target, first, last, value, pass } (first/last: the windows' figures), from
+ * the load's full intervals `samples`, their operations' latencies `latencies` (one
+ * {blocking: [], streamed: []} per sample), the plan, the NATS baseline and the reading after the
+ * load, the runs check, and what else failed.
+ */
+export function evaluateTargets({
+  samples,
+  latencies,
+  plan,
+  intervalS,
+  baseline,
+  after,
+  runs,
+  other,
+}) {
+  const rows = [];
+  const add = (target, first, last, value, pass) => rows.push({ target, first, last, value, pass });
+  const from = plan.warmup;
+  const usable = samples.length - from;
+  if (usable < 2 * plan.window) {
+    add("windows", "", "", `${samples.length} intervals: too few for two windows`, false);
+    return rows;
+  }
+  const first = samples.slice(from, from + plan.window);
+  const last = samples.slice(samples.length - plan.window);
+  const firstLat = latencies.slice(from, from + plan.window);
+  const lastLat = latencies.slice(latencies.length - plan.window);
+  const ops = (window) => sum(window.map((s) => s.ops.blocking.n + s.ops.streamed.n));
+  const perSecond = (window) => ops(window) / (window.length * intervalS);
+
+  const [t1, t2] = [perSecond(first), perSecond(last)];
+  add(
+    "throughput last ≥ 90% of first (ops/s)",
+    fixed(t1, 1),
+    fixed(t2, 1),
+    `${fixed((t2 / t1) * 100)}%`,
+    t2 >= 0.9 * t1,
+  );
+
+  for (const kind of ["blocking", "streamed"]) {
+    const p99 = (window) =>
+      percentile(
+        window.flatMap((l) => l[kind]).sort((a, b) => a - b),
+        99,
+      );
+    const [a, b] = [p99(firstLat), p99(lastLat)];
+    add(
+      `${kind} p99 last ≤ 1.5× first (ms)`,
+      fixed(a),
+      fixed(b),
+      `${fixed(b / a, 2)}×`,
+      b <= 1.5 * a,
+    );
+  }
+
+  const names = Object.keys(samples.at(-1).rss);
+  for (const name of names) {
+    const rss = (window) => mean(window.map((s) => s.rss[name]).filter(Number.isFinite));
+    const [a, b] = [rss(first), rss(last)];
+    add(
+      `${name} RSS growth ≤ 10% (MiB)`,
+      fixed(a, 1),
+      fixed(b, 1),
+      `${fixed((b / a - 1) * 100, 1)}%`,
+      b <= 1.1 * a,
+    );
+  }
+
+  // CPU time per operation (ms): the server's CPU% × the window's seconds over its operations.
+  const cpuPerOp = (window, cpuOf) => {
+    const values = window.map(cpuOf);
+    if (values.some((v) => !Number.isFinite(v))) return undefined;
+    return ((sum(values) / 100) * intervalS * 1000) / ops(window);
+  };
+  for (const [label, cpuOf] of [
+    ["NATS", (s) => s.nats?.cpu],
+    ["PostgreSQL", (s) => s.pgCpu],
+  ]) {
+    const [a, b] = [cpuPerOp(first, cpuOf), cpuPerOp(last, cpuOf)];
+    if (a === undefined || b === undefined) {
+      add(`${label} CPU per op flat ±15% (ms)`, "n/a", "n/a", "n/a", true);
+      continue;
+    }
+    add(
+      `${label} CPU per op flat ±15% (ms)`,
+      fixed(a, 3),
+      fixed(b, 3),
+      `${fixed((b / a - 1) * 100, 1)}%`,
+      Math.abs(b / a - 1) <= 0.15,
+    );
+  }
+
+  // After the warm-up, as the other figures (the first requests compile code paths).
+  const probes = samples
+    .slice(from)
+    .map((s) => s.readyz)
+    .filter(Boolean);
+  const worst = Math.max(...probes.map((r) => r.maxMs).filter(Number.isFinite));
+  const failedProbes = sum(probes.map((r) => r.failed));
+  const failures = {};
+  for (const r of probes) {
+    for (const [status, n] of Object.entries(r.failures ?? {})) {
+      failures[status] = (failures[status] ?? 0) + n;
+    }
+  }
+  const failedText = Object.entries(failures)
+    .map(([status, n]) => `${n} ${status}`)
+    .join(", ");
+  const duringFault = sum(probes.map((r) => r.duringFault));
+  add(
+    "/readyz ≤ 100 ms throughout (ms)",
+    "",
+    "",
+    `max ${fixed(worst)}, ${failedProbes} failed${failedText ? ` (${failedText})` : ""}${duringFault ? `, ${duringFault} during faults not counted` : ""}`,
+    worst <= 100 && failedProbes === 0,
+  );
+
+  add("0 lost", "", "", runs.lost, runs.lost === 0);
+  add("0 stuck", "", "", runs.stuck, runs.stuck === 0);
+  for (const [what, value] of Object.entries(other)) add(what, "", "", value.text, value.pass);
+
+  if (baseline && after) {
+    for (const [label, of] of [
+      ["event stream consumers back to baseline", (s) => s.events?.consumers],
+      ["record stream consumers back to baseline", (s) => s.records?.consumers],
+      ["NATS subscriptions back to baseline", (s) => s.subscriptions],
+    ]) {
+      const [a, b] = [of(baseline), of(after)];
+      add(
+        label,
+        fixed(a),
+        fixed(b),
+        b === undefined ? "no reading" : `${b - a >= 0 ? "+" : ""}${b - a}`,
+        b !== undefined && b <= a,
+      );
+    }
+  } else {
+    add("consumers and subscriptions back to baseline", "n/a", "n/a", "no NATS in this mode", true);
+  }
+  return rows;
+}
+
+/** The targets as a markdown table. */
+export function targetsTable(rows) {
+  const headers = ["target", "first window", "last window", "value", "pass"];
+  return [
+    markdownHeader(headers),
+    ...rows.map((r) =>
+      markdownRow([r.target, r.first, r.last, r.value, r.pass ? "pass" : "**FAIL**"]),
+    ),
+  ].join("\n");
+}

@@ -1,0 +1,209 @@
+import { readFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+import { Worker } from "node:worker_threads";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import pg from "pg";
+import { natsSubscriptions, streamCounts } from "@pies/testkit";
+import { clusterTicks, processTicks, ticksSince } from "./cpu.mjs";
+import { percentile } from "./stats.mjs";
+
+// What `npm run soak` reads every interval, besides the operations its clients report: each
+// process's CPU and RSS (from /proc), nats-server's and the PostgreSQL cluster's CPU, the
+// JetStream streams' messages and consumers, the server's subscriptions, the runs tables' dead
+// tuples, and /readyz latency measured by a light client of its own.
+
+const TICKS_PER_SECOND = 100; // USER_HZ on Linux
+
+/** A process's resident set in MiB (VmRSS), undefined when it is gone. */
+export function rssMiB(pid) {
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
+    return kb === undefined ? undefined : Number(kb) / 1024;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU% (100 = one core) of named processes between two readings, by name. A pid seen for the first
+ * time (started, or restarted after a kill) counts from 0: its whole life is in the interval.
+ */
+export class CpuMeter {
+  #last = new Map(); // name -> { pid, ticks }
+  #at = performance.now();
+
+  /** `processes`: [{ name, pid }]. Returns { name: percent } since the previous call. */
+  read(processes) {
+    const now = performance.now();
+    const seconds = (now - this.#at) / 1000;
+    this.#at = now;
+    const out = {};
+    for (const { name, pid } of processes) {
+      const ticks = pid === undefined ? undefined : processTicks(pid);
+      const last = this.#last.get(name);
+      if (ticks === undefined) {
+        this.#last.delete(name);
+        continue;
+      }
+      const before = last?.pid === pid ? last.ticks : 0;
+      this.#last.set(name, { pid, ticks });
+      if (last !== undefined) out[name] = ((ticks - before) / TICKS_PER_SECOND / seconds) * 100;
+    }
+    return out;
+  }
+}
+
+/** The PostgreSQL cluster's CPU% (the postmaster and every child) between two readings. */
+export class ClusterCpuMeter {
+  #last;
+  #at = performance.now();
+
+  read(postmasterPid) {
+    const now = performance.now();
+    const seconds = (now - this.#at) / 1000;
+    this.#at = now;
+    if (postmasterPid === undefined) return undefined;
+    const ticks = clusterTicks(postmasterPid);
+    const last = this.#last;
+    this.#last = ticks;
+    if (last === undefined) return undefined;
+    return (ticksSince(last, ticks) / TICKS_PER_SECOND / seconds) * 100;
+  }
+}
+
+/**
+ * Probes `url` (the gateway's /readyz) every `everyMs` from a worker thread of its own
+ * (readyz-worker.mjs), as a Kubernetes readiness probe does; take() hands over the probes since the
+ * last take(): { maxMs, probes, failed, failures, duringFault } where probes that started while a fault was
+ * applied (faultStarted()..faultEnded()) are kept apart (a killed gateway cannot answer), and a
+ * failed probe counts its time to failure.
+ */
+export class ReadyzProber {
+  #probes = [];
+  #faults = []; // [from, to] (Date.now()), `to` undefined while one is applied
+  #worker;
+  #stopped;
+
+  constructor(url, { everyMs = 2000, timeoutMs = 5000 } = {}) {
+    this.#worker = new Worker(new URL("./readyz-worker.mjs", import.meta.url), {
+      workerData: { url, everyMs, timeoutMs },
+    });
+    this.#worker.on("message", (probe) => this.#probes.push(probe));
+    this.#worker.unref();
+  }
+
+  faultStarted() {
+    this.#faults.push([Date.now(), undefined]);
+  }
+
+  faultEnded() {
+    const last = this.#faults.at(-1);
+    if (last) last[1] = Date.now();
+  }
+
+  /** Stops the probes (once; later calls wait for the same). */
+  stop() {
+    this.#stopped ??= new Promise((resolve) => {
+      const timer = setTimeout(() => void this.#worker.terminate().then(resolve), 6000);
+      this.#worker.once("exit", () => (clearTimeout(timer), resolve()));
+      this.#worker.postMessage("stop");
+    });
+    return this.#stopped;
+  }
+
+  take() {
+    const probes = this.#probes;
+    this.#probes = [];
+    const inFault = (at) =>
+      this.#faults.some(([from, to]) => at >= from && (to === undefined || at <= to));
+    const counted = probes.filter((p) => !inFault(p.at));
+    return {
+      maxMs: counted.length ? Math.max(...counted.map((p) => p.ms)) : undefined,
+      probes: counted.length,
+      failed: counted.filter((p) => !p.ok).length,
+      // The failed probes' answers by status (`503`, `timeout`, …).
+      failures: counted
+        .filter((p) => !p.ok)
+        .reduce((by, p) => ({ ...by, [p.status]: (by[p.status] ?? 0) + 1 }), {}),
+      duringFault: probes.length - counted.length,
+    };
+  }
+}
+
+/** The runs schema's tables' dead tuples (pg_stat_user_tables), by table; undefined when down. */
+export async function deadTuples(databaseUrl) {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    const { rows } = await client.query(
+      "select relname, n_dead_tup::int as dead from pg_stat_user_tables where schemaname = 'runs'",
+    );
+    return Object.fromEntries(rows.map((r) => [r.relname, r.dead]));
+  } catch {
+    return undefined;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/**
+ * The NATS server's state as pies leaves it: { streams: { events, records }: {messages,
+ * consumers}, subscriptions }, from a connection of the bench's own (which reconnects across a
+ * NATS restart; figures it cannot get now are left undefined). close() ends the connection.
+ */
+export async function natsStateReader({ url, monitorUrl, streams }) {
+  const nc = await connect({
+    servers: url,
+    name: "soak-sampler",
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+  });
+  const jsm = await jetstreamManager(nc, { timeout: 5000 });
+  return {
+    async read() {
+      const [counts, subscriptions] = await Promise.all([
+        streamCounts(jsm, [streams.events, streams.records]),
+        natsSubscriptions(monitorUrl).catch(() => undefined),
+      ]);
+      return {
+        events: counts[streams.events],
+        records: counts[streams.records],
+        subscriptions,
+      };
+    },
+    close: () => nc.close(),
+  };
+}
+
+/** Operations ended in one interval: counts and latency percentiles by kind. */
+export class OperationWindow {
+  #ops = { blocking: [], streamed: [], reopen: [] };
+  #errors = 0;
+
+  add(operation) {
+    if (!operation.ok) this.#errors++;
+    else this.#ops[operation.kind].push(operation.latencyMs);
+  }
+
+  /** The interval's figures; the window starts empty again. */
+  take() {
+    const stats = (values) => {
+      const sorted = values.sort((a, b) => a - b);
+      return {
+        n: sorted.length,
+        p50: percentile(sorted, 50),
+        p99: percentile(sorted, 99),
+      };
+    };
+    const out = {
+      blocking: stats(this.#ops.blocking),
+      streamed: stats(this.#ops.streamed),
+      reopened: this.#ops.reopen.length,
+      errors: this.#errors,
+    };
+    this.#ops = { blocking: [], streamed: [], reopen: [] };
+    this.#errors = 0;
+    return out;
+  }
+}

@@ -1,0 +1,105 @@
+import { createLoadInteractions, startFaultStack, startPrivatePostgres } from "@pies/testkit";
+import { startEmbedded } from "./embedded.mjs";
+
+/**
+ * What `npm run soak` runs against, by --mode, always on a PostgreSQL cluster of its own (and for
+ * four and edge a NATS server of its own, never the shared ones):
+ * - four: catalog, runs, executor and gateway as four processes;
+ * - edge: catalog, runs and the edge (gateway and executor in one process);
+ * - embedded: the one-process embedded mode on that PostgreSQL (DATABASE_URL, so that its runs can
+ *   be checked and its tables read like the others') with its in-process event bus: no NATS.
+ *
+ * Resolves to { gatewayUrl, key, blockingInteraction, streamedInteraction, pg, nats?, streams?,
+ * processes(), faults, gatewayDown(), unexpectedExits(), stop() } where processes() names the pies
+ * processes running now ([{ name, pid }]: a restart changes a pid), streams the event and record
+ * streams' names, and faults the faults --faults applies in turn.
+ */
+export async function startTarget(mode, { leaseSeconds, blockingModel, launcher }) {
+  const clocks = {
+    PIES_RUN_HEARTBEAT_SECONDS: "1",
+    PIES_RUN_LEASE_SECONDS: String(leaseSeconds),
+    PIES_SWEEP_INTERVAL_SECONDS: "1",
+    PIES_SSE_HEARTBEAT_SECONDS: "5",
+    PIES_RUN_TTL_SECONDS: String(leaseSeconds),
+  };
+  if (mode === "four" || mode === "edge") {
+    const faulty = await startFaultStack({
+      leaseSeconds,
+      ttlSeconds: leaseSeconds,
+      sseHeartbeatSeconds: 5,
+      blockingModel,
+      edge: mode === "edge",
+      launcher,
+    });
+    const { stack, pg, nats } = faulty;
+    const stream = nats.env.PIES_NATS_STREAM;
+    return {
+      gatewayUrl: stack.gatewayUrl,
+      key: stack.bootstrap.key,
+      blockingInteraction: faulty.blockingInteraction,
+      streamedInteraction: faulty.streamedInteraction,
+      pg,
+      nats,
+      streams: {
+        events: stream,
+        // The run record log beside it (recordsFromConfig).
+        records: `${stream}_RECORDS`,
+        subjectPrefix: nats.env.PIES_NATS_SUBJECT_PREFIX,
+      },
+      processes: () => stack.processes.map((p) => ({ name: p.name, pid: p.child.pid })),
+      faults: faulty.faults,
+      gatewayDown: faulty.gatewayDown,
+      unexpectedExits: () => stack.unexpectedExits(),
+      stop: () => faulty.stop(),
+    };
+  }
+  if (mode !== "embedded") throw new Error(`--mode must be four, edge or embedded, not ${mode}`);
+  const pg = await startPrivatePostgres();
+  let embedded;
+  try {
+    embedded = await startEmbedded({ launcher, env: { ...clocks, DATABASE_URL: pg.url } });
+    const gatewayUrl = embedded.url;
+    const key = embedded.apiKey;
+    // The seeded project's `test` environment (the built-in test provider).
+    const listed = await fetch(`${gatewayUrl}/api/v1/environments`, {
+      headers: { authorization: `Bearer ${key}` },
+    }).then((r) => r.json());
+    const environment = (listed.data ?? listed.items ?? listed).find?.((e) => e.name === "test");
+    if (!environment) throw new Error(`no test environment: ${JSON.stringify(listed)}`);
+    const { blocking, streamed } = await createLoadInteractions(
+      gatewayUrl,
+      key,
+      environment.id,
+      blockingModel,
+      embedded.output,
+    );
+    const running = embedded;
+    const exits = [];
+    void running.process.exited.then((code) => {
+      if (!stopping)
+        exits.push({ name: "embedded", code, signal: running.process.child.signalCode });
+    });
+    let stopping = false;
+    return {
+      gatewayUrl,
+      key,
+      blockingInteraction: blocking.id,
+      streamedInteraction: streamed.id,
+      pg,
+      processes: () => [{ name: "embedded", pid: running.process.child.pid }],
+      // A SIGKILL of the one process would need it started again on its port: not applied.
+      faults: [{ name: "restart PostgreSQL", apply: () => pg.restart() }],
+      gatewayDown: () => false,
+      unexpectedExits: () => [...exits],
+      async stop() {
+        stopping = true;
+        await running.stop();
+        await pg.stop();
+      },
+    };
+  } catch (err) {
+    await embedded?.stop();
+    await pg.stop();
+    throw err;
+  }
+}
