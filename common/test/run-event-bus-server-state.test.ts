@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { newId } from "@pies/common";
 import { JetStreamRunEventBus, type RunEvent, type RunEventBus } from "@pies/common/bus";
 import {
   createTestStream,
+  fillEventStream,
+  natsSubscriptions,
   startPrivateNats,
   type PrivateNats,
   type TestStream,
@@ -66,9 +68,9 @@ describe("JetStreamRunEventBus leaves nothing on the server once streams end (pr
 
   const consumers = async () => (await jsm.streams.info(STREAM)).state.consumer_count;
   const subscriptions = async () => {
+    // Unsubscribed: told the server by the time a flush comes back.
     await bus.connection.flush();
-    const res = await fetch(`${nats.monitorUrl}/subsz`);
-    return ((await res.json()) as { num_subscriptions: number }).num_subscriptions;
+    return natsSubscriptions(nats.monitorUrl);
   };
 
   it("holds no consumer or subscription of theirs, whichever path they took", async () => {
@@ -138,18 +140,12 @@ describe("JetStreamRunEventBus replays at a cost that does not grow with the str
       maxAgeSeconds: 600,
       name: "pies-test-replay-cost",
     });
-    const js = jetstream(bus.connection);
-    const data = bytes("an earlier run's chunk");
-    for (let i = 0; i < events;) {
-      const batch: Promise<unknown>[] = [];
-      for (let j = 0; j < 2000 && i < events; j++, i++) {
-        const kind = i % 6 === 5 ? "end" : "chunk";
-        batch.push(
-          js.publish(`${stream.subjectPrefix}.run.earlier${Math.floor(i / 6)}.${kind}`, data),
-        );
-      }
-      await Promise.all(batch);
-    }
+    await fillEventStream({
+      url: stream.url,
+      stream: stream.stream,
+      subjectPrefix: stream.subjectPrefix,
+      events,
+    });
     return { stream, bus };
   }
 
