@@ -77,8 +77,11 @@ export async function startEdge(
       logger,
       options: gatewayOptions(config),
       tokenKey: tokenKeyFrom(config),
+      // Asked together: a probe waits for the slowest, not for the sum.
       isReady: async () =>
-        (await executor.isReady()) && (await peersServing([catalog, runs], "readiness")),
+        (await Promise.all([executor.isReady(), peersServing([catalog, runs], "readiness")])).every(
+          Boolean,
+        ),
     });
     const url = await app.listen({ host: config.HOST, port: config.PORT });
     logger.info({ url }, "edge listening");

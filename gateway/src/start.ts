@@ -35,8 +35,11 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
     options: gatewayOptions(config),
     tokenKey: tokenKeyFrom(config),
     // Ready when NATS answers and every service is ready (each checks its own dependencies).
+    // Asked together: a probe waits for the slowest, not for the sum.
     isReady: async () =>
-      (await bus.ready()) && (await peersServing([catalog, runs, executor], "readiness")),
+      (
+        await Promise.all([bus.ready(), peersServing([catalog, runs, executor], "readiness")])
+      ).every(Boolean),
   });
   const url = await app.listen({ host: config.HOST, port: config.PORT });
   logger.info({ url }, "gateway listening");
