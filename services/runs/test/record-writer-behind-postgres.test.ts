@@ -4,10 +4,12 @@ import { Kysely } from "kysely";
 import { pino } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { newId } from "@pies/common";
-import { connectNats, JetStreamRunRecords, RunLog } from "@pies/common/bus";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connectNats, JetStreamRunRecords, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
 import { createTestDatabase, createTestStream, type TestDatabase } from "@pies/testkit";
+import { loadRunsConfig } from "../src/config.js";
 import { migrations } from "../src/migrations/index.js";
 import { startRecordWriter } from "../src/record-writer.js";
 import type { RunsDatabase } from "../src/tables.js";
@@ -112,4 +114,25 @@ describe("the record writer falling behind the log", () => {
       await writer.stop();
     }
   }, 30_000);
+
+  it("is told from 30 min on by default: the log made from the default settings keeps 1 h", async () => {
+    // Not 24 h: every run of the window is a subject nats-server holds in memory, ~35 GiB at
+    // 2,000 runs/s for 24 h (docs/decisions/0002-record-log-subjects.md).
+    const config = loadRunsConfig({
+      DATABASE_URL: testDb.url,
+      PIES_INTERNAL_TOKEN: "x".repeat(32),
+      PIES_NATS_STREAM: `${stream.stream}D`,
+      PIES_NATS_SUBJECT_PREFIX: `${stream.subjectPrefix}d`,
+    });
+    expect(config.PIES_RECORD_MAX_AGE_SECONDS).toBe(3600);
+    await recordsFromConfig(nc, config);
+    const jsm = await jetstreamManager(nc);
+    try {
+      const info = await jsm.streams.info(`${stream.stream}D_RECORDS`);
+      expect(info.config.max_age).toBe(3600 * 1e9);
+      expect(info.config.max_msgs_per_subject).toBe(1);
+    } finally {
+      await jsm.streams.delete(`${stream.stream}D_RECORDS`);
+    }
+  });
 });
