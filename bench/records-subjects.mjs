@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // What the record log's retained subjects cost nats-server. The record log keeps one subject per
 // run (`<prefix>.record.<runId>`, max_msgs_per_subject 1) for PIES_RECORD_MAX_AGE_SECONDS: at
-// 2,000 runs/s and the default 24 h that is ~170 M subjects. This script starts a nats-server of
-// its own (`nats-server -js`, a fresh store under $TMPDIR, removed at the end), makes the stream
-// exactly as pies makes it (JetStreamRunRecords.over, the default 24 h max age), and fills it in
+// 2,000 runs/s and the former default of 24 h that was ~170 M subjects. This script starts a
+// nats-server of its own (`nats-server -js`, a fresh store under $TMPDIR, removed at the end),
+// makes the stream exactly as pies makes it (JetStreamRunRecords.over, RS_MAX_AGE_SECONDS, 24 h
+// unless set: the fill must end within it, or the first records expire), and fills it in
 // steps with records of distinct runs (the bench's completed run, encoded as the executor puts
 // it, with its Nats-Msg-Id), through the real put (RunLog.put), pipelined. At each step it reads:
 //   - nats-server's RSS (/proc/<pid>/status), live after the fill, and again after a graceful
@@ -43,7 +44,7 @@ const settleMs = num("RS_SETTLE_MS", 125_000);
 const crash = process.env.RS_CRASH !== "0";
 const STREAM = "PIES_RUNS_RECORDS";
 const PREFIX = "pies";
-const MAX_AGE_SECONDS = 24 * 3600; // PIES_RECORD_MAX_AGE_SECONDS' default
+const MAX_AGE_SECONDS = num("RS_MAX_AGE_SECONDS", 24 * 3600);
 const TICK_MS = 10; // USER_HZ 100
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "pies-records-subjects-"));
@@ -231,7 +232,7 @@ try {
   const f = (v, d = 0) => (v === undefined || Number.isNaN(v) ? "–" : v.toFixed(d));
   const lk = (l) => (l ? `${f(l.p50Ms, 2)} / ${f(l.p99Ms, 2)} / ${f(l.serverUsPerLookup)}` : "–");
   const lines = [
-    `record: ${recordBytes} B of protobuf (bench/lib/sample-run.mjs), subject ${PREFIX}.record.<26-char id>, Nats-Msg-Id header`,
+    `record: ${recordBytes} B of protobuf (bench/lib/sample-run.mjs), subject ${PREFIX}.record.<24-char id>, Nats-Msg-Id header`,
     "",
     "| runs (subjects) | fill puts/s | nats CPU µs/put | RSS live MB | RSS restarted MB | disk MB | restart ms | lookup just put p50/p99 ms / nats µs | random | random, cold after restart | missing |",
     "| --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |",
@@ -242,11 +243,14 @@ try {
     "",
     `memory per retained subject (RSS after restart, ${base.runs} → ${last.runs}): ${f(memPerSubject)} B; disk: ${f(diskPerSubject)} B`,
   ];
-  for (const rate of [2000, 200]) {
-    const subjects = rate * MAX_AGE_SECONDS;
-    lines.push(
-      `24 h at ${rate} runs/s: ${(subjects / 1e6).toFixed(1)} M subjects → ~${f((memPerSubject * subjects) / 2 ** 30, 1)} GiB of nats-server memory, ~${f((diskPerSubject * subjects) / 2 ** 30, 1)} GiB of disk`,
-    );
+  // What a window of that length holds (a retained subject per run, whatever the max age).
+  for (const hours of [24, 1]) {
+    for (const rate of [2000, 200]) {
+      const subjects = rate * hours * 3600;
+      lines.push(
+        `${hours} h at ${rate} runs/s: ${(subjects / 1e6).toFixed(1)} M subjects → ~${f((memPerSubject * subjects) / 2 ** 30, 1)} GiB of nats-server memory at rest, ~${f((diskPerSubject * subjects) / 2 ** 30, 1)} GiB of disk`,
+      );
+    }
   }
   console.log(lines.join("\n"));
   if (process.env.RS_OUT) {
