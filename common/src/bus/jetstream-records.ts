@@ -307,7 +307,7 @@ export class JetStreamRunRecords implements RunRecords {
    */
   private async consumeLoop(
     write: RecordBatchWriter,
-    { onError, maxBatch = MAX_BATCH, maxBatchBytes, batchIntervalMs = 0 }: ConsumeOptions,
+    { onError, onBehind, maxBatch = MAX_BATCH, maxBatchBytes, batchIntervalMs = 0 }: ConsumeOptions,
     signal: AbortSignal,
   ) {
     const prefix = `${this.options.subjectPrefix}.record.`;
@@ -362,6 +362,7 @@ export class JetStreamRunRecords implements RunRecords {
             for (const m of batch) buffered -= m.data.length;
             let written = false;
             for (let attempt = 0; !written && !signal.aborted; attempt++) {
+              if (onBehind) this.checkBehind(batch, onBehind);
               try {
                 const records = batch.map((m) => ({
                   runId: m.subject.slice(prefix.length),
@@ -402,6 +403,21 @@ export class JetStreamRunRecords implements RunRecords {
         onError(err, failures);
         await sleep(retryDelayMs(failures++), undefined, { signal }).catch(() => {});
       }
+    }
+  }
+
+  /**
+   * Tells `onBehind` how old the batch's oldest record is when that is more than half the log's
+   * maximum age: past it, JetStream drops a record whether or not it was written, and nothing else
+   * says so (the consumer skips what is gone). One record is read (the first: the log delivers in
+   * order, and a batch is taken from the front), so a batch costs one timestamp.
+   */
+  private checkBehind(batch: JsMsg[], onBehind: NonNullable<ConsumeOptions["onBehind"]>) {
+    const first = batch[0];
+    if (!first) return;
+    const behindSeconds = (Date.now() - first.info.timestampNanos / 1e6) / 1000;
+    if (behindSeconds > this.options.maxAgeSeconds / 2) {
+      onBehind(behindSeconds, this.options.maxAgeSeconds);
     }
   }
 

@@ -81,6 +81,12 @@ export interface RunRecords {
 export interface ConsumeOptions {
   /** Called with each failed write (the database is down, say). */
   onError(err: unknown, attempt: number): void;
+  /**
+   * Called before each attempt at a batch whose oldest record is older than half the log's
+   * maximum age (the log drops a record at that age, written or not): how far behind the writer
+   * is, in seconds, and the log's maximum age. Not called by a log without one (in memory).
+   */
+  onBehind?(behindSeconds: number, maxAgeSeconds: number): void;
   /** Most records in one batch. */
   maxBatch?: number;
   /** Most record bytes in one batch (a larger record is a batch of its own). */

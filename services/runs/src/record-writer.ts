@@ -171,11 +171,16 @@ export async function writeRecords(
   await db.executeQuery(CompiledQuery.raw(UPSERT, [`[${rows.join(",")}]`]));
 }
 
+/** The least time between two logs of the writer falling behind (one per batch attempt). */
+const BEHIND_LOG_INTERVAL_MS = 10_000;
+
 /**
  * The runs service's writer: consumes the record log into PostgreSQL in batches until stopped
  * (bounded by count and by bytes as ConsumeOptions' defaults are; `batchIntervalMs` apart under a
  * steady flow when given). A failed batch (the database is down) is retried; the failure counts as
- * a database fault, so the sweeper waits a lease after it.
+ * a database fault, so the sweeper waits a lease after it. Once the records it writes are older
+ * than half the log's maximum age (PIES_RECORD_MAX_AGE_SECONDS), it logs an error every 10 s:
+ * JetStream drops a record at that age whether or not it was written, and says nothing.
  */
 export function startRecordWriter(
   db: Kysely<RunsDatabase>,
@@ -184,8 +189,26 @@ export function startRecordWriter(
   faults?: DatabaseFaults,
   bounds: Pick<ConsumeOptions, "batchIntervalMs"> = {},
 ): RecordConsumer {
+  let behindLoggedAt = -Infinity;
   return records.consume((batch) => writeRecords(db, batch, logger), {
     ...bounds,
+    onBehind(behindSeconds, maxAgeSeconds) {
+      const now = Date.now();
+      if (now - behindLoggedAt < BEHIND_LOG_INTERVAL_MS) return;
+      behindLoggedAt = now;
+      const fields = { behindSeconds: Math.round(behindSeconds), maxAgeSeconds };
+      if (behindSeconds >= maxAgeSeconds) {
+        logger.error(
+          fields,
+          "the runs store is behind the record log by more than PIES_RECORD_MAX_AGE_SECONDS: run records may have been dropped unwritten",
+        );
+      } else {
+        logger.error(
+          fields,
+          "the runs store is behind the record log by more than half PIES_RECORD_MAX_AGE_SECONDS: run records older than that are dropped unwritten",
+        );
+      }
+    },
     onError(err, attempt) {
       faults?.note();
       if (attempt % 10 === 0)
