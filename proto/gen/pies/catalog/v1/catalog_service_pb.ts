@@ -100,6 +100,10 @@ export const GetInteractionResponseSchema: GenMessage<GetInteractionResponse> = 
   messageDesc(file_pies_catalog_v1_catalog_service, 3);
 
 /**
+ * Which rows the filters select among: a status says it (draft and archived select drafts,
+ * published versions); without one, `version` and `tags` select versions, `name` the named
+ * interaction's draft and its versions, and no filter the drafts.
+ *
  * @generated from message pies.catalog.v1.ListInteractionsRequest
  */
 export type ListInteractionsRequest = Message<"pies.catalog.v1.ListInteractionsRequest"> & {
@@ -114,7 +118,7 @@ export type ListInteractionsRequest = Message<"pies.catalog.v1.ListInteractionsR
   status: InteractionStatus;
 
   /**
-   * Exact name: yields the versions of a named interaction too.
+   * Exact name: yields the named interaction (its draft) and its versions.
    *
    * @generated from field: string name = 3;
    */
@@ -126,6 +130,8 @@ export type ListInteractionsRequest = Message<"pies.catalog.v1.ListInteractionsR
   version?: number | undefined;
 
   /**
+   * Any of them (a version's tags are those it was published with).
+   *
    * @generated from field: repeated string tags = 5;
    */
   tags: string[];
