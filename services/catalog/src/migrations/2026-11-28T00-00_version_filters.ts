@@ -8,7 +8,9 @@ import { sql, type Kysely } from "kysely";
  * project's versions.
  */
 export async function up(db: Kysely<any>): Promise<void> {
-  await sql`create index interactions_tags_idx on catalog.interactions using gin (tags)`.execute(db);
+  await sql`create index interactions_tags_idx on catalog.interactions using gin (tags)`.execute(
+    db,
+  );
   await db.schema
     .withSchema("catalog")
     .createIndex("interactions_version_idx")
