@@ -175,10 +175,30 @@ const tokenUse = z.object({
 });
 const runError = z.object({ code: z.string(), message: z.string(), data: anyJson.optional() });
 
+/** The interaction a run executed (SPEC.md's reference object), as it was at the execution. */
+const runInteraction = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    status: status.optional().describe("Absent on runs recorded before runs carried it"),
+    prompts: z
+      .array(
+        z.object({
+          id: z.string(),
+          type: z.string(),
+          template: z.string().optional().describe("The template's id"),
+          chat_path: z.string().optional(),
+        }),
+      )
+      .optional(),
+    updated_at: date.optional(),
+  })
+  .describe("The interaction (or version) executed: {id, name, status, prompts, updated_at}");
+
 export const runResponse = z.object({
   id: z.string(),
   status: z.enum(runStatuses.names),
-  interaction: named,
+  interaction: runInteraction,
   environment: named,
   modelId: z.string(),
   parameters: jsonObject.describe("The input data"),
@@ -209,8 +229,8 @@ export const runResponse = z.object({
   ttl: z.number().int().optional().describe("Seconds a streamed run's events are kept"),
   stream: z.boolean(),
   parent: z.string().optional(),
-  account: z.string(),
-  project: z.string(),
+  account: named,
+  project: named,
   cached: z.boolean().optional(),
   cached_from: z.string().optional(),
   cache_policy: jsonObject.optional(),

@@ -4,6 +4,7 @@ import {
   fromValue,
   MIN_MAX_TOKENS,
   PAGE_SIZE,
+  promptRefJson,
   restRunJson,
   TEMPERATURE_RANGE,
   toTimestamp,
@@ -54,6 +55,11 @@ export function runFields(run: Run): RunFields {
     status: runStatusName(run.status),
     interactionId: run.interactionId,
     interactionName: run.interactionName,
+    interactionStatus: run.interactionStatus,
+    interactionPrompts: run.interactionStatus
+      ? run.interactionPrompts.map((p) => promptRefJson(p.id, p.type, p.templateId, p.chatPath))
+      : undefined,
+    interactionUpdatedAt: fromTimestamp(run.interactionUpdatedAt),
     environmentId: run.environmentId,
     environmentName: run.environmentName,
     modelId: run.modelId,
@@ -82,7 +88,9 @@ export function runFields(run: Run): RunFields {
     stream: run.stream,
     parentId: run.parentId,
     accountId: run.accountId,
+    accountName: run.accountName,
     projectId: run.projectId,
+    projectName: run.projectName,
     cached: run.cached,
     cachedFrom: run.cachedFrom,
     cachePolicy: run.cachePolicy as JsonObject | undefined,
@@ -156,6 +164,13 @@ function runFieldsOfJson(
     status: runStatusName(status),
     interactionId: str(run.interactionId),
     interactionName: str(run.interactionName),
+    interactionStatus: str(run.interactionStatus),
+    interactionPrompts: run.interactionStatus
+      ? ((run.interactionPrompts ?? []) as Record<string, unknown>[]).map((p) =>
+          promptRefJson(str(p.id), str(p.type), str(p.templateId), str(p.chatPath)),
+        )
+      : undefined,
+    interactionUpdatedAt: dateOfJson(run.interactionUpdatedAt),
     environmentId: str(run.environmentId),
     environmentName: str(run.environmentName),
     modelId: str(run.modelId),
@@ -185,7 +200,9 @@ function runFieldsOfJson(
     stream: run.stream === true,
     parentId: str(run.parentId),
     accountId: str(run.accountId),
+    accountName: str(run.accountName),
     projectId: str(run.projectId),
+    projectName: str(run.projectName),
     cached: run.cached === true,
     cachedFrom: str(run.cachedFrom),
     cachePolicy: run.cachePolicy ?? undefined,

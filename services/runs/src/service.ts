@@ -93,6 +93,11 @@ const listColumns = [
   "cache_policy",
   "cached",
   "cached_from",
+  "interaction_status",
+  "interaction_prompts",
+  "interaction_updated_at",
+  "project_name",
+  "account_name",
   "created_at",
   "updated_at",
 ] as const;
