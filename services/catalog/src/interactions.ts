@@ -485,6 +485,32 @@ export function interactionHandlers({
       return { versions: rows.map((r) => interactionToProto(r)) };
     },
 
+    async resolveInteraction(req) {
+      const projectId = requireProject(req.projectId);
+      if (!req.ref) throw invalid("ref is required");
+      const row =
+        (await db
+          .selectFrom("catalog.interactions")
+          .selectAll()
+          .where("project_id", "=", projectId)
+          .where("id", "=", req.ref)
+          .executeTakeFirst()) ?? (await findByName(db, projectId, req.ref));
+      if (!row) throw notFound("interaction", req.ref);
+      const environmentId = req.environmentId || row.environment_id;
+      const env = environmentId ? await findEnvironment(db, projectId, environmentId) : undefined;
+      const [model, modelSource] = req.model
+        ? [req.model, "config"]
+        : row.model
+          ? [row.model, "interaction"]
+          : [env?.default_model ?? "", "environmentDefault"];
+      return {
+        interaction: interactionToProto(row),
+        environment: env && environmentToProto(env),
+        model,
+        modelSource: model ? modelSource : "",
+      };
+    },
+
     async resolveExecution(req) {
       const projectId = requireProject(req.projectId);
       if (req.environmentOnly) {
