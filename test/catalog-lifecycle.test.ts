@@ -278,7 +278,14 @@ describe("the interaction lifecycle through the gateway", () => {
     // A publish is seen by the next execution by name.
     for (const name of ["Selector", "Selector@latest", "Selector@1"]) {
       const r = await run("/execute", { interaction: name });
-      expect(r.interaction, name).toEqual({ id: v1.id, name: "Selector" });
+      // SPEC.md's reference to the version that ran (its segments name their templates).
+      expect(r.interaction, name).toEqual({
+        id: v1.id,
+        name: "Selector",
+        status: "published",
+        prompts: [{ id: expect.any(String), type: "template", template: t }],
+        updated_at: v1.updated_at,
+      });
       expect(said(r)).toBe("Say Selector");
     }
     await json(await put(api, `/prompts/${t}`, { content: "Say draft" }));

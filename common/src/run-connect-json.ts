@@ -6,6 +6,7 @@ import {
   type RunAttempt,
   type RunConfig,
   type RunError,
+  type RunPromptRef,
   type RunSource,
   type TokenUsage,
 } from "@pies/proto/runs";
@@ -119,6 +120,24 @@ function writeRun(run: Run): JsonObject {
   if (attempts.length > 0) json.attempts = (attempts as RunAttempt[]).map(attempt);
   str(json, "cachedFrom", run.cachedFrom);
   str(json, "cacheKey", run.cacheKey);
+  str(json, "interactionStatus", run.interactionStatus);
+  const prompts = run.interactionPrompts as unknown;
+  if (!Array.isArray(prompts)) throw UNEXPECTED;
+  if (prompts.length > 0) json.interactionPrompts = (prompts as RunPromptRef[]).map(promptRef);
+  if (run.interactionUpdatedAt !== undefined)
+    json.interactionUpdatedAt = timestamp(run.interactionUpdatedAt);
+  str(json, "projectName", run.projectName);
+  str(json, "accountName", run.accountName);
+  return json;
+}
+
+function promptRef(p: RunPromptRef): JsonObject {
+  const m = message(p);
+  const json: JsonObject = {};
+  str(json, "id", m.id);
+  str(json, "type", m.type);
+  str(json, "templateId", m.templateId);
+  str(json, "chatPath", m.chatPath);
   return json;
 }
 

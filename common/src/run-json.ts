@@ -16,6 +16,11 @@ export interface RunFields {
   status: string;
   interactionId: string;
   interactionName: string;
+  /** The interaction's status when the run executed ("" when the run does not say: older runs). */
+  interactionStatus: string;
+  /** Its segments as promptRefJson renders them; undefined when the run does not say. */
+  interactionPrompts: PromptRefJson[] | undefined;
+  interactionUpdatedAt: Date | undefined;
   environmentId: string;
   environmentName: string;
   modelId: string;
@@ -50,7 +55,9 @@ export interface RunFields {
   /** "" for a top-level run. */
   parentId: string;
   accountId: string;
+  accountName: string;
   projectId: string;
+  projectName: string;
   cached: boolean;
   /** "" unless cached. */
   cachedFrom: string;
@@ -58,6 +65,13 @@ export interface RunFields {
   attempts: RunAttemptFields[];
   createdAt: Date | undefined;
   updatedAt: Date | undefined;
+}
+
+/** A segment of a run's interaction reference: its template by id, or a chat segment's path. */
+export interface PromptRefJson {
+  [key: string]: string;
+  id: string;
+  type: string;
 }
 
 export interface TokenUseFields {
@@ -105,12 +119,41 @@ const attemptJson = (a: RunAttemptFields) =>
     token_use: tokenUseJson(a.tokenUse),
   });
 
+/**
+ * A segment of the interaction a run executed, as SPEC.md's interaction reference lists it (and
+ * GET /interactions does): its template by id, a chat segment's path instead.
+ */
+export function promptRefJson(
+  id: string,
+  type: string,
+  templateId: string,
+  chatPath: string,
+): PromptRefJson {
+  return type === "chat"
+    ? { id, type, chat_path: chatPath }
+    : { id, type: type || "template", template: templateId };
+}
+
+/**
+ * The interaction a run executed, as SPEC.md's reference object: `{id, name, status, prompts,
+ * updated_at}` (status, prompts and updated_at as they were at the execution; left out for a run
+ * recorded before runs carried them).
+ */
+const interactionRefJson = (run: RunFields) =>
+  compact({
+    id: run.interactionId,
+    name: run.interactionName,
+    status: run.interactionStatus || undefined,
+    prompts: run.interactionPrompts,
+    updated_at: run.interactionUpdatedAt?.toISOString(),
+  });
+
 /** A run as JSON, with SPEC.md's field names. */
 export function restRunJson(run: RunFields) {
   return compact({
     id: run.id,
     status: run.status,
-    interaction: { id: run.interactionId, name: run.interactionName },
+    interaction: interactionRefJson(run),
     environment: { id: run.environmentId, name: run.environmentName },
     modelId: run.modelId,
     parameters: run.parameters ?? {},
@@ -141,8 +184,8 @@ export function restRunJson(run: RunFields) {
     ttl: run.ttl || undefined,
     stream: run.stream,
     parent: run.parentId || undefined,
-    account: run.accountId,
-    project: run.projectId,
+    account: { id: run.accountId, name: run.accountName },
+    project: { id: run.projectId, name: run.projectName },
     cached: run.cached || undefined,
     cached_from: run.cachedFrom || undefined,
     cache_policy: run.cachePolicy,

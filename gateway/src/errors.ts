@@ -2,7 +2,7 @@ import { STATUS_CODES } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { isConnectionError, isTooLarge, retryAfterSeconds } from "@pies/common";
 import type { FastifyError, FastifyReply } from "fastify";
-import { ZodError } from "zod";
+import { ZodError, type ZodIssue } from "zod";
 
 /** What an HttpError tells beyond its body. */
 export interface HttpErrorOptions {
@@ -57,10 +57,26 @@ const byConnectCode: Partial<Record<Code, [number, string]>> = {
 const leaksAddress = /\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|:\d{2,5}\b|\bE[A-Z]{4,}\b/;
 
 /** Translates whatever a handler threw into an HttpError; unknown errors become a bare 500. */
+/**
+ * A union's failure as the issues of the branch whose type the value has (a facets map, not the
+ * list; a query string, not the object): zod's own "Invalid input" says nothing of what is wrong.
+ * When no branch or several fit, the union's issue stays.
+ */
+function unionIssues(issue: ZodIssue): ZodIssue[] {
+  if (issue.code !== "invalid_union") return [issue];
+  const fitting = issue.unionErrors.filter(
+    (e) => !e.issues.some((i) => i.code === "invalid_type" && i.path.length === issue.path.length),
+  );
+  const [only] = fitting;
+  return only && fitting.length === 1 ? only.issues.flatMap(unionIssues) : [issue];
+}
+
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   if (err instanceof ZodError) {
-    const issues = err.issues.map((i) => ({ path: i.path.join("."), message: i.message }));
+    const issues = err.issues
+      .flatMap(unionIssues)
+      .map((i) => ({ path: i.path.join("."), message: i.message }));
     const first = issues[0];
     return badRequest(
       first ? `${first.path || "body"}: ${first.message}` : "invalid request body",

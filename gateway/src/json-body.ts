@@ -5,6 +5,13 @@ import { badRequest, type HttpError } from "./errors.js";
 type Done = (err: Error | null, body?: unknown) => void;
 
 /**
+ * A body that is the JSON `null`, as the parser hands it on. Fastify makes a request without a body
+ * `null` too, and the two must differ: no body is a route's `{}` (all its fields optional), while
+ * `null` is a body of the wrong type (400). The route's validator reads this back as `null`.
+ */
+export const JSON_NULL: unique symbol = Symbol("JSON null");
+
+/**
  * A parser of JSON bodies, as Fastify's, that also refuses (400) what the services cannot take:
  * nesting deeper than `maxDepth` (PIES_MAX_JSON_DEPTH; protobuf's recursion limit), a NUL
  * character in a string or key (PostgreSQL cannot store one in text or jsonb) and a number too
@@ -22,7 +29,7 @@ export function jsonBodyParser(maxDepth: number) {
     }
     const problem = checkJson(body, maxDepth);
     if (problem) return done(problem);
-    done(null, body);
+    done(null, body === null ? JSON_NULL : body);
   };
 }
 

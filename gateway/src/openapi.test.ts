@@ -295,6 +295,14 @@ describe("responses against the document", () => {
       `/api/v1/interactions/${ids.interaction}/versions`,
     );
     await send(api("GET /interactions/:id/versions"), "/api/v1/interactions/nope/versions");
+    await send(api("GET /interactions/resolve/:ref"), "/api/v1/interactions/resolve/Doc@1");
+    await send(api("GET /interactions/resolve/:ref"), "/api/v1/interactions/resolve/Doc@9");
+    await send(api("GET /interactions/versions/:name"), "/api/v1/interactions/versions/Doc");
+    await send(
+      api("GET /interactions/versions/:name"),
+      `/api/v1/interactions/versions/${"n".repeat(2000)}`,
+    );
+    await send(api("GET /interactions/names"), "/api/v1/interactions/names");
 
     await send(api("GET /account"), "/api/v1/account");
     await send(api("GET /projects"), "/api/v1/projects");
@@ -396,6 +404,33 @@ describe("responses against the document", () => {
       body: { onlyMeta: true, facets: { m: { type: "string", path: "modelId" } } },
     });
     await send(api("POST /runs/search"), "/api/v1/runs/search", { body: { query: "a AND" } });
+    // @vertesia/client's object query and facets by field.
+    await send(api("POST /runs/search"), "/api/v1/runs/search", {
+      body: {
+        query: { interaction: ids.interaction, status: "completed" },
+        facets: [{ name: "interactions", field: "interaction" }],
+      },
+    });
+    await send(api("POST /runs/search"), "/api/v1/runs/search", {
+      body: { query: { finish_reason: "stop" } },
+    });
+    await send(api("POST /runs/facets"), "/api/v1/runs/facets", {
+      body: {
+        facets: [
+          { name: "statuses", field: "status" },
+          { name: "interactions", field: "interaction" },
+        ],
+        query: { interaction: ids.interaction },
+      },
+    });
+    await send(api("POST /runs/facets"), "/api/v1/runs/facets", {
+      body: { facets: [{ name: "x", field: "nope" }] },
+    });
+    await send(
+      api("GET /runs/filter-options/:field"),
+      "/api/v1/runs/filter-options/environment?status=completed",
+    );
+    await send(api("GET /runs/filter-options/:field"), "/api/v1/runs/filter-options/nope");
 
     const generated = await send(
       api("POST /interactions/:id/generate-test-data"),

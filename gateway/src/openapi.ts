@@ -6,6 +6,7 @@ import type { FastifySerializerCompiler } from "fastify/types/schema.js";
 import type { ZodTypeAny } from "zod";
 import { zodToJsonSchema } from "zod-to-json-schema";
 import { errorResponse, runResponse } from "./json/responses.js";
+import { JSON_NULL } from "./json-body.js";
 import type { RouteAuth } from "./routes/context.js";
 
 /**
@@ -16,14 +17,19 @@ import type { RouteAuth } from "./routes/context.js";
 /**
  * Validation by the route's zod schema. A failure is the ZodError itself: the error handler
  * answers it as every other bad input (400 `invalid_request`, the issues in `details`, errors.ts).
- * An absent body reads as `{}` (a route whose fields are all optional takes no body).
+ * An absent body reads as `{}` (a route whose fields are all optional takes no body); a body that
+ * is there is checked as it is, so `null`, an array, a string, a number or a boolean where the
+ * route takes an object is a 400 like any other wrong type.
  */
 export const validatorCompiler: FastifySchemaCompiler<ZodTypeAny> =
   ({ schema, httpPart }) =>
   (data) => {
-    const result = schema.safeParse(httpPart === "body" ? (data ?? {}) : data);
+    const result = schema.safeParse(httpPart === "body" ? bodyOf(data) : data);
     return result.success ? { value: result.data } : { error: result.error };
   };
+
+/** A body as its schema checks it: none (undefined or Fastify's null) is `{}`, JSON null is null. */
+const bodyOf = (data: unknown) => (data === JSON_NULL ? null : (data ?? {}));
 
 /**
  * Responses are written with JSON.stringify, as if undeclared: their schemas are for the document

@@ -13,7 +13,20 @@ export function referenceRunJson(run: Run) {
   return compact({
     id: run.id,
     status: runStatuses.name(run.status) ?? "created",
-    interaction: { id: run.interactionId, name: run.interactionName },
+    // SPEC.md's interaction reference, its status, prompts and updated_at as the run recorded them.
+    interaction: compact({
+      id: run.interactionId,
+      name: run.interactionName,
+      status: run.interactionStatus || undefined,
+      prompts: run.interactionStatus
+        ? run.interactionPrompts.map((p) =>
+            p.type === "chat"
+              ? { id: p.id, type: p.type, chat_path: p.chatPath }
+              : { id: p.id, type: p.type || "template", template: p.templateId },
+          )
+        : undefined,
+      updated_at: fromTimestamp(run.interactionUpdatedAt)?.toISOString(),
+    }),
     environment: { id: run.environmentId, name: run.environmentName },
     modelId: run.modelId,
     parameters: run.parameters ?? {},
@@ -52,8 +65,8 @@ export function referenceRunJson(run: Run) {
     ttl: run.ttl || undefined,
     stream: run.stream,
     parent: run.parentId || undefined,
-    account: run.accountId,
-    project: run.projectId,
+    account: { id: run.accountId, name: run.accountName },
+    project: { id: run.projectId, name: run.projectName },
     cached: run.cached || undefined,
     cached_from: run.cachedFrom || undefined,
     cache_policy: run.cachePolicy,
@@ -107,6 +120,19 @@ export function everyFieldRuns(projectId: string, accountId = "acc_every"): Run[
     modelId: ["gpt-4o", "o3-mini", "m/é"][i % 3],
     createdAt: at(i + 1),
     updatedAt: at(i),
+    // Every third run recorded before runs carried their references' details.
+    ...(i % 3 === 2
+      ? {}
+      : {
+          interactionStatus: i % 2 ? "published" : "draft",
+          interactionPrompts: [
+            { id: `seg_${i}`, type: "template", templateId: `tpl_${i}` },
+            ...(i % 2 ? [{ id: `chat_${i}`, type: "chat", chatPath: "history" }] : []),
+          ],
+          interactionUpdatedAt: at(i + 100),
+          projectName: 'Proj "é"',
+          accountName: "Acme",
+        }),
   });
   const runs: Parameters<typeof create<typeof RunSchema>>[1][] = [
     {

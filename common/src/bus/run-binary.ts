@@ -6,6 +6,7 @@ import {
   type RunAttempt,
   type RunConfig,
   type RunError,
+  type RunPromptRef,
   type RunSource,
   type TokenUsage,
 } from "@pies/proto/runs";
@@ -222,6 +223,21 @@ function writeRun(r: Run) {
   for (const a of r.attempts) attempt(28, a);
   if (r.cachedFrom !== "") string(29, r.cachedFrom);
   if (r.cacheKey !== "") string(30, r.cacheKey);
+  if (r.interactionStatus !== "") string(31, r.interactionStatus);
+  for (const p of r.interactionPrompts) promptRef(32, p);
+  if (r.interactionUpdatedAt !== undefined) timestamp(33, r.interactionUpdatedAt);
+  if (r.projectName !== "") string(34, r.projectName);
+  if (r.accountName !== "") string(35, r.accountName);
+}
+
+function promptRef(no: number, p: RunPromptRef) {
+  known(p);
+  const at = open(no);
+  if (p.id !== "") string(1, p.id);
+  if (p.type !== "") string(2, p.type);
+  if (p.templateId !== "") string(3, p.templateId);
+  if (p.chatPath !== "") string(4, p.chatPath);
+  close(at);
 }
 
 function config(no: number, c: RunConfig) {

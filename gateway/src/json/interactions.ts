@@ -4,6 +4,7 @@ import { MIN_MAX_TOKENS } from "@pies/common";
 import {
   interactionStatuses,
   visibilities,
+  type Environment,
   type Interaction,
   type InteractionInput,
   type InteractionInputSchema,
@@ -213,5 +214,32 @@ export function versionRefJson(i: Interaction) {
     parent: i.parentId,
     created_at: iso(i.createdAt),
     updated_at: iso(i.updatedAt),
+  };
+}
+
+/**
+ * What GET /interactions/resolve/:ref answers (@vertesia/client's ResolvedInteractionExecutionInfo):
+ * the interaction or version an execution would run, and the environment and model it would use.
+ */
+export function resolvedInteractionJson(
+  i: Interaction,
+  environment: Environment | undefined,
+  resolved: { model: string; modelSource: string },
+) {
+  return {
+    id: i.id,
+    name: i.name,
+    version: i.version,
+    status: statusNameOf(i.status),
+    tags: i.tags,
+    resolved: compact({
+      environment: environment && {
+        id: environment.id,
+        name: environment.name,
+        provider: environment.provider,
+      },
+      model: resolved.model || undefined,
+      model_source: resolved.modelSource || undefined,
+    }),
   };
 }

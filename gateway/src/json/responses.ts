@@ -99,6 +99,25 @@ export const interactionRefResponse = z.object({
   created_at: date.optional(),
 });
 
+export const resolvedInteractionResponse = z.object({
+  id: z.string(),
+  name: z.string(),
+  version: z.number().int().describe("0 for a draft"),
+  status,
+  tags: z.array(z.string()),
+  resolved: z.object({
+    environment: z
+      .object({ id: z.string(), name: z.string(), provider: z.string() })
+      .optional()
+      .describe("Absent when neither the interaction nor the request names one"),
+    model: z.string().optional(),
+    model_source: z
+      .string()
+      .optional()
+      .describe("Where the model comes from: config, interaction or environmentDefault"),
+  }),
+});
+
 export const versionRefResponse = z.object({
   id: z.string(),
   name: z.string(),
@@ -175,10 +194,30 @@ const tokenUse = z.object({
 });
 const runError = z.object({ code: z.string(), message: z.string(), data: anyJson.optional() });
 
+/** The interaction a run executed (SPEC.md's reference object), as it was at the execution. */
+const runInteraction = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    status: status.optional().describe("Absent on runs recorded before runs carried it"),
+    prompts: z
+      .array(
+        z.object({
+          id: z.string(),
+          type: z.string(),
+          template: z.string().optional().describe("The template's id"),
+          chat_path: z.string().optional(),
+        }),
+      )
+      .optional(),
+    updated_at: date.optional(),
+  })
+  .describe("The interaction (or version) executed: {id, name, status, prompts, updated_at}");
+
 export const runResponse = z.object({
   id: z.string(),
   status: z.enum(runStatuses.names),
-  interaction: named,
+  interaction: runInteraction,
   environment: named,
   modelId: z.string(),
   parameters: jsonObject.describe("The input data"),
@@ -209,8 +248,8 @@ export const runResponse = z.object({
   ttl: z.number().int().optional().describe("Seconds a streamed run's events are kept"),
   stream: z.boolean(),
   parent: z.string().optional(),
-  account: z.string(),
-  project: z.string(),
+  account: named,
+  project: named,
   cached: z.boolean().optional(),
   cached_from: z.string().optional(),
   cache_policy: jsonObject.optional(),
@@ -238,7 +277,11 @@ export const searchRunsResponse = z.object({
           z.string(),
           z.object({
             buckets: z.array(
-              z.object({ _id: z.union([z.string(), z.number()]), count: z.number().int() }),
+              z.object({
+                _id: z.union([z.string(), z.number()]),
+                count: z.number().int(),
+                name: z.string().optional().describe("An interaction's or environment's name"),
+              }),
             ),
           }),
         )
@@ -247,6 +290,24 @@ export const searchRunsResponse = z.object({
     .optional()
     .describe("Present when facets were asked for"),
 });
+
+const facetBucket = z.object({
+  _id: z.string(),
+  count: z.number().int(),
+  name: z.string().optional().describe("An interaction's or environment's name"),
+});
+
+export const runFacetsResponse = z
+  .record(z.string(), z.union([z.array(facetBucket), z.number().int()]))
+  .describe("Each facet's buckets under its name, and `total`: the runs that match");
+
+export const filterOptionsResponse = z.array(
+  z.object({
+    id: z.string(),
+    name: z.string().describe("An interaction's or environment's name; else the value"),
+    count: z.number().int(),
+  }),
+);
 
 export const tokenResponse = z.object({
   token: z.string().describe("A JWT, accepted as `Authorization: Bearer` until it expires"),

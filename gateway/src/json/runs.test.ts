@@ -60,6 +60,15 @@ const runs: Record<string, MessageInitShape<typeof RunSchema>> = {
     executionTime: 6n,
     createdAt: { seconds: 1_790_000_000n, nanos: 123_456_789 },
     updatedAt: { seconds: 1_790_000_001n, nanos: 999_999_999 },
+    interactionStatus: "published",
+    interactionPrompts: [
+      { id: "s1", type: "template", templateId: "t1" },
+      { id: "s2", type: "chat", chatPath: "history" },
+      {},
+    ],
+    interactionUpdatedAt: { seconds: 1_780_000_000n, nanos: 5_000_000 },
+    projectName: "default",
+    accountName: 'Acme "é"',
   },
   "zeros and presence": {
     ...base,
@@ -186,6 +195,8 @@ describe("the execute request written as JSON", () => {
   const caller: MessageInitShape<typeof CallerSchema> = {
     accountId: "a",
     projectId: "p",
+    accountName: "Acme é",
+    projectName: "default",
     source: { type: "api", label: "k", principalType: "apikey", principalId: "i", clientIp: "::1" },
   };
   const interactions = [

@@ -4,6 +4,7 @@ import {
   fromValue,
   MIN_MAX_TOKENS,
   PAGE_SIZE,
+  promptRefJson,
   restRunJson,
   TEMPERATURE_RANGE,
   toTimestamp,
@@ -31,7 +32,8 @@ import {
   type SearchRunsRequestSchema,
 } from "@pies/proto/runs";
 import type { CallerSchema, ExecuteRequest, ExecuteRequestSchema } from "@pies/proto/executor";
-import { jsonObject } from "./common.js";
+import { badRequest } from "../errors.js";
+import { compact, jsonObject } from "./common.js";
 import {
   int32,
   interactionRef,
@@ -54,6 +56,11 @@ export function runFields(run: Run): RunFields {
     status: runStatusName(run.status),
     interactionId: run.interactionId,
     interactionName: run.interactionName,
+    interactionStatus: run.interactionStatus,
+    interactionPrompts: run.interactionStatus
+      ? run.interactionPrompts.map((p) => promptRefJson(p.id, p.type, p.templateId, p.chatPath))
+      : undefined,
+    interactionUpdatedAt: fromTimestamp(run.interactionUpdatedAt),
     environmentId: run.environmentId,
     environmentName: run.environmentName,
     modelId: run.modelId,
@@ -82,7 +89,9 @@ export function runFields(run: Run): RunFields {
     stream: run.stream,
     parentId: run.parentId,
     accountId: run.accountId,
+    accountName: run.accountName,
     projectId: run.projectId,
+    projectName: run.projectName,
     cached: run.cached,
     cachedFrom: run.cachedFrom,
     cachePolicy: run.cachePolicy as JsonObject | undefined,
@@ -156,6 +165,13 @@ function runFieldsOfJson(
     status: runStatusName(status),
     interactionId: str(run.interactionId),
     interactionName: str(run.interactionName),
+    interactionStatus: str(run.interactionStatus),
+    interactionPrompts: run.interactionStatus
+      ? ((run.interactionPrompts ?? []) as Record<string, unknown>[]).map((p) =>
+          promptRefJson(str(p.id), str(p.type), str(p.templateId), str(p.chatPath)),
+        )
+      : undefined,
+    interactionUpdatedAt: dateOfJson(run.interactionUpdatedAt),
     environmentId: str(run.environmentId),
     environmentName: str(run.environmentName),
     modelId: str(run.modelId),
@@ -185,7 +201,9 @@ function runFieldsOfJson(
     stream: run.stream === true,
     parentId: str(run.parentId),
     accountId: str(run.accountId),
+    accountName: str(run.accountName),
     projectId: str(run.projectId),
+    projectName: str(run.projectName),
     cached: run.cached === true,
     cachedFrom: str(run.cachedFrom),
     cachePolicy: run.cachePolicy ?? undefined,
@@ -334,6 +352,8 @@ export const listRunsQuery = (limits: InputLimits) =>
     anchorDate: z.string().datetime({ offset: true }).optional(),
     anchorDateDirection: z.enum(anchorDirections.names).default("after"),
     parent: shortText(limits).optional(),
+    // @vertesia/client's spelling of parent=false.
+    is_root: z.enum(["true", "false"]).optional(),
   });
 
 export function runFilters(
@@ -347,7 +367,7 @@ export function runFilters(
       ? (runStatuses.value(q.status) ?? RunStatus.UNSPECIFIED)
       : RunStatus.UNSPECIFIED,
     tags: q.tag,
-    topLevelOnly: q.parent === "false",
+    topLevelOnly: q.parent === "false" || q.is_root === "true",
     parentId: q.parent && q.parent !== "false" ? q.parent : "",
     anchorDate: toTimestamp(q.anchorDate),
     anchorDirection: anchorDirections.value(q.anchorDateDirection) ?? AnchorDirection.AFTER,
@@ -406,16 +426,77 @@ const updatedAtRange = z
   .refine((r) => !(r.gt && r.gte), "give gt or gte, not both")
   .refine((r) => !(r.lt && r.lte), "give lt or lte, not both");
 
-/** The body of POST /runs/search (SPEC.md); unknown filter keys are an error, not ignored. */
+/**
+ * A facet as @vertesia/client's current release names one (`{name, field}`): a string facet of that
+ * field, every value counted (up to FACET_LIMITS' 1000 buckets). `model` is `modelId`, `tag` `tags`.
+ */
+const namedFacet = (limits: InputLimits) =>
+  z
+    .object({ name: shortText(limits).min(1), field: shortText(limits).min(1) })
+    .strict()
+    .transform(({ name, field }) => ({
+      name,
+      facet: {
+        type: "string" as const,
+        path: FIELD_PATHS[field] ?? field,
+        numBuckets: NAMED_FACET_BUCKETS,
+      },
+    }));
+
+/** The buckets a `{name, field}` facet counts at most (the runs service's FACET_LIMITS). */
+const NAMED_FACET_BUCKETS = 1000;
+
+/** @vertesia/client's facet fields and filter-option fields, as pies' facet paths. */
+const FIELD_PATHS: Record<string, string> = { model: "modelId", tag: "tags" };
+
+/**
+ * The object `query` of @vertesia/client's current release (its RunSearchQuery), as far as pies'
+ * model has its fields: the run filters, a date range (`start` inclusive, `end` exclusive, on
+ * updated_at, as SPEC.md's updated_at filter), and the Lucene string with its default path. Its
+ * other keys (exclude_tags, finish_reason, workflow ids, agents…) are a 400 naming them.
+ */
+const objectQuery = (limits: InputLimits) =>
+  z
+    .object({
+      interaction: shortText(limits).optional(),
+      status: z.enum(runStatuses.names).optional(),
+      model: shortText(limits).optional(),
+      environment: shortText(limits).optional(),
+      tags: z.array(shortText(limits)).optional(),
+      parent: z.array(shortText(limits)).max(1, "at most one parent run").optional(),
+      is_root: z.boolean().optional(),
+      start: isoDate.optional(),
+      end: isoDate.optional(),
+      query: z.string().max(4096).optional(),
+      default_query_path: z.string().max(1000).optional(),
+      limit: int32(1, PAGE_SIZE.max).optional(),
+      offset: int32(0).optional(),
+    })
+    .strict();
+
+export type ObjectQuery = z.infer<ReturnType<typeof objectQuery>>;
+
+/** Facets as SPEC.md has them (a map of name to facet), or as a list of `{name, field}`. */
+const facets = (limits: InputLimits) =>
+  z
+    .union([z.record(facet(limits)), z.array(namedFacet(limits)).max(20)])
+    .transform((f) =>
+      Array.isArray(f) ? Object.fromEntries(f.map(({ name, facet }) => [name, facet])) : f,
+    );
+
+/**
+ * The body of POST /runs/search (SPEC.md); unknown filter keys are an error, not ignored. `query`
+ * is SPEC.md's Lucene string, or @vertesia/client's object query (objectQuery).
+ */
 export const searchRunsBody = (limits: InputLimits) =>
   z
     .object({
       limit: int32(1, PAGE_SIZE.max).optional(),
       offset: int32(0).optional(),
       onlyMeta: z.boolean().optional(),
-      query: z.string().max(4096).optional(),
+      query: z.union([z.string().max(4096), objectQuery(limits)]).optional(),
       defaultQueryPath: z.string().max(1000).optional(),
-      facets: z.record(facet(limits)).optional(),
+      facets: facets(limits).optional(),
       filters: z
         .object({
           interaction: shortTextList(limits).optional(),
@@ -438,20 +519,50 @@ const timestampOf = (iso: string | undefined) =>
   iso === undefined ? undefined : timestampOfDate(iso);
 const timestampOfDate = (iso: string) => toTimestamp(new Date(Date.parse(iso)));
 
+/**
+ * An object query's fields as the filters they are: each alongside `filters` (the same key in
+ * both is a 400, rather than one silently winning).
+ */
+function withObjectQuery(
+  filters: NonNullable<SearchRunsBody["filters"]>,
+  q: ObjectQuery,
+): NonNullable<SearchRunsBody["filters"]> {
+  const given: [keyof ObjectQuery, keyof typeof filters, unknown][] = [
+    ["interaction", "interaction", q.interaction && [q.interaction]],
+    ["status", "status", q.status],
+    ["model", "modelId", q.model && [q.model]],
+    ["environment", "environment", q.environment && [q.environment]],
+    ["tags", "tags", q.tags],
+    ["parent", "parent", q.parent?.[0] ?? (q.is_root ? false : undefined)],
+    ["start", "updated_at", (q.start ?? q.end) ? { gte: q.start, lt: q.end } : undefined],
+  ];
+  const out: Record<string, unknown> = { ...filters };
+  for (const [key, filter, value] of given) {
+    if (value === undefined) continue;
+    if (filters[filter] !== undefined || (filter === "environment" && filters.environemnt))
+      throw badRequest(`query.${key}: give it in query or as filters.${filter}, not both`);
+    out[filter] = value;
+  }
+  if (q.parent?.length && q.is_root)
+    throw badRequest("query.is_root: a run with a parent is not a root run; give one of them");
+  return compact(out) as NonNullable<SearchRunsBody["filters"]>;
+}
+
 /** A search body as a SearchRunsRequest of a project. */
 export function searchRunsRequest(
   body: SearchRunsBody,
   projectId: string,
 ): MessageInitShape<typeof SearchRunsRequestSchema> {
-  const f = body.filters ?? {};
+  const q = typeof body.query === "object" ? body.query : undefined;
+  const f = q ? withObjectQuery(body.filters ?? {}, q) : (body.filters ?? {});
   const range = f.updated_at ?? {};
   return {
     projectId,
-    limit: body.limit ?? 0,
-    offset: body.offset ?? 0,
+    limit: body.limit ?? q?.limit ?? 0,
+    offset: body.offset ?? q?.offset ?? 0,
     onlyMeta: body.onlyMeta ?? false,
-    query: body.query ?? "",
-    defaultQueryPath: body.defaultQueryPath ?? "",
+    query: (typeof body.query === "string" ? body.query : q?.query) ?? "",
+    defaultQueryPath: body.defaultQueryPath ?? q?.default_query_path ?? "",
     facets: Object.fromEntries(
       Object.entries(body.facets ?? {}).map(([name, facet]) => [
         name,
@@ -503,6 +614,8 @@ export function searchMetaJson(body: SearchRunsBody, answered: SearchMeta | unde
               buckets: (answered.facets[name]?.buckets ?? []).map((b) => ({
                 _id: facet.type === "number" && !b.isDefault ? Number(b.id) : b.id,
                 count: Number(b.count),
+                // An interaction's or environment's bucket: its name.
+                ...(b.name ? { name: b.name } : {}),
               })),
             },
           ]),
@@ -511,6 +624,64 @@ export function searchMetaJson(body: SearchRunsBody, answered: SearchMeta | unde
     }
   );
 }
+
+/** The body of POST /runs/facets (@vertesia/client's computeFacets): facets by field, a query. */
+export const runFacetsBody = (limits: InputLimits) =>
+  z
+    .object({
+      facets: z.array(namedFacet(limits)).min(1).max(20),
+      query: z.union([z.string().max(4096), objectQuery(limits)]).optional(),
+    })
+    .strict();
+
+/** A facets body as a search body that asks for its meta only. */
+export const facetsSearch = (body: z.infer<ReturnType<typeof runFacetsBody>>): SearchRunsBody => ({
+  onlyMeta: true,
+  query: body.query,
+  facets: Object.fromEntries(body.facets.map(({ name, facet }) => [name, facet])),
+});
+
+/**
+ * POST /runs/facets' answer as @vertesia/client reads it: each facet's buckets under its name
+ * (`{_id, count, name?}`), and `total`, the runs that match.
+ */
+export function runFacetsJson(meta: SearchMeta | undefined, names: string[]) {
+  return {
+    ...Object.fromEntries(
+      names.map((name) => [
+        name,
+        (meta?.facets[name]?.buckets ?? []).map((b) => ({
+          _id: b.id,
+          count: Number(b.count),
+          ...(b.name ? { name: b.name } : {}),
+        })),
+      ]),
+    ),
+    total: Number(meta?.total ?? 0),
+  };
+}
+
+/**
+ * GET /runs/filter-options/:field's answer (@vertesia/client's filterOptions): the values the field
+ * takes over the runs the filters select, each `{id, name, count}` (name: an interaction's or
+ * environment's, else the value).
+ */
+export const filterOptionsJson = (meta: SearchMeta | undefined, name: string) =>
+  (meta?.facets[name]?.buckets ?? []).map((b) => ({
+    id: b.id,
+    name: b.name || b.id,
+    count: Number(b.count),
+  }));
+
+/** A filter-option field as a string facet (`model` is `modelId`, `tag` `tags`). */
+export const filterOptionFacet = (field: string) => ({
+  type: FacetType.STRING,
+  path: FIELD_PATHS[field] ?? field,
+  numBuckets: NAMED_FACET_BUCKETS,
+  numberBoundaries: [],
+  dateBoundaries: [],
+  defaultBucket: "",
+});
 
 /**
  * A search answer's body as DESIGN.md §3 has it: `results` unless onlyMeta, `meta` when asked for.

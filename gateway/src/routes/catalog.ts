@@ -7,6 +7,7 @@ import {
   interactionInput,
   interactionJson,
   interactionRefJson,
+  resolvedInteractionJson,
   versionRefJson,
 } from "../json/interactions.js";
 import { promptBody, promptInput, promptJson } from "../json/prompts.js";
@@ -18,7 +19,7 @@ import {
   shortTextList,
   type InputLimits,
 } from "../json/limits.js";
-import { answered } from "@pies/common";
+import { answered, PAGE_SIZE } from "@pies/common";
 import { principalOf, type RouteContext } from "./context.js";
 import {
   accountResponse,
@@ -34,6 +35,7 @@ import {
   projectCreatedResponse,
   projectResponse,
   promptResponse,
+  resolvedInteractionResponse,
   versionRefResponse,
 } from "../json/responses.js";
 import {
@@ -145,6 +147,73 @@ export function catalogRoutes(instance: FastifyInstance, ctx: RouteContext) {
         offset: q.offset,
       });
       return interactions.map(interactionRefJson);
+    },
+  );
+
+  app.get(
+    "/interactions/resolve/:ref",
+    {
+      schema: {
+        summary:
+          "Resolve an interaction by id or by `Name`, `Name@3`, `Name@latest`, `Name@draft`: the version an execution would run, its environment and model",
+        params: z.object({ ref: shortText(ctx.deps.options).min(1) }),
+        querystring: z
+          .object({
+            environment: shortText(ctx.deps.options).optional(),
+            model: shortText(ctx.deps.options).optional(),
+          })
+          .passthrough(),
+        response: { 200: resolvedInteractionResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const { interaction, environment, model, modelSource } = await catalog.resolveInteraction({
+        projectId: principalOf(request).projectId,
+        ref: request.params.ref,
+        environmentId: request.query.environment ?? "",
+        model: request.query.model ?? "",
+      });
+      return resolvedInteractionJson(answered(interaction, "interaction"), environment, {
+        model,
+        modelSource,
+      });
+    },
+  );
+
+  app.get(
+    "/interactions/versions/:name",
+    {
+      schema: {
+        summary: "List the published versions of the interaction named so",
+        params: z.object({ name: shortText(ctx.deps.options).min(1) }),
+        response: { 200: z.array(interactionRefResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const { interactions } = await catalog.listInteractions({
+        projectId: principalOf(request).projectId,
+        name: request.params.name,
+        status: InteractionStatus.PUBLISHED,
+        limit: PAGE_SIZE.max,
+      });
+      return interactions.map(interactionRefJson);
+    },
+  );
+
+  app.get(
+    "/interactions/names",
+    {
+      schema: {
+        summary: `The ids and names of the project's interactions (drafts; the ${PAGE_SIZE.max} most recently updated)`,
+        response: { 200: z.array(z.object({ id: z.string(), name: z.string() })), ...errors },
+      },
+    },
+    async (request) => {
+      const { interactions } = await catalog.listInteractions({
+        projectId: principalOf(request).projectId,
+        limit: PAGE_SIZE.max,
+      });
+      return interactions.map((i) => ({ id: i.id, name: i.name }));
     },
   );
 

@@ -94,6 +94,8 @@ export function callerOf(request: FastifyRequest, principal: Principal) {
   return {
     accountId: principal.accountId,
     projectId: principal.projectId,
+    accountName: principal.accountName,
+    projectName: principal.projectName,
     source: {
       type: "api",
       label: principal.apiKeyName,

@@ -19,9 +19,21 @@ import {
   searchRunsBodyBytes,
   searchRunsRequest,
   type ExecuteBody,
+  facetsSearch,
+  filterOptionFacet,
+  filterOptionsJson,
+  runFacetsBody as runFacetsBodySchema,
+  runFacetsJson,
 } from "../json/runs.js";
 import { answered } from "@pies/common";
-import { errorResponse, idParams, runResponse, searchRunsResponse } from "../json/responses.js";
+import {
+  errorResponse,
+  filterOptionsResponse,
+  idParams,
+  runFacetsResponse,
+  runResponse,
+  searchRunsResponse,
+} from "../json/responses.js";
 import { callerGone, callerOf, principalOf, type RouteContext } from "./context.js";
 
 /** Executions (blocking or streamed), and reading runs back. */
@@ -31,6 +43,7 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
   const executeBody = executeBodySchema(ctx.deps.options);
   const listRunsQuery = listRunsQuerySchema(ctx.deps.options);
   const searchRunsBody = searchRunsBodySchema(ctx.deps.options);
+  const runFacetsBody = runFacetsBodySchema(ctx.deps.options);
   const errors = { default: errorResponse };
   const executed = {
     200: runResponse.describe(
@@ -156,6 +169,49 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
         id: request.params.id,
       });
       return runJson(answered(run, "run"));
+    },
+  );
+
+  app.post(
+    "/runs/facets",
+    {
+      schema: {
+        summary: "Count runs by field (interaction, environment, modelId, status, tags)",
+        body: runFacetsBody,
+        response: { 200: runFacetsResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      const { meta } = await runs.searchRuns(
+        searchRunsRequest(facetsSearch(body), principalOf(request).projectId),
+      );
+      return runFacetsJson(
+        meta,
+        body.facets.map((f) => f.name),
+      );
+    },
+  );
+
+  app.get(
+    "/runs/filter-options/:field",
+    {
+      schema: {
+        summary:
+          "The values a field (interaction, environment, model, status, tag) takes over the runs GET /runs' filters select",
+        params: z.object({ field: z.string().min(1).max(100) }),
+        querystring: listRunsQuery,
+        response: { 200: filterOptionsResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const { meta } = await runs.searchRuns({
+        projectId: principalOf(request).projectId,
+        onlyMeta: true,
+        filters: runFilters(request.query),
+        facets: { options: filterOptionFacet(request.params.field) },
+      });
+      return filterOptionsJson(meta, "options");
     },
   );
 

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
+import { z } from "zod";
 import { bearer, credentialHash } from "../auth.js";
 import { unauthorized } from "../errors.js";
 import { errorResponse, tokenResponse } from "../json/responses.js";
@@ -20,6 +21,9 @@ export function tokenRoutes(instance: FastifyInstance, ctx: RouteContext) {
       schema: {
         summary: "Exchange an API key (as `Authorization: Bearer sk-…`) for a short-lived JWT",
         security: [{ bearer: [] }],
+        // No fields: the key is the bearer. Declared so that a body which is not an object (null,
+        // an array, a string…) is refused as on every other route.
+        body: z.object({}).passthrough(),
         response: { 200: tokenResponse, default: errorResponse },
       },
     },

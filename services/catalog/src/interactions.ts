@@ -316,10 +316,15 @@ export function interactionHandlers({
       if (req.name) query = query.where((eb) => namedInteraction(eb, projectId, req.name));
       if (req.version !== undefined) query = query.where("version", "=", req.version);
       if (req.tags.length > 0) query = query.where(hasAnyTag(req.tags));
-      // Without a name, version or status filter, list drafts only: versions are reached by
-      // those filters or through /versions.
-      if (!req.name && req.version === undefined && req.status === InteractionStatus.UNSPECIFIED)
-        query = query.where("parent_id", "is", null);
+      // Which rows the filters select among (SPEC.md, GET /interactions): a status says it (draft
+      // and archived are drafts', published is the versions'); else `version` and `tags` select
+      // versions (the tags a version was published with), `name` the named interaction's draft
+      // and its versions, and no filter the drafts.
+      if (req.status === InteractionStatus.UNSPECIFIED) {
+        if (req.version !== undefined || req.tags.length > 0)
+          query = query.where("parent_id", "is not", null);
+        else if (!req.name) query = query.where("parent_id", "is", null);
+      }
       const rows = await query
         .orderBy("updated_at", "desc")
         .orderBy("id", "desc")
@@ -478,6 +483,32 @@ export function interactionHandlers({
         .orderBy("version", "desc")
         .execute();
       return { versions: rows.map((r) => interactionToProto(r)) };
+    },
+
+    async resolveInteraction(req) {
+      const projectId = requireProject(req.projectId);
+      if (!req.ref) throw invalid("ref is required");
+      const row =
+        (await db
+          .selectFrom("catalog.interactions")
+          .selectAll()
+          .where("project_id", "=", projectId)
+          .where("id", "=", req.ref)
+          .executeTakeFirst()) ?? (await findByName(db, projectId, req.ref));
+      if (!row) throw notFound("interaction", req.ref);
+      const environmentId = req.environmentId || row.environment_id;
+      const env = environmentId ? await findEnvironment(db, projectId, environmentId) : undefined;
+      const [model, modelSource] = req.model
+        ? [req.model, "config"]
+        : row.model
+          ? [row.model, "interaction"]
+          : [env?.default_model ?? "", "environmentDefault"];
+      return {
+        interaction: interactionToProto(row),
+        environment: env && environmentToProto(env),
+        model,
+        modelSource: model ? modelSource : "",
+      };
     },
 
     async resolveExecution(req) {

@@ -641,7 +641,7 @@ describe("interactions", () => {
     expect(ids(page)).not.toContain(archived.id);
   });
 
-  it("lists by tags (any tag in common)", async () => {
+  it("lists drafts by tags (any tag in common) when asked for drafts; tags alone select versions", async () => {
     const { projectId } = await newProject();
     const create = async (name: string, tags: string[]) =>
       (await catalog.createInteraction({ projectId, interaction: { name, tags } })).interaction!;
@@ -649,10 +649,16 @@ describe("interactions", () => {
     const y = await create("Y", ["y"]);
     const xy = await create("XY", ["x", "y"]);
     await create("None", []);
-    const one = await catalog.listInteractions({ projectId, tags: ["y"] });
+    const drafts = { projectId, status: InteractionStatus.DRAFT };
+    const one = await catalog.listInteractions({ ...drafts, tags: ["y"] });
     expect(one.interactions.map((i) => i.id)).toEqual([xy.id, y.id]);
-    const two = await catalog.listInteractions({ projectId, tags: ["x", "z"] });
+    const two = await catalog.listInteractions({ ...drafts, tags: ["x", "z"] });
     expect(two.interactions.map((i) => i.id)).toEqual([xy.id, x.id]);
+    // Without a status, tags select versions: these drafts' tags match none.
+    expect((await catalog.listInteractions({ projectId, tags: ["y"] })).interactions).toEqual([]);
+    const { version } = await catalog.publishInteraction({ projectId, id: y.id, tags: ["y"] });
+    const versions = await catalog.listInteractions({ projectId, tags: ["y"] });
+    expect(versions.interactions.map((i) => i.id)).toEqual([version!.id]);
   });
 });
 

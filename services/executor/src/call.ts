@@ -347,6 +347,11 @@ export function copyRun(run: Run): Run {
     attempts: run.attempts,
     cachedFrom: run.cachedFrom,
     cacheKey: run.cacheKey,
+    interactionStatus: run.interactionStatus,
+    interactionPrompts: run.interactionPrompts,
+    interactionUpdatedAt: run.interactionUpdatedAt,
+    projectName: run.projectName,
+    accountName: run.accountName,
   };
   // Fields of a newer writer, kept by fromBinary (a run read back from the log).
   if (run.$unknown !== undefined) copy.$unknown = run.$unknown;

@@ -41,7 +41,7 @@ export const EXECUTE_REQUEST_JSON_NAMES = {
     "parentRunId",
     "ttl",
   ],
-  "pies.executor.v1.Caller": ["accountId", "projectId", "source"],
+  "pies.executor.v1.Caller": ["accountId", "projectId", "source", "accountName", "projectName"],
   "pies.runs.v1.RunSource": ["type", "label", "principalType", "principalId", "clientIp"],
   "pies.executor.v1.ExecutionConfig": [
     "environmentId",
@@ -135,7 +135,13 @@ function executeRequest(json: Record<string, unknown>): ExecuteRequest {
 }
 
 function caller(json: Record<string, unknown>): Caller {
-  const c: Caller = { $typeName: "pies.executor.v1.Caller", accountId: "", projectId: "" };
+  const c: Caller = {
+    $typeName: "pies.executor.v1.Caller",
+    accountId: "",
+    projectId: "",
+    accountName: "",
+    projectName: "",
+  };
   for (const key in json) {
     const v = json[key];
     switch (key) {
@@ -147,6 +153,12 @@ function caller(json: Record<string, unknown>): Caller {
         break;
       case "source":
         c.source = source(object(v));
+        break;
+      case "accountName":
+        c.accountName = string(v);
+        break;
+      case "projectName":
+        c.projectName = string(v);
         break;
       default:
         throw UNEXPECTED;

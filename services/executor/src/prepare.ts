@@ -1,9 +1,15 @@
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { checkGenerationSettings, invalid, newId, toValue, type JsonObject } from "@pies/common";
-import type { CachePolicy, Environment, Interaction } from "@pies/proto/catalog";
+import {
+  interactionStatuses,
+  type CachePolicy,
+  type Environment,
+  type Interaction,
+  type PromptSegment,
+} from "@pies/proto/catalog";
 import type { ExecuteRequest } from "@pies/proto/executor";
-import { RunStatus, type Run, type RunConfig } from "@pies/proto/runs";
+import { RunStatus, type Run, type RunConfig, type RunPromptRef } from "@pies/proto/runs";
 import { DEFAULT_MAX_REPAIRS } from "./call.js";
 import type { ExecutorDeps } from "./context.js";
 import { ResultCache, type CacheMode } from "./result-cache.js";
@@ -143,6 +149,10 @@ export function zeroRun(): Run {
     attempts: [],
     cachedFrom: "",
     cacheKey: "",
+    interactionStatus: "",
+    interactionPrompts: [],
+    projectName: "",
+    accountName: "",
   };
 }
 
@@ -153,7 +163,7 @@ export function zeroRunConfig(): RunConfig {
 
 /** What every new run starts with: its id, who runs what, where, with which model; created. */
 export function newRunOf(
-  caller: { projectId: string; accountId: string },
+  caller: { projectId: string; accountId: string; projectName?: string; accountName?: string },
   interaction: Interaction,
   environment: Environment,
   model: string,
@@ -164,13 +174,27 @@ export function newRunOf(
     accountId: caller.accountId,
     interactionId: interaction.id,
     interactionName: interaction.name,
+    interactionStatus: interactionStatuses.name(interaction.status) ?? "draft",
+    interactionPrompts: interaction.prompts.map(promptRefOf),
+    interactionUpdatedAt: interaction.updatedAt,
     environmentId: environment.id,
     environmentName: environment.name,
     provider: environment.provider,
     modelId: model,
     status: RunStatus.CREATED,
+    projectName: caller.projectName ?? "",
+    accountName: caller.accountName ?? "",
   };
 }
+
+/** A segment of the interaction as the run records it: its template by id. */
+const promptRefOf = (p: PromptSegment): RunPromptRef => ({
+  $typeName: "pies.runs.v1.RunPromptRef",
+  id: p.id,
+  type: p.type,
+  templateId: p.templateId,
+  chatPath: p.chatPath,
+});
 
 export function repairsOf(requested: number | undefined, environment: Environment): number {
   if (requested !== undefined) {

@@ -2,11 +2,13 @@ import { clone, create, fromJson, toJson } from "@bufbuild/protobuf";
 import {
   fromTimestamp,
   fromValue,
+  promptRefJson,
   restRunJson,
   toTimestamp,
   toValue,
   type JsonObject,
   type JsonValue,
+  type PromptRefJson,
   type RunFields,
 } from "@pies/common";
 import {
@@ -96,7 +98,23 @@ export function runToProto(row: ListedRun & Partial<Pick<StoredRun, Unlisted>>):
     attempts: (row.attempts ?? []).map((a) => fromJson(RunAttemptSchema, a as JsonValue)),
     createdAt: toTimestamp(row.created_at),
     updatedAt: toTimestamp(row.updated_at),
+    interactionStatus: row.interaction_status,
+    interactionPrompts: (row.interaction_prompts ?? []).map((p) => promptRefOfJson(p)),
+    interactionUpdatedAt: toTimestamp(row.interaction_updated_at ?? undefined),
+    projectName: row.project_name,
+    accountName: row.account_name,
   });
+}
+
+/** A stored segment (promptRefJson's) as the run's message has it. */
+function promptRefOfJson(json: JsonValue) {
+  const p = (json ?? {}) as JsonObject;
+  return {
+    id: str(p, "id"),
+    type: str(p, "type"),
+    templateId: str(p, "template"),
+    chatPath: str(p, "chat_path"),
+  };
 }
 
 /**
@@ -113,6 +131,9 @@ export function rowFields(row: ListedRun): RunFields {
     status: runStatuses.name(statusFromName(row.status)) ?? "created",
     interactionId: row.interaction_id,
     interactionName: row.interaction_name,
+    interactionStatus: row.interaction_status,
+    interactionPrompts: (row.interaction_prompts as PromptRefJson[] | null) ?? undefined,
+    interactionUpdatedAt: row.interaction_updated_at ?? undefined,
     environmentId: row.environment_id,
     environmentName: row.environment_name,
     modelId: row.model_id,
@@ -144,7 +165,9 @@ export function rowFields(row: ListedRun): RunFields {
     stream: row.stream,
     parentId: row.parent_id ?? "",
     accountId: row.account_id,
+    accountName: row.account_name,
     projectId: row.project_id,
+    projectName: row.project_name,
     cached: row.cached,
     cachedFrom: row.cached_from ?? "",
     cachePolicy: row.cache_policy ?? undefined,
@@ -222,6 +245,15 @@ export function runToRow(run: Run) {
       run.attempts.length > 0 ? run.attempts.map((a) => toJson(RunAttemptSchema, a)) : null,
     ),
     cached_from: run.cachedFrom || null,
+    interaction_status: run.interactionStatus,
+    interaction_prompts: jsonColumn(
+      run.interactionStatus
+        ? run.interactionPrompts.map((p) => promptRefJson(p.id, p.type, p.templateId, p.chatPath))
+        : null,
+    ),
+    interaction_updated_at: fromTimestamp(run.interactionUpdatedAt) ?? null,
+    project_name: run.projectName,
+    account_name: run.accountName,
   };
 }
 

@@ -110,6 +110,16 @@ function randomRun(seed: number): MessageInitShape<typeof RunSchema> {
       nanos: Math.floor(rnd() * 1e9),
     })),
     updatedAt: maybe(() => ({ seconds: BigInt(1_800_000_000), nanos: 999_999_999 })),
+    interactionStatus: maybe(text) ?? "",
+    interactionPrompts: Array.from({ length: Math.floor(rnd() * 3) }, () => ({
+      id: text(),
+      type: rnd() < 0.3 ? "chat" : text(),
+      templateId: maybe(text) ?? "",
+      chatPath: maybe(text) ?? "",
+    })),
+    interactionUpdatedAt: maybe(() => ({ seconds: BigInt(1_750_000_000), nanos: 1_000_000 })),
+    projectName: maybe(text) ?? "",
+    accountName: maybe(text) ?? "",
   };
 }
 
@@ -170,7 +180,7 @@ describe("recordRow", () => {
   it("skips fields it does not know, as the decoder does", () => {
     const known = bytes(randomRun(7));
     const writer = new BinaryWriter();
-    writer.tag(31, WireType.Varint).uint64(12);
+    writer.tag(36, WireType.Varint).uint64(12);
     writer.tag(40, WireType.LengthDelimited).string("later");
     const data = new Uint8Array([...known, ...writer.finish()]);
     expect(readRecordRow(data)).toEqual(slow(data));

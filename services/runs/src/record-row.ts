@@ -1,6 +1,6 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
-import type { JsonObject, JsonValue } from "@pies/common";
+import { promptRefJson, type JsonObject, type JsonValue } from "@pies/common";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
 import { configColumn, jsonColumn, runToRow, sourceColumn, statusName } from "./mappers.js";
 
@@ -62,8 +62,9 @@ const RECURSION_LIMIT = 100;
 export const handledFields: Record<string, number[]> = {
   "pies.runs.v1.Run": [
     1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
-    27, 28, 29, 30,
+    27, 28, 29, 30, 31, 32, 33, 34, 35,
   ],
+  "pies.runs.v1.RunPromptRef": [1, 2, 3, 4],
   "pies.runs.v1.RunConfig": [1, 2, 3, 4, 5, 6],
   "pies.runs.v1.RunSource": [1, 2, 3, 4, 5],
   "pies.runs.v1.TokenUsage": [1, 2, 3],
@@ -128,6 +129,11 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
   let createdAt: Date | undefined;
   let updatedAt: Date | undefined;
   let cachedFrom = "";
+  let interactionStatus = "";
+  const interactionPrompts: JsonValue[] = [];
+  let interactionUpdatedAt: Date | undefined;
+  let projectName = "";
+  let accountName = "";
   // Singular message fields seen: a second one would be merged into the first by fromBinary.
   let seen = 0;
   const once = (bit: number) => {
@@ -244,6 +250,26 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
         // cache_key: not stored, but read as fromBinary reads it (it refuses invalid UTF-8).
         str(r, wt);
         break;
+      case 31:
+        interactionStatus = str(r, wt);
+        break;
+      case 32: {
+        const ref = strings(r, end(r, wt), 4, inner);
+        interactionPrompts.push(
+          promptRefJson(ref[0] ?? "", ref[1] ?? "", ref[2] ?? "", ref[3] ?? ""),
+        );
+        break;
+      }
+      case 33:
+        once(2048);
+        interactionUpdatedAt = timestamp(r, end(r, wt), inner);
+        break;
+      case 34:
+        projectName = str(r, wt);
+        break;
+      case 35:
+        accountName = str(r, wt);
+        break;
       default:
         skip(r, wt, no, depth);
     }
@@ -293,6 +319,11 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
     cached,
     attempts: jsonColumn(null),
     cached_from: cachedFrom || null,
+    interaction_status: interactionStatus,
+    interaction_prompts: jsonColumn(interactionStatus ? interactionPrompts : null),
+    interaction_updated_at: interactionUpdatedAt ?? null,
+    project_name: projectName,
+    account_name: accountName,
   };
   return { id, status, row };
 }

@@ -43,6 +43,11 @@ const columns = {
   cached: "boolean",
   attempts: "jsonb",
   cached_from: "text",
+  interaction_status: "text",
+  interaction_prompts: "jsonb",
+  interaction_updated_at: "timestamptz",
+  project_name: "text",
+  account_name: "text",
   created_at: "timestamptz",
   updated_at: "timestamptz",
   record_seq: "bigint",
@@ -50,6 +55,9 @@ const columns = {
 type Column = keyof typeof columns;
 const names = Object.keys(columns) as Column[];
 const isJson = (c: Column) => columns[c] === "jsonb";
+
+/** The run's own dates: the store's clock when a record has none. */
+const STAMPED = new Set<Column>(["created_at", "updated_at"]);
 
 /** Columns a later record of a run replaces: all but its id, project and creation time. */
 const replaced = names.filter((c) => c !== "id" && c !== "project_id" && c !== "created_at");
@@ -69,7 +77,7 @@ const UPSERT = preparedStatement(
   "runs_record_upsert",
   `
   insert into runs.runs (${names.join(", ")}, heartbeat_at)
-  select ${names.map((c) => (c.endsWith("_at") ? `coalesce(${c}, now())` : c)).join(", ")}, now()
+  select ${names.map((c) => (STAMPED.has(c) ? `coalesce(${c}, now())` : c)).join(", ")}, now()
   from jsonb_to_recordset($1::jsonb) as r(${names.map((c) => `${c} ${columns[c]}`).join(", ")})
   on conflict (id) do update set
     ${replaced.map((c) => `${c} = excluded.${c}`).join(",\n    ")},

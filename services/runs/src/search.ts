@@ -24,8 +24,13 @@ import type { RunsDatabase } from "./tables.js";
 export const FACET_LIMITS = { facets: 20, numBuckets: 1000, boundaries: 1000, nameLength: 100 };
 const DEFAULT_NUM_BUCKETS = 10;
 
-/** The facet paths SPEC.md allows, each with the one facet type it takes and its column. */
+/**
+ * The facet paths SPEC.md allows, each with the one facet type it takes and its column; and the
+ * interaction and environment (by id, their buckets named: @vertesia/client's run facets).
+ */
 const FACET_PATHS = {
+  interaction: { type: FacetType.STRING, column: "interaction_id" },
+  environment: { type: FacetType.STRING, column: "environment_id" },
   modelId: { type: FacetType.STRING, column: "model_id" },
   status: { type: FacetType.STRING, column: "status" },
   tags: { type: FacetType.STRING, column: "tags" },
@@ -33,6 +38,13 @@ const FACET_PATHS = {
   execution_time: { type: FacetType.NUMBER, column: "execution_time" },
 } as const;
 type FacetPath = keyof typeof FACET_PATHS;
+type StringPath = "interaction" | "environment" | "modelId" | "status" | "tags";
+
+/** The facets whose buckets are named, and the column of the name (namedBuckets). */
+export const NAMED_FACETS = {
+  interaction: { id: "interaction_id", name: "interaction_name" },
+  environment: { id: "environment_id", name: "environment_name" },
+} as const;
 
 const typeName = (t: FacetType) =>
   ({ [FacetType.STRING]: "string", [FacetType.NUMBER]: "number", [FacetType.DATE]: "date" })[
@@ -41,7 +53,7 @@ const typeName = (t: FacetType) =>
 
 /** A validated facet: what to group by and how to name its buckets. */
 export type FacetPlan =
-  | { name: string; kind: "string"; path: "modelId" | "status" | "tags"; numBuckets: number }
+  | { name: string; kind: "string"; path: StringPath; numBuckets: number }
   | {
       name: string;
       kind: "range";
@@ -76,7 +88,7 @@ export function planFacet(name: string, facet: Facet): FacetPlan {
     if (numBuckets < 1 || numBuckets > FACET_LIMITS.numBuckets) {
       throw invalid(`${what}.numBuckets: must be 1 to ${FACET_LIMITS.numBuckets}`);
     }
-    return { name, kind: "string", path: path as "modelId" | "status" | "tags", numBuckets };
+    return { name, kind: "string", path: path as StringPath, numBuckets };
   }
   const values: number[] =
     allowed.type === FacetType.DATE
@@ -108,6 +120,28 @@ export interface Bucket {
   id: string | number;
   count: number;
   isDefault?: boolean;
+}
+
+/**
+ * The names of an interaction or environment facet's buckets, as the latest run of each has them:
+ * one statement for all the buckets, each name one step down the (project, id, updated_at) index.
+ */
+export async function bucketNames(
+  db: Kysely<RunsDatabase>,
+  projectId: string,
+  path: keyof typeof NAMED_FACETS,
+  ids: string[],
+): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const { id, name } = NAMED_FACETS[path];
+  const named = await sql<{ id: string; name: string | null }>`
+    select b.id, (
+      select ${sql.ref(`r.${name}`)} from runs.runs as r
+      where r.project_id = ${projectId} and ${sql.ref(`r.${id}`)} = b.id
+      order by r.updated_at desc, r.id desc limit 1
+    ) as name
+    from unnest(${ids}::text[]) as b(id)`.execute(db);
+  return new Map(named.rows.map((r) => [r.id, r.name ?? ""]));
 }
 
 /** The top `n` values by count, ties by value in JavaScript string order (UTF-16 code units; DESIGN.md §3). */
@@ -331,7 +365,9 @@ export const MAX_ROLLUP_CUT_HOURS = 200;
  */
 export function planRollup(req: SearchRunsRequest, plans: FacetPlan[]): RollupPlan | undefined {
   if (req.query.trim() !== "") return undefined;
-  if (plans.some((p) => p.path === "execution_time")) return undefined;
+  // The rollup counts by status, model and hour: nothing else.
+  if (plans.some((p) => p.path === "execution_time" || Object.hasOwn(NAMED_FACETS, p.path)))
+    return undefined;
   const f = req.filters;
   if (
     f &&

@@ -15,7 +15,9 @@ import {
 import { findRun } from "./find-run.js";
 import { exprToSql } from "./lucene.js";
 import {
+  bucketNames,
   facetMeta,
+  NAMED_FACETS,
   indexPresence,
   planRollup,
   planSearch,
@@ -93,6 +95,11 @@ const listColumns = [
   "cache_policy",
   "cached",
   "cached_from",
+  "interaction_status",
+  "interaction_prompts",
+  "interaction_updated_at",
+  "project_name",
+  "account_name",
   "created_at",
   "updated_at",
 ] as const;
@@ -250,6 +257,16 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
         req.onlyMeta ? [] : bounded(readPage),
         wantMeta ? bounded(countMeta) : undefined,
       ]);
+      // Interaction and environment buckets are named (one statement per such facet).
+      const names = new Map<string, Map<string, string>>();
+      for (const p of plans) {
+        if (!meta || !Object.hasOwn(NAMED_FACETS, p.path)) continue;
+        const ids = (meta.facets[p.name] ?? []).map((b) => String(b.id));
+        names.set(
+          p.name,
+          await bucketNames(db, projectId, p.path as keyof typeof NAMED_FACETS, ids),
+        );
+      }
       return {
         ...pageOf(rows, req.asJson),
         meta: meta && {
@@ -262,6 +279,7 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
                   id: String(b.id),
                   count: BigInt(b.count),
                   isDefault: b.isDefault ?? false,
+                  name: names.get(name)?.get(String(b.id)) ?? "",
                 })),
               },
             ]),

@@ -2,6 +2,8 @@ import type { ColumnType, Selectable } from "kysely";
 import type { JsonObject, JsonValue } from "@pies/common";
 
 type Json<T = JsonValue> = ColumnType<T, string | undefined, string>;
+/** A column with a default: optional on insert. */
+type Defaulted<T> = ColumnType<T, T | undefined, T>;
 
 export interface RunsTable {
   id: string;
@@ -34,6 +36,13 @@ export interface RunsTable {
   /** The run's provider calls when there was more than one (RunAttempt as JSON). */
   attempts: Json<JsonValue[] | null>;
   cached_from: string | null;
+  /** The interaction's status, segments (promptRefJson's) and last update at the execution. */
+  interaction_status: Defaulted<string>;
+  interaction_prompts: Json<JsonValue[] | null>;
+  interaction_updated_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** The names of the project and account the run's caller acted in. */
+  project_name: Defaulted<string>;
+  account_name: Defaulted<string>;
   created_at: ColumnType<Date, Date | undefined, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
   /** Position in the record log of the record this row holds (0: written directly). */

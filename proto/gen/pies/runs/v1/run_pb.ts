@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pies/runs/v1/run.proto.
  */
 export const file_pies_runs_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChZwaWVzL3J1bnMvdjEvcnVuLnByb3RvEgxwaWVzLnJ1bnMudjEiOwoKVG9rZW5Vc2FnZRIOCgZwcm9tcHQYASABKAUSDgoGcmVzdWx0GAIgASgFEg0KBXRvdGFsGAMgASgFImkKCVJ1blNvdXJjZRIMCgR0eXBlGAEgASgJEg0KBWxhYmVsGAIgASgJEhYKDnByaW5jaXBhbF90eXBlGAMgASgJEhQKDHByaW5jaXBhbF9pZBgEIAEoCRIRCgljbGllbnRfaXAYBSABKAkiwQEKCVJ1bkNvbmZpZxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIRCglmb3JtYXR0ZXIYAyABKAkSGAoLdGVtcGVyYXR1cmUYBCABKAFIAIgBARIXCgptYXhfdG9rZW5zGAUgASgFSAGIAQESGAoLbWF4X3JlcGFpcnMYBiABKAVIAogBAUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnNCDgoMX21heF9yZXBhaXJzIk8KCFJ1bkVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIkCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIp4HCgNSdW4SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRISCgphY2NvdW50X2lkGAMgASgJEhYKDmludGVyYWN0aW9uX2lkGAQgASgJEhgKEGludGVyYWN0aW9uX25hbWUYBSABKAkSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgHIAEoCRIQCghtb2RlbF9pZBgIIAEoCRInCgZzdGF0dXMYCSABKA4yFy5waWVzLnJ1bnMudjEuUnVuU3RhdHVzEg4KBnN0cmVhbRgKIAEoCBIrCgpwYXJhbWV0ZXJzGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgZyZXN1bHQYDCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJgoGcHJvbXB0GA0gASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBHRhZ3MYDiADKAkSJwoGY29uZmlnGA8gASgLMhcucGllcy5ydW5zLnYxLlJ1bkNvbmZpZxInCgZzb3VyY2UYECABKAsyFy5waWVzLnJ1bnMudjEuUnVuU291cmNlEisKCXRva2VuX3VzZRgRIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhsKDmV4ZWN1dGlvbl90aW1lGBIgASgDSACIAQESJQoFZXJyb3IYEyABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISCwoDdHRsGBQgASgFEhEKCXBhcmVudF9pZBgVIAEoCRItCgxjYWNoZV9wb2xpY3kYFiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDXJlc3VsdF9zY2hlbWEYFyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHByb3ZpZGVyGBggASgJEg4KBmNhY2hlZBgZIAEoCBIuCgpjcmVhdGVkX2F0GBogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCghhdHRlbXB0cxgcIAMoCzIYLnBpZXMucnVucy52MS5SdW5BdHRlbXB0EhMKC2NhY2hlZF9mcm9tGB0gASgJEhEKCWNhY2hlX2tleRgeIAEoCUIRCg9fZXhlY3V0aW9uX3RpbWUingEKClJ1bkF0dGVtcHQSDgoGbnVtYmVyGAEgASgFEiwKDHByb21wdF9hZGRlZBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIlCgVlcnJvchgDIAEoCzIWLnBpZXMucnVucy52MS5SdW5FcnJvchIrCgl0b2tlbl91c2UYBCABKAsyGC5waWVzLnJ1bnMudjEuVG9rZW5Vc2FnZSKIAgoJUnVuVXBkYXRlEicKBnN0YXR1cxgBIAEoDjIXLnBpZXMucnVucy52MS5SdW5TdGF0dXMSJgoGcmVzdWx0GAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEisKCXRva2VuX3VzZRgDIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhsKDmV4ZWN1dGlvbl90aW1lGAQgASgDSACIAQESJQoFZXJyb3IYBSABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISJgoGcHJvbXB0GAYgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQhEKD19leGVjdXRpb25fdGltZSqLAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX0NSRUFURUQQARIZChVSVU5fU1RBVFVTX1BST0NFU1NJTkcQAhIYChRSVU5fU1RBVFVTX0NPTVBMRVRFRBADEhUKEVJVTl9TVEFUVVNfRkFJTEVEEARiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZwaWVzL3J1bnMvdjEvcnVuLnByb3RvEgxwaWVzLnJ1bnMudjEiOwoKVG9rZW5Vc2FnZRIOCgZwcm9tcHQYASABKAUSDgoGcmVzdWx0GAIgASgFEg0KBXRvdGFsGAMgASgFImkKCVJ1blNvdXJjZRIMCgR0eXBlGAEgASgJEg0KBWxhYmVsGAIgASgJEhYKDnByaW5jaXBhbF90eXBlGAMgASgJEhQKDHByaW5jaXBhbF9pZBgEIAEoCRIRCgljbGllbnRfaXAYBSABKAkiwQEKCVJ1bkNvbmZpZxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIRCglmb3JtYXR0ZXIYAyABKAkSGAoLdGVtcGVyYXR1cmUYBCABKAFIAIgBARIXCgptYXhfdG9rZW5zGAUgASgFSAGIAQESGAoLbWF4X3JlcGFpcnMYBiABKAVIAogBAUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnNCDgoMX21heF9yZXBhaXJzIk8KCFJ1bkVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIkCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlItsICgNSdW4SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRISCgphY2NvdW50X2lkGAMgASgJEhYKDmludGVyYWN0aW9uX2lkGAQgASgJEhgKEGludGVyYWN0aW9uX25hbWUYBSABKAkSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgHIAEoCRIQCghtb2RlbF9pZBgIIAEoCRInCgZzdGF0dXMYCSABKA4yFy5waWVzLnJ1bnMudjEuUnVuU3RhdHVzEg4KBnN0cmVhbRgKIAEoCBIrCgpwYXJhbWV0ZXJzGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgZyZXN1bHQYDCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJgoGcHJvbXB0GA0gASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBHRhZ3MYDiADKAkSJwoGY29uZmlnGA8gASgLMhcucGllcy5ydW5zLnYxLlJ1bkNvbmZpZxInCgZzb3VyY2UYECABKAsyFy5waWVzLnJ1bnMudjEuUnVuU291cmNlEisKCXRva2VuX3VzZRgRIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhsKDmV4ZWN1dGlvbl90aW1lGBIgASgDSACIAQESJQoFZXJyb3IYEyABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISCwoDdHRsGBQgASgFEhEKCXBhcmVudF9pZBgVIAEoCRItCgxjYWNoZV9wb2xpY3kYFiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDXJlc3VsdF9zY2hlbWEYFyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHByb3ZpZGVyGBggASgJEg4KBmNhY2hlZBgZIAEoCBIuCgpjcmVhdGVkX2F0GBogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCghhdHRlbXB0cxgcIAMoCzIYLnBpZXMucnVucy52MS5SdW5BdHRlbXB0EhMKC2NhY2hlZF9mcm9tGB0gASgJEhEKCWNhY2hlX2tleRgeIAEoCRIaChJpbnRlcmFjdGlvbl9zdGF0dXMYHyABKAkSNwoTaW50ZXJhY3Rpb25fcHJvbXB0cxggIAMoCzIaLnBpZXMucnVucy52MS5SdW5Qcm9tcHRSZWYSOgoWaW50ZXJhY3Rpb25fdXBkYXRlZF9hdBghIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMcHJvamVjdF9uYW1lGCIgASgJEhQKDGFjY291bnRfbmFtZRgjIAEoCUIRCg9fZXhlY3V0aW9uX3RpbWUiUAoMUnVuUHJvbXB0UmVmEgoKAmlkGAEgASgJEgwKBHR5cGUYAiABKAkSEwoLdGVtcGxhdGVfaWQYAyABKAkSEQoJY2hhdF9wYXRoGAQgASgJIp4BCgpSdW5BdHRlbXB0Eg4KBm51bWJlchgBIAEoBRIsCgxwcm9tcHRfYWRkZWQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJQoFZXJyb3IYAyABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISKwoJdG9rZW5fdXNlGAQgASgLMhgucGllcy5ydW5zLnYxLlRva2VuVXNhZ2UiiAIKCVJ1blVwZGF0ZRInCgZzdGF0dXMYASABKA4yFy5waWVzLnJ1bnMudjEuUnVuU3RhdHVzEiYKBnJlc3VsdBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIrCgl0b2tlbl91c2UYAyABKAsyGC5waWVzLnJ1bnMudjEuVG9rZW5Vc2FnZRIbCg5leGVjdXRpb25fdGltZRgEIAEoA0gAiAEBEiUKBWVycm9yGAUgASgLMhYucGllcy5ydW5zLnYxLlJ1bkVycm9yEiYKBnByb21wdBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUIRCg9fZXhlY3V0aW9uX3RpbWUqiwEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19DUkVBVEVEEAESGQoVUlVOX1NUQVRVU19QUk9DRVNTSU5HEAISGAoUUlVOX1NUQVRVU19DT01QTEVURUQQAxIVChFSVU5fU1RBVFVTX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message pies.runs.v1.TokenUsage
@@ -332,6 +332,38 @@ export type Run = Message<"pies.runs.v1.Run"> & {
    * @generated from field: string cache_key = 30;
    */
   cacheKey: string;
+
+  /**
+   * The interaction as it was when the run executed, for the reference SPEC.md shows in a run
+   * ({id, name, status, prompts, updated_at}): its status name (draft, published, archived),
+   * its segments (templates by id) and its last update.
+   *
+   * @generated from field: string interaction_status = 31;
+   */
+  interactionStatus: string;
+
+  /**
+   * @generated from field: repeated pies.runs.v1.RunPromptRef interaction_prompts = 32;
+   */
+  interactionPrompts: RunPromptRef[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp interaction_updated_at = 33;
+   */
+  interactionUpdatedAt?: Timestamp | undefined;
+
+  /**
+   * Names of the run's project and account ({id, name} references, DESIGN.md §3), as the caller's
+   * credential named them when the run was made.
+   *
+   * @generated from field: string project_name = 34;
+   */
+  projectName: string;
+
+  /**
+   * @generated from field: string account_name = 35;
+   */
+  accountName: string;
 };
 
 /**
@@ -340,6 +372,43 @@ export type Run = Message<"pies.runs.v1.Run"> & {
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
   messageDesc(file_pies_runs_v1_run, 4);
+
+/**
+ * A prompt segment of the interaction a run executed, its template by id (SPEC.md's interaction
+ * reference).
+ *
+ * @generated from message pies.runs.v1.RunPromptRef
+ */
+export type RunPromptRef = Message<"pies.runs.v1.RunPromptRef"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * template | chat
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * @generated from field: string template_id = 3;
+   */
+  templateId: string;
+
+  /**
+   * @generated from field: string chat_path = 4;
+   */
+  chatPath: string;
+};
+
+/**
+ * Describes the message pies.runs.v1.RunPromptRef.
+ * Use `create(RunPromptRefSchema)` to create a new message.
+ */
+export const RunPromptRefSchema: GenMessage<RunPromptRef> = /*@__PURE__*/
+  messageDesc(file_pies_runs_v1_run, 5);
 
 /**
  * One provider call of a run. The first is the prompt itself; each repair adds messages to it
@@ -378,7 +447,7 @@ export type RunAttempt = Message<"pies.runs.v1.RunAttempt"> & {
  * Use `create(RunAttemptSchema)` to create a new message.
  */
 export const RunAttemptSchema: GenMessage<RunAttempt> = /*@__PURE__*/
-  messageDesc(file_pies_runs_v1_run, 5);
+  messageDesc(file_pies_runs_v1_run, 6);
 
 /**
  * Fields an update may set; unset fields keep their value.
@@ -422,7 +491,7 @@ export type RunUpdate = Message<"pies.runs.v1.RunUpdate"> & {
  * Use `create(RunUpdateSchema)` to create a new message.
  */
 export const RunUpdateSchema: GenMessage<RunUpdate> = /*@__PURE__*/
-  messageDesc(file_pies_runs_v1_run, 6);
+  messageDesc(file_pies_runs_v1_run, 7);
 
 /**
  * SPEC.md "Execution run status".
