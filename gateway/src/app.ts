@@ -10,6 +10,7 @@ import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
 import { GatewayMetrics } from "./metrics.js";
+import { Readiness } from "./readiness.js";
 import { installRequestTracing } from "./tracing.js";
 import { healthResponse, openApiResponse } from "./json/responses.js";
 import { installOpenApi, serializerCompiler, validatorCompiler } from "./openapi.js";
@@ -64,6 +65,8 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
   });
   const auth = new Authenticator(deps);
   app.addHook("onClose", async () => auth.close());
+  const readiness = new Readiness(deps.isReady);
+  app.addHook("onClose", async () => readiness.stop());
   installRequestTracing(app);
   const metrics = new GatewayMetrics();
   metrics.install(app);
@@ -132,7 +135,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
         },
       },
       async (_request, reply) => {
-        const ready = await deps.isReady();
+        const ready = await readiness.ready();
         return reply.status(ready ? 200 : 503).send({ status: ready ? "ready" : "not ready" });
       },
     );
