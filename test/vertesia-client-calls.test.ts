@@ -283,8 +283,85 @@ describe.each(targets)("@vertesia/client 1.5 against %s", (_, start) => {
     expect(tagged.map((i) => i.id)).toEqual([v1.id]);
   });
 
+  it("lists the tags in use, with their interactions and versions (listTags)", async () => {
+    const tags = await client.interactions.listTags();
+    expect(tags.map((t) => [t.tag, t.count])).toEqual([
+      ["client", 2],
+      ["stable", 1],
+    ]);
+    expect(tags[0]!.interactions.map((i) => i.id).sort()).toEqual([draft.id, other.id].sort());
+    expect(tags[1]!.interactions[0]).toMatchObject({
+      id: v1.id,
+      name: "CallsDescribe",
+      version: 1,
+      tags: ["stable"],
+    });
+  });
+
+  it("renders a prompt template with data, no provider call (prompts.render)", async () => {
+    const rendered = await client.prompts.render(prompt.id, { thing: "a scone" });
+    expect(rendered).toEqual({
+      id: prompt.id,
+      name: "calls-prompt",
+      role: "user",
+      content_type: "jst",
+      rendered: "Describe a scone",
+    });
+    await expect(client.prompts.render(prompt.id, {})).rejects.toMatchObject({ status: 400 });
+    await expect(client.prompts.render("nope", {})).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("lists the interactions that use a template, and its versions (none)", async () => {
+    const users = await client.prompts.listInteractions(prompt.id);
+    expect(users.prompt).toBe(prompt.id);
+    expect(users.interactions).toEqual(
+      expect.arrayContaining([
+        { id: draft.id, name: "CallsDescribe", versions: [{ version: 1 }] },
+        { id: other.id, name: "CallsOther", versions: [] },
+      ]),
+    );
+    expect(users.interactions).toHaveLength(2);
+    expect(await client.prompts.listVersions(prompt.id)).toEqual([]);
+  });
+
+  it("answers another project's key 404 for this project's template", async () => {
+    const created = await fetch(`${target.url}/api/v1/projects`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "calls-other" }),
+    });
+    expect(created.status).toBe(201);
+    const { api_key } = (await created.json()) as { api_key: { key: string } };
+    const stranger = new VertesiaClient({
+      serverUrl: target.url,
+      storeUrl: target.url,
+      tokenServerUrl: target.url,
+      apikey: api_key.key,
+    });
+    await expect(stranger.prompts.render(prompt.id, { thing: "x" })).rejects.toMatchObject({
+      status: 404,
+    });
+    await expect(stranger.prompts.listInteractions(prompt.id)).rejects.toMatchObject({
+      status: 404,
+    });
+    expect(await stranger.interactions.listTags()).toEqual([]);
+  });
+
   it("lists an environment's models", async () => {
     const models = (await client.environments.listModels(target.environment)) as any;
     expect(models.models).toContain("test");
+  });
+
+  // Last: the fork is a new interaction of the project, which the lists above do not expect.
+  it("forks a version into a new draft and lists the forks (fork, listForks)", async () => {
+    const fork = await client.interactions.fork(v1.id, { keepTags: true });
+    expect(fork).toMatchObject({ name: "CallsDescribe (fork)", status: "draft", tags: ["stable"] });
+    expect(fork.id).not.toBe(v1.id);
+    const forks = await client.interactions.listForks(v1.id);
+    expect(forks.map((f) => f.id)).toEqual([fork.id]);
+    expect(await client.interactions.listForks(draft.id)).toEqual([]);
+    const run = await client.interactions.execute(fork.id, { data: { thing: "a fork" } });
+    expect(run.status).toBe("completed");
+    await expect(client.interactions.fork("nope", {})).rejects.toMatchObject({ status: 404 });
   });
 });

@@ -18,6 +18,7 @@ import { installAuthentication } from "./routes/context.js";
 import { jsonBodyParser } from "./json-body.js";
 import { nulInParams } from "./request-params.js";
 import { catalogRoutes } from "./routes/catalog.js";
+import { promptRoutes } from "./routes/prompts.js";
 import { runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
 import { tokenRoutes } from "./routes/tokens.js";
@@ -162,6 +163,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
       );
       tokenRoutes(api, ctx);
       catalogRoutes(api, ctx);
+      promptRoutes(api, ctx);
       runRoutes(api, ctx);
       streamRoutes(api, ctx);
       testDataRoutes(api, ctx);

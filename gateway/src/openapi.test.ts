@@ -303,6 +303,43 @@ describe("responses against the document", () => {
       `/api/v1/interactions/versions/${"n".repeat(2000)}`,
     );
     await send(api("GET /interactions/names"), "/api/v1/interactions/names");
+    const tags = await send(api("GET /interactions/tags"), "/api/v1/interactions/tags");
+    expect(tags.json.map((t: { tag: string }) => t.tag)).toEqual(
+      expect.arrayContaining(["t", "v"]),
+    );
+    const rendered = await send(
+      api("POST /prompts/:id/render"),
+      `/api/v1/prompts/${ids.prompt}/render`,
+      { body: { topic: "cheese" } },
+    );
+    expect(rendered.json.rendered).toBe("About cheese");
+    await send(api("POST /prompts/:id/render"), `/api/v1/prompts/${ids.prompt}/render`, {
+      body: {},
+    });
+    await send(api("POST /prompts/:id/render"), "/api/v1/prompts/nope/render", { body: {} });
+    await send(api("GET /prompts/:id/versions"), `/api/v1/prompts/${ids.prompt}/versions`);
+    await send(api("GET /prompts/:id/versions"), "/api/v1/prompts/nope/versions");
+    const users = await send(
+      api("GET /prompts/:id/interactions"),
+      `/api/v1/prompts/${ids.prompt}/interactions`,
+    );
+    expect(users.json.interactions).toEqual([
+      { id: ids.interaction, name: "Doc", versions: [{ version: 1 }] },
+    ]);
+    await send(api("GET /prompts/:id/interactions"), "/api/v1/prompts/nope/interactions");
+    const fork = await send(
+      api("POST /interactions/:id/fork"),
+      `/api/v1/interactions/${version.json.id}/fork`,
+      { body: { keepTags: true, forkPrompts: true } },
+    );
+    expect(fork.status).toBe(201);
+    await send(api("POST /interactions/:id/fork"), `/api/v1/interactions/nope/fork`, { body: {} });
+    const forks = await send(
+      api("GET /interactions/:id/forks"),
+      `/api/v1/interactions/${version.json.id}/forks`,
+    );
+    expect(forks.json.map((f: { id: string }) => f.id)).toEqual([fork.json.id]);
+    await send(api("GET /interactions/:id/forks"), "/api/v1/interactions/nope/forks");
 
     await send(api("GET /account"), "/api/v1/account");
     await send(api("GET /projects"), "/api/v1/projects");

@@ -99,6 +99,18 @@ export const interactionRefResponse = z.object({
   created_at: date.optional(),
 });
 
+/** A tag in use (GET /interactions/tags), with the interactions and versions that carry it. */
+export const interactionTagResponse = z.object({
+  tag: z.string(),
+  count: z.number().int().describe("Interactions (drafts) and published versions carrying it"),
+  interactions: z.array(
+    interactionRefResponse.extend({
+      version: z.number().int().describe("0 for a draft"),
+      tags: z.array(z.string()),
+    }),
+  ),
+});
+
 export const resolvedInteractionResponse = z.object({
   id: z.string(),
   name: z.string(),

@@ -21,6 +21,7 @@ import {
 } from "../json/limits.js";
 import { answered, PAGE_SIZE } from "@pies/common";
 import { principalOf, type RouteContext } from "./context.js";
+import { badRequest } from "../errors.js";
 import {
   accountResponse,
   apiKeyCreatedResponse,
@@ -30,6 +31,7 @@ import {
   idParams,
   interactionRefResponse,
   interactionResponse,
+  interactionTagResponse,
   modelsResponse,
   noContent,
   projectCreatedResponse,
@@ -67,6 +69,13 @@ function schemas(limits: InputLimits) {
         tags: z.array(shortText(limits)).optional(),
       })
       .passthrough(),
+    forkBody: z
+      .object({
+        keepTags: z.boolean().optional(),
+        forkPrompts: z.boolean().optional(),
+        targetProject: shortText(limits).optional(),
+      })
+      .passthrough(),
     projectBody: z.object({ name: shortText(limits).min(1) }).passthrough(),
     apiKeyBody: z
       .object({
@@ -98,6 +107,7 @@ export function catalogRoutes(instance: FastifyInstance, ctx: RouteContext) {
     environmentBody,
     listInteractionsQuery,
     publishBody,
+    forkBody,
     projectBody,
     apiKeyBody,
   } = schemas(ctx.deps.options);
@@ -218,6 +228,30 @@ export function catalogRoutes(instance: FastifyInstance, ctx: RouteContext) {
   );
 
   app.get(
+    "/interactions/tags",
+    {
+      schema: {
+        summary: `The tags on the project's interactions and published versions: how many carry each, and which (of the ${PAGE_SIZE.max} most recently updated that carry tags)`,
+        response: { 200: z.array(interactionTagResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const { tags } = await catalog.listInteractionTags({
+        projectId: principalOf(request).projectId,
+      });
+      return tags.map(({ tag, count, interactions }) => ({
+        tag,
+        count,
+        interactions: interactions.map((i) => ({
+          ...interactionRefJson(i),
+          version: i.version,
+          tags: i.tags,
+        })),
+      }));
+    },
+  );
+
+  app.get(
     "/interactions/:id",
     {
       schema: {
@@ -315,6 +349,54 @@ export function catalogRoutes(instance: FastifyInstance, ctx: RouteContext) {
         id: request.params.id,
       });
       return versions.map(versionRefJson);
+    },
+  );
+
+  app.post(
+    "/interactions/:id/fork",
+    {
+      schema: {
+        summary:
+          "Fork an interaction or a version into a new draft, `<name> (fork)`, with its templates or (`forkPrompts`) copies of them",
+        params: idParams,
+        body: forkBody,
+        response: { 201: interactionResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const { keepTags, forkPrompts, targetProject } = request.body;
+      if (targetProject !== undefined && targetProject !== principal.projectId) {
+        throw badRequest(
+          "targetProject: a key acts within its project; a fork is made in the key's project",
+        );
+      }
+      const { interaction } = await catalog.forkInteraction({
+        projectId: principal.projectId,
+        id: request.params.id,
+        keepTags: keepTags ?? false,
+        forkPrompts: forkPrompts ?? false,
+      });
+      reply.status(201);
+      return interactionJson(answered(interaction, "interaction"));
+    },
+  );
+
+  app.get(
+    "/interactions/:id/forks",
+    {
+      schema: {
+        summary: `The drafts forked from an interaction or a version (the ${PAGE_SIZE.max} most recently updated)`,
+        params: idParams,
+        response: { 200: z.array(interactionRefResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const { interactions } = await catalog.listInteractionForks({
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+      });
+      return interactions.map(interactionRefJson);
     },
   );
 

@@ -63,6 +63,7 @@ describe("catalog change events", () => {
         "UpdateInteraction",
         "DeleteInteraction",
         "PublishInteraction",
+        "ForkInteraction",
         "CreatePrompt",
         "UpdatePrompt",
         "DeletePrompt",
@@ -165,6 +166,17 @@ describe("catalog change events", () => {
     expect(
       await published(() => catalog.publishInteraction({ projectId, id: interactionId })),
     ).toEqual([{ projectId, kind: "interaction", op: "publish", id: interactionId }]);
+    // A fork: the event names the interaction forked; the fork goes again before the deletes.
+    let forkId = "";
+    expect(
+      await published(async () => {
+        const { interaction } = await catalog.forkInteraction({ projectId, id: interactionId });
+        forkId = interaction!.id;
+      }),
+    ).toEqual([{ projectId, kind: "interaction", op: "fork", id: interactionId }]);
+    expect(await published(() => catalog.deleteInteraction({ projectId, id: forkId }))).toEqual([
+      { projectId, kind: "interaction", op: "delete", id: forkId },
+    ]);
     expect(
       await published(() =>
         catalog.updatePrompt({ projectId, id: promptId, prompt: { content: "v2" } }),

@@ -1,12 +1,13 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { ExpressionBuilder, Kysely } from "kysely";
+import { sql, type ExpressionBuilder, type Insertable, type Kysely } from "kysely";
 import {
   checkGenerationSettings,
   INT32_MAX,
   invalid,
   newId,
   notFound,
+  PAGE_SIZE,
   pageSize,
   requireProject,
 } from "@pies/common";
@@ -16,6 +17,7 @@ import {
   Visibility,
   visibilities,
   type CatalogService,
+  type Interaction,
   type InteractionInput,
   type PromptSegment,
 } from "@pies/proto/catalog";
@@ -34,6 +36,7 @@ import type {
   EnvironmentRow,
   InteractionRow,
   PromptRow,
+  PromptsTable,
   StoredSegment,
 } from "./tables.js";
 
@@ -248,6 +251,72 @@ async function findByName(db: Kysely<CatalogDatabase>, projectId: string, ref: s
     query = query.orderBy("latest", "desc").orderBy("version", "desc");
   }
   return query.orderBy("updated_at", "desc").limit(1).executeTakeFirst();
+}
+
+/**
+ * The segments of a fork: the source's templates by id (each must still be the project's, read FOR
+ * SHARE as any reference is), or with `copy` new templates copied from them (a version's from its
+ * snapshot, as published). The templates a draft names are loaded in one query.
+ */
+async function forkedSegments(
+  tx: Kysely<CatalogDatabase>,
+  projectId: string,
+  source: InteractionRow,
+  copy: boolean,
+): Promise<StoredSegment[]> {
+  const referred = [
+    ...new Set(source.prompts.filter((s) => s.type === "template").map((s) => s.template_id)),
+  ];
+  const live =
+    referred.length === 0
+      ? new Map<string, PromptRow>()
+      : new Map(
+          (
+            await tx
+              .selectFrom("catalog.prompts")
+              .selectAll()
+              .where("project_id", "=", projectId)
+              .where("id", "in", referred)
+              .forShare()
+              .execute()
+          ).map((t) => [t.id, t]),
+        );
+  const segments: StoredSegment[] = [];
+  // The copies, inserted together (they were valid templates: nothing to check again).
+  const copies: Insertable<PromptsTable>[] = [];
+  for (const segment of source.prompts) {
+    const fork: StoredSegment = {
+      id: newId(),
+      type: segment.type,
+      template_id: segment.template_id,
+      ...(segment.chat_path !== undefined ? { chat_path: segment.chat_path } : {}),
+    };
+    if (segment.type === "template") {
+      const template = copy ? (segment.template ?? live.get(segment.template_id)) : undefined;
+      if (template) {
+        fork.template_id = newId();
+        copies.push({
+          id: fork.template_id,
+          project_id: projectId,
+          name: template.name,
+          role: template.role,
+          content_type: template.content_type,
+          content: template.content,
+          test_data: JSON.stringify(template.test_data),
+          input_schema: JSON.stringify(template.input_schema),
+        });
+      } else if (!live.has(segment.template_id)) {
+        throw new ConnectError(
+          `prompt template ${segment.template_id} of interaction ${source.id} no longer exists` +
+            (source.parent_id && !copy ? "; fork with forkPrompts to copy the version's own" : ""),
+          Code.FailedPrecondition,
+        );
+      }
+    }
+    segments.push(fork);
+  }
+  if (copies.length > 0) await tx.insertInto("catalog.prompts").values(copies).execute();
+  return segments;
 }
 
 export function interactionHandlers({
@@ -483,6 +552,107 @@ export function interactionHandlers({
         .orderBy("version", "desc")
         .execute();
       return { versions: rows.map((r) => interactionToProto(r)) };
+    },
+
+    async forkInteraction(req) {
+      const projectId = requireProject(req.projectId);
+      const row = await db.transaction().execute(async (tx) => {
+        // Read FOR SHARE: a concurrent delete of the source waits for the fork, or the fork
+        // finds it gone.
+        const source = await tx
+          .selectFrom("catalog.interactions")
+          .selectAll()
+          .where("project_id", "=", projectId)
+          .where("id", "=", req.id)
+          .forShare()
+          .executeTakeFirst();
+        if (!source) throw notFound("interaction", req.id);
+        const prompts = await forkedSegments(tx, projectId, source, req.forkPrompts);
+        return tx
+          .insertInto("catalog.interactions")
+          .values({
+            id: newId(),
+            project_id: projectId,
+            name: `${source.name} (fork)`,
+            description: source.description,
+            status: statusName(InteractionStatus.DRAFT),
+            test_data: JSON.stringify(source.test_data),
+            result_schema: JSON.stringify(source.result_schema),
+            cache_policy: JSON.stringify(source.cache_policy),
+            model: source.model,
+            temperature: source.temperature,
+            max_tokens: source.max_tokens,
+            environment_id: source.environment_id,
+            prompts: JSON.stringify(prompts),
+            tags: req.keepTags ? source.tags : [],
+            parent_id: null,
+            forked_from: source.id,
+            formatter: source.formatter,
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      });
+      return { interaction: interactionToProto(row) };
+    },
+
+    async listInteractionForks(req) {
+      const projectId = requireProject(req.projectId);
+      const source = await db
+        .selectFrom("catalog.interactions")
+        .select("id")
+        .where("project_id", "=", projectId)
+        .where("id", "=", req.id)
+        .executeTakeFirst();
+      if (!source) throw notFound("interaction", req.id);
+      const rows = await db
+        .selectFrom("catalog.interactions")
+        .selectAll()
+        .where("project_id", "=", projectId)
+        .where("forked_from", "=", req.id)
+        .orderBy("updated_at", "desc")
+        .orderBy("id", "desc")
+        .limit(PAGE_SIZE.max)
+        .execute();
+      return { interactions: rows.map((r) => interactionToProto(r)) };
+    },
+
+    async listInteractionTags(req) {
+      const projectId = requireProject(req.projectId);
+      // Two queries, together: every tag with its count (by unnesting each row's tags), and the
+      // most recently updated rows that carry any, which name the interactions of each tag.
+      const [counts, rows] = await Promise.all([
+        sql<{ tag: string; count: number }>`
+          select t.tag, count(distinct i.id)::int as count
+          from catalog.interactions i cross join lateral unnest(i.tags) as t(tag)
+          where i.project_id = ${projectId}
+          group by t.tag
+          order by t.tag`.execute(db),
+        db
+          .selectFrom("catalog.interactions")
+          .selectAll()
+          .where("project_id", "=", projectId)
+          .where(sql<boolean>`cardinality(tags) > 0`)
+          .orderBy("updated_at", "desc")
+          .orderBy("id", "desc")
+          .limit(PAGE_SIZE.max)
+          .execute(),
+      ]);
+      const byTag = new Map<string, Interaction[]>();
+      for (const row of rows) {
+        const interaction = interactionToProto(row);
+        for (const tag of new Set(row.tags)) {
+          const list = byTag.get(tag);
+          if (list) list.push(interaction);
+          else byTag.set(tag, [interaction]);
+        }
+      }
+      return {
+        tags: counts.rows.map(({ tag, count }) => ({
+          tag,
+          count,
+          interactions: byTag.get(tag) ?? [],
+        })),
+      };
     },
 
     async resolveInteraction(req) {

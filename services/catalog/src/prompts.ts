@@ -1,10 +1,10 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { sql, type Kysely } from "kysely";
-import { invalid, newId, notFound, pageSize, requireProject } from "@pies/common";
+import { invalid, newId, notFound, PAGE_SIZE, pageSize, requireProject } from "@pies/common";
 import type { CatalogService, PromptTemplateInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
-import { promptToProto } from "./mappers.js";
+import { interactionToProto, promptToProto } from "./mappers.js";
 import { checkJsonSchema } from "./schemas.js";
 import type { CatalogDatabase } from "./tables.js";
 
@@ -102,6 +102,28 @@ export function promptHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof 
       return { prompts: rows.map(promptToProto) };
     },
 
+    async listPromptInteractions(req) {
+      const projectId = requireProject(req.projectId);
+      const prompt = await db
+        .selectFrom("catalog.prompts")
+        .select("id")
+        .where("project_id", "=", projectId)
+        .where("id", "=", req.promptId)
+        .executeTakeFirst();
+      if (!prompt) throw notFound("prompt", req.promptId);
+      // Drafts and versions (a version's snapshot keeps its template's id), by the segments' index.
+      const rows = await db
+        .selectFrom("catalog.interactions")
+        .selectAll()
+        .where("project_id", "=", projectId)
+        .where(usesTemplate(req.promptId))
+        .orderBy("updated_at", "desc")
+        .orderBy("id", "desc")
+        .limit(PAGE_SIZE.max)
+        .execute();
+      return { interactions: rows.map((row) => interactionToProto(row)) };
+    },
+
     // Published versions hold a copy of their templates: editing one never changes them.
     async updatePrompt(req) {
       const projectId = requireProject(req.projectId);
@@ -144,7 +166,7 @@ export function promptHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof 
           .selectFrom("catalog.interactions")
           .select(["id", "name", "parent_id", "version"])
           .where("project_id", "=", projectId)
-          .where(sql<boolean>`prompts @> ${JSON.stringify([{ template_id: req.id }])}::jsonb`)
+          .where(usesTemplate(req.id))
           .orderBy("parent_id", "desc")
           .limit(10)
           .execute();
@@ -160,6 +182,10 @@ export function promptHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof 
     },
   };
 }
+
+/** Interactions and versions whose segments name the template (the segments' GIN index). */
+const usesTemplate = (templateId: string) =>
+  sql<boolean>`prompts @> ${JSON.stringify([{ template_id: templateId }])}::jsonb`;
 
 /** An update's empty object clears the field (the JSON null of a REST body arrives as `{}`). */
 export function emptyAsNull<T extends object>(value: T): T | null {

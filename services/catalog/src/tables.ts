@@ -90,6 +90,8 @@ export interface InteractionsTable {
   version: Generated<number>;
   latest: Generated<boolean>;
   parent_id: string | null;
+  /** The interaction or version this draft was forked from. */
+  forked_from: string | null;
   formatter: string;
   created_at: CreatedAt;
   updated_at: UpdatedAt;

@@ -29,6 +29,7 @@ import type { ExecutorDeps } from "./context.js";
 import { prepareExecution, repairsOf, type PreparedExecution } from "./prepare.js";
 import { ResultCache, type CachedResult } from "./result-cache.js";
 import { prepareTestData, testDataItems } from "./test-data.js";
+import { renderPrompt } from "./render-prompt.js";
 import { LRUCache } from "lru-cache";
 import { ActiveRuns } from "./active-runs.js";
 import { untilRecorded } from "./record.js";
@@ -95,6 +96,10 @@ export function createExecutorService(
       } finally {
         release();
       }
+    },
+
+    renderPrompt(req) {
+      return renderPrompt(deps, req);
     },
 
     async startRun(req) {

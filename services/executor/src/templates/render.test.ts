@@ -276,3 +276,34 @@ describe("PromptRenderer", () => {
     }
   });
 });
+
+describe("renderTemplate (one template, POST /prompts/:id/render)", () => {
+  const template = (content: string, contentType = "jst") => ({
+    id: "tpl-one",
+    name: "one",
+    contentType,
+    content,
+  });
+
+  it("renders each content type as a segment of it would", async () => {
+    expect(await renderer.renderTemplate(template("return `Hi ${who}`"), { who: "Ann" })).toBe(
+      "Hi Ann",
+    );
+    expect(await renderer.renderTemplate(template("{{who}}!", "handlebars"), { who: "<b>" })).toBe(
+      "<b>!",
+    );
+    expect(await renderer.renderTemplate(template("${who}", "text"), { who: "x" })).toBe("${who}");
+  });
+
+  it("refuses a template error, a NUL and a text over the limit as an execution does", async () => {
+    await expect(renderer.renderTemplate(template("return `${nobody}`"), {})).rejects.toThrow(
+      TemplateError,
+    );
+    await expect(
+      renderer.renderTemplate(template("return `a${z}`"), { z: "\u0000" }),
+    ).rejects.toThrow(/prompt template one: its output contains a NUL character/);
+    await expect(
+      renderer.renderTemplate(template("return `${a}`"), { a: "x".repeat(64 * 1024 + 1) }),
+    ).rejects.toThrow(PromptTooLarge);
+  });
+});

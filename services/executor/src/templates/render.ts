@@ -2,7 +2,7 @@ import { ConnectError } from "@connectrpc/connect";
 import Handlebars from "handlebars";
 import { LRUCache } from "lru-cache";
 import type { JsonObject } from "@pies/common";
-import type { Interaction } from "@pies/proto/catalog";
+import type { Interaction, PromptTemplate } from "@pies/proto/catalog";
 import { JstSandbox, TemplateError } from "./jst.js";
 
 export { TemplateError };
@@ -19,6 +19,9 @@ export interface ChatMessage {
   role: "system" | "user" | "assistant";
   content: string;
 }
+
+/** What rendering needs of a template (a PromptTemplate's fields). */
+export type Template = Pick<PromptTemplate, "id" | "name" | "contentType" | "content">;
 
 const ROLES = new Set(["system", "user", "assistant"]);
 
@@ -61,24 +64,44 @@ export class PromptRenderer {
       const template = segment.template;
       if (!template) throw new TemplateError(`prompt template ${segment.templateId} is missing`);
       const role = (ROLES.has(template.role) ? template.role : "user") as ChatMessage["role"];
-      const name = `prompt template ${template.name || template.id}`;
-      let content: string;
-      try {
-        content = await this.renderOne(template.contentType, template.content, data, projectId);
-      } catch (err) {
-        // A project over its share of the sandbox is not a template error (RESOURCE_EXHAUSTED).
-        if (err instanceof ConnectError) throw err;
-        const reason = err instanceof Error ? err.message : String(err);
-        throw new TemplateError(`${name}: ${reason}`);
-      }
-      if (content.includes("\0")) {
-        throw new TemplateError(
-          `${name}: its output contains a NUL character (\\u0000), which a prompt cannot hold`,
-        );
-      }
+      const { name, content } = await this.template(template, data, projectId);
       count([{ role, content }], name);
     }
     return messages;
+  }
+
+  /**
+   * One template with `data` (POST /prompts/:id/render): what a segment of it renders to, within
+   * the same limits (the prompt size counts this text alone).
+   */
+  async renderTemplate(template: Template, data: JsonObject, projectId = ""): Promise<string> {
+    const { name, content } = await this.template(template, data, projectId);
+    if (Buffer.byteLength(content, "utf8") > this.limits.maxPromptBytes) {
+      throw new PromptTooLarge(
+        `the rendered prompt is larger than ${this.limits.maxPromptBytes} bytes ` +
+          `(PIES_MAX_PROMPT_BYTES), reached at ${name}`,
+      );
+    }
+    return content;
+  }
+
+  private async template(template: Template, data: JsonObject, projectId: string) {
+    const name = `prompt template ${template.name || template.id}`;
+    let content: string;
+    try {
+      content = await this.renderOne(template.contentType, template.content, data, projectId);
+    } catch (err) {
+      // A project over its share of the sandbox is not a template error (RESOURCE_EXHAUSTED).
+      if (err instanceof ConnectError) throw err;
+      const reason = err instanceof Error ? err.message : String(err);
+      throw new TemplateError(`${name}: ${reason}`);
+    }
+    if (content.includes("\0")) {
+      throw new TemplateError(
+        `${name}: its output contains a NUL character (\\u0000), which a prompt cannot hold`,
+      );
+    }
+    return { name, content };
   }
 
   private async renderOne(

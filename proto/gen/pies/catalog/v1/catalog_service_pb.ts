@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file pies/catalog/v1/catalog_service.proto.
  */
 export const file_pies_catalog_v1_catalog_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVwaWVzL2NhdGFsb2cvdjEvY2F0YWxvZ19zZXJ2aWNlLnByb3RvEg9waWVzLmNhdGFsb2cudjEiZgoYQ3JlYXRlSW50ZXJhY3Rpb25SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSNgoLaW50ZXJhY3Rpb24YAiABKAsyIS5waWVzLmNhdGFsb2cudjEuSW50ZXJhY3Rpb25JbnB1dCJOChlDcmVhdGVJbnRlcmFjdGlvblJlc3BvbnNlEjEKC2ludGVyYWN0aW9uGAEgASgLMhwucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uIlEKFUdldEludGVyYWN0aW9uUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEgoKAmlkGAIgASgJEhgKEGV4cGFuZF90ZW1wbGF0ZXMYAyABKAgiSwoWR2V0SW50ZXJhY3Rpb25SZXNwb25zZRIxCgtpbnRlcmFjdGlvbhgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbiK+AQoXTGlzdEludGVyYWN0aW9uc1JlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIyCgZzdGF0dXMYAiABKA4yIi5waWVzLmNhdGFsb2cudjEuSW50ZXJhY3Rpb25TdGF0dXMSDAoEbmFtZRgDIAEoCRIUCgd2ZXJzaW9uGAQgASgFSACIAQESDAoEdGFncxgFIAMoCRINCgVsaW1pdBgGIAEoBRIOCgZvZmZzZXQYByABKAVCCgoIX3ZlcnNpb24iTgoYTGlzdEludGVyYWN0aW9uc1Jlc3BvbnNlEjIKDGludGVyYWN0aW9ucxgBIAMoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbiJyChhVcGRhdGVJbnRlcmFjdGlvblJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCRI2CgtpbnRlcmFjdGlvbhgDIAEoCzIhLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbklucHV0Ik4KGVVwZGF0ZUludGVyYWN0aW9uUmVzcG9uc2USMQoLaW50ZXJhY3Rpb24YASABKAsyHC5waWVzLmNhdGFsb2cudjEuSW50ZXJhY3Rpb24iOgoYRGVsZXRlSW50ZXJhY3Rpb25SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkiGwoZRGVsZXRlSW50ZXJhY3Rpb25SZXNwb25zZSJ6ChlQdWJsaXNoSW50ZXJhY3Rpb25SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkSLwoKdmlzaWJpbGl0eRgDIAEoDjIbLnBpZXMuY2F0YWxvZy52MS5WaXNpYmlsaXR5EgwKBHRhZ3MYBCADKAkiSwoaUHVibGlzaEludGVyYWN0aW9uUmVzcG9uc2USLQoHdmVyc2lvbhgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbiJACh5MaXN0SW50ZXJhY3Rpb25WZXJzaW9uc1JlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCSJRCh9MaXN0SW50ZXJhY3Rpb25WZXJzaW9uc1Jlc3BvbnNlEi4KCHZlcnNpb25zGAEgAygLMhwucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uIqQBChdSZXNvbHZlRXhlY3V0aW9uUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEhgKDmludGVyYWN0aW9uX2lkGAIgASgJSAASGgoQaW50ZXJhY3Rpb25fbmFtZRgDIAEoCUgAEhYKDmVudmlyb25tZW50X2lkGAQgASgJEhgKEGVudmlyb25tZW50X29ubHkYBSABKAhCDQoLaW50ZXJhY3Rpb24ikQEKGFJlc29sdmVFeGVjdXRpb25SZXNwb25zZRIxCgtpbnRlcmFjdGlvbhgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbhIxCgtlbnZpcm9ubWVudBgCIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudBIPCgdhcGlfa2V5GAMgASgJIl8KE0NyZWF0ZVByb21wdFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRI0CgZwcm9tcHQYAiABKAsyJC5waWVzLmNhdGFsb2cudjEuUHJvbXB0VGVtcGxhdGVJbnB1dCJHChRDcmVhdGVQcm9tcHRSZXNwb25zZRIvCgZwcm9tcHQYASABKAsyHy5waWVzLmNhdGFsb2cudjEuUHJvbXB0VGVtcGxhdGUiMgoQR2V0UHJvbXB0UmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEgoKAmlkGAIgASgJIkQKEUdldFByb21wdFJlc3BvbnNlEi8KBnByb21wdBgBIAEoCzIfLnBpZXMuY2F0YWxvZy52MS5Qcm9tcHRUZW1wbGF0ZSJHChJMaXN0UHJvbXB0c1JlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRINCgVsaW1pdBgCIAEoBRIOCgZvZmZzZXQYAyABKAUiRwoTTGlzdFByb21wdHNSZXNwb25zZRIwCgdwcm9tcHRzGAEgAygLMh8ucGllcy5jYXRhbG9nLnYxLlByb21wdFRlbXBsYXRlImsKE1VwZGF0ZVByb21wdFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCRI0CgZwcm9tcHQYAyABKAsyJC5waWVzLmNhdGFsb2cudjEuUHJvbXB0VGVtcGxhdGVJbnB1dCJHChRVcGRhdGVQcm9tcHRSZXNwb25zZRIvCgZwcm9tcHQYASABKAsyHy5waWVzLmNhdGFsb2cudjEuUHJvbXB0VGVtcGxhdGUiNQoTRGVsZXRlUHJvbXB0UmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEgoKAmlkGAIgASgJIhYKFERlbGV0ZVByb21wdFJlc3BvbnNlImYKGENyZWF0ZUVudmlyb25tZW50UmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEjYKC2Vudmlyb25tZW50GAIgASgLMiEucGllcy5jYXRhbG9nLnYxLkVudmlyb25tZW50SW5wdXQiTgoZQ3JlYXRlRW52aXJvbm1lbnRSZXNwb25zZRIxCgtlbnZpcm9ubWVudBgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudCI3ChVHZXRFbnZpcm9ubWVudFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCSJLChZHZXRFbnZpcm9ubWVudFJlc3BvbnNlEjEKC2Vudmlyb25tZW50GAEgASgLMhwucGllcy5jYXRhbG9nLnYxLkVudmlyb25tZW50Ii0KF0xpc3RFbnZpcm9ubWVudHNSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkiTgoYTGlzdEVudmlyb25tZW50c1Jlc3BvbnNlEjIKDGVudmlyb25tZW50cxgBIAMoCzIcLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudCJyChhVcGRhdGVFbnZpcm9ubWVudFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCRI2CgtlbnZpcm9ubWVudBgDIAEoCzIhLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudElucHV0Ik4KGVVwZGF0ZUVudmlyb25tZW50UmVzcG9uc2USMQoLZW52aXJvbm1lbnQYASABKAsyHC5waWVzLmNhdGFsb2cudjEuRW52aXJvbm1lbnQiOgoYRGVsZXRlRW52aXJvbm1lbnRSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkiGwoZRGVsZXRlRW52aXJvbm1lbnRSZXNwb25zZSI+ChxMaXN0RW52aXJvbm1lbnRNb2RlbHNSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkiPwodTGlzdEVudmlyb25tZW50TW9kZWxzUmVzcG9uc2USDgoGbW9kZWxzGAEgAygJEg4KBnNvdXJjZRgCIAEoCSI6ChRDcmVhdGVBY2NvdW50UmVxdWVzdBIMCgRuYW1lGAEgASgJEhQKDHByb2plY3RfbmFtZRgCIAEoCSJtChVDcmVhdGVBY2NvdW50UmVzcG9uc2USKQoHYWNjb3VudBgBIAEoCzIYLnBpZXMuY2F0YWxvZy52MS5BY2NvdW50EikKB3Byb2plY3QYAiABKAsyGC5waWVzLmNhdGFsb2cudjEuUHJvamVjdCInChFHZXRBY2NvdW50UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJIj8KEkdldEFjY291bnRSZXNwb25zZRIpCgdhY2NvdW50GAEgASgLMhgucGllcy5jYXRhbG9nLnYxLkFjY291bnQiOAoUQ3JlYXRlUHJvamVjdFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJInwKFUNyZWF0ZVByb2plY3RSZXNwb25zZRIpCgdwcm9qZWN0GAEgASgLMhgucGllcy5jYXRhbG9nLnYxLlByb2plY3QSKAoHYXBpX2tleRgCIAEoCzIXLnBpZXMuY2F0YWxvZy52MS5BcGlLZXkSDgoGc2VjcmV0GAMgASgJIikKE0xpc3RQcm9qZWN0c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJCChRMaXN0UHJvamVjdHNSZXNwb25zZRIqCghwcm9qZWN0cxgBIAMoCzIYLnBpZXMuY2F0YWxvZy52MS5Qcm9qZWN0InYKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEikKBHJvbGUYAyABKA4yGy5waWVzLmNhdGFsb2cudjEuQXBpS2V5Um9sZRISCgphY2NvdW50X2lkGAQgASgJIlAKFENyZWF0ZUFwaUtleVJlc3BvbnNlEigKB2FwaV9rZXkYASABKAsyFy5waWVzLmNhdGFsb2cudjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSIoChJMaXN0QXBpS2V5c1JlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCSJAChNMaXN0QXBpS2V5c1Jlc3BvbnNlEikKCGFwaV9rZXlzGAEgAygLMhcucGllcy5jYXRhbG9nLnYxLkFwaUtleSI1ChNEZWxldGVBcGlLZXlSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkiFgoURGVsZXRlQXBpS2V5UmVzcG9uc2UiJQoTVmVyaWZ5QXBpS2V5UmVxdWVzdBIOCgZzZWNyZXQYASABKAkiRQoUVmVyaWZ5QXBpS2V5UmVzcG9uc2USLQoJcHJpbmNpcGFsGAEgASgLMhoucGllcy5jYXRhbG9nLnYxLlByaW5jaXBhbCJjChlSZXNvbHZlSW50ZXJhY3Rpb25SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCwoDcmVmGAIgASgJEhYKDmVudmlyb25tZW50X2lkGAMgASgJEg0KBW1vZGVsGAQgASgJIqcBChpSZXNvbHZlSW50ZXJhY3Rpb25SZXNwb25zZRIxCgtpbnRlcmFjdGlvbhgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbhIxCgtlbnZpcm9ubWVudBgCIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudBINCgVtb2RlbBgDIAEoCRIUCgxtb2RlbF9zb3VyY2UYBCABKAky3hYKDkNhdGFsb2dTZXJ2aWNlEmoKEUNyZWF0ZUludGVyYWN0aW9uEikucGllcy5jYXRhbG9nLnYxLkNyZWF0ZUludGVyYWN0aW9uUmVxdWVzdBoqLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVJbnRlcmFjdGlvblJlc3BvbnNlEmYKDkdldEludGVyYWN0aW9uEiYucGllcy5jYXRhbG9nLnYxLkdldEludGVyYWN0aW9uUmVxdWVzdBonLnBpZXMuY2F0YWxvZy52MS5HZXRJbnRlcmFjdGlvblJlc3BvbnNlIgOQAgESbAoQTGlzdEludGVyYWN0aW9ucxIoLnBpZXMuY2F0YWxvZy52MS5MaXN0SW50ZXJhY3Rpb25zUmVxdWVzdBopLnBpZXMuY2F0YWxvZy52MS5MaXN0SW50ZXJhY3Rpb25zUmVzcG9uc2UiA5ACARJqChFVcGRhdGVJbnRlcmFjdGlvbhIpLnBpZXMuY2F0YWxvZy52MS5VcGRhdGVJbnRlcmFjdGlvblJlcXVlc3QaKi5waWVzLmNhdGFsb2cudjEuVXBkYXRlSW50ZXJhY3Rpb25SZXNwb25zZRJqChFEZWxldGVJbnRlcmFjdGlvbhIpLnBpZXMuY2F0YWxvZy52MS5EZWxldGVJbnRlcmFjdGlvblJlcXVlc3QaKi5waWVzLmNhdGFsb2cudjEuRGVsZXRlSW50ZXJhY3Rpb25SZXNwb25zZRJtChJQdWJsaXNoSW50ZXJhY3Rpb24SKi5waWVzLmNhdGFsb2cudjEuUHVibGlzaEludGVyYWN0aW9uUmVxdWVzdBorLnBpZXMuY2F0YWxvZy52MS5QdWJsaXNoSW50ZXJhY3Rpb25SZXNwb25zZRKBAQoXTGlzdEludGVyYWN0aW9uVmVyc2lvbnMSLy5waWVzLmNhdGFsb2cudjEuTGlzdEludGVyYWN0aW9uVmVyc2lvbnNSZXF1ZXN0GjAucGllcy5jYXRhbG9nLnYxLkxpc3RJbnRlcmFjdGlvblZlcnNpb25zUmVzcG9uc2UiA5ACARJyChJSZXNvbHZlSW50ZXJhY3Rpb24SKi5waWVzLmNhdGFsb2cudjEuUmVzb2x2ZUludGVyYWN0aW9uUmVxdWVzdBorLnBpZXMuY2F0YWxvZy52MS5SZXNvbHZlSW50ZXJhY3Rpb25SZXNwb25zZSIDkAIBEmwKEFJlc29sdmVFeGVjdXRpb24SKC5waWVzLmNhdGFsb2cudjEuUmVzb2x2ZUV4ZWN1dGlvblJlcXVlc3QaKS5waWVzLmNhdGFsb2cudjEuUmVzb2x2ZUV4ZWN1dGlvblJlc3BvbnNlIgOQAgESWwoMQ3JlYXRlUHJvbXB0EiQucGllcy5jYXRhbG9nLnYxLkNyZWF0ZVByb21wdFJlcXVlc3QaJS5waWVzLmNhdGFsb2cudjEuQ3JlYXRlUHJvbXB0UmVzcG9uc2USVwoJR2V0UHJvbXB0EiEucGllcy5jYXRhbG9nLnYxLkdldFByb21wdFJlcXVlc3QaIi5waWVzLmNhdGFsb2cudjEuR2V0UHJvbXB0UmVzcG9uc2UiA5ACARJdCgtMaXN0UHJvbXB0cxIjLnBpZXMuY2F0YWxvZy52MS5MaXN0UHJvbXB0c1JlcXVlc3QaJC5waWVzLmNhdGFsb2cudjEuTGlzdFByb21wdHNSZXNwb25zZSIDkAIBElsKDFVwZGF0ZVByb21wdBIkLnBpZXMuY2F0YWxvZy52MS5VcGRhdGVQcm9tcHRSZXF1ZXN0GiUucGllcy5jYXRhbG9nLnYxLlVwZGF0ZVByb21wdFJlc3BvbnNlElsKDERlbGV0ZVByb21wdBIkLnBpZXMuY2F0YWxvZy52MS5EZWxldGVQcm9tcHRSZXF1ZXN0GiUucGllcy5jYXRhbG9nLnYxLkRlbGV0ZVByb21wdFJlc3BvbnNlEmoKEUNyZWF0ZUVudmlyb25tZW50EikucGllcy5jYXRhbG9nLnYxLkNyZWF0ZUVudmlyb25tZW50UmVxdWVzdBoqLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVFbnZpcm9ubWVudFJlc3BvbnNlEmYKDkdldEVudmlyb25tZW50EiYucGllcy5jYXRhbG9nLnYxLkdldEVudmlyb25tZW50UmVxdWVzdBonLnBpZXMuY2F0YWxvZy52MS5HZXRFbnZpcm9ubWVudFJlc3BvbnNlIgOQAgESbAoQTGlzdEVudmlyb25tZW50cxIoLnBpZXMuY2F0YWxvZy52MS5MaXN0RW52aXJvbm1lbnRzUmVxdWVzdBopLnBpZXMuY2F0YWxvZy52MS5MaXN0RW52aXJvbm1lbnRzUmVzcG9uc2UiA5ACARJqChFVcGRhdGVFbnZpcm9ubWVudBIpLnBpZXMuY2F0YWxvZy52MS5VcGRhdGVFbnZpcm9ubWVudFJlcXVlc3QaKi5waWVzLmNhdGFsb2cudjEuVXBkYXRlRW52aXJvbm1lbnRSZXNwb25zZRJqChFEZWxldGVFbnZpcm9ubWVudBIpLnBpZXMuY2F0YWxvZy52MS5EZWxldGVFbnZpcm9ubWVudFJlcXVlc3QaKi5waWVzLmNhdGFsb2cudjEuRGVsZXRlRW52aXJvbm1lbnRSZXNwb25zZRJ7ChVMaXN0RW52aXJvbm1lbnRNb2RlbHMSLS5waWVzLmNhdGFsb2cudjEuTGlzdEVudmlyb25tZW50TW9kZWxzUmVxdWVzdBouLnBpZXMuY2F0YWxvZy52MS5MaXN0RW52aXJvbm1lbnRNb2RlbHNSZXNwb25zZSIDkAIBEl4KDUNyZWF0ZUFjY291bnQSJS5waWVzLmNhdGFsb2cudjEuQ3JlYXRlQWNjb3VudFJlcXVlc3QaJi5waWVzLmNhdGFsb2cudjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlEloKCkdldEFjY291bnQSIi5waWVzLmNhdGFsb2cudjEuR2V0QWNjb3VudFJlcXVlc3QaIy5waWVzLmNhdGFsb2cudjEuR2V0QWNjb3VudFJlc3BvbnNlIgOQAgESXgoNQ3JlYXRlUHJvamVjdBIlLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVQcm9qZWN0UmVxdWVzdBomLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVQcm9qZWN0UmVzcG9uc2USYAoMTGlzdFByb2plY3RzEiQucGllcy5jYXRhbG9nLnYxLkxpc3RQcm9qZWN0c1JlcXVlc3QaJS5waWVzLmNhdGFsb2cudjEuTGlzdFByb2plY3RzUmVzcG9uc2UiA5ACARJbCgxDcmVhdGVBcGlLZXkSJC5waWVzLmNhdGFsb2cudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBolLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJdCgtMaXN0QXBpS2V5cxIjLnBpZXMuY2F0YWxvZy52MS5MaXN0QXBpS2V5c1JlcXVlc3QaJC5waWVzLmNhdGFsb2cudjEuTGlzdEFwaUtleXNSZXNwb25zZSIDkAIBElsKDERlbGV0ZUFwaUtleRIkLnBpZXMuY2F0YWxvZy52MS5EZWxldGVBcGlLZXlSZXF1ZXN0GiUucGllcy5jYXRhbG9nLnYxLkRlbGV0ZUFwaUtleVJlc3BvbnNlEmAKDFZlcmlmeUFwaUtleRIkLnBpZXMuY2F0YWxvZy52MS5WZXJpZnlBcGlLZXlSZXF1ZXN0GiUucGllcy5jYXRhbG9nLnYxLlZlcmlmeUFwaUtleVJlc3BvbnNlIgOQAgFiBnByb3RvMw", [file_pies_catalog_v1_resources]);
+  fileDesc("CiVwaWVzL2NhdGFsb2cvdjEvY2F0YWxvZ19zZXJ2aWNlLnByb3RvEg9waWVzLmNhdGFsb2cudjEiZgoYQ3JlYXRlSW50ZXJhY3Rpb25SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSNgoLaW50ZXJhY3Rpb24YAiABKAsyIS5waWVzLmNhdGFsb2cudjEuSW50ZXJhY3Rpb25JbnB1dCJOChlDcmVhdGVJbnRlcmFjdGlvblJlc3BvbnNlEjEKC2ludGVyYWN0aW9uGAEgASgLMhwucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uIlEKFUdldEludGVyYWN0aW9uUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEgoKAmlkGAIgASgJEhgKEGV4cGFuZF90ZW1wbGF0ZXMYAyABKAgiSwoWR2V0SW50ZXJhY3Rpb25SZXNwb25zZRIxCgtpbnRlcmFjdGlvbhgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbiK+AQoXTGlzdEludGVyYWN0aW9uc1JlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIyCgZzdGF0dXMYAiABKA4yIi5waWVzLmNhdGFsb2cudjEuSW50ZXJhY3Rpb25TdGF0dXMSDAoEbmFtZRgDIAEoCRIUCgd2ZXJzaW9uGAQgASgFSACIAQESDAoEdGFncxgFIAMoCRINCgVsaW1pdBgGIAEoBRIOCgZvZmZzZXQYByABKAVCCgoIX3ZlcnNpb24iTgoYTGlzdEludGVyYWN0aW9uc1Jlc3BvbnNlEjIKDGludGVyYWN0aW9ucxgBIAMoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbiJyChhVcGRhdGVJbnRlcmFjdGlvblJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCRI2CgtpbnRlcmFjdGlvbhgDIAEoCzIhLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbklucHV0Ik4KGVVwZGF0ZUludGVyYWN0aW9uUmVzcG9uc2USMQoLaW50ZXJhY3Rpb24YASABKAsyHC5waWVzLmNhdGFsb2cudjEuSW50ZXJhY3Rpb24iOgoYRGVsZXRlSW50ZXJhY3Rpb25SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkiGwoZRGVsZXRlSW50ZXJhY3Rpb25SZXNwb25zZSJ6ChlQdWJsaXNoSW50ZXJhY3Rpb25SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkSLwoKdmlzaWJpbGl0eRgDIAEoDjIbLnBpZXMuY2F0YWxvZy52MS5WaXNpYmlsaXR5EgwKBHRhZ3MYBCADKAkiSwoaUHVibGlzaEludGVyYWN0aW9uUmVzcG9uc2USLQoHdmVyc2lvbhgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbiJACh5MaXN0SW50ZXJhY3Rpb25WZXJzaW9uc1JlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCSJRCh9MaXN0SW50ZXJhY3Rpb25WZXJzaW9uc1Jlc3BvbnNlEi4KCHZlcnNpb25zGAEgAygLMhwucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uIqQBChdSZXNvbHZlRXhlY3V0aW9uUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEhgKDmludGVyYWN0aW9uX2lkGAIgASgJSAASGgoQaW50ZXJhY3Rpb25fbmFtZRgDIAEoCUgAEhYKDmVudmlyb25tZW50X2lkGAQgASgJEhgKEGVudmlyb25tZW50X29ubHkYBSABKAhCDQoLaW50ZXJhY3Rpb24ikQEKGFJlc29sdmVFeGVjdXRpb25SZXNwb25zZRIxCgtpbnRlcmFjdGlvbhgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbhIxCgtlbnZpcm9ubWVudBgCIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudBIPCgdhcGlfa2V5GAMgASgJImEKFkZvcmtJbnRlcmFjdGlvblJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCRIRCglrZWVwX3RhZ3MYAyABKAgSFAoMZm9ya19wcm9tcHRzGAQgASgIIkwKF0ZvcmtJbnRlcmFjdGlvblJlc3BvbnNlEjEKC2ludGVyYWN0aW9uGAEgASgLMhwucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uIj0KG0xpc3RJbnRlcmFjdGlvbkZvcmtzUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEgoKAmlkGAIgASgJIlIKHExpc3RJbnRlcmFjdGlvbkZvcmtzUmVzcG9uc2USMgoMaW50ZXJhY3Rpb25zGAEgAygLMhwucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uIjAKGkxpc3RJbnRlcmFjdGlvblRhZ3NSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkiTAobTGlzdEludGVyYWN0aW9uVGFnc1Jlc3BvbnNlEi0KBHRhZ3MYASADKAsyHy5waWVzLmNhdGFsb2cudjEuSW50ZXJhY3Rpb25UYWciYAoOSW50ZXJhY3Rpb25UYWcSCwoDdGFnGAEgASgJEg0KBWNvdW50GAIgASgFEjIKDGludGVyYWN0aW9ucxgDIAMoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbiJfChNDcmVhdGVQcm9tcHRSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSNAoGcHJvbXB0GAIgASgLMiQucGllcy5jYXRhbG9nLnYxLlByb21wdFRlbXBsYXRlSW5wdXQiRwoUQ3JlYXRlUHJvbXB0UmVzcG9uc2USLwoGcHJvbXB0GAEgASgLMh8ucGllcy5jYXRhbG9nLnYxLlByb21wdFRlbXBsYXRlIjIKEEdldFByb21wdFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCSJEChFHZXRQcm9tcHRSZXNwb25zZRIvCgZwcm9tcHQYASABKAsyHy5waWVzLmNhdGFsb2cudjEuUHJvbXB0VGVtcGxhdGUiRwoSTGlzdFByb21wdHNSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSDQoFbGltaXQYAiABKAUSDgoGb2Zmc2V0GAMgASgFIkcKE0xpc3RQcm9tcHRzUmVzcG9uc2USMAoHcHJvbXB0cxgBIAMoCzIfLnBpZXMuY2F0YWxvZy52MS5Qcm9tcHRUZW1wbGF0ZSJrChNVcGRhdGVQcm9tcHRSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkSNAoGcHJvbXB0GAMgASgLMiQucGllcy5jYXRhbG9nLnYxLlByb21wdFRlbXBsYXRlSW5wdXQiRwoUVXBkYXRlUHJvbXB0UmVzcG9uc2USLwoGcHJvbXB0GAEgASgLMh8ucGllcy5jYXRhbG9nLnYxLlByb21wdFRlbXBsYXRlIjUKE0RlbGV0ZVByb21wdFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCSIWChREZWxldGVQcm9tcHRSZXNwb25zZSJGCh1MaXN0UHJvbXB0SW50ZXJhY3Rpb25zUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCSJUCh5MaXN0UHJvbXB0SW50ZXJhY3Rpb25zUmVzcG9uc2USMgoMaW50ZXJhY3Rpb25zGAEgAygLMhwucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uImYKGENyZWF0ZUVudmlyb25tZW50UmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEjYKC2Vudmlyb25tZW50GAIgASgLMiEucGllcy5jYXRhbG9nLnYxLkVudmlyb25tZW50SW5wdXQiTgoZQ3JlYXRlRW52aXJvbm1lbnRSZXNwb25zZRIxCgtlbnZpcm9ubWVudBgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudCI3ChVHZXRFbnZpcm9ubWVudFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCSJLChZHZXRFbnZpcm9ubWVudFJlc3BvbnNlEjEKC2Vudmlyb25tZW50GAEgASgLMhwucGllcy5jYXRhbG9nLnYxLkVudmlyb25tZW50Ii0KF0xpc3RFbnZpcm9ubWVudHNSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkiTgoYTGlzdEVudmlyb25tZW50c1Jlc3BvbnNlEjIKDGVudmlyb25tZW50cxgBIAMoCzIcLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudCJyChhVcGRhdGVFbnZpcm9ubWVudFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIKCgJpZBgCIAEoCRI2CgtlbnZpcm9ubWVudBgDIAEoCzIhLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudElucHV0Ik4KGVVwZGF0ZUVudmlyb25tZW50UmVzcG9uc2USMQoLZW52aXJvbm1lbnQYASABKAsyHC5waWVzLmNhdGFsb2cudjEuRW52aXJvbm1lbnQiOgoYRGVsZXRlRW52aXJvbm1lbnRSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkiGwoZRGVsZXRlRW52aXJvbm1lbnRSZXNwb25zZSI+ChxMaXN0RW52aXJvbm1lbnRNb2RlbHNSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkiPwodTGlzdEVudmlyb25tZW50TW9kZWxzUmVzcG9uc2USDgoGbW9kZWxzGAEgAygJEg4KBnNvdXJjZRgCIAEoCSI6ChRDcmVhdGVBY2NvdW50UmVxdWVzdBIMCgRuYW1lGAEgASgJEhQKDHByb2plY3RfbmFtZRgCIAEoCSJtChVDcmVhdGVBY2NvdW50UmVzcG9uc2USKQoHYWNjb3VudBgBIAEoCzIYLnBpZXMuY2F0YWxvZy52MS5BY2NvdW50EikKB3Byb2plY3QYAiABKAsyGC5waWVzLmNhdGFsb2cudjEuUHJvamVjdCInChFHZXRBY2NvdW50UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJIj8KEkdldEFjY291bnRSZXNwb25zZRIpCgdhY2NvdW50GAEgASgLMhgucGllcy5jYXRhbG9nLnYxLkFjY291bnQiOAoUQ3JlYXRlUHJvamVjdFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJInwKFUNyZWF0ZVByb2plY3RSZXNwb25zZRIpCgdwcm9qZWN0GAEgASgLMhgucGllcy5jYXRhbG9nLnYxLlByb2plY3QSKAoHYXBpX2tleRgCIAEoCzIXLnBpZXMuY2F0YWxvZy52MS5BcGlLZXkSDgoGc2VjcmV0GAMgASgJIikKE0xpc3RQcm9qZWN0c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJCChRMaXN0UHJvamVjdHNSZXNwb25zZRIqCghwcm9qZWN0cxgBIAMoCzIYLnBpZXMuY2F0YWxvZy52MS5Qcm9qZWN0InYKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEikKBHJvbGUYAyABKA4yGy5waWVzLmNhdGFsb2cudjEuQXBpS2V5Um9sZRISCgphY2NvdW50X2lkGAQgASgJIlAKFENyZWF0ZUFwaUtleVJlc3BvbnNlEigKB2FwaV9rZXkYASABKAsyFy5waWVzLmNhdGFsb2cudjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSIoChJMaXN0QXBpS2V5c1JlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCSJAChNMaXN0QXBpS2V5c1Jlc3BvbnNlEikKCGFwaV9rZXlzGAEgAygLMhcucGllcy5jYXRhbG9nLnYxLkFwaUtleSI1ChNEZWxldGVBcGlLZXlSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCgoCaWQYAiABKAkiFgoURGVsZXRlQXBpS2V5UmVzcG9uc2UiJQoTVmVyaWZ5QXBpS2V5UmVxdWVzdBIOCgZzZWNyZXQYASABKAkiRQoUVmVyaWZ5QXBpS2V5UmVzcG9uc2USLQoJcHJpbmNpcGFsGAEgASgLMhoucGllcy5jYXRhbG9nLnYxLlByaW5jaXBhbCJjChlSZXNvbHZlSW50ZXJhY3Rpb25SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSCwoDcmVmGAIgASgJEhYKDmVudmlyb25tZW50X2lkGAMgASgJEg0KBW1vZGVsGAQgASgJIqcBChpSZXNvbHZlSW50ZXJhY3Rpb25SZXNwb25zZRIxCgtpbnRlcmFjdGlvbhgBIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvbhIxCgtlbnZpcm9ubWVudBgCIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5FbnZpcm9ubWVudBINCgVtb2RlbBgDIAEoCRIUCgxtb2RlbF9zb3VyY2UYBCABKAkytRoKDkNhdGFsb2dTZXJ2aWNlEmoKEUNyZWF0ZUludGVyYWN0aW9uEikucGllcy5jYXRhbG9nLnYxLkNyZWF0ZUludGVyYWN0aW9uUmVxdWVzdBoqLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVJbnRlcmFjdGlvblJlc3BvbnNlEmYKDkdldEludGVyYWN0aW9uEiYucGllcy5jYXRhbG9nLnYxLkdldEludGVyYWN0aW9uUmVxdWVzdBonLnBpZXMuY2F0YWxvZy52MS5HZXRJbnRlcmFjdGlvblJlc3BvbnNlIgOQAgESbAoQTGlzdEludGVyYWN0aW9ucxIoLnBpZXMuY2F0YWxvZy52MS5MaXN0SW50ZXJhY3Rpb25zUmVxdWVzdBopLnBpZXMuY2F0YWxvZy52MS5MaXN0SW50ZXJhY3Rpb25zUmVzcG9uc2UiA5ACARJqChFVcGRhdGVJbnRlcmFjdGlvbhIpLnBpZXMuY2F0YWxvZy52MS5VcGRhdGVJbnRlcmFjdGlvblJlcXVlc3QaKi5waWVzLmNhdGFsb2cudjEuVXBkYXRlSW50ZXJhY3Rpb25SZXNwb25zZRJqChFEZWxldGVJbnRlcmFjdGlvbhIpLnBpZXMuY2F0YWxvZy52MS5EZWxldGVJbnRlcmFjdGlvblJlcXVlc3QaKi5waWVzLmNhdGFsb2cudjEuRGVsZXRlSW50ZXJhY3Rpb25SZXNwb25zZRJtChJQdWJsaXNoSW50ZXJhY3Rpb24SKi5waWVzLmNhdGFsb2cudjEuUHVibGlzaEludGVyYWN0aW9uUmVxdWVzdBorLnBpZXMuY2F0YWxvZy52MS5QdWJsaXNoSW50ZXJhY3Rpb25SZXNwb25zZRKBAQoXTGlzdEludGVyYWN0aW9uVmVyc2lvbnMSLy5waWVzLmNhdGFsb2cudjEuTGlzdEludGVyYWN0aW9uVmVyc2lvbnNSZXF1ZXN0GjAucGllcy5jYXRhbG9nLnYxLkxpc3RJbnRlcmFjdGlvblZlcnNpb25zUmVzcG9uc2UiA5ACARJkCg9Gb3JrSW50ZXJhY3Rpb24SJy5waWVzLmNhdGFsb2cudjEuRm9ya0ludGVyYWN0aW9uUmVxdWVzdBooLnBpZXMuY2F0YWxvZy52MS5Gb3JrSW50ZXJhY3Rpb25SZXNwb25zZRJ4ChRMaXN0SW50ZXJhY3Rpb25Gb3JrcxIsLnBpZXMuY2F0YWxvZy52MS5MaXN0SW50ZXJhY3Rpb25Gb3Jrc1JlcXVlc3QaLS5waWVzLmNhdGFsb2cudjEuTGlzdEludGVyYWN0aW9uRm9ya3NSZXNwb25zZSIDkAIBEnUKE0xpc3RJbnRlcmFjdGlvblRhZ3MSKy5waWVzLmNhdGFsb2cudjEuTGlzdEludGVyYWN0aW9uVGFnc1JlcXVlc3QaLC5waWVzLmNhdGFsb2cudjEuTGlzdEludGVyYWN0aW9uVGFnc1Jlc3BvbnNlIgOQAgEScgoSUmVzb2x2ZUludGVyYWN0aW9uEioucGllcy5jYXRhbG9nLnYxLlJlc29sdmVJbnRlcmFjdGlvblJlcXVlc3QaKy5waWVzLmNhdGFsb2cudjEuUmVzb2x2ZUludGVyYWN0aW9uUmVzcG9uc2UiA5ACARJsChBSZXNvbHZlRXhlY3V0aW9uEigucGllcy5jYXRhbG9nLnYxLlJlc29sdmVFeGVjdXRpb25SZXF1ZXN0GikucGllcy5jYXRhbG9nLnYxLlJlc29sdmVFeGVjdXRpb25SZXNwb25zZSIDkAIBElsKDENyZWF0ZVByb21wdBIkLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVQcm9tcHRSZXF1ZXN0GiUucGllcy5jYXRhbG9nLnYxLkNyZWF0ZVByb21wdFJlc3BvbnNlElcKCUdldFByb21wdBIhLnBpZXMuY2F0YWxvZy52MS5HZXRQcm9tcHRSZXF1ZXN0GiIucGllcy5jYXRhbG9nLnYxLkdldFByb21wdFJlc3BvbnNlIgOQAgESXQoLTGlzdFByb21wdHMSIy5waWVzLmNhdGFsb2cudjEuTGlzdFByb21wdHNSZXF1ZXN0GiQucGllcy5jYXRhbG9nLnYxLkxpc3RQcm9tcHRzUmVzcG9uc2UiA5ACARJbCgxVcGRhdGVQcm9tcHQSJC5waWVzLmNhdGFsb2cudjEuVXBkYXRlUHJvbXB0UmVxdWVzdBolLnBpZXMuY2F0YWxvZy52MS5VcGRhdGVQcm9tcHRSZXNwb25zZRJbCgxEZWxldGVQcm9tcHQSJC5waWVzLmNhdGFsb2cudjEuRGVsZXRlUHJvbXB0UmVxdWVzdBolLnBpZXMuY2F0YWxvZy52MS5EZWxldGVQcm9tcHRSZXNwb25zZRJ+ChZMaXN0UHJvbXB0SW50ZXJhY3Rpb25zEi4ucGllcy5jYXRhbG9nLnYxLkxpc3RQcm9tcHRJbnRlcmFjdGlvbnNSZXF1ZXN0Gi8ucGllcy5jYXRhbG9nLnYxLkxpc3RQcm9tcHRJbnRlcmFjdGlvbnNSZXNwb25zZSIDkAIBEmoKEUNyZWF0ZUVudmlyb25tZW50EikucGllcy5jYXRhbG9nLnYxLkNyZWF0ZUVudmlyb25tZW50UmVxdWVzdBoqLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVFbnZpcm9ubWVudFJlc3BvbnNlEmYKDkdldEVudmlyb25tZW50EiYucGllcy5jYXRhbG9nLnYxLkdldEVudmlyb25tZW50UmVxdWVzdBonLnBpZXMuY2F0YWxvZy52MS5HZXRFbnZpcm9ubWVudFJlc3BvbnNlIgOQAgESbAoQTGlzdEVudmlyb25tZW50cxIoLnBpZXMuY2F0YWxvZy52MS5MaXN0RW52aXJvbm1lbnRzUmVxdWVzdBopLnBpZXMuY2F0YWxvZy52MS5MaXN0RW52aXJvbm1lbnRzUmVzcG9uc2UiA5ACARJqChFVcGRhdGVFbnZpcm9ubWVudBIpLnBpZXMuY2F0YWxvZy52MS5VcGRhdGVFbnZpcm9ubWVudFJlcXVlc3QaKi5waWVzLmNhdGFsb2cudjEuVXBkYXRlRW52aXJvbm1lbnRSZXNwb25zZRJqChFEZWxldGVFbnZpcm9ubWVudBIpLnBpZXMuY2F0YWxvZy52MS5EZWxldGVFbnZpcm9ubWVudFJlcXVlc3QaKi5waWVzLmNhdGFsb2cudjEuRGVsZXRlRW52aXJvbm1lbnRSZXNwb25zZRJ7ChVMaXN0RW52aXJvbm1lbnRNb2RlbHMSLS5waWVzLmNhdGFsb2cudjEuTGlzdEVudmlyb25tZW50TW9kZWxzUmVxdWVzdBouLnBpZXMuY2F0YWxvZy52MS5MaXN0RW52aXJvbm1lbnRNb2RlbHNSZXNwb25zZSIDkAIBEl4KDUNyZWF0ZUFjY291bnQSJS5waWVzLmNhdGFsb2cudjEuQ3JlYXRlQWNjb3VudFJlcXVlc3QaJi5waWVzLmNhdGFsb2cudjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlEloKCkdldEFjY291bnQSIi5waWVzLmNhdGFsb2cudjEuR2V0QWNjb3VudFJlcXVlc3QaIy5waWVzLmNhdGFsb2cudjEuR2V0QWNjb3VudFJlc3BvbnNlIgOQAgESXgoNQ3JlYXRlUHJvamVjdBIlLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVQcm9qZWN0UmVxdWVzdBomLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVQcm9qZWN0UmVzcG9uc2USYAoMTGlzdFByb2plY3RzEiQucGllcy5jYXRhbG9nLnYxLkxpc3RQcm9qZWN0c1JlcXVlc3QaJS5waWVzLmNhdGFsb2cudjEuTGlzdFByb2plY3RzUmVzcG9uc2UiA5ACARJbCgxDcmVhdGVBcGlLZXkSJC5waWVzLmNhdGFsb2cudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBolLnBpZXMuY2F0YWxvZy52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJdCgtMaXN0QXBpS2V5cxIjLnBpZXMuY2F0YWxvZy52MS5MaXN0QXBpS2V5c1JlcXVlc3QaJC5waWVzLmNhdGFsb2cudjEuTGlzdEFwaUtleXNSZXNwb25zZSIDkAIBElsKDERlbGV0ZUFwaUtleRIkLnBpZXMuY2F0YWxvZy52MS5EZWxldGVBcGlLZXlSZXF1ZXN0GiUucGllcy5jYXRhbG9nLnYxLkRlbGV0ZUFwaUtleVJlc3BvbnNlEmAKDFZlcmlmeUFwaUtleRIkLnBpZXMuY2F0YWxvZy52MS5WZXJpZnlBcGlLZXlSZXF1ZXN0GiUucGllcy5jYXRhbG9nLnYxLlZlcmlmeUFwaUtleVJlc3BvbnNlIgOQAgFiBnByb3RvMw", [file_pies_catalog_v1_resources]);
 
 /**
  * @generated from message pies.catalog.v1.CreateInteractionRequest
@@ -429,6 +429,167 @@ export const ResolveExecutionResponseSchema: GenMessage<ResolveExecutionResponse
   messageDesc(file_pies_catalog_v1_catalog_service, 15);
 
 /**
+ * @generated from message pies.catalog.v1.ForkInteractionRequest
+ */
+export type ForkInteractionRequest = Message<"pies.catalog.v1.ForkInteractionRequest"> & {
+  /**
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * The interaction (draft) or version to fork.
+   *
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * Keep the source's tags (else the fork has none).
+   *
+   * @generated from field: bool keep_tags = 3;
+   */
+  keepTags: boolean;
+
+  /**
+   * Copy the templates into new templates of the project (else the fork uses the same ones).
+   *
+   * @generated from field: bool fork_prompts = 4;
+   */
+  forkPrompts: boolean;
+};
+
+/**
+ * Describes the message pies.catalog.v1.ForkInteractionRequest.
+ * Use `create(ForkInteractionRequestSchema)` to create a new message.
+ */
+export const ForkInteractionRequestSchema: GenMessage<ForkInteractionRequest> = /*@__PURE__*/
+  messageDesc(file_pies_catalog_v1_catalog_service, 16);
+
+/**
+ * @generated from message pies.catalog.v1.ForkInteractionResponse
+ */
+export type ForkInteractionResponse = Message<"pies.catalog.v1.ForkInteractionResponse"> & {
+  /**
+   * @generated from field: pies.catalog.v1.Interaction interaction = 1;
+   */
+  interaction?: Interaction | undefined;
+};
+
+/**
+ * Describes the message pies.catalog.v1.ForkInteractionResponse.
+ * Use `create(ForkInteractionResponseSchema)` to create a new message.
+ */
+export const ForkInteractionResponseSchema: GenMessage<ForkInteractionResponse> = /*@__PURE__*/
+  messageDesc(file_pies_catalog_v1_catalog_service, 17);
+
+/**
+ * @generated from message pies.catalog.v1.ListInteractionForksRequest
+ */
+export type ListInteractionForksRequest = Message<"pies.catalog.v1.ListInteractionForksRequest"> & {
+  /**
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message pies.catalog.v1.ListInteractionForksRequest.
+ * Use `create(ListInteractionForksRequestSchema)` to create a new message.
+ */
+export const ListInteractionForksRequestSchema: GenMessage<ListInteractionForksRequest> = /*@__PURE__*/
+  messageDesc(file_pies_catalog_v1_catalog_service, 18);
+
+/**
+ * @generated from message pies.catalog.v1.ListInteractionForksResponse
+ */
+export type ListInteractionForksResponse = Message<"pies.catalog.v1.ListInteractionForksResponse"> & {
+  /**
+   * @generated from field: repeated pies.catalog.v1.Interaction interactions = 1;
+   */
+  interactions: Interaction[];
+};
+
+/**
+ * Describes the message pies.catalog.v1.ListInteractionForksResponse.
+ * Use `create(ListInteractionForksResponseSchema)` to create a new message.
+ */
+export const ListInteractionForksResponseSchema: GenMessage<ListInteractionForksResponse> = /*@__PURE__*/
+  messageDesc(file_pies_catalog_v1_catalog_service, 19);
+
+/**
+ * @generated from message pies.catalog.v1.ListInteractionTagsRequest
+ */
+export type ListInteractionTagsRequest = Message<"pies.catalog.v1.ListInteractionTagsRequest"> & {
+  /**
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+};
+
+/**
+ * Describes the message pies.catalog.v1.ListInteractionTagsRequest.
+ * Use `create(ListInteractionTagsRequestSchema)` to create a new message.
+ */
+export const ListInteractionTagsRequestSchema: GenMessage<ListInteractionTagsRequest> = /*@__PURE__*/
+  messageDesc(file_pies_catalog_v1_catalog_service, 20);
+
+/**
+ * @generated from message pies.catalog.v1.ListInteractionTagsResponse
+ */
+export type ListInteractionTagsResponse = Message<"pies.catalog.v1.ListInteractionTagsResponse"> & {
+  /**
+   * By tag, in order.
+   *
+   * @generated from field: repeated pies.catalog.v1.InteractionTag tags = 1;
+   */
+  tags: InteractionTag[];
+};
+
+/**
+ * Describes the message pies.catalog.v1.ListInteractionTagsResponse.
+ * Use `create(ListInteractionTagsResponseSchema)` to create a new message.
+ */
+export const ListInteractionTagsResponseSchema: GenMessage<ListInteractionTagsResponse> = /*@__PURE__*/
+  messageDesc(file_pies_catalog_v1_catalog_service, 21);
+
+/**
+ * @generated from message pies.catalog.v1.InteractionTag
+ */
+export type InteractionTag = Message<"pies.catalog.v1.InteractionTag"> & {
+  /**
+   * @generated from field: string tag = 1;
+   */
+  tag: string;
+
+  /**
+   * Drafts and versions carrying it.
+   *
+   * @generated from field: int32 count = 2;
+   */
+  count: number;
+
+  /**
+   * Of those, the most recently updated (at most ListInteractionTags' row bound over all tags).
+   *
+   * @generated from field: repeated pies.catalog.v1.Interaction interactions = 3;
+   */
+  interactions: Interaction[];
+};
+
+/**
+ * Describes the message pies.catalog.v1.InteractionTag.
+ * Use `create(InteractionTagSchema)` to create a new message.
+ */
+export const InteractionTagSchema: GenMessage<InteractionTag> = /*@__PURE__*/
+  messageDesc(file_pies_catalog_v1_catalog_service, 22);
+
+/**
  * @generated from message pies.catalog.v1.CreatePromptRequest
  */
 export type CreatePromptRequest = Message<"pies.catalog.v1.CreatePromptRequest"> & {
@@ -448,7 +609,7 @@ export type CreatePromptRequest = Message<"pies.catalog.v1.CreatePromptRequest">
  * Use `create(CreatePromptRequestSchema)` to create a new message.
  */
 export const CreatePromptRequestSchema: GenMessage<CreatePromptRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 16);
+  messageDesc(file_pies_catalog_v1_catalog_service, 23);
 
 /**
  * @generated from message pies.catalog.v1.CreatePromptResponse
@@ -465,7 +626,7 @@ export type CreatePromptResponse = Message<"pies.catalog.v1.CreatePromptResponse
  * Use `create(CreatePromptResponseSchema)` to create a new message.
  */
 export const CreatePromptResponseSchema: GenMessage<CreatePromptResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 17);
+  messageDesc(file_pies_catalog_v1_catalog_service, 24);
 
 /**
  * @generated from message pies.catalog.v1.GetPromptRequest
@@ -487,7 +648,7 @@ export type GetPromptRequest = Message<"pies.catalog.v1.GetPromptRequest"> & {
  * Use `create(GetPromptRequestSchema)` to create a new message.
  */
 export const GetPromptRequestSchema: GenMessage<GetPromptRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 18);
+  messageDesc(file_pies_catalog_v1_catalog_service, 25);
 
 /**
  * @generated from message pies.catalog.v1.GetPromptResponse
@@ -504,7 +665,7 @@ export type GetPromptResponse = Message<"pies.catalog.v1.GetPromptResponse"> & {
  * Use `create(GetPromptResponseSchema)` to create a new message.
  */
 export const GetPromptResponseSchema: GenMessage<GetPromptResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 19);
+  messageDesc(file_pies_catalog_v1_catalog_service, 26);
 
 /**
  * @generated from message pies.catalog.v1.ListPromptsRequest
@@ -531,7 +692,7 @@ export type ListPromptsRequest = Message<"pies.catalog.v1.ListPromptsRequest"> &
  * Use `create(ListPromptsRequestSchema)` to create a new message.
  */
 export const ListPromptsRequestSchema: GenMessage<ListPromptsRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 20);
+  messageDesc(file_pies_catalog_v1_catalog_service, 27);
 
 /**
  * @generated from message pies.catalog.v1.ListPromptsResponse
@@ -548,7 +709,7 @@ export type ListPromptsResponse = Message<"pies.catalog.v1.ListPromptsResponse">
  * Use `create(ListPromptsResponseSchema)` to create a new message.
  */
 export const ListPromptsResponseSchema: GenMessage<ListPromptsResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 21);
+  messageDesc(file_pies_catalog_v1_catalog_service, 28);
 
 /**
  * @generated from message pies.catalog.v1.UpdatePromptRequest
@@ -575,7 +736,7 @@ export type UpdatePromptRequest = Message<"pies.catalog.v1.UpdatePromptRequest">
  * Use `create(UpdatePromptRequestSchema)` to create a new message.
  */
 export const UpdatePromptRequestSchema: GenMessage<UpdatePromptRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 22);
+  messageDesc(file_pies_catalog_v1_catalog_service, 29);
 
 /**
  * @generated from message pies.catalog.v1.UpdatePromptResponse
@@ -592,7 +753,7 @@ export type UpdatePromptResponse = Message<"pies.catalog.v1.UpdatePromptResponse
  * Use `create(UpdatePromptResponseSchema)` to create a new message.
  */
 export const UpdatePromptResponseSchema: GenMessage<UpdatePromptResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 23);
+  messageDesc(file_pies_catalog_v1_catalog_service, 30);
 
 /**
  * FAILED_PRECONDITION naming the interactions and versions that use the template.
@@ -616,7 +777,7 @@ export type DeletePromptRequest = Message<"pies.catalog.v1.DeletePromptRequest">
  * Use `create(DeletePromptRequestSchema)` to create a new message.
  */
 export const DeletePromptRequestSchema: GenMessage<DeletePromptRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 24);
+  messageDesc(file_pies_catalog_v1_catalog_service, 31);
 
 /**
  * @generated from message pies.catalog.v1.DeletePromptResponse
@@ -629,7 +790,48 @@ export type DeletePromptResponse = Message<"pies.catalog.v1.DeletePromptResponse
  * Use `create(DeletePromptResponseSchema)` to create a new message.
  */
 export const DeletePromptResponseSchema: GenMessage<DeletePromptResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 25);
+  messageDesc(file_pies_catalog_v1_catalog_service, 32);
+
+/**
+ * @generated from message pies.catalog.v1.ListPromptInteractionsRequest
+ */
+export type ListPromptInteractionsRequest = Message<"pies.catalog.v1.ListPromptInteractionsRequest"> & {
+  /**
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string prompt_id = 2;
+   */
+  promptId: string;
+};
+
+/**
+ * Describes the message pies.catalog.v1.ListPromptInteractionsRequest.
+ * Use `create(ListPromptInteractionsRequestSchema)` to create a new message.
+ */
+export const ListPromptInteractionsRequestSchema: GenMessage<ListPromptInteractionsRequest> = /*@__PURE__*/
+  messageDesc(file_pies_catalog_v1_catalog_service, 33);
+
+/**
+ * @generated from message pies.catalog.v1.ListPromptInteractionsResponse
+ */
+export type ListPromptInteractionsResponse = Message<"pies.catalog.v1.ListPromptInteractionsResponse"> & {
+  /**
+   * Drafts and versions, most recently updated first.
+   *
+   * @generated from field: repeated pies.catalog.v1.Interaction interactions = 1;
+   */
+  interactions: Interaction[];
+};
+
+/**
+ * Describes the message pies.catalog.v1.ListPromptInteractionsResponse.
+ * Use `create(ListPromptInteractionsResponseSchema)` to create a new message.
+ */
+export const ListPromptInteractionsResponseSchema: GenMessage<ListPromptInteractionsResponse> = /*@__PURE__*/
+  messageDesc(file_pies_catalog_v1_catalog_service, 34);
 
 /**
  * @generated from message pies.catalog.v1.CreateEnvironmentRequest
@@ -651,7 +853,7 @@ export type CreateEnvironmentRequest = Message<"pies.catalog.v1.CreateEnvironmen
  * Use `create(CreateEnvironmentRequestSchema)` to create a new message.
  */
 export const CreateEnvironmentRequestSchema: GenMessage<CreateEnvironmentRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 26);
+  messageDesc(file_pies_catalog_v1_catalog_service, 35);
 
 /**
  * @generated from message pies.catalog.v1.CreateEnvironmentResponse
@@ -668,7 +870,7 @@ export type CreateEnvironmentResponse = Message<"pies.catalog.v1.CreateEnvironme
  * Use `create(CreateEnvironmentResponseSchema)` to create a new message.
  */
 export const CreateEnvironmentResponseSchema: GenMessage<CreateEnvironmentResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 27);
+  messageDesc(file_pies_catalog_v1_catalog_service, 36);
 
 /**
  * @generated from message pies.catalog.v1.GetEnvironmentRequest
@@ -690,7 +892,7 @@ export type GetEnvironmentRequest = Message<"pies.catalog.v1.GetEnvironmentReque
  * Use `create(GetEnvironmentRequestSchema)` to create a new message.
  */
 export const GetEnvironmentRequestSchema: GenMessage<GetEnvironmentRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 28);
+  messageDesc(file_pies_catalog_v1_catalog_service, 37);
 
 /**
  * @generated from message pies.catalog.v1.GetEnvironmentResponse
@@ -707,7 +909,7 @@ export type GetEnvironmentResponse = Message<"pies.catalog.v1.GetEnvironmentResp
  * Use `create(GetEnvironmentResponseSchema)` to create a new message.
  */
 export const GetEnvironmentResponseSchema: GenMessage<GetEnvironmentResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 29);
+  messageDesc(file_pies_catalog_v1_catalog_service, 38);
 
 /**
  * @generated from message pies.catalog.v1.ListEnvironmentsRequest
@@ -724,7 +926,7 @@ export type ListEnvironmentsRequest = Message<"pies.catalog.v1.ListEnvironmentsR
  * Use `create(ListEnvironmentsRequestSchema)` to create a new message.
  */
 export const ListEnvironmentsRequestSchema: GenMessage<ListEnvironmentsRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 30);
+  messageDesc(file_pies_catalog_v1_catalog_service, 39);
 
 /**
  * @generated from message pies.catalog.v1.ListEnvironmentsResponse
@@ -741,7 +943,7 @@ export type ListEnvironmentsResponse = Message<"pies.catalog.v1.ListEnvironments
  * Use `create(ListEnvironmentsResponseSchema)` to create a new message.
  */
 export const ListEnvironmentsResponseSchema: GenMessage<ListEnvironmentsResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 31);
+  messageDesc(file_pies_catalog_v1_catalog_service, 40);
 
 /**
  * @generated from message pies.catalog.v1.UpdateEnvironmentRequest
@@ -768,7 +970,7 @@ export type UpdateEnvironmentRequest = Message<"pies.catalog.v1.UpdateEnvironmen
  * Use `create(UpdateEnvironmentRequestSchema)` to create a new message.
  */
 export const UpdateEnvironmentRequestSchema: GenMessage<UpdateEnvironmentRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 32);
+  messageDesc(file_pies_catalog_v1_catalog_service, 41);
 
 /**
  * @generated from message pies.catalog.v1.UpdateEnvironmentResponse
@@ -785,7 +987,7 @@ export type UpdateEnvironmentResponse = Message<"pies.catalog.v1.UpdateEnvironme
  * Use `create(UpdateEnvironmentResponseSchema)` to create a new message.
  */
 export const UpdateEnvironmentResponseSchema: GenMessage<UpdateEnvironmentResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 33);
+  messageDesc(file_pies_catalog_v1_catalog_service, 42);
 
 /**
  * FAILED_PRECONDITION naming the interactions and versions that use the environment.
@@ -809,7 +1011,7 @@ export type DeleteEnvironmentRequest = Message<"pies.catalog.v1.DeleteEnvironmen
  * Use `create(DeleteEnvironmentRequestSchema)` to create a new message.
  */
 export const DeleteEnvironmentRequestSchema: GenMessage<DeleteEnvironmentRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 34);
+  messageDesc(file_pies_catalog_v1_catalog_service, 43);
 
 /**
  * @generated from message pies.catalog.v1.DeleteEnvironmentResponse
@@ -822,7 +1024,7 @@ export type DeleteEnvironmentResponse = Message<"pies.catalog.v1.DeleteEnvironme
  * Use `create(DeleteEnvironmentResponseSchema)` to create a new message.
  */
 export const DeleteEnvironmentResponseSchema: GenMessage<DeleteEnvironmentResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 35);
+  messageDesc(file_pies_catalog_v1_catalog_service, 44);
 
 /**
  * @generated from message pies.catalog.v1.ListEnvironmentModelsRequest
@@ -844,7 +1046,7 @@ export type ListEnvironmentModelsRequest = Message<"pies.catalog.v1.ListEnvironm
  * Use `create(ListEnvironmentModelsRequestSchema)` to create a new message.
  */
 export const ListEnvironmentModelsRequestSchema: GenMessage<ListEnvironmentModelsRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 36);
+  messageDesc(file_pies_catalog_v1_catalog_service, 45);
 
 /**
  * @generated from message pies.catalog.v1.ListEnvironmentModelsResponse
@@ -868,7 +1070,7 @@ export type ListEnvironmentModelsResponse = Message<"pies.catalog.v1.ListEnviron
  * Use `create(ListEnvironmentModelsResponseSchema)` to create a new message.
  */
 export const ListEnvironmentModelsResponseSchema: GenMessage<ListEnvironmentModelsResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 37);
+  messageDesc(file_pies_catalog_v1_catalog_service, 46);
 
 /**
  * @generated from message pies.catalog.v1.CreateAccountRequest
@@ -892,7 +1094,7 @@ export type CreateAccountRequest = Message<"pies.catalog.v1.CreateAccountRequest
  * Use `create(CreateAccountRequestSchema)` to create a new message.
  */
 export const CreateAccountRequestSchema: GenMessage<CreateAccountRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 38);
+  messageDesc(file_pies_catalog_v1_catalog_service, 47);
 
 /**
  * @generated from message pies.catalog.v1.CreateAccountResponse
@@ -914,7 +1116,7 @@ export type CreateAccountResponse = Message<"pies.catalog.v1.CreateAccountRespon
  * Use `create(CreateAccountResponseSchema)` to create a new message.
  */
 export const CreateAccountResponseSchema: GenMessage<CreateAccountResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 39);
+  messageDesc(file_pies_catalog_v1_catalog_service, 48);
 
 /**
  * @generated from message pies.catalog.v1.GetAccountRequest
@@ -931,7 +1133,7 @@ export type GetAccountRequest = Message<"pies.catalog.v1.GetAccountRequest"> & {
  * Use `create(GetAccountRequestSchema)` to create a new message.
  */
 export const GetAccountRequestSchema: GenMessage<GetAccountRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 40);
+  messageDesc(file_pies_catalog_v1_catalog_service, 49);
 
 /**
  * @generated from message pies.catalog.v1.GetAccountResponse
@@ -948,7 +1150,7 @@ export type GetAccountResponse = Message<"pies.catalog.v1.GetAccountResponse"> &
  * Use `create(GetAccountResponseSchema)` to create a new message.
  */
 export const GetAccountResponseSchema: GenMessage<GetAccountResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 41);
+  messageDesc(file_pies_catalog_v1_catalog_service, 50);
 
 /**
  * @generated from message pies.catalog.v1.CreateProjectRequest
@@ -970,7 +1172,7 @@ export type CreateProjectRequest = Message<"pies.catalog.v1.CreateProjectRequest
  * Use `create(CreateProjectRequestSchema)` to create a new message.
  */
 export const CreateProjectRequestSchema: GenMessage<CreateProjectRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 42);
+  messageDesc(file_pies_catalog_v1_catalog_service, 51);
 
 /**
  * @generated from message pies.catalog.v1.CreateProjectResponse
@@ -1001,7 +1203,7 @@ export type CreateProjectResponse = Message<"pies.catalog.v1.CreateProjectRespon
  * Use `create(CreateProjectResponseSchema)` to create a new message.
  */
 export const CreateProjectResponseSchema: GenMessage<CreateProjectResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 43);
+  messageDesc(file_pies_catalog_v1_catalog_service, 52);
 
 /**
  * @generated from message pies.catalog.v1.ListProjectsRequest
@@ -1018,7 +1220,7 @@ export type ListProjectsRequest = Message<"pies.catalog.v1.ListProjectsRequest">
  * Use `create(ListProjectsRequestSchema)` to create a new message.
  */
 export const ListProjectsRequestSchema: GenMessage<ListProjectsRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 44);
+  messageDesc(file_pies_catalog_v1_catalog_service, 53);
 
 /**
  * @generated from message pies.catalog.v1.ListProjectsResponse
@@ -1035,7 +1237,7 @@ export type ListProjectsResponse = Message<"pies.catalog.v1.ListProjectsResponse
  * Use `create(ListProjectsResponseSchema)` to create a new message.
  */
 export const ListProjectsResponseSchema: GenMessage<ListProjectsResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 45);
+  messageDesc(file_pies_catalog_v1_catalog_service, 54);
 
 /**
  * @generated from message pies.catalog.v1.CreateApiKeyRequest
@@ -1072,7 +1274,7 @@ export type CreateApiKeyRequest = Message<"pies.catalog.v1.CreateApiKeyRequest">
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 46);
+  messageDesc(file_pies_catalog_v1_catalog_service, 55);
 
 /**
  * @generated from message pies.catalog.v1.CreateApiKeyResponse
@@ -1096,7 +1298,7 @@ export type CreateApiKeyResponse = Message<"pies.catalog.v1.CreateApiKeyResponse
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 47);
+  messageDesc(file_pies_catalog_v1_catalog_service, 56);
 
 /**
  * @generated from message pies.catalog.v1.ListApiKeysRequest
@@ -1113,7 +1315,7 @@ export type ListApiKeysRequest = Message<"pies.catalog.v1.ListApiKeysRequest"> &
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 48);
+  messageDesc(file_pies_catalog_v1_catalog_service, 57);
 
 /**
  * @generated from message pies.catalog.v1.ListApiKeysResponse
@@ -1130,7 +1332,7 @@ export type ListApiKeysResponse = Message<"pies.catalog.v1.ListApiKeysResponse">
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 49);
+  messageDesc(file_pies_catalog_v1_catalog_service, 58);
 
 /**
  * @generated from message pies.catalog.v1.DeleteApiKeyRequest
@@ -1152,7 +1354,7 @@ export type DeleteApiKeyRequest = Message<"pies.catalog.v1.DeleteApiKeyRequest">
  * Use `create(DeleteApiKeyRequestSchema)` to create a new message.
  */
 export const DeleteApiKeyRequestSchema: GenMessage<DeleteApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 50);
+  messageDesc(file_pies_catalog_v1_catalog_service, 59);
 
 /**
  * @generated from message pies.catalog.v1.DeleteApiKeyResponse
@@ -1165,7 +1367,7 @@ export type DeleteApiKeyResponse = Message<"pies.catalog.v1.DeleteApiKeyResponse
  * Use `create(DeleteApiKeyResponseSchema)` to create a new message.
  */
 export const DeleteApiKeyResponseSchema: GenMessage<DeleteApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 51);
+  messageDesc(file_pies_catalog_v1_catalog_service, 60);
 
 /**
  * @generated from message pies.catalog.v1.VerifyApiKeyRequest
@@ -1182,7 +1384,7 @@ export type VerifyApiKeyRequest = Message<"pies.catalog.v1.VerifyApiKeyRequest">
  * Use `create(VerifyApiKeyRequestSchema)` to create a new message.
  */
 export const VerifyApiKeyRequestSchema: GenMessage<VerifyApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 52);
+  messageDesc(file_pies_catalog_v1_catalog_service, 61);
 
 /**
  * @generated from message pies.catalog.v1.VerifyApiKeyResponse
@@ -1199,7 +1401,7 @@ export type VerifyApiKeyResponse = Message<"pies.catalog.v1.VerifyApiKeyResponse
  * Use `create(VerifyApiKeyResponseSchema)` to create a new message.
  */
 export const VerifyApiKeyResponseSchema: GenMessage<VerifyApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 53);
+  messageDesc(file_pies_catalog_v1_catalog_service, 62);
 
 /**
  * @generated from message pies.catalog.v1.ResolveInteractionRequest
@@ -1235,7 +1437,7 @@ export type ResolveInteractionRequest = Message<"pies.catalog.v1.ResolveInteract
  * Use `create(ResolveInteractionRequestSchema)` to create a new message.
  */
 export const ResolveInteractionRequestSchema: GenMessage<ResolveInteractionRequest> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 54);
+  messageDesc(file_pies_catalog_v1_catalog_service, 63);
 
 /**
  * @generated from message pies.catalog.v1.ResolveInteractionResponse
@@ -1269,7 +1471,7 @@ export type ResolveInteractionResponse = Message<"pies.catalog.v1.ResolveInterac
  * Use `create(ResolveInteractionResponseSchema)` to create a new message.
  */
 export const ResolveInteractionResponseSchema: GenMessage<ResolveInteractionResponse> = /*@__PURE__*/
-  messageDesc(file_pies_catalog_v1_catalog_service, 55);
+  messageDesc(file_pies_catalog_v1_catalog_service, 64);
 
 /**
  * The catalog: tenancy (accounts, projects, API keys), provider environments, prompt templates,
@@ -1339,7 +1541,39 @@ export const CatalogService: GenService<{
    * The interaction (or version) an id or a name with a version selector names, and the
    * environment and model an execution of it would use: what GET /interactions/resolve/:ref
    * answers. No credentials.
+   * A new draft copied from an interaction or a version (its snapshot, for a version), named
+   * `<name> (fork)`, which remembers its source. The templates are the source's (they must still
+   * exist), or copies of them (a version's as it was published) with fork_prompts.
    *
+   * @generated from rpc pies.catalog.v1.CatalogService.ForkInteraction
+   */
+  forkInteraction: {
+    methodKind: "unary";
+    input: typeof ForkInteractionRequestSchema;
+    output: typeof ForkInteractionResponseSchema;
+  },
+  /**
+   * The drafts forked from an interaction or version, most recently updated first.
+   *
+   * @generated from rpc pies.catalog.v1.CatalogService.ListInteractionForks
+   */
+  listInteractionForks: {
+    methodKind: "unary";
+    input: typeof ListInteractionForksRequestSchema;
+    output: typeof ListInteractionForksResponseSchema;
+  },
+  /**
+   * The tags on the project's interactions (drafts) and published versions, each with how many
+   * carry it and the most recently updated of them.
+   *
+   * @generated from rpc pies.catalog.v1.CatalogService.ListInteractionTags
+   */
+  listInteractionTags: {
+    methodKind: "unary";
+    input: typeof ListInteractionTagsRequestSchema;
+    output: typeof ListInteractionTagsResponseSchema;
+  },
+  /**
    * @generated from rpc pies.catalog.v1.CatalogService.ResolveInteraction
    */
   resolveInteraction: {
@@ -1398,6 +1632,17 @@ export const CatalogService: GenService<{
     methodKind: "unary";
     input: typeof DeletePromptRequestSchema;
     output: typeof DeletePromptResponseSchema;
+  },
+  /**
+   * The interactions (drafts) and published versions whose segments use a template (NOT_FOUND
+   * when the template is not the project's).
+   *
+   * @generated from rpc pies.catalog.v1.CatalogService.ListPromptInteractions
+   */
+  listPromptInteractions: {
+    methodKind: "unary";
+    input: typeof ListPromptInteractionsRequestSchema;
+    output: typeof ListPromptInteractionsResponseSchema;
   },
   /**
    * @generated from rpc pies.catalog.v1.CatalogService.CreateEnvironment

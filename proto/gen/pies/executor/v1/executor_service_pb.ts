@@ -6,7 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
-import type { CachePolicy } from "../../catalog/v1/resources_pb.js";
+import type { CachePolicy, PromptTemplate } from "../../catalog/v1/resources_pb.js";
 import { file_pies_catalog_v1_resources } from "../../catalog/v1/resources_pb.js";
 import type { Run, RunSource } from "../../runs/v1/run_pb.js";
 import { file_pies_runs_v1_run } from "../../runs/v1/run_pb.js";
@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pies/executor/v1/executor_service.proto.
  */
 export const file_pies_executor_v1_executor_service: GenFile = /*@__PURE__*/
-  fileDesc("CidwaWVzL2V4ZWN1dG9yL3YxL2V4ZWN1dG9yX3NlcnZpY2UucHJvdG8SEHBpZXMuZXhlY3V0b3IudjEihQEKBkNhbGxlchISCgphY2NvdW50X2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSJwoGc291cmNlGAMgASgLMhcucGllcy5ydW5zLnYxLlJ1blNvdXJjZRIUCgxhY2NvdW50X25hbWUYBCABKAkSFAoMcHJvamVjdF9uYW1lGAUgASgJIvsBCg9FeGVjdXRpb25Db25maWcSFgoOZW52aXJvbm1lbnRfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESEQoJZm9ybWF0dGVyGAUgASgJEjIKDGNhY2hlX3BvbGljeRgGIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5DYWNoZVBvbGljeRIYCgttYXhfcmVwYWlycxgHIAEoBUgCiAEBQg4KDF90ZW1wZXJhdHVyZUINCgtfbWF4X3Rva2Vuc0IOCgxfbWF4X3JlcGFpcnMimwIKDkV4ZWN1dGVSZXF1ZXN0EigKBmNhbGxlchgBIAEoCzIYLnBpZXMuZXhlY3V0b3IudjEuQ2FsbGVyEhgKDmludGVyYWN0aW9uX2lkGAIgASgJSAASGgoQaW50ZXJhY3Rpb25fbmFtZRgDIAEoCUgAEg4KBnN0cmVhbRgEIAEoCBIlCgRkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIMCgR0YWdzGAYgAygJEjEKBmNvbmZpZxgHIAEoCzIhLnBpZXMuZXhlY3V0b3IudjEuRXhlY3V0aW9uQ29uZmlnEhUKDXBhcmVudF9ydW5faWQYCCABKAkSCwoDdHRsGAkgASgFQg0KC2ludGVyYWN0aW9uIjEKD0V4ZWN1dGVSZXNwb25zZRIeCgNydW4YASABKAsyES5waWVzLnJ1bnMudjEuUnVuIjUKD1N0YXJ0UnVuUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSJDChBTdGFydFJ1blJlc3BvbnNlEg8KB3N0YXJ0ZWQYASABKAgSHgoDcnVuGAIgASgLMhEucGllcy5ydW5zLnYxLlJ1biKuAQoXR2VuZXJhdGVUZXN0RGF0YVJlcXVlc3QSKAoGY2FsbGVyGAEgASgLMhgucGllcy5leGVjdXRvci52MS5DYWxsZXISFgoOaW50ZXJhY3Rpb25faWQYAiABKAkSDQoFY291bnQYAyABKAUSDwoHbWVzc2FnZRgEIAEoCRIxCgZjb25maWcYBSABKAsyIS5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGlvbkNvbmZpZyJhChhHZW5lcmF0ZVRlc3REYXRhUmVzcG9uc2USJQoFaXRlbXMYASADKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSHgoDcnVuGAIgASgLMhEucGllcy5ydW5zLnYxLlJ1bjKfAgoPRXhlY3V0b3JTZXJ2aWNlEk4KB0V4ZWN1dGUSIC5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGVSZXF1ZXN0GiEucGllcy5leGVjdXRvci52MS5FeGVjdXRlUmVzcG9uc2USUQoIU3RhcnRSdW4SIS5waWVzLmV4ZWN1dG9yLnYxLlN0YXJ0UnVuUmVxdWVzdBoiLnBpZXMuZXhlY3V0b3IudjEuU3RhcnRSdW5SZXNwb25zZRJpChBHZW5lcmF0ZVRlc3REYXRhEikucGllcy5leGVjdXRvci52MS5HZW5lcmF0ZVRlc3REYXRhUmVxdWVzdBoqLnBpZXMuZXhlY3V0b3IudjEuR2VuZXJhdGVUZXN0RGF0YVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_pies_catalog_v1_resources, file_pies_runs_v1_run]);
+  fileDesc("CidwaWVzL2V4ZWN1dG9yL3YxL2V4ZWN1dG9yX3NlcnZpY2UucHJvdG8SEHBpZXMuZXhlY3V0b3IudjEihQEKBkNhbGxlchISCgphY2NvdW50X2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSJwoGc291cmNlGAMgASgLMhcucGllcy5ydW5zLnYxLlJ1blNvdXJjZRIUCgxhY2NvdW50X25hbWUYBCABKAkSFAoMcHJvamVjdF9uYW1lGAUgASgJIvsBCg9FeGVjdXRpb25Db25maWcSFgoOZW52aXJvbm1lbnRfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESEQoJZm9ybWF0dGVyGAUgASgJEjIKDGNhY2hlX3BvbGljeRgGIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5DYWNoZVBvbGljeRIYCgttYXhfcmVwYWlycxgHIAEoBUgCiAEBQg4KDF90ZW1wZXJhdHVyZUINCgtfbWF4X3Rva2Vuc0IOCgxfbWF4X3JlcGFpcnMimwIKDkV4ZWN1dGVSZXF1ZXN0EigKBmNhbGxlchgBIAEoCzIYLnBpZXMuZXhlY3V0b3IudjEuQ2FsbGVyEhgKDmludGVyYWN0aW9uX2lkGAIgASgJSAASGgoQaW50ZXJhY3Rpb25fbmFtZRgDIAEoCUgAEg4KBnN0cmVhbRgEIAEoCBIlCgRkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIMCgR0YWdzGAYgAygJEjEKBmNvbmZpZxgHIAEoCzIhLnBpZXMuZXhlY3V0b3IudjEuRXhlY3V0aW9uQ29uZmlnEhUKDXBhcmVudF9ydW5faWQYCCABKAkSCwoDdHRsGAkgASgFQg0KC2ludGVyYWN0aW9uIjEKD0V4ZWN1dGVSZXNwb25zZRIeCgNydW4YASABKAsyES5waWVzLnJ1bnMudjEuUnVuIjUKD1N0YXJ0UnVuUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSJDChBTdGFydFJ1blJlc3BvbnNlEg8KB3N0YXJ0ZWQYASABKAgSHgoDcnVuGAIgASgLMhEucGllcy5ydW5zLnYxLlJ1biKuAQoXR2VuZXJhdGVUZXN0RGF0YVJlcXVlc3QSKAoGY2FsbGVyGAEgASgLMhgucGllcy5leGVjdXRvci52MS5DYWxsZXISFgoOaW50ZXJhY3Rpb25faWQYAiABKAkSDQoFY291bnQYAyABKAUSDwoHbWVzc2FnZRgEIAEoCRIxCgZjb25maWcYBSABKAsyIS5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGlvbkNvbmZpZyJhChhHZW5lcmF0ZVRlc3REYXRhUmVzcG9uc2USJQoFaXRlbXMYASADKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSHgoDcnVuGAIgASgLMhEucGllcy5ydW5zLnYxLlJ1biJjChNSZW5kZXJQcm9tcHRSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSEQoJcHJvbXB0X2lkGAIgASgJEiUKBGRhdGEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlkKFFJlbmRlclByb21wdFJlc3BvbnNlEi8KBnByb21wdBgBIAEoCzIfLnBpZXMuY2F0YWxvZy52MS5Qcm9tcHRUZW1wbGF0ZRIQCghyZW5kZXJlZBgCIAEoCTKDAwoPRXhlY3V0b3JTZXJ2aWNlEk4KB0V4ZWN1dGUSIC5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGVSZXF1ZXN0GiEucGllcy5leGVjdXRvci52MS5FeGVjdXRlUmVzcG9uc2USUQoIU3RhcnRSdW4SIS5waWVzLmV4ZWN1dG9yLnYxLlN0YXJ0UnVuUmVxdWVzdBoiLnBpZXMuZXhlY3V0b3IudjEuU3RhcnRSdW5SZXNwb25zZRJpChBHZW5lcmF0ZVRlc3REYXRhEikucGllcy5leGVjdXRvci52MS5HZW5lcmF0ZVRlc3REYXRhUmVxdWVzdBoqLnBpZXMuZXhlY3V0b3IudjEuR2VuZXJhdGVUZXN0RGF0YVJlc3BvbnNlEmIKDFJlbmRlclByb21wdBIlLnBpZXMuZXhlY3V0b3IudjEuUmVuZGVyUHJvbXB0UmVxdWVzdBomLnBpZXMuZXhlY3V0b3IudjEuUmVuZGVyUHJvbXB0UmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_struct, file_pies_catalog_v1_resources, file_pies_runs_v1_run]);
 
 /**
  * The authenticated caller on whose behalf the executor acts.
@@ -304,6 +304,57 @@ export const GenerateTestDataResponseSchema: GenMessage<GenerateTestDataResponse
   messageDesc(file_pies_executor_v1_executor_service, 7);
 
 /**
+ * @generated from message pies.executor.v1.RenderPromptRequest
+ */
+export type RenderPromptRequest = Message<"pies.executor.v1.RenderPromptRequest"> & {
+  /**
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * @generated from field: string prompt_id = 2;
+   */
+  promptId: string;
+
+  /**
+   * @generated from field: google.protobuf.Struct data = 3;
+   */
+  data?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message pies.executor.v1.RenderPromptRequest.
+ * Use `create(RenderPromptRequestSchema)` to create a new message.
+ */
+export const RenderPromptRequestSchema: GenMessage<RenderPromptRequest> = /*@__PURE__*/
+  messageDesc(file_pies_executor_v1_executor_service, 8);
+
+/**
+ * @generated from message pies.executor.v1.RenderPromptResponse
+ */
+export type RenderPromptResponse = Message<"pies.executor.v1.RenderPromptResponse"> & {
+  /**
+   * The template as the catalog has it.
+   *
+   * @generated from field: pies.catalog.v1.PromptTemplate prompt = 1;
+   */
+  prompt?: PromptTemplate | undefined;
+
+  /**
+   * @generated from field: string rendered = 2;
+   */
+  rendered: string;
+};
+
+/**
+ * Describes the message pies.executor.v1.RenderPromptResponse.
+ * Use `create(RenderPromptResponseSchema)` to create a new message.
+ */
+export const RenderPromptResponseSchema: GenMessage<RenderPromptResponse> = /*@__PURE__*/
+  messageDesc(file_pies_executor_v1_executor_service, 9);
+
+/**
  * The executor: resolves an interaction, renders its prompt, calls the provider, validates the
  * result and records the run. Chunks of a streamed run are published on NATS JetStream:
  * `<prefix>.run.<runId>.chunk` (payload: the UTF-8 text of the chunk) and `<prefix>.run.<runId>.end`
@@ -346,6 +397,18 @@ export const ExecutorService: GenService<{
     methodKind: "unary";
     input: typeof GenerateTestDataRequestSchema;
     output: typeof GenerateTestDataResponseSchema;
+  },
+  /**
+   * Renders one prompt template of the project with `data`, as an execution renders it (`jst` in
+   * the sandbox, counted against the project's share; handlebars; text): no provider call, no run.
+   * A template error or a rendered text over the prompt limit is INVALID_ARGUMENT.
+   *
+   * @generated from rpc pies.executor.v1.ExecutorService.RenderPrompt
+   */
+  renderPrompt: {
+    methodKind: "unary";
+    input: typeof RenderPromptRequestSchema;
+    output: typeof RenderPromptResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_pies_executor_v1_executor_service, 0);
