@@ -129,8 +129,8 @@ describe("four processes over HTTP", () => {
 
     const readBack = await json(await api(`/runs/${created.id}`));
     expect(readBack).toMatchObject({ id: created.id, status: "completed", result: final.result });
-    // Lists read the store, which the record writer fills a batch behind the log (README,
-    // "Recording"): the runs are listed once their batch is written.
+    // Lists read the store, which the record writer fills a batch behind the log
+    // (docs/decisions/0032-read-your-writes.md): the runs are listed once their batch is written.
     await expect
       .poll(
         async () =>

@@ -5,9 +5,9 @@ import { startTestPies, type TestPies } from "../gateway/test/in-memory-pies.js"
 
 // The calls of @vertesia/client's current release (1.5) whose meaning pies' model has, made as a
 // user's application makes them, against the four processes (PostgreSQL, NATS) and the embedded
-// mode's wiring (PGlite, the in-process bus) listening on a port. README.md, "The published client" lists
-// every call of the client's RunsApi, InteractionsApi, PromptsApi and EnvironmentsApi and what
-// pies answers to each.
+// mode's wiring (PGlite, the in-process bus) listening on a port. docs/api.md, "The published
+// client" lists every call of the client's RunsApi, InteractionsApi, PromptsApi and EnvironmentsApi
+// and what pies answers to each.
 
 interface Target {
   url: string;

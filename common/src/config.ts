@@ -70,7 +70,7 @@ export const natsConfigSchema = {
   PIES_STREAM_MAX_AGE_SECONDS: env.int(3600, 1),
   // How long the record log keeps a run's last record: the longest the runs store may fall
   // behind (runs service or PostgreSQL down) without losing a record. Each run in that window is
-  // a subject NATS keeps in memory (~220 B, bench/results/2026-11-28-records-subjects.md): 1 h
-  // at 2,000 runs/s is ~1.5 GiB, 24 h was ~35 GiB (docs/decisions/0002-record-log-subjects.md).
+  // a subject NATS keeps in memory, so the window is sized by the rate of runs; what it costs per
+  // run and per hour: docs/decisions/0002-record-log-subjects.md.
   PIES_RECORD_MAX_AGE_SECONDS: env.int(3600, 60),
 };

@@ -3,8 +3,9 @@ import type { JsonObject, JsonValue } from "./json.js";
 
 // One JSON-Schema sampler for the two places that answer in place of a model: the executor's
 // `test` provider (production code, seeded by the prompt) and the test kit's fake OpenAI server.
-// json-schema-faker was measured as the alternative: seeded and valid, but about 100 times slower
-// per sample (about 1 ms), which the benchmark's fake upstream would pay on every request. This
+// json-schema-faker was measured as the alternative: seeded and valid, but far slower per sample,
+// which the benchmark's fake upstream would pay on every request
+// (docs/decisions/0052-own-json-schema-sampler.md). This
 // module imports node built-ins only, so the fake server stays free of dependencies.
 
 /** mulberry32: a small seeded generator, so the same seed always gives the same output. */

@@ -49,7 +49,7 @@ export const loadEdgeConfig = (source?: Record<string, string | undefined>) =>
  * The edge: the gateway and an executor in one process, the gateway calling the executor's
  * handlers directly (directTransport: no serialization, no HTTP/2 hop, no second process to wake),
  * with catalog and runs remote as in the four-process deployment. Executions cost one Connect
- * call less: what DESIGN.md §4's hot path needs most (README, "The hot path, measured").
+ * call less: what DESIGN.md §4's hot path needs most (docs/decisions/0017-edge-as-the-default.md).
  */
 export async function startEdge(
   config: EdgeConfig,

@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 import { requester } from "../test/requests.js";
 
-// What @vertesia/client 1.5 reads beyond CRUD (README.md, "The published client"): a template rendered
-// with data (POST /prompts/:id/render, by the executor's renderer and sandbox: no provider call,
-// no run), a template's versions and the interactions that use it, and the interactions' tags.
-// Each is the project's alone: another project's key gets 404 (or its own, empty, tags).
+// What @vertesia/client 1.5 reads beyond CRUD (docs/api.md, "The published client"): a template
+// rendered with data (POST /prompts/:id/render, by the executor's renderer and sandbox: no provider
+// call, no run), a template's versions and the interactions that use it, and the interactions'
+// tags. Each is the project's alone: another project's key gets 404 (or its own, empty, tags).
 
 let pies: TestPies;
 let call: ReturnType<typeof requester>;

@@ -34,7 +34,7 @@ const bodyOf = (data: unknown) => (data === JSON_NULL ? null : (data ?? {}));
 /**
  * Responses are written with JSON.stringify, as if undeclared: their schemas are for the document
  * (and the tests check responses against it). Checking each response with zod would cost a parse
- * of every run on the hot path (README, "OpenAPI").
+ * of every run on the hot path (docs/decisions/0015-routes-declared-once.md).
  */
 export const serializerCompiler: FastifySerializerCompiler<ZodTypeAny> = () => (data) =>
   JSON.stringify(data);

@@ -45,7 +45,8 @@ const MIN_KEY_BYTES = 32;
 export class TokenIssuer {
   /**
    * The signing key, imported once as a WebCrypto key: given as bytes, jose imports it at every
-   * call, which made a verification cost three times as much (bench/gateway-overhead.mjs).
+   * call, which made a verification cost several times as much (bench/gateway-overhead.mjs;
+   * docs/decisions/0021-gateway-read-and-credential-cost.md).
    */
   private readonly key: Promise<webcrypto.CryptoKey>;
 

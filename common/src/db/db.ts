@@ -48,10 +48,10 @@ const preparedNames = new Map<string, string>();
  * Names a statement that a process runs often enough to have PostgreSQL parse, analyse and plan it
  * once per connection rather than at every run (the record writer's upsert: a statement of some
  * fifty expressions whose preparing cost more of PostgreSQL's CPU than a row's insert with every
- * index, measured). Returns the text, to run as any other (`CompiledQuery.raw(text, params)`):
- * over a pool made with `preparedStatements` (the default) it is sent as a named statement, prepared
- * on each connection the first time it runs there; elsewhere (PGlite, or prepared statements off)
- * it is an unnamed one, as before.
+ * index: docs/decisions/0019-prepared-upsert-and-batch-interval.md). Returns the text, to run as
+ * any other (`CompiledQuery.raw(text, params)`): over a pool made with `preparedStatements` (the
+ * default) it is sent as a named statement, prepared on each connection the first time it runs
+ * there; elsewhere (PGlite, or prepared statements off) it is an unnamed one, as before.
  */
 export function preparedStatement(name: string, text: string): string {
   for (const [known, n] of preparedNames)

@@ -4,12 +4,12 @@ import { deprecate } from "node:util";
 /**
  * `AsyncResource.prototype.bind` as Node 20 has it, less two `util.deprecate` wrappers made at
  * every call. Node 20's own bind gives the bound function a deprecated `asyncResource` accessor
- * (DEP0172) whose getter and setter it wraps with `deprecate()` each time, and each wrapper has
- * its prototype set (`Object.setPrototypeOf`): 8.8 µs of CPU per bind here, against 1.3 µs for
- * this one. Node's HTTP/2 client binds every request it makes (`ClientHttp2Session.request`:
- * `reqAsync.bind(…)`), so that was 4–5% of the gateway's CPU per execution (its call to the
- * executor; profiled with perf at c=64). The same bound function otherwise: named `bound`, run in
- * the resource's async scope with the caller's `this` (or, given a `thisArg`, Node's own
+ * (DEP0172) whose getter and setter it wraps with `deprecate()` each time, and each wrapper has its
+ * prototype set (`Object.setPrototypeOf`), several times the cost of this one. Node's HTTP/2 client
+ * binds every request it makes (`ClientHttp2Session.request`: `reqAsync.bind(…)`), so that showed
+ * in the gateway's profile (its call to the executor; figures in
+ * docs/decisions/0013-per-call-costs-cut.md). The same bound function otherwise: named `bound`, run
+ * in the resource's async scope with the caller's `this` (or, given a `thisArg`, Node's own
  * `runInAsyncScope.bind(…)`, named `bound runInAsyncScope`), `length` that of `fn`, and an
  * `asyncResource` accessor that reads and sets the resource, warning DEP0172 once per process as
  * Node does (its warnings are once per code).

@@ -2,10 +2,10 @@
  * An AbortController for one call whose signal is not an EventTarget: what pies' code and the
  * libraries it hands a call's signal to use of an AbortSignal (`aborted`, `reason`,
  * `throwIfAborted()`, `onabort`, "abort" listeners added and removed, `once`), for a fraction of
- * its cost. Node's AbortSignal is an EventTarget given its prototype after it is made (an object
- * V8 keeps as a dictionary, slow at every access): measured on this machine, making one cost
- * 1.7 µs of CPU, adding and removing a listener 1.4 µs, an abort 1.5 µs; an internal call made or
- * met several of each on either side (the gateway's caller signal and its client's, the
+ * its cost. Node's AbortSignal is an EventTarget given its prototype after it is made (an object V8
+ * keeps as a dictionary, slow at every access: making one, adding and removing a listener and
+ * aborting each cost microseconds; docs/decisions/0013-per-call-costs-cut.md); an internal call
+ * made or met several of each on either side (the gateway's caller signal and its client's, the
  * executor's handler signal and the provider call's listener on it).
  *
  * Listeners are called in the order they were added (`onabort` first), each with an event of type

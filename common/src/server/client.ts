@@ -59,12 +59,10 @@ export const EXECUTOR_DEADLINE_MS = 45 * 60_000;
 /**
  * Peers spoken to in Connect's JSON format rather than binary protobuf. The runs service's
  * messages are runs, whose input data, result and errors are google.protobuf.Struct/Value: the
- * protobuf-es binary encoding of those costs ten times its JSON (a page of 100 runs: 16–20 ms
- * to encode, 6–10 to decode, against 1.7–1.9 and 9–10 in JSON; one run 0.19 ms against 0.09,
- * measured), and the list's answer is mostly them. The executor's too: an execution's request
- * carries its data as a Struct and its answer is the run (measured on the bench's execution:
- * encoding the request 11.5 µs binary against 3.5 JSON, the answer 32 against 10; decoding
- * either costs the same both ways). The catalog's answers hold no Struct of note and stay binary.
+ * protobuf-es binary encoding of those costs several times its JSON, and the list's answer is
+ * mostly them. The executor's too: an execution's request carries its data as a Struct and its
+ * answer is the run. The catalog's answers hold no Struct of note and stay binary. Figures:
+ * docs/decisions/0008-connect-protocol-json-to-runs.md.
  */
 const JSON_PEERS = new Set(["runs", "executor"]);
 
@@ -72,11 +70,11 @@ const JSON_PEERS = new Set(["runs", "executor"]);
  * A transport to a peer service over one long-lived HTTP/2 connection (reconnecting on demand), so
  * that no call pays a connection setup. It speaks the Connect protocol with binary protobuf: the
  * same services answer gRPC too (grpc-js callers, Kubernetes probes), but for pies' own calls
- * Connect's unary framing costs measurably less CPU than gRPC's (about +20% throughput at
- * concurrency 16 in the benchmark); JSON with the peers of JSON_PEERS, but for their BINARY_METHODS
- * (on the same connection). `peer` names the service
- * in errors ("the runs service is unavailable"). `internalToken`, when given, goes with every call (the callee refuses calls
- * without it).
+ * Connect's unary framing costs measurably less CPU than gRPC's
+ * (docs/decisions/0008-connect-protocol-json-to-runs.md); JSON with the peers of JSON_PEERS, but
+ * for their BINARY_METHODS (on the same connection). `peer` names the service in errors ("the runs
+ * service is unavailable"). `internalToken`, when given, goes with every call (the callee refuses
+ * calls without it).
  */
 export function peerTransport(
   baseUrl: string,
@@ -97,8 +95,9 @@ export function peerTransport(
     pingIntervalMs: 30_000,
     idleConnectionTimeoutMs: 5 * 60_000,
   };
-  // Unary calls (all of pies' own) over the lean Connect client (unary-client.ts: about half the
-  // CPU of connect-node's per call on either side, measured); streaming ones over connect-node's.
+  // Unary calls (all of pies' own) over the lean Connect client (unary-client.ts: far less CPU
+  // than connect-node's per call on either side, docs/decisions/0009-lean-unary-connect-path.md);
+  // streaming ones over connect-node's.
   return unaryTransport({
     baseUrl,
     useBinaryFormat,
@@ -111,8 +110,8 @@ export function peerTransport(
         httpVersion: "2",
         useBinaryFormat: !JSON_PEERS.has(peer),
         defaultTimeoutMs,
-        // Peers are on the cluster network: compressing a 3 KB answer cost the two sides ~0.7 ms
-        // of CPU per call (measured), far more than sending it as it is.
+        // Peers are on the cluster network: compressing an answer cost the two sides more CPU
+        // than sending it as it is (docs/decisions/0007-internal-calls-uncompressed.md).
         acceptCompression: [],
         pingIdleConnection: true,
         ...connection,
@@ -124,9 +123,9 @@ export function peerTransport(
 /**
  * Methods of JSON_PEERS spoken in binary protobuf all the same: their answers are pages that the
  * runs service renders as the REST API's JSON into a `bytes` field for the gateway, which JSON
- * would carry as base64 (protobuf-es's encoder and decoder in JavaScript: ~3.9 and ~1.4 ms for a
- * page of 100 runs, 79 KB, measured) where binary carries them as they are. Their requests are
- * small and hold no Struct.
+ * would carry as base64 (protobuf-es's base64 in JavaScript costs milliseconds a page:
+ * docs/decisions/0020-runs-pages-passed-through.md) where binary carries them as they are. Their
+ * requests are small and hold no Struct.
  */
 const BINARY_METHODS = new Set([
   "pies.runs.v1.RunsService/ListRuns",

@@ -16,7 +16,7 @@ import {
 } from "@connectrpc/connect";
 
 /**
- * In-process calls without Connect's serialization (README, "The hot path, measured").
+ * In-process calls without Connect's serialization (docs/decisions/0018-direct-transport.md).
  *
  * `createRouterTransport` (what the edge and the embedded mode used) runs the whole Connect
  * protocol in memory: the request is encoded, framed, parsed again, the answer the same way back,
@@ -196,8 +196,8 @@ const streamingRefused = (method: DescMethod) =>
 
 /**
  * The reason the handler's signal gives once its call is over. One shared error: an abort without
- * a reason makes a DOMException, stack trace and all, per call (about 15 µs of CPU per execution
- * at c=64 in the edge's profile); the reason of a call already over matters to no one.
+ * a reason makes a DOMException, stack trace and all, per call (its cost in the edge's profile:
+ * docs/decisions/0018-direct-transport.md); the reason of a call already over matters to no one.
  */
 export const CALL_ENDED = new ConnectError("the call has ended", Code.Canceled);
 

@@ -9,7 +9,8 @@ import { Health } from "@pies/proto/health";
  * issuance or rotation machinery in the chart, and checking it costs one constant-time comparison
  * per call (a TLS session costs a handshake per connection and encryption per byte). Clusters that
  * want encryption in transit add a service mesh's mTLS underneath; the token still proves the caller
- * is pies. The embedded mode calls its services in memory and needs none.
+ * is pies. The embedded mode calls its services in memory and needs none
+ * (docs/decisions/0042-internal-token-not-mtls.md).
  */
 const HEADER = "authorization";
 const SCHEME = "Bearer ";

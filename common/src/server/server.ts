@@ -137,8 +137,8 @@ export async function serveConnect(options: ServeOptions): Promise<RunningServer
     interceptors,
     readMaxBytes,
     // Answers are never compressed, whatever a client accepts (grpc-js asks for gzip): callers are
-    // internal, and gzip cost more CPU per call than the call itself. Compressed requests are
-    // still accepted.
+    // internal, and gzip cost more CPU per call than the call itself
+    // (docs/decisions/0007-internal-calls-uncompressed.md). Compressed requests are still accepted.
     compressMinBytes: Number.MAX_SAFE_INTEGER,
     routes,
   });

@@ -44,17 +44,15 @@ installAsyncResourceBind();
  * body; an error as a non-200 status and Connect's JSON error), so the callees do not change; what
  * differs is how much work surrounds each call.
  *
- * Why (measured on this 2-core machine, one caller and one callee process pinned to the same CPU,
- * an execution's request and answer (a run) in JSON, concurrency 1): connect-node's transport cost
- * 0.8 ms of the caller's CPU per call and the round trip 1.15 ms p50, against 0.2 ms and 0.31 ms
- * for a bare node:http2 request of the same bytes. Its profile is spread over a promise-based
- * session manager, a "sentinel" racing every read, async iterables for a body of one chunk,
- * several linked AbortControllers whose `abort()` at the end of each call builds a DOMException
- * with its stack, a ConnectError (stack and all) built by every successful call, and the body
- * written with `write()` then `end()`, which sends the body's DATA frame and an empty END_STREAM
- * frame in two writes, so the callee wakes up twice. Here: the body goes out with its END_STREAM
- * in one `end(body)`, one timer and one listener per call, no error object unless the call fails.
- * This one cost 0.39 ms of the caller's CPU, the round trip 0.76 ms p50 against the same server.
+ * Why: connect-node's transport cost several times the caller's CPU per call, and round-trip time,
+ * of a bare node:http2 request of the same bytes (figures, and this client's:
+ * docs/decisions/0009-lean-unary-connect-path.md). Its profile is spread over a promise-based
+ * session manager, a "sentinel" racing every read, async iterables for a body of one chunk, several
+ * linked AbortControllers whose `abort()` at the end of each call builds a DOMException with its
+ * stack, a ConnectError (stack and all) built by every successful call, and the body written with
+ * `write()` then `end()`, which sends the body's DATA frame and an empty END_STREAM frame in two
+ * writes, so the callee wakes up twice. Here: the body goes out with its END_STREAM in one
+ * `end(body)`, one timer and one listener per call, no error object unless the call fails.
  *
  * Kept from connect-node's transport: the interceptors, in the same order (the first outermost),
  * with a request whose signal aborts when the caller's does or the deadline passes; the deadline

@@ -40,11 +40,11 @@ import { webHeaders } from "./unary-client.js";
  * streaming methods, compressed bodies, other content types) goes to `fallback`, connect-node's
  * adapter. Returns false when it does not take the request.
  *
- * Why (same measurement as unary-client.ts): connect-node's adapter cost 0.64 ms of the callee's
- * CPU per call (a universal request and response with async iterables, Web Headers for every
- * request, linked AbortControllers each building a DOMException when the call ends, the answer
- * written as headers, body and an empty END_STREAM frame in separate writes); here 0.37 ms, the
- * answer going out as headers then one DATA frame carrying END_STREAM.
+ * Why (docs/decisions/0009-lean-unary-connect-path.md): connect-node's adapter cost the callee
+ * nearly twice this path's CPU per call (a universal request and response with async iterables, Web
+ * Headers for every request, linked AbortControllers each building a DOMException when the call
+ * ends, the answer written as headers, body and an empty END_STREAM frame in separate writes); here
+ * the answer goes out as headers then one DATA frame carrying END_STREAM.
  *
  * Kept: the deadline (`connect-timeout-ms`: the handler's signal aborts when it passes, the call
  * is answered DEADLINE_EXCEEDED); the caller going away (its stream reset or closed) aborts the
@@ -163,9 +163,8 @@ export function unaryHandler(
    * the handler's context is made here with one signal for the call (a CallAbortController's:
    * connect's createHandlerContext links three AbortControllers, a listener on each, and a caller
    * in the process races the call with one more), the request's headers read once (not copied
-   * again), and the deadline answered by its timer. Measured on Execute alone (a handler with a
-   * fixed answer, the gateway's JSON request, 64 calls in flight, A and B in alternating blocks):
-   * 75 → 60 µs of the callee's CPU per call.
+   * again), and the deadline answered by its timer. Measured on Execute alone:
+   * docs/decisions/0013-per-call-costs-cut.md.
    */
   async function call(
     served: ServedMethod,

@@ -144,9 +144,9 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
     async (request, reply) => {
       const q = request.query;
       // The runs service renders the page in the REST shape (runs_json); it is sent as it is,
-      // neither parsed nor serialized here. Decoding a page of 100 runs into messages and writing
-      // it again cost the gateway 8–13 ms of CPU; passed through, the whole request costs 3–5 ms
-      // (load 7–11, bench/runs-passthrough-ab.mjs; README "Runs search").
+      // neither parsed nor serialized here: decoding a page of 100 runs into messages and writing
+      // it again was most of the gateway's CPU for a list (bench/runs-passthrough-ab.mjs; figures
+      // in docs/decisions/0020-runs-pages-passed-through.md).
       const result = await runs.listRuns({
         projectId: principalOf(request).projectId,
         limit: q.limit,

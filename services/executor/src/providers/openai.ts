@@ -48,12 +48,11 @@ const MAX_ERROR_CHARS = 2000;
 /**
  * OpenAI and every OpenAI-compatible endpoint: chat completions over undici's `request()` on the
  * guarded pool, without the openai SDK, whose per-call machinery cost more CPU than the HTTP under
- * it (bench/provider.mjs, zero-latency fake, one core, load ~3.5: the SDK over our lean fetch 379 µs
- * per blocking call at c=1 and 269 at c=16, against 216 and 92 for bare `undici.request` and
- * `JSON.parse`; see the README's hot path for the figures of this client). The SDK built debug log
- * details eagerly with logging off, its headers twice, an AbortController per call whose listener
- * stayed on our signal (a DOMException per in-process call, when the handler's signal aborts at the
- * call's end), and its response parsing through a WHATWG-shaped Response.
+ * it (bench/provider.mjs; the figures, before and after:
+ * docs/decisions/0010-openai-without-the-sdk.md). The SDK built debug log details eagerly with
+ * logging off, its headers twice, an AbortController per call whose listener stayed on our signal
+ * (a DOMException per in-process call, when the handler's signal aborts at the call's end), and its
+ * response parsing through a WHATWG-shaped Response.
  *
  * What the SDK did for us is done here by hand, the same way (node_modules/openai/client.mjs):
  * - retries (`maxRetries`) of 408, 409, 429 and 5xx answers, and of timeouts and failed
