@@ -17,7 +17,9 @@ import { installOpenApi, serializerCompiler, validatorCompiler } from "./openapi
 import { installAuthentication } from "./routes/context.js";
 import { jsonBodyParser } from "./json-body.js";
 import { nulInParams } from "./request-params.js";
-import { catalogRoutes } from "./routes/catalog.js";
+import { environmentRoutes } from "./routes/environments.js";
+import { interactionRoutes } from "./routes/interactions.js";
+import { tenancyRoutes } from "./routes/tenancy.js";
 import { promptRoutes } from "./routes/prompts.js";
 import { runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
@@ -162,8 +164,10 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
           reply.type("application/json").send((openApiText ??= JSON.stringify(app.swagger()))),
       );
       tokenRoutes(api, ctx);
-      catalogRoutes(api, ctx);
+      interactionRoutes(api, ctx);
       promptRoutes(api, ctx);
+      environmentRoutes(api, ctx);
+      tenancyRoutes(api, ctx);
       runRoutes(api, ctx);
       streamRoutes(api, ctx);
       testDataRoutes(api, ctx);
