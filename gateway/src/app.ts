@@ -10,6 +10,7 @@ import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
 import { GatewayMetrics } from "./metrics.js";
+import { startProbeServer, type ProbeServer } from "./probe-server.js";
 import { Readiness } from "./readiness.js";
 import { installRequestTracing } from "./tracing.js";
 import { healthResponse, openApiResponse } from "./json/responses.js";
@@ -70,6 +71,15 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
   app.addHook("onClose", async () => auth.close());
   const readiness = new Readiness(deps.isReady);
   app.addHook("onClose", async () => readiness.stop());
+  const { probe } = deps.options;
+  if (probe) {
+    // Before the API's port opens; a probe port that cannot be had fails the start.
+    let probes: ProbeServer | undefined;
+    app.addHook("onReady", async () => {
+      probes = await startProbeServer({ ...probe, readiness });
+    });
+    app.addHook("onClose", async () => probes?.close());
+  }
   installRequestTracing(app);
   const metrics = new GatewayMetrics();
   metrics.install(app);
