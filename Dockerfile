@@ -8,7 +8,7 @@
 # numeric non-root user 65532, compatible with a read-only root filesystem (only /tmp is written,
 # an emptyDir in the chart).
 
-FROM node:20-bookworm-slim AS build
+FROM node:26-trixie-slim AS build
 WORKDIR /src
 # Manifests first, so that a code change reuses the dependency layer.
 COPY package.json package-lock.json ./
@@ -24,7 +24,7 @@ RUN npm ci --no-audit --no-fund
 COPY . .
 RUN npm run build && node scripts/image-tree.mjs assemble /app
 
-FROM gcr.io/distroless/nodejs20-debian12:nonroot
+FROM gcr.io/distroless/nodejs26-debian13:nonroot
 ENV NODE_ENV=production \
     PATH=/nodejs/bin:/usr/local/bin:/usr/bin:/bin
 WORKDIR /app

@@ -193,7 +193,8 @@ try {
     operations.add(op);
     if (op.ok && op.kind !== "reopen") latencyWindow[op.kind].push(op.latencyMs);
   });
-  prober = new ReadyzProber(`${target.gatewayUrl}/readyz`);
+  // Where the kubelet asks (PIES_PROBE_PORT, the chart's default).
+  prober = new ReadyzProber(target.probeUrl);
   const cpu = new CpuMeter();
   const pgCpu = new ClusterCpuMeter();
   const processNames = target.processes().map((p) => p.name);

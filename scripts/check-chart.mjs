@@ -227,6 +227,24 @@ for (const name of ["catalog", "runs"]) {
     `the edge: ${name}'s NetworkPolicy admits only the gateway (got ${JSON.stringify(from)})`,
   );
 }
+// The gateway's probes go to a port of their own (a thread that answers while the API's port is
+// busy); gateway.probePort=0 puts them back on the API's port.
+const probesOn = (container) =>
+  ["startupProbe", "livenessProbe", "readinessProbe"].map((p) => container?.[p]?.httpGet?.port);
+const probeEnv = (container) => container?.env?.find((e) => e.name === "PIES_PROBE_PORT")?.value;
+expect(
+  probesOn(edgeContainer).every((port) => port === "probe") &&
+    edgeContainer?.ports?.some((p) => p.name === "probe" && p.containerPort === 8081) &&
+    probeEnv(edgeContainer) === "8081",
+  `the gateway's probes use its probe port (got ${probesOn(edgeContainer)}, env ${probeEnv(edgeContainer)})`,
+);
+const onApiPort = render("gateway.probePort=0").docs.find(
+  (d) => d.kind === "Deployment" && component(d) === "gateway",
+)?.spec.template.spec.containers[0];
+expect(
+  probesOn(onApiPort).every((port) => port === "http") && probeEnv(onApiPort) === undefined,
+  "gateway.probePort=0: the probes on the API's port",
+);
 const plainGateway = kinds("Deployment").find((d) => component(d) === "gateway");
 expect(
   plainGateway?.spec.template.spec.containers[0].command.join(" ") === "node gateway/dist/main.js",

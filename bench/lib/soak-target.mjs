@@ -1,4 +1,9 @@
-import { createLoadInteractions, startFaultStack, startPrivatePostgres } from "@pies/testkit";
+import {
+  createLoadInteractions,
+  freePort,
+  startFaultStack,
+  startPrivatePostgres,
+} from "@pies/testkit";
 import { startEmbedded } from "./embedded.mjs";
 
 /**
@@ -9,7 +14,10 @@ import { startEmbedded } from "./embedded.mjs";
  * - embedded: the one-process embedded mode on that PostgreSQL (DATABASE_URL, so that its runs can
  *   be checked and its tables read like the others') with its in-process event bus: no NATS.
  *
- * Resolves to { gatewayUrl, key, blockingInteraction, streamedInteraction, pg, nats?, streams?,
+ * The gateway (or edge, or embedded process) serves Kubernetes' probes on a port of their own
+ * (PIES_PROBE_PORT, as the chart deploys it), kept across restarts: `probeUrl` is its /readyz.
+ *
+ * Resolves to { gatewayUrl, probeUrl, key, blockingInteraction, streamedInteraction, pg, nats?, streams?,
  * processes(), faults, gatewayDown(), unexpectedExits(), stop() } where processes() names the pies
  * processes running now ([{ name, pid }]: a restart changes a pid), streams the event and record
  * streams' names, and faults the faults --faults applies in turn.
@@ -22,8 +30,11 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
     PIES_SSE_HEARTBEAT_SECONDS: "5",
     PIES_RUN_TTL_SECONDS: String(leaseSeconds),
   };
+  const probePort = await freePort();
+  const probeUrl = `http://127.0.0.1:${probePort}/readyz`;
   if (mode === "four" || mode === "edge") {
     const faulty = await startFaultStack({
+      env: { PIES_PROBE_PORT: String(probePort) },
       leaseSeconds,
       ttlSeconds: leaseSeconds,
       sseHeartbeatSeconds: 5,
@@ -35,6 +46,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
     const stream = nats.env.PIES_NATS_STREAM;
     return {
       gatewayUrl: stack.gatewayUrl,
+      probeUrl,
       key: stack.bootstrap.key,
       blockingInteraction: faulty.blockingInteraction,
       streamedInteraction: faulty.streamedInteraction,
@@ -57,7 +69,10 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
   const pg = await startPrivatePostgres();
   let embedded;
   try {
-    embedded = await startEmbedded({ launcher, env: { ...clocks, DATABASE_URL: pg.url } });
+    embedded = await startEmbedded({
+      launcher,
+      env: { ...clocks, DATABASE_URL: pg.url, PIES_PROBE_PORT: String(probePort) },
+    });
     const gatewayUrl = embedded.url;
     const key = embedded.apiKey;
     // The seeded project's `test` environment (the built-in test provider).
@@ -82,6 +97,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
     let stopping = false;
     return {
       gatewayUrl,
+      probeUrl,
       key,
       blockingInteraction: blocking.id,
       streamedInteraction: streamed.id,

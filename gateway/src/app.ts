@@ -10,6 +10,7 @@ import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
 import { GatewayMetrics } from "./metrics.js";
+import { startProbeServer, type ProbeServer } from "./probe-server.js";
 import { Readiness } from "./readiness.js";
 import { installRequestTracing } from "./tracing.js";
 import { healthResponse, openApiResponse } from "./json/responses.js";
@@ -17,7 +18,9 @@ import { installOpenApi, serializerCompiler, validatorCompiler } from "./openapi
 import { installAuthentication } from "./routes/context.js";
 import { jsonBodyParser } from "./json-body.js";
 import { nulInParams } from "./request-params.js";
-import { catalogRoutes } from "./routes/catalog.js";
+import { environmentRoutes } from "./routes/environments.js";
+import { interactionRoutes } from "./routes/interactions.js";
+import { tenancyRoutes } from "./routes/tenancy.js";
 import { promptRoutes } from "./routes/prompts.js";
 import { runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
@@ -68,6 +71,15 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
   app.addHook("onClose", async () => auth.close());
   const readiness = new Readiness(deps.isReady);
   app.addHook("onClose", async () => readiness.stop());
+  const { probe } = deps.options;
+  if (probe) {
+    // Before the API's port opens; a probe port that cannot be had fails the start.
+    let probes: ProbeServer | undefined;
+    app.addHook("onReady", async () => {
+      probes = await startProbeServer({ ...probe, readiness });
+    });
+    app.addHook("onClose", async () => probes?.close());
+  }
   installRequestTracing(app);
   const metrics = new GatewayMetrics();
   metrics.install(app);
@@ -162,8 +174,10 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
           reply.type("application/json").send((openApiText ??= JSON.stringify(app.swagger()))),
       );
       tokenRoutes(api, ctx);
-      catalogRoutes(api, ctx);
+      interactionRoutes(api, ctx);
       promptRoutes(api, ctx);
+      environmentRoutes(api, ctx);
+      tenancyRoutes(api, ctx);
       runRoutes(api, ctx);
       streamRoutes(api, ctx);
       testDataRoutes(api, ctx);

@@ -38,6 +38,9 @@ export const gatewaySettingsSchema = {
   // Lifetime of the JWTs of token exchange (POST /token/issue).
   PIES_TOKEN_TTL_SECONDS: env.int(3600, 60, 7 * 24 * 3600),
   PIES_TRUST_PROXY: env.bool(false),
+  // A port of its own for Kubernetes' probes (GET /readyz, /healthz), served by a thread of their
+  // own (probe-server.ts). 0: none (the API's port answers them too).
+  PIES_PROBE_PORT: env.int(0, 0, 65535),
 };
 
 export const gatewayConfigSchema = z.object({
@@ -70,7 +73,9 @@ export const loadGatewayConfig = (source?: Record<string, string | undefined>) =
 export const loadGatewaySettings = (source?: Record<string, string | undefined>) =>
   loadConfig(z.object(gatewaySettingsSchema), source);
 
-export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySettingsSchema>>) => ({
+export const gatewayOptions = (
+  config: z.infer<z.ZodObject<typeof gatewaySettingsSchema>> & { HOST?: string },
+) => ({
   maxBodyBytes: config.PIES_MAX_BODY_BYTES,
   maxJsonDepth: config.PIES_MAX_JSON_DEPTH,
   maxNameLength: config.PIES_MAX_NAME_LENGTH,
@@ -87,4 +92,8 @@ export const gatewayOptions = (config: z.infer<z.ZodObject<typeof gatewaySetting
   corsOrigins: config.PIES_CORS_ORIGINS.split(",")
     .map((origin) => origin.trim())
     .filter(Boolean),
+  probe:
+    config.PIES_PROBE_PORT > 0
+      ? { host: config.HOST ?? "127.0.0.1", port: config.PIES_PROBE_PORT }
+      : undefined,
 });

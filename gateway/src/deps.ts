@@ -57,4 +57,6 @@ export interface GatewayOptions extends InputLimits {
   rateLimitPerMinute: number;
   /** Origins allowed by CORS (`*`: any); none: CORS off. */
   corsOrigins: string[];
+  /** Where Kubernetes' probes are served by a thread of their own (probe-server.ts); none: off. */
+  probe?: { host: string; port: number };
 }

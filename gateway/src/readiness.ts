@@ -13,6 +13,8 @@ export class Readiness {
   private last: { ready: boolean; at: number } | undefined;
   private inFlight: Promise<boolean> | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** Told every check's outcome (the probe thread: probe-server.ts). */
+  private readonly listeners = new Set<(ready: boolean) => void>();
 
   constructor(
     private readonly check: () => Promise<boolean>,
@@ -22,10 +24,23 @@ export class Readiness {
   /** Whether every dependency answered at the last check (made now when none is fresh). */
   async ready(): Promise<boolean> {
     // The checks run once something asks: no background work for a gateway nobody probes.
-    this.timer ??= setInterval(() => void this.refresh(), this.intervalMs).unref();
+    this.start();
     const last = this.last;
     if (last && performance.now() - last.at <= STALE_MS) return last.ready;
     return this.refresh();
+  }
+
+  /** Checks now and every interval from now on (once started, later calls change nothing). */
+  start() {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.refresh(), this.intervalMs).unref();
+    void this.refresh();
+  }
+
+  /** Calls `listener` with the outcome of every check from now on; the function returned stops. */
+  onCheck(listener: (ready: boolean) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   /** One check at a time; its outcome is what later probes answer. */
@@ -34,6 +49,7 @@ export class Readiness {
       .catch(() => false)
       .then((ready) => {
         this.last = { ready, at: performance.now() };
+        for (const listener of this.listeners) listener(ready);
         return ready;
       })
       .finally(() => {

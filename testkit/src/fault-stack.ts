@@ -19,6 +19,8 @@ export interface FaultStackOptions {
   edge?: boolean;
   /** A command each pies process runs under, e.g. `["taskset", "-c", "1"]` (startStack's). */
   launcher?: string[];
+  /** More environment for every process (e.g. the gateway's PIES_PROBE_PORT). */
+  env?: Record<string, string>;
 }
 
 /** One fault: what it is called, and how to apply it (resolves once pies' side is back up). */
@@ -68,6 +70,7 @@ export async function startFaultStack(options: FaultStackOptions): Promise<Fault
         PIES_SWEEP_INTERVAL_SECONDS: "1",
         PIES_SSE_HEARTBEAT_SECONDS: String(options.sseHeartbeatSeconds),
         PIES_RUN_TTL_SECONDS: String(options.ttlSeconds),
+        ...options.env,
       },
     });
     const running = stack;

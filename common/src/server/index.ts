@@ -4,6 +4,4 @@ export * from "./health.js";
 export * from "./client.js";
 export * from "./internal-auth.js";
 export * from "./direct.js";
-export * from "./call-signal.js";
-export * from "./async-resource-bind.js";
 export type * from "./json-codecs.js";

@@ -30,12 +30,6 @@ import {
   trailerDemux,
 } from "@connectrpc/connect/protocol-connect";
 import { isConnectionError } from "../unavailable.js";
-import { CallAbortController } from "./call-signal.js";
-import { installAsyncResourceBind } from "./async-resource-bind.js";
-
-// Every call here is an HTTP/2 request, which Node 20 binds to an AsyncResource: without the
-// deprecation wrappers its bind makes (async-resource-bind.ts).
-installAsyncResourceBind();
 
 /**
  * Connect's unary protocol over one node:http2 session, for pies' calls to its own services (see
@@ -413,7 +407,7 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
     const deadline =
       timeoutMs === undefined ? options.defaultTimeoutMs : timeoutMs <= 0 ? undefined : timeoutMs;
     // One signal for the interceptors and the call: the caller's abort or the deadline.
-    const controller = new CallAbortController();
+    const controller = new AbortController();
     const onCallerAbort = () => controller.abort(ConnectError.from(signal?.reason, Code.Canceled));
     if (signal?.aborted) onCallerAbort();
     else signal?.addEventListener("abort", onCallerAbort);

@@ -24,7 +24,6 @@ import {
   errorToJsonBytes,
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
-import { CallAbortController } from "./call-signal.js";
 import { CALL_ENDED, received, recordingRouter } from "./direct.js";
 import type { JsonCodec, JsonCodecs } from "./json-codecs.js";
 import { tooLargeError } from "../retry-after.js";
@@ -88,7 +87,7 @@ export function unaryHandler(
     // The call's one signal: the caller going away (its stream reset or lost), the deadline, or
     // the end of the call abort it.
     const { stream } = res;
-    const controller = new CallAbortController();
+    const controller = new AbortController();
     const onClose = () => controller.abort(new ConnectError("the caller went away", Code.Canceled));
     stream.once("close", onClose);
     let answered = false;
@@ -160,18 +159,17 @@ export function unaryHandler(
   /**
    * Decodes the request, calls the handler through the interceptors and answers. What
    * `directTransport` does for a caller in the process, without what only such a caller needs:
-   * the handler's context is made here with one signal for the call (a CallAbortController's:
-   * connect's createHandlerContext links three AbortControllers, a listener on each, and a caller
-   * in the process races the call with one more), the request's headers read once (not copied
-   * again), and the deadline answered by its timer. Measured on Execute alone:
-   * docs/decisions/0013-per-call-costs-cut.md.
+   * the handler's context is made here with one AbortController for the call (connect's
+   * createHandlerContext links three, a listener on each, and a caller in the process races the
+   * call with one more), the request's headers read once (not copied again), and the deadline
+   * answered by its timer. Measured on Execute alone: docs/decisions/0013-per-call-costs-cut.md.
    */
   async function call(
     served: ServedMethod,
     binary: boolean,
     req: http2.Http2ServerRequest,
     chunks: Buffer[],
-    controller: CallAbortController,
+    controller: AbortController,
     answer: (answer: Answer) => void,
   ): Promise<void> {
     const { spec, url } = served;

@@ -26,6 +26,9 @@ Call with a dict:
 {{- end }}
 {{- $podLabels := merge (deepCopy ($v.podLabels | default dict)) (deepCopy ($root.Values.podLabels | default dict)) }}
 {{- $preStopSleep := $v.preStopSleepSeconds | default 0 | int64 }}
+{{- /* An HTTP component with a probePort answers its probes there, from a thread of their own. */}}
+{{- $probePort := ternary 0 ($v.probePort | default 0 | int64) $grpc }}
+{{- $probePortName := ternary "probe" "http" (gt $probePort 0) }}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -74,6 +77,11 @@ spec:
             - name: {{ $portName }}
               containerPort: {{ $port }}
               protocol: TCP
+            {{- if gt $probePort 0 }}
+            - name: probe
+              containerPort: {{ $probePort }}
+              protocol: TCP
+            {{- end }}
           env:
             - name: PORT
               value: {{ $port | quote }}
@@ -81,6 +89,10 @@ spec:
               value: {{ $root.Values.listenHost | quote }}
             - name: LOG_LEVEL
               value: {{ $v.logLevel | default $root.Values.logLevel | quote }}
+            {{- if gt $probePort 0 }}
+            - name: PIES_PROBE_PORT
+              value: {{ $probePort | quote }}
+            {{- end }}
             {{- with $root.Values.tracing.otlpEndpoint }}
             - name: OTEL_EXPORTER_OTLP_ENDPOINT
               value: {{ . | quote }}
@@ -116,17 +128,17 @@ spec:
           startupProbe:
             httpGet:
               path: /healthz
-              port: http
+              port: {{ $probePortName }}
             {{- toYaml $probes.startup | nindent 12 }}
           livenessProbe:
             httpGet:
               path: /healthz
-              port: http
+              port: {{ $probePortName }}
             {{- toYaml $probes.liveness | nindent 12 }}
           readinessProbe:
             httpGet:
               path: /readyz
-              port: http
+              port: {{ $probePortName }}
             {{- toYaml $probes.readiness | nindent 12 }}
           {{- end }}
           {{- if gt $preStopSleep 0 }}

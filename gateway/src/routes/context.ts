@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ApiKeyRole, type Principal } from "@pies/proto/catalog";
-import { CallAbortController } from "@pies/common/server";
 import type { Authenticator } from "../auth.js";
 import type { GatewayDeps } from "../deps.js";
 import type { GatewayMetrics } from "../metrics.js";
@@ -77,11 +76,10 @@ export function principalOf(request: FastifyRequest): Principal {
 
 /**
  * Aborted when the client goes away before its answer is sent: passed to the executor, it
- * cancels the provider call of a blocking execution. A CallAbortController's (not an
- * EventTarget: cheaper to make and to listen to, and only the executor's transports read it).
+ * cancels the provider call of a blocking execution.
  */
 export function callerGone(reply: FastifyReply): AbortSignal {
-  const gone = new CallAbortController();
+  const gone = new AbortController();
   const res = reply.raw;
   res.once("close", () => {
     if (!res.writableFinished) gone.abort();

@@ -4,7 +4,9 @@ import { z } from "zod";
 import { answered, type JsonObject } from "@pies/common";
 import type { Interaction } from "@pies/proto/catalog";
 import { jsonObject } from "../json/common.js";
-import { errorResponse, idParams } from "../json/responses.js";
+import { type InputLimits, pageQuery } from "../json/limits.js";
+import { promptBody, promptInput, promptJson } from "../json/prompts.js";
+import { errorResponse, idParams, noContent, promptResponse } from "../json/responses.js";
 import { principalOf, type RouteContext } from "./context.js";
 
 const renderResponse = z.object({
@@ -28,15 +30,117 @@ const promptInteractionsResponse = z.object({
   ),
 });
 
+/** The request schemas of these routes, with the configured limits. */
+function schemas(limits: InputLimits) {
+  return { promptBody: promptBody(limits) };
+}
+
 /**
- * What @vertesia/client's PromptsApi asks of a template beyond reading and writing it: its text
- * rendered with data (the executor renders it, in the sandbox an execution uses: never the
- * gateway), its versions and the interactions that use it.
+ * Prompt templates: create, list, read, edit and delete them; and what @vertesia/client's
+ * PromptsApi asks of a template beyond that: its text rendered with data (the executor renders
+ * it, in the sandbox an execution uses: never the gateway), its versions and the interactions
+ * that use it.
  */
 export function promptRoutes(instance: FastifyInstance, ctx: RouteContext) {
   const app = instance.withTypeProvider<ZodTypeProvider>();
   const { catalog, executor } = ctx.deps;
+  const { promptBody } = schemas(ctx.deps.options);
   const errors = { default: errorResponse };
+
+  app.post(
+    "/prompts",
+    {
+      schema: {
+        summary: "Create a prompt template",
+        body: promptBody,
+        response: { 201: promptResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const { prompt } = await catalog.createPrompt({
+        projectId: principalOf(request).projectId,
+        prompt: promptInput(request.body),
+      });
+      reply.status(201);
+      return promptJson(answered(prompt, "prompt"));
+    },
+  );
+
+  app.get(
+    "/prompts",
+    {
+      schema: {
+        summary: "List prompt templates",
+        querystring: pageQuery,
+        response: { 200: z.array(promptResponse), ...errors },
+      },
+    },
+    async (request) => {
+      const { limit, offset } = request.query;
+      const { prompts } = await catalog.listPrompts({
+        projectId: principalOf(request).projectId,
+        limit,
+        offset,
+      });
+      return prompts.map(promptJson);
+    },
+  );
+
+  app.get(
+    "/prompts/:id",
+    {
+      schema: {
+        summary: "Get a prompt template",
+        params: idParams,
+        response: { 200: promptResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const { prompt } = await catalog.getPrompt({
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+      });
+      return promptJson(answered(prompt, "prompt"));
+    },
+  );
+
+  app.put(
+    "/prompts/:id",
+    {
+      schema: {
+        summary: "Update a prompt template (the fields given)",
+        params: idParams,
+        body: promptBody,
+        response: { 200: promptResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const { prompt } = await catalog.updatePrompt({
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+        prompt: promptInput(request.body, true),
+      });
+      return promptJson(answered(prompt, "prompt"));
+    },
+  );
+
+  app.delete(
+    "/prompts/:id",
+    {
+      schema: {
+        summary: "Delete a prompt template",
+        params: idParams,
+        response: { 204: noContent, ...errors },
+      },
+    },
+    async (request, reply) => {
+      await catalog.deletePrompt({
+        projectId: principalOf(request).projectId,
+        id: request.params.id,
+      });
+      return reply.status(204).send();
+    },
+  );
 
   app.post(
     "/prompts/:id/render",

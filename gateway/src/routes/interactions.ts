@@ -1,7 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { environmentBody, environmentInput, environmentJson } from "../json/environments.js";
 import {
   interactionBody,
   interactionInput,
@@ -10,8 +9,6 @@ import {
   resolvedInteractionJson,
   versionRefJson,
 } from "../json/interactions.js";
-import { promptBody, promptInput, promptJson } from "../json/prompts.js";
-import { accountJson, apiKeyJson, projectJson } from "../json/tenancy.js";
 import {
   pageQuery,
   queryInt32,
@@ -23,28 +20,16 @@ import { answered, PAGE_SIZE } from "@pies/common";
 import { principalOf, type RouteContext } from "./context.js";
 import { badRequest } from "../errors.js";
 import {
-  accountResponse,
-  apiKeyCreatedResponse,
-  apiKeyResponse,
-  environmentResponse,
   errorResponse,
   idParams,
   interactionRefResponse,
   interactionResponse,
   interactionTagResponse,
-  modelsResponse,
   noContent,
-  projectCreatedResponse,
-  projectResponse,
-  promptResponse,
   resolvedInteractionResponse,
   versionRefResponse,
 } from "../json/responses.js";
 import {
-  ApiKeyRole,
-  apiKeyRoleFromName,
-  apiKeyRoleName,
-  apiKeyRoleNames,
   InteractionStatus,
   interactionStatuses,
   visibilities,
@@ -55,8 +40,6 @@ import {
 function schemas(limits: InputLimits) {
   return {
     interactionBody: interactionBody(limits),
-    promptBody: promptBody(limits),
-    environmentBody: environmentBody(limits),
     listInteractionsQuery: pageQuery.extend({
       status: z.enum(interactionStatuses.names).optional(),
       name: shortText(limits).optional(),
@@ -76,42 +59,19 @@ function schemas(limits: InputLimits) {
         targetProject: shortText(limits).optional(),
       })
       .passthrough(),
-    projectBody: z.object({ name: shortText(limits).min(1) }).passthrough(),
-    apiKeyBody: z
-      .object({
-        name: shortText(limits).optional(),
-        // A project of the caller's account; the caller's own project when absent.
-        project: shortText(limits).optional(),
-        role: z
-          .string()
-          .refine((r) => apiKeyRoleFromName(r) !== undefined, {
-            message: `must be one of ${apiKeyRoleNames.join(", ")}`,
-          })
-          .optional(),
-      })
-      .passthrough(),
   };
 }
 
 /**
- * Interactions, prompt templates, environments, projects, the account and API keys. Members
- * execute, read and edit interactions and prompts, and read environments and runs; keys,
- * projects and environments are managed with admin keys (`auth: "admin"`, context.ts).
+ * Interactions: create, list, read, edit and delete them, resolve a name, publish, list versions,
+ * fork. Members read and edit them.
  */
-export function catalogRoutes(instance: FastifyInstance, ctx: RouteContext) {
+export function interactionRoutes(instance: FastifyInstance, ctx: RouteContext) {
   const app = instance.withTypeProvider<ZodTypeProvider>();
   const { catalog } = ctx.deps;
-  const {
-    interactionBody,
-    promptBody,
-    environmentBody,
-    listInteractionsQuery,
-    publishBody,
-    forkBody,
-    projectBody,
-    apiKeyBody,
-  } = schemas(ctx.deps.options);
-  const admin = { auth: "admin" } as const;
+  const { interactionBody, listInteractionsQuery, publishBody, forkBody } = schemas(
+    ctx.deps.options,
+  );
   const errors = { default: errorResponse };
 
   app.post(
@@ -397,338 +357,6 @@ export function catalogRoutes(instance: FastifyInstance, ctx: RouteContext) {
         id: request.params.id,
       });
       return interactions.map(interactionRefJson);
-    },
-  );
-
-  app.post(
-    "/prompts",
-    {
-      schema: {
-        summary: "Create a prompt template",
-        body: promptBody,
-        response: { 201: promptResponse, ...errors },
-      },
-    },
-    async (request, reply) => {
-      const { prompt } = await catalog.createPrompt({
-        projectId: principalOf(request).projectId,
-        prompt: promptInput(request.body),
-      });
-      reply.status(201);
-      return promptJson(answered(prompt, "prompt"));
-    },
-  );
-
-  app.get(
-    "/prompts",
-    {
-      schema: {
-        summary: "List prompt templates",
-        querystring: pageQuery,
-        response: { 200: z.array(promptResponse), ...errors },
-      },
-    },
-    async (request) => {
-      const { limit, offset } = request.query;
-      const { prompts } = await catalog.listPrompts({
-        projectId: principalOf(request).projectId,
-        limit,
-        offset,
-      });
-      return prompts.map(promptJson);
-    },
-  );
-
-  app.get(
-    "/prompts/:id",
-    {
-      schema: {
-        summary: "Get a prompt template",
-        params: idParams,
-        response: { 200: promptResponse, ...errors },
-      },
-    },
-    async (request) => {
-      const { prompt } = await catalog.getPrompt({
-        projectId: principalOf(request).projectId,
-        id: request.params.id,
-      });
-      return promptJson(answered(prompt, "prompt"));
-    },
-  );
-
-  app.put(
-    "/prompts/:id",
-    {
-      schema: {
-        summary: "Update a prompt template (the fields given)",
-        params: idParams,
-        body: promptBody,
-        response: { 200: promptResponse, ...errors },
-      },
-    },
-    async (request) => {
-      const { prompt } = await catalog.updatePrompt({
-        projectId: principalOf(request).projectId,
-        id: request.params.id,
-        prompt: promptInput(request.body, true),
-      });
-      return promptJson(answered(prompt, "prompt"));
-    },
-  );
-
-  app.delete(
-    "/prompts/:id",
-    {
-      schema: {
-        summary: "Delete a prompt template",
-        params: idParams,
-        response: { 204: noContent, ...errors },
-      },
-    },
-    async (request, reply) => {
-      await catalog.deletePrompt({
-        projectId: principalOf(request).projectId,
-        id: request.params.id,
-      });
-      return reply.status(204).send();
-    },
-  );
-
-  app.post(
-    "/environments",
-    {
-      config: admin,
-      schema: {
-        summary: "Create an environment (a provider's configuration; admin key)",
-        body: environmentBody,
-        response: { 201: environmentResponse, ...errors },
-      },
-    },
-    async (request, reply) => {
-      const { environment } = await catalog.createEnvironment({
-        projectId: principalOf(request).projectId,
-        environment: environmentInput(request.body),
-      });
-      reply.status(201);
-      return environmentJson(answered(environment, "environment"));
-    },
-  );
-
-  app.get(
-    "/environments",
-    {
-      schema: {
-        summary: "List environments",
-        response: { 200: z.array(environmentResponse), ...errors },
-      },
-    },
-    async (request) => {
-      const { environments } = await catalog.listEnvironments({
-        projectId: principalOf(request).projectId,
-      });
-      return environments.map(environmentJson);
-    },
-  );
-
-  app.get(
-    "/environments/:id",
-    {
-      schema: {
-        summary: "Get an environment",
-        params: idParams,
-        response: { 200: environmentResponse, ...errors },
-      },
-    },
-    async (request) => {
-      const { environment } = await catalog.getEnvironment({
-        projectId: principalOf(request).projectId,
-        id: request.params.id,
-      });
-      return environmentJson(answered(environment, "environment"));
-    },
-  );
-
-  app.get(
-    "/environments/:id/models",
-    {
-      schema: {
-        summary: "List the models of an environment",
-        params: idParams,
-        response: { 200: modelsResponse, ...errors },
-      },
-    },
-    async (request) => {
-      const { models, source } = await catalog.listEnvironmentModels({
-        projectId: principalOf(request).projectId,
-        id: request.params.id,
-      });
-      return { models, source };
-    },
-  );
-
-  app.put(
-    "/environments/:id",
-    {
-      config: admin,
-      schema: {
-        summary: "Update an environment (the fields given; admin key)",
-        params: idParams,
-        body: environmentBody,
-        response: { 200: environmentResponse, ...errors },
-      },
-    },
-    async (request) => {
-      const { environment } = await catalog.updateEnvironment({
-        projectId: principalOf(request).projectId,
-        id: request.params.id,
-        environment: environmentInput(request.body),
-      });
-      return environmentJson(answered(environment, "environment"));
-    },
-  );
-
-  app.delete(
-    "/environments/:id",
-    {
-      config: admin,
-      schema: {
-        summary: "Delete an environment (admin key)",
-        params: idParams,
-        response: { 204: noContent, ...errors },
-      },
-    },
-    async (request, reply) => {
-      await catalog.deleteEnvironment({
-        projectId: principalOf(request).projectId,
-        id: request.params.id,
-      });
-      return reply.status(204).send();
-    },
-  );
-
-  app.get(
-    "/account",
-    {
-      schema: {
-        summary: "The caller's account, project and key",
-        response: { 200: accountResponse, ...errors },
-      },
-    },
-    async (request) => {
-      const principal = principalOf(request);
-      const { account } = await catalog.getAccount({ accountId: principal.accountId });
-      return {
-        ...accountJson(answered(account, "account")),
-        project: { id: principal.projectId, name: principal.projectName },
-        key: {
-          id: principal.apiKeyId,
-          name: principal.apiKeyName,
-          role: apiKeyRoleName(principal.role),
-        },
-      };
-    },
-  );
-
-  app.get(
-    "/projects",
-    {
-      config: admin,
-      schema: {
-        summary: "List the projects of the account (admin key)",
-        response: { 200: z.array(projectResponse), ...errors },
-      },
-    },
-    async (request) => {
-      const { projects } = await catalog.listProjects({
-        accountId: principalOf(request).accountId,
-      });
-      return projects.map(projectJson);
-    },
-  );
-
-  app.post(
-    "/projects",
-    {
-      config: admin,
-      schema: {
-        summary: "Create a project, with an admin key of its own (admin key)",
-        body: projectBody,
-        response: { 201: projectCreatedResponse, ...errors },
-      },
-    },
-    async (request, reply) => {
-      const { project, apiKey, secret } = await catalog.createProject({
-        accountId: principalOf(request).accountId,
-        name: request.body.name,
-      });
-      reply.status(201);
-      // Keys act within their project: the new project's admin key is the way into it.
-      return {
-        ...projectJson(answered(project, "project")),
-        api_key: { ...apiKeyJson(answered(apiKey, "API key")), key: secret },
-      };
-    },
-  );
-
-  app.get(
-    "/apikeys",
-    {
-      config: admin,
-      schema: {
-        summary: "List the API keys of the project (admin key)",
-        response: { 200: z.array(apiKeyResponse), ...errors },
-      },
-    },
-    async (request) => {
-      const { apiKeys } = await catalog.listApiKeys({ projectId: principalOf(request).projectId });
-      return apiKeys.map(apiKeyJson);
-    },
-  );
-
-  app.post(
-    "/apikeys",
-    {
-      config: admin,
-      schema: {
-        summary: "Create an API key (admin key); its secret is answered once",
-        body: apiKeyBody,
-        response: { 201: apiKeyCreatedResponse, ...errors },
-      },
-    },
-    async (request, reply) => {
-      const principal = principalOf(request);
-      const body = request.body;
-      const { apiKey, secret } = await catalog.createApiKey({
-        projectId: body.project ?? principal.projectId,
-        // Any project of the caller's account, and no other (404).
-        accountId: principal.accountId,
-        name: body.name ?? "",
-        // Least privilege: a key is a member key unless an admin key is asked for.
-        role: (body.role && apiKeyRoleFromName(body.role)) || ApiKeyRole.MEMBER,
-      });
-      reply.status(201);
-      // The only response that ever carries the secret.
-      return { ...apiKeyJson(answered(apiKey, "API key")), key: secret };
-    },
-  );
-
-  app.delete(
-    "/apikeys/:id",
-    {
-      config: admin,
-      schema: {
-        summary: "Revoke an API key (admin key)",
-        params: idParams,
-        response: { 204: noContent, ...errors },
-      },
-    },
-    async (request, reply) => {
-      await catalog.deleteApiKey({
-        projectId: principalOf(request).projectId,
-        id: request.params.id,
-      });
-      return reply.status(204).send();
     },
   );
 }
