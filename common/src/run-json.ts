@@ -5,7 +5,8 @@ import type { JsonObject, JsonValue } from "./json.js";
  * that shape. The gateway renders the runs it holds as messages with it (`runJson`), and the runs
  * service renders list and search pages with it straight from their rows, once, into the bytes the
  * gateway sends as they are (ListRunsRequest.as_json): decoding a page of 100 runs into messages
- * with Struct/Value fields and building these objects again cost the gateway ~90 µs a run.
+ * with Struct/Value fields and building these objects again cost the gateway more than the rest of
+ * a read (docs/decisions/0020-runs-pages-passed-through.md).
  *
  * Its input is the run's fields as plain JSON values, which both sources give cheaply: a message
  * (fromValue of its Value fields) and a row (its jsonb columns are JSON already).

@@ -15,8 +15,8 @@ import {
  * `toBinary(RunSchema, run)`, the same bytes, written by hand for `pies.runs.v1.Run` and the
  * messages it holds (the record of every run is encoded once per put, and Connect's answer of a
  * blocking execution carries it again). protobuf-es encodes by reflection, chunk by chunk, with a
- * TextEncoder call per string: 33 µs for the bench's 630-byte run; this writes into one reused
- * buffer, about a tenth of that. Fields in number order, each written when set as protobuf-es
+ * TextEncoder call per string; this writes into one reused buffer, a fraction of that
+ * (docs/decisions/0014-record-put-without-reflection.md). Fields in number order, each written when set as protobuf-es
  * decides it (implicit presence: not the zero value; explicit: not undefined), Struct fields
  * (JsonObject here) as protobuf-es converts them (keys in Object.keys order). Anything it does not
  * expect (a message with unknown fields, an integer out of int32 range, a non-string string) is

@@ -137,8 +137,8 @@ export const answeredRun = (run: Run): AnsweredRun => ({
  * decoding it into a message and rendering that (`runJson`; gateway/src/json/runs.test.ts checks
  * both on a corpus of runs), without the message: protobuf-es's reflective JSON decoding of a
  * run (its Value fields made into Value messages, turned back into JSON by runFields) was the
- * largest share of the gateway's CPU per execution after Node's own HTTP work (README, "The
- * gateway's CPU per execution"). Only lowerCamelCase names are read, as protobuf-es's toJson
+ * largest share of the gateway's CPU per execution after Node's own HTTP work
+ * (docs/decisions/0012-execute-as-connect-json.md). Only lowerCamelCase names are read, as protobuf-es's toJson
  * writes them (the executor's lean server); a callee writing proto names would not be read.
  */
 export function answeredRunOfJson(run: Record<string, any>): AnsweredRun {

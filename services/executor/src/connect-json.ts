@@ -14,9 +14,8 @@ import type { RunSource } from "@pies/proto/runs";
  * The executor's Execute in Connect JSON, read and written by hand (json-codecs.ts): the gateway
  * sends every execution's request as JSON and reads its run as JSON, and protobuf-es's reflective
  * codec for the two cost more of the executor's CPU than its lean server (profiled: its JSON read,
- * with its scan of the text for repeated keys, and its JSON write of the run, together about a
- * tenth of the executor's CPU per blocking execution at c=64; README "The executor's CPU per
- * execution").
+ * with its scan of the text for repeated keys, and its JSON write of the run;
+ * docs/decisions/0013-per-call-costs-cut.md).
  */
 export const executorJsonCodecs: JsonCodecs = new Map<string, JsonCodec>([
   ["pies.executor.v1.ExecuteRequest", { read: readExecuteRequest } as JsonCodec],

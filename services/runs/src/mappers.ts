@@ -198,7 +198,7 @@ export const jsonColumn = (v: unknown) => {
 /**
  * Column values of a new run (its dates, when it has them, are its own; the store's clock when
  * undefined). One literal, no spread: an object spread before its thirty properties made V8 build
- * it the slow way, 28 µs a row against 0.05.
+ * it the slow way (docs/decisions/0014-record-put-without-reflection.md).
  */
 export function runToRow(run: Run) {
   return {
