@@ -284,7 +284,7 @@ function failure(
  * (prompt, parameters, config, source) are never changed once prepared, so a deep clone would
  * only copy them. The copy is copyRun's, with every field already there: fields added to a
  * `{ ...run }` copy (executionTime, tokenUse, result) each made V8 build a new hidden class for
- * it (5 µs of CPU per execution, measured), and left every ended run with a shape of its own, so
+ * it (docs/decisions/0013-per-call-costs-cut.md), and left every ended run with a shape of its own, so
  * that whatever read them (the record's encoding, the answer's JSON) did so through megamorphic
  * property lookups.
  */

@@ -124,7 +124,7 @@ export async function prepareExecution(
 /**
  * `create(RunSchema)`, written out: protobuf-es builds its messages field by field from their
  * descriptor, and V8 keeps such an object as a dictionary, so that each later read of a field (the
- * record's encoding, endedRun's copy: 3 µs for the copy alone) is a hash lookup; an object literal
+ * record's encoding, endedRun's copy; docs/decisions/0013-per-call-costs-cut.md) is a hash lookup; an object literal
  * is of its fast kind. prepare.test.ts checks that it is create(RunSchema)'s zero run, field for
  * field.
  */

@@ -69,9 +69,9 @@ const rank = (row: string) =>
 /**
  * One statement for any batch: the rows travel as one JSON array (one parameter), so the text
  * never changes with the batch's size and nothing is built per column and row but the JSON. A
- * prepared statement (see preparedStatement): preparing it at each batch cost PostgreSQL ~160 µs
- * of CPU, more than writing a row with every index (~40 µs), and batches are a few records each
- * at a thousand runs a second.
+ * prepared statement (see preparedStatement): preparing it at each batch cost PostgreSQL more CPU
+ * than writing a row with every index, and batches are a few records each at a thousand runs a
+ * second (docs/decisions/0019-prepared-upsert-and-batch-interval.md).
  */
 const UPSERT = preparedStatement(
   "runs_record_upsert",

@@ -305,8 +305,8 @@ class StatusError extends Error {
 /**
  * What undici's `request()` needs of a signal (`aborted`, `reason`, one abort listener), for one
  * attempt, instead of an AbortController and its EventTarget. With no Error made at a body's
- * normal close, this took 23–47 µs of CPU off each call (bench/provider.mjs, 268 → 245 µs blocking
- * at c=1, 200 → 153 streamed at c=16), bringing the client to the bare `undici.request` floor.
+ * normal close, this brought the client to the bare `undici.request` floor (bench/provider.mjs;
+ * docs/decisions/0010-openai-without-the-sdk.md).
  */
 class AttemptSignal {
   aborted = false;

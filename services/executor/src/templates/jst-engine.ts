@@ -15,8 +15,8 @@ export type RenderOutcome = { ok: true; value: string } | { ok: false; message: 
 export class SandboxCorrupted extends Error {}
 
 // Runs inside QuickJS. Data keys that are identifiers become the template's variables (an ASCII key
-// is checked without the Unicode tables: compiling \p{ID_Start} took ~100 µs, more than the rest of
-// a small render, so that regular expression is built only for a key that needs it). A template
+// is checked without the Unicode tables: compiling \p{ID_Start} costs more than the rest of a small
+// render, so that regular expression is built only for a key that needs it). A template
 // with a "return" in statement position (at the start of a line, or after ";", "{" or "}") is the
 // body of a function; anything else is the inside of a template literal ("Summarise ${text}"), so
 // prose that merely says "return" still renders as text. The output leaves as JSON: QuickJS hands
