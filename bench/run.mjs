@@ -18,16 +18,16 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import { rmSync } from "node:fs";
 import {
   createTestDatabase,
   createTestStream,
+  fillEventStream,
   freePort,
+  repoRoot,
   startProcess,
   startStack,
 } from "@pies/testkit";
-import { rmSync } from "node:fs";
-import { jetstream } from "@nats-io/jetstream";
-import { connect } from "@nats-io/transport-node";
 import { api as request } from "./lib/api.mjs";
 import { startCpuSample } from "./lib/cpu.mjs";
 import { startEmbedded } from "./lib/embedded.mjs";
@@ -47,7 +47,6 @@ import { waitForRecordedRuns, waitForRunsViaApi } from "./lib/runs-check.mjs";
 import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, "..");
 const int = (name, fallback) => {
   const raw = process.env[name];
   const value = raw === undefined || raw === "" ? fallback : Number(raw);
@@ -319,7 +318,13 @@ async function setup() {
     });
     if (config.streamEvents > 0) {
       log(`storing ${config.streamEvents} events of earlier runs in the stack's stream`);
-      await fillStream(resources.stream, config.streamEvents);
+      // As the soak's prefill: six events a run (five chunks and the end), all stored.
+      await fillEventStream({
+        url: resources.stream.url,
+        stream: resources.stream.stream,
+        subjectPrefix: resources.stream.subjectPrefix,
+        events: config.streamEvents,
+      });
     }
   }
   if (config.modes.some(isEdge)) {
@@ -395,30 +400,6 @@ async function setup() {
 }
 
 let peerFailed;
-
-/**
- * Stores `count` events of other runs in the stream (BENCH_STREAM_EVENTS), six a run (five chunks
- * and the end), as the stream of a deployment holds an hour of every run's
- * (PIES_STREAM_MAX_AGE_SECONDS) where the bench's starts empty: what a run costs NATS may grow
- * with what the stream holds.
- */
-async function fillStream(stream, count) {
-  const nc = await connect({ servers: stream.url });
-  try {
-    const js = jetstream(nc);
-    const data = new TextEncoder().encode("a chunk of an earlier run's answer");
-    for (let i = 0; i < count;) {
-      const batch = [];
-      for (; batch.length < 1000 && i < count; i++) {
-        const subject = `${stream.subjectPrefix}.run.earlier${Math.floor(i / 6)}`;
-        batch.push(js.publish(`${subject}.${i % 6 === 5 ? "end" : "chunk"}`, data));
-      }
-      await Promise.all(batch);
-    }
-  } finally {
-    await nc.close();
-  }
-}
 
 /**
  * Per system (the four-process stack, the embedded mode): executions the bench saw answered naming
