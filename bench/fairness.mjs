@@ -5,15 +5,12 @@
 // :4222, throw-away database and stream), the `test` provider, loopback only. Build first.
 // Settings: FAIRNESS_NOISY=12 FAIRNESS_REQUESTS=60 (victim requests per phase).
 import { execFile } from "node:child_process";
-import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { createTestDatabase, createTestStream, startStack } from "@pies/testkit";
+import { createTestDatabase, createTestStream, repoRoot, startStack } from "@pies/testkit";
 import { api } from "./lib/api.mjs";
 import { percentile } from "./lib/stats.mjs";
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const noisyCount = Number(process.env.FAIRNESS_NOISY ?? 12);
 const requests = Number(process.env.FAIRNESS_REQUESTS ?? 60);
 

@@ -14,9 +14,8 @@
 // RC_DURATION_MS=8000, RC_STATEMENTS=1 (the cluster preloads pg_stat_statements, and the
 // extension is in template1).
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { createTestDatabase, createTestStream, startStack } from "@pies/testkit";
+import { createTestDatabase, createTestStream, repoRoot, startStack } from "@pies/testkit";
 import { api as request } from "./lib/api.mjs";
 import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
 import { startFakeInWorker } from "./lib/fake.mjs";
@@ -26,8 +25,6 @@ import { msgsPerRun, natsCounts } from "./lib/nats-monitor.mjs";
 import { pinSelf, planPinning } from "./lib/pin.mjs";
 import { median } from "./lib/stats.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, "..");
 const num = (name, fallback) => Number(process.env[name] ?? fallback);
 // RC_VARIANTS="label@/tree@K=V,K=V;label2@/tree2@": each variant a built tree (default: this one)
 // and an environment for its processes.

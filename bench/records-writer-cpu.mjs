@@ -11,19 +11,22 @@
 // RW_WARMUP_MS=3000, RW_DURATION_MS=8000, RW_STATEMENTS=1 (pg_stat_statements' top statements),
 // RW_PIN_RUNS=<cpu> (taskset the runs service).
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { JetStreamRunRecords, RunLog } from "@pies/common/bus";
-import { createTestDatabase, createTestStream, freePort, startProcess } from "@pies/testkit";
+import {
+  createTestDatabase,
+  createTestStream,
+  freePort,
+  repoRoot,
+  startProcess,
+} from "@pies/testkit";
 import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
 import { msgsPerRun, natsCounts } from "./lib/nats-monitor.mjs";
 import { benchRun } from "./lib/sample-run.mjs";
 import { median } from "./lib/stats.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, "..");
 const num = (name, fallback) => Number(process.env[name] ?? fallback);
 const roots = (process.env.RW_ROOTS ?? repoRoot).split(",").map((r) => path.resolve(r));
 const envSpecs = (process.env.RW_ENVS ?? "").split(";").filter(Boolean);
