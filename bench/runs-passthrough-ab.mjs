@@ -15,6 +15,7 @@ import {
   createTestDatabase,
   createTestStream,
   freePort,
+  gatewayApi,
   seedRuns,
   startProcess,
   startStack,
@@ -76,12 +77,12 @@ async function main() {
     await waitReady(`http://127.0.0.1:${gatewayPort}/readyz`);
     const sides = {
       base: {
-        url: `http://127.0.0.1:${gatewayPort}`,
+        api: gatewayApi(`http://127.0.0.1:${gatewayPort}`, stack.bootstrap.key),
         gateway: baseGateway.child.pid,
         runs: baseRuns.child.pid,
       },
       new: {
-        url: stack.gatewayUrl,
+        api: gatewayApi(stack.gatewayUrl, stack.bootstrap.key),
         gateway: stack.processes.find((p) => p.name === "gateway").child.pid,
         runs: stack.processes.find((p) => p.name === "runs").child.pid,
       },
@@ -110,16 +111,8 @@ async function main() {
     const anchor = new Date(lo + (hi - lo) / 2).toISOString();
     await client.end();
 
-    const headers = {
-      authorization: `Bearer ${stack.bootstrap.key}`,
-      "content-type": "application/json",
-    };
     const send = async (side, method, p, body) => {
-      const res = await fetch(`${side.url}/api/v1${p}`, {
-        method,
-        headers,
-        body: body && JSON.stringify(body),
-      });
+      const res = await side.api(p, { method, body });
       const text = await res.text();
       if (res.status !== 200) throw new Error(`${method} ${p}: ${res.status} ${text}`);
       return text;

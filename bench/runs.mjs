@@ -20,7 +20,14 @@ import pg from "pg";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { toTimestamp } from "@pies/common";
 import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
-import { createTestDatabase, createTestStream, seedRuns, startStack } from "@pies/testkit";
+import {
+  createTestDatabase,
+  createTestStream,
+  expectJson,
+  gatewayApi,
+  seedRuns,
+  startStack,
+} from "@pies/testkit";
 import {
   FacetType,
   ListRunsRequestSchema,
@@ -437,19 +444,8 @@ async function measure(label, send) {
 }
 
 async function measureAll(stack, client, project, databaseUrl) {
-  const { gatewayUrl, bootstrap } = stack;
-  const headers = { authorization: `Bearer ${bootstrap.key}`, "content-type": "application/json" };
-  const call = async (method, path, body) => {
-    const res = await fetch(`${gatewayUrl}/api/v1${path}`, {
-      method,
-      headers,
-      body: body && JSON.stringify(body),
-    });
-    const json = await res.json();
-    if (res.status !== 200)
-      throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const api = gatewayApi(stack.gatewayUrl, stack.bootstrap.key);
+  const call = async (method, path, body) => expectJson(await api(path, { method, body }));
   const { rows } = await client.query(
     "select parent_id from runs.runs where project_id = $1 and parent_id is not null limit 1",
     [project],

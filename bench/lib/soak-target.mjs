@@ -1,4 +1,10 @@
-import { createLoadInteractions, startFaultStack, startPrivatePostgres } from "@pies/testkit";
+import {
+  createLoadInteractions,
+  expectJson,
+  gatewayApi,
+  startFaultStack,
+  startPrivatePostgres,
+} from "@pies/testkit";
 import { startEmbedded } from "./embedded.mjs";
 
 /**
@@ -61,9 +67,11 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
     const gatewayUrl = embedded.url;
     const key = embedded.apiKey;
     // The seeded project's `test` environment (the built-in test provider).
-    const listed = await fetch(`${gatewayUrl}/api/v1/environments`, {
-      headers: { authorization: `Bearer ${key}` },
-    }).then((r) => r.json());
+    const listed = await expectJson(
+      await gatewayApi(gatewayUrl, key)("/environments"),
+      200,
+      embedded.output,
+    );
     const environment = (listed.data ?? listed.items ?? listed).find?.((e) => e.name === "test");
     if (!environment) throw new Error(`no test environment: ${JSON.stringify(listed)}`);
     const { blocking, streamed } = await createLoadInteractions(
