@@ -1,3 +1,4 @@
+// @ts-check
 import {
   createLoadInteractions,
   expectJson,
@@ -6,6 +7,28 @@ import {
   startPrivatePostgres,
 } from "@pies/testkit";
 import { startEmbedded } from "./embedded.mjs";
+
+/** @import { Fault, PrivateNats, PrivatePostgres } from "@pies/testkit" */
+/** @import { Embedded } from "./embedded.mjs" */
+
+/**
+ * What the soak runs against (see startTarget).
+ * @typedef {object} SoakTarget
+ * @property {string} gatewayUrl
+ * @property {string} key
+ * @property {string} blockingInteraction
+ * @property {string} streamedInteraction
+ * @property {PrivatePostgres} pg
+ * @property {PrivateNats} [nats] none in the embedded mode
+ * @property {{ events: string, records: string, subjectPrefix: string }} [streams] with nats
+ * @property {() => { name: string, pid: number | undefined }[]} processes
+ * @property {Fault[]} faults
+ * @property {() => boolean} gatewayDown
+ * @property {() => ExitedProcess[]} unexpectedExits
+ * @property {() => Promise<void>} stop
+ */
+
+/** @typedef {{ name: string, code: number | null, signal: string | null }} ExitedProcess */
 
 /**
  * What `npm run soak` runs against, by --mode, always on a PostgreSQL cluster of its own (and for
@@ -19,6 +42,9 @@ import { startEmbedded } from "./embedded.mjs";
  * processes(), faults, gatewayDown(), unexpectedExits(), stop() } where processes() names the pies
  * processes running now ([{ name, pid }]: a restart changes a pid), streams the event and record
  * streams' names, and faults the faults --faults applies in turn.
+ * @param {string} mode
+ * @param {{ leaseSeconds: number, blockingModel: string, launcher: string[] }} options
+ * @returns {Promise<SoakTarget>}
  */
 export async function startTarget(mode, { leaseSeconds, blockingModel, launcher }) {
   const clocks = {
@@ -38,7 +64,8 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
       launcher,
     });
     const { stack, pg, nats } = faulty;
-    const stream = nats.env.PIES_NATS_STREAM;
+    // startPrivateNats' env names the stream and the prefix.
+    const stream = /** @type {string} */ (nats.env.PIES_NATS_STREAM);
     return {
       gatewayUrl: stack.gatewayUrl,
       key: stack.bootstrap.key,
@@ -50,7 +77,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
         events: stream,
         // The run record log beside it (recordsFromConfig).
         records: `${stream}_RECORDS`,
-        subjectPrefix: nats.env.PIES_NATS_SUBJECT_PREFIX,
+        subjectPrefix: /** @type {string} */ (nats.env.PIES_NATS_SUBJECT_PREFIX),
       },
       processes: () => stack.processes.map((p) => ({ name: p.name, pid: p.child.pid })),
       faults: faulty.faults,
@@ -61,6 +88,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
   }
   if (mode !== "embedded") throw new Error(`--mode must be four, edge or embedded, not ${mode}`);
   const pg = await startPrivatePostgres();
+  /** @type {Embedded | undefined} */
   let embedded;
   try {
     embedded = await startEmbedded({ launcher, env: { ...clocks, DATABASE_URL: pg.url } });
@@ -72,7 +100,9 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
       200,
       embedded.output,
     );
-    const environment = (listed.data ?? listed.items ?? listed).find?.((e) => e.name === "test");
+    const environment = (listed.data ?? listed.items ?? listed).find?.(
+      (/** @type {{ id: string, name: string }} */ e) => e.name === "test",
+    );
     if (!environment) throw new Error(`no test environment: ${JSON.stringify(listed)}`);
     const { blocking, streamed } = await createLoadInteractions(
       gatewayUrl,
@@ -82,6 +112,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
       embedded.output,
     );
     const running = embedded;
+    /** @type {ExitedProcess[]} */
     const exits = [];
     void running.process.exited.then((code) => {
       if (!stopping)
