@@ -52,7 +52,7 @@ async function stub() {
     router.service(RunsService, {});
     router.service(ExecutorService, {
       async execute(req) {
-        const text = req.data?.fields?.text?.kind?.value ?? "";
+        const text = req.data?.text ?? "";
         return {
           run: create(RunSchema, {
             id: `run_${String(++n).padStart(16, "0")}`,
