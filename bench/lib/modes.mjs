@@ -387,8 +387,10 @@ async function piesStreamed(ctx, signal) {
   }
 }
 
-/** @type {Record<string, Mode>} */
-export const modes = {
+/** @typedef {keyof typeof modes} ModeName */
+
+/** Every mode by name (BENCH_MODES names them). */
+export const modes = /** @satisfies {Record<string, Mode>} */ ({
   "direct blocking": (ctx, signal) => chatBlocking(ctx, directTarget(ctx), signal),
   "portkey blocking": (ctx, signal) => chatBlocking(ctx, portkeyTarget(ctx), signal),
   "pies blocking": (ctx, signal) => piesBlocking(ctx.pies, signal),
@@ -402,4 +404,4 @@ export const modes = {
   "pies streamed": (ctx, signal) => piesStreamed(ctx.pies, signal),
   "edge streamed": (ctx, signal) => piesStreamed(ctx.edge, signal),
   "embedded streamed": (ctx, signal) => piesStreamed(ctx.embedded, signal),
-};
+});
