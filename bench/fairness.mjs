@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // Fairness between projects: the execute latency of one project ("victim") alone, then while
 // another project ("noisy") keeps FAIRNESS_NOISY (12) executions of an endless jst template in
 // flight. The real stack as four processes (like bench/run.mjs: PostgreSQL on :5432, NATS on
@@ -14,7 +15,15 @@ import { percentile } from "./lib/stats.mjs";
 const noisyCount = Number(process.env.FAIRNESS_NOISY ?? 12);
 const requests = Number(process.env.FAIRNESS_REQUESTS ?? 60);
 
-/** A project's key and an interaction of one jst template on its `test` environment. */
+/** @typedef {{ key: string, interactionId: string }} Tenant */
+
+/**
+ * A project's key and an interaction of one jst template on its `test` environment.
+ * @param {string} gatewayUrl
+ * @param {string} key
+ * @param {string} content
+ * @returns {Promise<Tenant>}
+ */
 async function tenant(gatewayUrl, key, content) {
   const [environment] = (await api(gatewayUrl, key, "/environments")).json;
   const prompt = await api(gatewayUrl, key, "/prompts", {
@@ -32,10 +41,19 @@ async function tenant(gatewayUrl, key, content) {
   return { key, interactionId: interaction.json.id };
 }
 
+/**
+ * @param {string} gatewayUrl
+ * @param {Tenant} t
+ * @param {Record<string, unknown>} data
+ */
 const execute = (gatewayUrl, t, data) =>
   api(gatewayUrl, t.key, `/interactions/${t.interactionId}/execute`, { data });
 
-/** Sequential executes of the victim: latency percentiles (ms) of the successful ones. */
+/**
+ * Sequential executes of the victim: latency percentiles (ms) of the successful ones.
+ * @param {string} gatewayUrl
+ * @param {Tenant} victim
+ */
 async function measure(gatewayUrl, victim) {
   for (let i = 0; i < 5; i++) await execute(gatewayUrl, victim, { text: "warm-up" });
   const ms = [];
@@ -71,6 +89,7 @@ try {
 
   const alone = await measure(gatewayUrl, victim);
   let flooding = true;
+  /** @type {Record<number, number>} */
   const statuses = {};
   const flood = Array.from({ length: noisyCount }, async () => {
     while (flooding) {
@@ -86,8 +105,14 @@ try {
   flooding = false;
   await Promise.all(flood);
 
+  /** @param {number | undefined} v undefined when every request of the row failed */
+  const ms = (v) => (v === undefined ? "-" : v.toFixed(1));
+  /**
+   * @param {string} name
+   * @param {Awaited<ReturnType<typeof measure>>} r
+   */
   const row = (name, r) =>
-    `${name.padEnd(34)} ${r.p50.toFixed(1).padStart(8)} ${r.p99.toFixed(1).padStart(8)} ${String(r.errors).padStart(7)}`;
+    `${name.padEnd(34)} ${ms(r.p50).padStart(8)} ${ms(r.p99).padStart(8)} ${String(r.errors).padStart(7)}`;
   console.log(`victim execute latency (ms), ${requests} sequential requests per row`);
   console.log(`${"".padEnd(34)} ${"p50".padStart(8)} ${"p99".padStart(8)} ${"errors".padStart(7)}`);
   console.log(row("alone", alone));
