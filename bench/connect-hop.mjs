@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // One internal call between two processes, alone (npm run bench:connect-hop): the gateway's
 // ExecutorService/Execute with the bench's request and a completed run as its answer, from this
 // process to a server process, both pinned to the same CPU as pies' processes are in the bench
@@ -31,8 +32,17 @@ import { ExecuteRequestSchema, ExecuteResponseSchema, ExecutorService } from "@p
 import { RunSchema, RunStatus } from "@pies/proto/runs";
 import { planPinning } from "./lib/pin.mjs";
 
+/** @import { Http2Server } from "node:http2" */
+/** @import { AddressInfo } from "node:net" */
+/** @import { MessageInitShape } from "@bufbuild/protobuf" */
+/** @import { ValueSchema } from "@bufbuild/protobuf/wkt" */
+/** @import { ConnectRouter } from "@connectrpc/connect" */
+
+/** @typedef {{ lean: string, connectNode: string, bare: string }} ServerUrls */
+
 const TOKEN = "bench-internal-token";
 const binary = process.env.HOP_FORMAT === "binary";
+/** @param {string} n */
 const id = (n) => `01a20bd4bc963a5e7e7252${n}`;
 const source = {
   type: "api",
@@ -47,6 +57,10 @@ const request = create(ExecuteRequestSchema, {
   data: { text: "the quarterly report" },
   config: {},
 });
+/**
+ * @param {string} value
+ * @returns {MessageInitShape<typeof ValueSchema>}
+ */
 const str = (value) => ({ kind: { case: "stringValue", value } });
 const answer = create(ExecuteResponseSchema, {
   run: create(RunSchema, {
@@ -88,6 +102,7 @@ const answer = create(ExecuteResponseSchema, {
   }),
 });
 
+/** @param {ConnectRouter} router */
 const routes = (router) =>
   router.service(ExecutorService, {
     execute: async () => answer,
@@ -106,9 +121,15 @@ if (process.argv[2] === "--server") {
     internalToken: TOKEN,
     routes,
   });
+  /**
+   * @param {Http2Server} server
+   * @returns {Promise<string>}
+   */
   const listen = (server) =>
     new Promise((resolve) =>
-      server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${server.address().port}`)),
+      server.listen(0, "127.0.0.1", () =>
+        resolve(`http://127.0.0.1:${/** @type {AddressInfo} */ (server.address()).port}`),
+      ),
     );
   const connectNode = await listen(
     http2.createServer(
@@ -124,19 +145,27 @@ if (process.argv[2] === "--server") {
     : Buffer.from(toJsonString(ExecuteResponseSchema, answer));
   const bareServer = http2.createServer();
   bareServer.on("stream", (stream) => {
+    /** @type {Buffer[]} */
     const chunks = [];
-    stream.on("data", (c) => chunks.push(c));
+    stream.on("data", (/** @type {Buffer} */ c) => chunks.push(c));
     stream.on("end", () => {
       stream.respond({ ":status": 200 });
       stream.end(body);
     });
   });
   const bare = await listen(bareServer);
+  /** @param {unknown} message to the client, which forked this process with IPC */
+  const toParent = (message) => {
+    if (!process.send) throw new Error("not forked by connect-hop.mjs: no IPC channel");
+    process.send(message);
+  };
   process.on("message", (m) => {
-    if (m === "cpu") process.send({ cpu: process.cpuUsage() });
+    if (m === "cpu") toParent({ cpu: process.cpuUsage() });
     if (m === "exit") process.exit(0);
   });
-  process.send({ urls: { lean: lean.url, connectNode, bare } });
+  /** @type {ServerUrls} */
+  const urls = { lean: lean.url, connectNode, bare };
+  toParent({ urls });
 } else {
   const pinning = planPinning();
   if (pinning.enabled) {
@@ -146,12 +175,15 @@ if (process.argv[2] === "--server") {
     });
   }
   const server = fork(fileURLToPath(import.meta.url), ["--server"]);
+  /** @type {{ urls: ServerUrls }} */
   const { urls } = await new Promise((resolve) => server.once("message", resolve));
+  /** @returns {Promise<NodeJS.CpuUsage>} */
   const serverCpu = () =>
     new Promise((resolve) => {
-      server.once("message", (m) => resolve(m.cpu));
+      server.once("message", (m) => resolve(/** @type {{ cpu: NodeJS.CpuUsage }} */ (m).cpu));
       server.send("cpu");
     });
+  /** @param {string} baseUrl */
   const connectNodeClient = (baseUrl) =>
     createClient(
       ExecutorService,
@@ -171,6 +203,7 @@ if (process.argv[2] === "--server") {
         ],
       }),
     );
+  /** @param {string} baseUrl */
   const leanClient = (baseUrl) =>
     serviceClient(ExecutorService, peerTransport(baseUrl, binary ? "catalog" : "executor", TOKEN));
   const bareBody = binary
@@ -183,6 +216,7 @@ if (process.argv[2] === "--server") {
         ":method": "POST",
         ":path": "/pies.executor.v1.ExecutorService/Execute",
       });
+      /** @type {Buffer[]} */
       const chunks = [];
       req.on("data", (c) => chunks.push(c));
       req.on("end", () => resolve(Buffer.concat(chunks)));
@@ -208,18 +242,28 @@ if (process.argv[2] === "--server") {
     },
     "bare node:http2, same bytes": () => bareCall,
   };
+  const variants = /** @type {(keyof typeof all)[]} */ (Object.keys(all));
   const names = process.env.HOP_VARIANTS
     ? process.env.HOP_VARIANTS.split(",").map((n) => {
-        const found = Object.keys(all).find((k) => k.startsWith(n));
+        const found = variants.find((k) => k.startsWith(n));
         if (!found) throw new Error(`no variant ${n}`);
         return found;
       })
-    : Object.keys(all);
-  const calls = Object.fromEntries(names.map((n) => [n, all[n]()]));
-  const stats = Object.fromEntries(names.map((n) => [n, { lat: [], client: 0, server: 0, n: 0 }]));
+    : variants;
+  // The variants named (each is looked up only by a name in `names`).
+  const calls = /** @type {Record<keyof typeof all, () => Promise<unknown>>} */ (
+    Object.fromEntries(names.map((n) => [n, all[n]()]))
+  );
+  const stats =
+    /** @type {Record<keyof typeof all, { lat: number[], client: number, server: number, n: number }>} */ (
+      Object.fromEntries(
+        names.map((n) => [n, { lat: /** @type {number[]} */ ([]), client: 0, server: 0, n: 0 }]),
+      )
+    );
   const rounds = Number(process.env.HOP_ROUNDS ?? 20);
   const block = Number(process.env.HOP_BLOCK ?? 100);
   for (const n of names) for (let i = 0; i < 300; i++) await calls[n]();
+  /** @param {NodeJS.CpuUsage} c */
   const us = (c) => c.user + c.system;
   for (let r = 0; r < rounds; r++)
     for (const n of r % 2 ? [...names].reverse() : names) {
@@ -236,7 +280,12 @@ if (process.argv[2] === "--server") {
       stats[n].server += us(s1) - us(s0);
       stats[n].n += block;
     }
-  const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) * p)];
+  /**
+   * @param {number[]} xs at least one
+   * @param {number} p 0–1
+   */
+  const pct = (xs, p) =>
+    /** @type {number} */ ([...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) * p)]);
   console.log(
     `\nExecutorService/Execute between two processes, ${binary ? "binary" : "JSON"}, c=1, ${pinning.enabled ? `both on CPU ${pinning.sutCpu}` : "not pinned"}; ${rounds} rounds of ${block} calls per variant\n`,
   );

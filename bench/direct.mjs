@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // CPU per in-process call: the edge's gateway → executor Execute (and the embedded mode's every
 // hop) through Connect's in-memory transport (createRouterTransport: what they used, binary
 // protobuf), the same in JSON, and through directTransport (the handler called directly), with
@@ -17,6 +18,15 @@ import { directTransport, errorInterceptor } from "@pies/common/server";
 import { ExecuteRequestSchema, ExecutorService } from "@pies/proto/executor";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
 
+/** @import { MessageInitShape } from "@bufbuild/protobuf" */
+/** @import { ConnectRouter } from "@connectrpc/connect" */
+/** @import { Run } from "@pies/proto/runs" */
+/** @typedef {MessageInitShape<typeof ExecuteRequestSchema>} ExecuteRequestInit */
+
+/**
+ * @param {string} name
+ * @param {number} fallback
+ */
 const int = (name, fallback) => {
   const value = Number(process.env[name] ?? fallback);
   if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
@@ -52,6 +62,7 @@ const answered = () =>
     updatedAt: now,
   });
 
+/** @param {ConnectRouter} router */
 const routes = (router) =>
   router.service(ExecutorService, {
     // A fresh run per call, as the executor answers.
@@ -70,6 +81,7 @@ const variants = {
   "directTransport (after)": directTransport(routes, { interceptors }),
 };
 // The request the gateway builds (executeRequest), fresh per call.
+/** @returns {ExecuteRequestInit} */
 const request = () => ({
   interaction: { case: "interactionId", value: "01a20b479bb5f0391e77b902" },
   caller: {
@@ -84,7 +96,17 @@ const request = () => ({
   config: { environmentId: "", model: "", formatter: "" },
 });
 
-/** CPU µs per call (user + system) of `n` calls, `conc` in flight. */
+/**
+ * An Execute client: Connect's over a transport, or the handler called by hand.
+ * @typedef {{ execute(request: ExecuteRequestInit, options?: { signal?: AbortSignal }): Promise<{ run?: Run }> }} ExecuteClient
+ */
+
+/**
+ * CPU µs per call (user + system) of `n` calls, `conc` in flight.
+ * @param {ExecuteClient} client
+ * @param {number} n
+ * @param {number} conc
+ */
 async function cell(client, n, conc) {
   const start = process.cpuUsage();
   let next = 0;
@@ -101,19 +123,24 @@ async function cell(client, n, conc) {
   return (used.user + used.system) / n;
 }
 
+/** @type {[string, ExecuteClient][]} */
 const clients = [
   // The handler called by hand (its request made a message): the floor of any in-process call.
   [
     "the handler alone (floor)",
     {
-      execute: async (req) => {
+      execute: async (/** @type {ExecuteRequestInit} */ req) => {
         create(ExecuteRequestSchema, req);
         return { run: answered() };
       },
     },
   ],
-  ...Object.entries(variants).map(([name, t]) => [name, createClient(ExecutorService, t)]),
+  ...Object.entries(variants).map(
+    ([name, t]) =>
+      /** @type {[string, ExecuteClient]} */ ([name, createClient(ExecutorService, t)]),
+  ),
 ];
+/** @type {Map<string, number[]>} */
 const results = new Map();
 for (const [, client] of clients) await cell(client, 2000, 8); // warm-up
 for (let r = 0; r < rounds; r++) {
@@ -121,14 +148,16 @@ for (let r = 0; r < rounds; r++) {
     for (const conc of [1, 64]) {
       const key = `${name}\u0000${conc}`;
       if (!results.has(key)) results.set(key, []);
-      results.get(key).push(await cell(client, calls, conc));
+      results.get(key)?.push(await cell(client, calls, conc));
     }
   }
 }
+/** @param {number[]} xs */
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 console.log(`CPU µs per Execute call (median of ${rounds} rounds of ${calls} calls)`);
 console.log("| transport | c=1 | c=64 |\n| --- | --- | --- |");
 for (const [name] of clients) {
-  const at = (c) => median(results.get(`${name}\u0000${c}`)).toFixed(1);
+  /** @param {number} c */
+  const at = (c) => median(results.get(`${name}\u0000${c}`) ?? [])?.toFixed(1);
   console.log(`| ${name} | ${at(1)} | ${at(64)} |`);
 }

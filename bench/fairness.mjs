@@ -1,23 +1,29 @@
 #!/usr/bin/env node
+// @ts-check
 // Fairness between projects: the execute latency of one project ("victim") alone, then while
 // another project ("noisy") keeps FAIRNESS_NOISY (12) executions of an endless jst template in
 // flight. The real stack as four processes (like bench/run.mjs: PostgreSQL on :5432, NATS on
 // :4222, throw-away database and stream), the `test` provider, loopback only. Build first.
 // Settings: FAIRNESS_NOISY=12 FAIRNESS_REQUESTS=60 (victim requests per phase).
 import { execFile } from "node:child_process";
-import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { createTestDatabase, createTestStream, startStack } from "@pies/testkit";
+import { createTestDatabase, createTestStream, repoRoot, startStack } from "@pies/testkit";
 import { api } from "./lib/api.mjs";
 import { percentile } from "./lib/stats.mjs";
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const noisyCount = Number(process.env.FAIRNESS_NOISY ?? 12);
 const requests = Number(process.env.FAIRNESS_REQUESTS ?? 60);
 
-/** A project's key and an interaction of one jst template on its `test` environment. */
+/** @typedef {{ key: string, interactionId: string }} Tenant */
+
+/**
+ * A project's key and an interaction of one jst template on its `test` environment.
+ * @param {string} gatewayUrl
+ * @param {string} key
+ * @param {string} content
+ * @returns {Promise<Tenant>}
+ */
 async function tenant(gatewayUrl, key, content) {
   const [environment] = (await api(gatewayUrl, key, "/environments")).json;
   const prompt = await api(gatewayUrl, key, "/prompts", {
@@ -35,10 +41,19 @@ async function tenant(gatewayUrl, key, content) {
   return { key, interactionId: interaction.json.id };
 }
 
+/**
+ * @param {string} gatewayUrl
+ * @param {Tenant} t
+ * @param {Record<string, unknown>} data
+ */
 const execute = (gatewayUrl, t, data) =>
   api(gatewayUrl, t.key, `/interactions/${t.interactionId}/execute`, { data });
 
-/** Sequential executes of the victim: latency percentiles (ms) of the successful ones. */
+/**
+ * Sequential executes of the victim: latency percentiles (ms) of the successful ones.
+ * @param {string} gatewayUrl
+ * @param {Tenant} victim
+ */
 async function measure(gatewayUrl, victim) {
   for (let i = 0; i < 5; i++) await execute(gatewayUrl, victim, { text: "warm-up" });
   const ms = [];
@@ -74,6 +89,7 @@ try {
 
   const alone = await measure(gatewayUrl, victim);
   let flooding = true;
+  /** @type {Record<number, number>} */
   const statuses = {};
   const flood = Array.from({ length: noisyCount }, async () => {
     while (flooding) {
@@ -89,8 +105,14 @@ try {
   flooding = false;
   await Promise.all(flood);
 
+  /** @param {number | undefined} v undefined when every request of the row failed */
+  const ms = (v) => (v === undefined ? "-" : v.toFixed(1));
+  /**
+   * @param {string} name
+   * @param {Awaited<ReturnType<typeof measure>>} r
+   */
   const row = (name, r) =>
-    `${name.padEnd(34)} ${r.p50.toFixed(1).padStart(8)} ${r.p99.toFixed(1).padStart(8)} ${String(r.errors).padStart(7)}`;
+    `${name.padEnd(34)} ${ms(r.p50).padStart(8)} ${ms(r.p99).padStart(8)} ${String(r.errors).padStart(7)}`;
   console.log(`victim execute latency (ms), ${requests} sequential requests per row`);
   console.log(`${"".padEnd(34)} ${"p50".padStart(8)} ${"p99".padStart(8)} ${"errors".padStart(7)}`);
   console.log(row("alone", alone));

@@ -1,3 +1,4 @@
+// @ts-check
 // What the gateway adds to a read: `GET /api/v1/runs/:id` through the gateway against the runs
 // service called directly over Connect, and what authenticating a request costs (a JWT verified vs
 // an API key found in the gateway's cache).
@@ -31,13 +32,43 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { benchPrincipal, serveBenchGateway, serveBenchStub } from "./lib/bench-gateway.mjs";
 
+/** @import { ChildProcess } from "node:child_process" */
+/** @import { ConnectRouter } from "@connectrpc/connect" */
+
+/**
+ * One mode at one concurrency.
+ * @typedef {object} Row
+ * @property {string} mode
+ * @property {number} conc
+ * @property {number} n successful requests
+ * @property {number} errors
+ * @property {number} p50 ms (NaN without a successful request)
+ * @property {number} p99
+ * @property {number} rps
+ * @property {number | undefined} gatewayCpuUs
+ * @property {string} [firstError]
+ */
+
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-/** GW_OVERHEAD_BUILD: a build of gateway/src to measure (default gateway/dist; as in gateway.mjs). */
+/**
+ * GW_OVERHEAD_BUILD: a build of gateway/src to measure (default gateway/dist; as in gateway.mjs).
+ * @param {string} file
+ */
 const dist = (file) =>
   path.join(path.resolve(repoRoot, process.env.GW_OVERHEAD_BUILD ?? "gateway/dist"), file);
 const API_KEY = `sk-${"A".repeat(43)}`;
 const RUN_ID = "run_0123456789abcdef";
 const role = process.argv.find((a) => a.startsWith("--role="))?.slice("--role=".length);
+
+/**
+ * A setting main() hands to the process it forks in a role.
+ * @param {string} name
+ */
+function fromParent(name) {
+  const value = process.env[name];
+  if (value === undefined) throw new Error(`${name} is not set: run bench/gateway-overhead.mjs`);
+  return value;
+}
 
 /** The catalog (key verification) and runs (getRun) services, answering at once. */
 async function stub() {
@@ -75,7 +106,7 @@ async function stub() {
     createdAt: at,
     updatedAt: at,
   });
-  await serveBenchStub((router) => {
+  await serveBenchStub((/** @type {ConnectRouter} */ router) => {
     router.service(CatalogService, { verifyApiKey: async () => ({ principal }) });
     router.service(RunsService, { getRun: async () => ({ run }) });
   });
@@ -85,34 +116,53 @@ async function stub() {
 async function gateway() {
   await serveBenchGateway({
     build: path.dirname(dist("app.js")),
-    stubUrl: process.env.GW_OVERHEAD_STUB_URL,
+    stubUrl: fromParent("GW_OVERHEAD_STUB_URL"),
     // The rate limit on (as deployed, so its cost per request is measured) but never reached.
     rateLimitPerMinute: 100_000_000,
   });
 }
 
-/** The gateway's CPU time so far (µs), asked over IPC. */
+/**
+ * The gateway's CPU time so far (µs), asked over IPC.
+ * @param {ChildProcess} child
+ * @returns {Promise<number>}
+ */
 const cpuOf = (child) =>
   new Promise((resolve) => {
-    child.once("message", (msg) => resolve(msg.cpuUs));
+    child.once("message", (msg) => resolve(/** @type {{ cpuUs: number }} */ (msg).cpuUs));
     child.send("cpu");
   });
 
+/**
+ * Forks this file in `name`'s role; resolves once it tells its URL.
+ * @param {string} name
+ * @param {Record<string, string>} [env]
+ * @returns {Promise<{ child: ChildProcess, url: string }>}
+ */
 function start(name, env = {}) {
   const child = fork(fileURLToPath(import.meta.url), [`--role=${name}`], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   return new Promise((resolve, reject) => {
-    child.once("message", (msg) => resolve({ child, url: msg.url }));
+    child.once("message", (msg) =>
+      resolve({ child, url: /** @type {{ url: string }} */ (msg).url }),
+    );
     child.once("exit", (code) => reject(new Error(`${name} exited (${code}) before it was ready`)));
   });
 }
 
-/** Closed-loop load for `ms`: latencies (ms) of the successful requests, errors, wall time. */
+/**
+ * Closed-loop load for `ms`: latencies (ms) of the successful requests, errors, wall time.
+ * @param {() => Promise<void>} send
+ * @param {number} conc
+ * @param {number} ms
+ */
 async function measure(send, conc, ms) {
+  /** @type {number[]} */
   const latencies = [];
   let errors = 0;
+  /** @type {unknown} */
   let firstError;
   const until = performance.now() + ms;
   const started = performance.now();
@@ -132,12 +182,24 @@ async function measure(send, conc, ms) {
   return { latencies, errors, firstError, wallMs: performance.now() - started };
 }
 
+/**
+ * @param {number[]} sorted
+ * @param {number} p 0–1
+ * @returns {number} NaN when empty
+ */
 const percentile = (sorted, p) =>
-  sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
+  sorted.length === 0
+    ? NaN
+    : /** @type {number} */ (sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]);
 
+/**
+ * @param {string} base
+ * @param {string} authorization
+ */
 function httpGetter(base, authorization) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
   const url = new URL(base);
+  /** @returns {Promise<void>} */
   const send = () =>
     new Promise((resolve, reject) => {
       const req = http.request(
@@ -150,6 +212,7 @@ function httpGetter(base, authorization) {
           headers: { authorization },
         },
         (res) => {
+          /** @type {Buffer[]} */
           const chunks = [];
           res.on("data", (c) => chunks.push(c));
           res.on("end", () => {
@@ -168,17 +231,25 @@ function httpGetter(base, authorization) {
   return { send, close: () => agent.destroy() };
 }
 
+/**
+ * @param {string} base
+ * @returns {Promise<string>}
+ */
 async function tokenOf(base) {
   const response = await fetch(new URL("/token/issue", base), {
     method: "POST",
     headers: { authorization: `Bearer ${API_KEY}` },
   });
   if (response.status !== 200) throw new Error(`token exchange: ${response.status}`);
-  return (await response.json()).token;
+  return /** @type {{ token: string }} */ (await response.json()).token;
 }
 
-/** µs per call of Authenticator.authenticate, with a cached key and with a JWT. */
+/**
+ * µs per call of Authenticator.authenticate, with a cached key and with a JWT.
+ * @param {number} n
+ */
 async function authCost(n) {
+  // The build measured (GW_OVERHEAD_BUILD), maybe of another version: its modules are typed any.
   const { Authenticator } = await import(dist("auth.js"));
   const { gatewayOptions, loadGatewaySettings } = await import(dist("config.js"));
   const { MemoryCatalogEvents } = await import("@pies/common/bus");
@@ -192,6 +263,7 @@ async function authCost(n) {
   });
   const { token } = await auth.tokens.issue(principal);
   // Wall time, and CPU time of this process (WebCrypto runs on libuv's threads: counted too).
+  /** @param {string} authorization */
   const time = async (authorization) => {
     const request = () => ({ headers: { authorization }, query: {} });
     for (let i = 0; i < 5000; i++) await auth.authenticate(request());
@@ -224,6 +296,7 @@ async function main() {
   const token = await tokenOf(gw.url);
   const byKey = httpGetter(gw.url, `Bearer ${API_KEY}`);
   const byJwt = httpGetter(gw.url, `Bearer ${token}`);
+  /** @type {[string, () => Promise<void>][]} */
   const modes = [
     [
       "direct",
@@ -235,6 +308,7 @@ async function main() {
     ["gateway key", byKey.send],
     ["gateway jwt", byJwt.send],
   ];
+  /** @type {Row[]} */
   const rows = [];
   try {
     for (const conc of concurrencies) {
@@ -244,6 +318,7 @@ async function main() {
         const result = await measure(send, conc, ms);
         const cpuAfter = await cpuOf(gw.child);
         const sorted = [...result.latencies].sort((a, b) => a - b);
+        /** @type {Row} */
         const row = {
           mode,
           conc,
@@ -257,7 +332,9 @@ async function main() {
           gatewayCpuUs: mode === "direct" ? undefined : (cpuAfter - cpuBefore) / sorted.length,
         };
         if (result.firstError)
-          row.firstError = String(result.firstError.message ?? result.firstError);
+          row.firstError = String(
+            /** @type {{ message?: string }} */ (result.firstError).message ?? result.firstError,
+          );
         rows.push(row);
         console.error(
           `${mode} c=${conc}: p50 ${row.p50.toFixed(3)} ms, ${row.rps.toFixed(0)} req/s, ${row.errors} errors`,
@@ -267,6 +344,7 @@ async function main() {
   } finally {
     byKey.close();
     byJwt.close();
+    /** @param {ChildProcess} child */
     const exited = (child) => new Promise((resolve) => child.once("exit", resolve));
     const children = [gw.child, stubbed.child];
     const done = children.map(exited);
@@ -289,7 +367,8 @@ async function main() {
     "errors",
   ];
   const table = rows.map((r) => {
-    const base = direct.get(r.conc);
+    // Every concurrency has its direct row.
+    const base = /** @type {Row} */ (direct.get(r.conc));
     return [
       r.mode,
       String(r.conc),
@@ -303,8 +382,13 @@ async function main() {
       String(r.errors),
     ];
   });
-  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
-  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(" | ")} |`;
+  // A cell per header in every row, a width per header.
+  const widths = header.map((h, i) =>
+    Math.max(h.length, ...table.map((row) => /** @type {string} */ (row[i]).length)),
+  );
+  /** @param {string[]} cells */
+  const line = (cells) =>
+    `| ${cells.map((c, i) => c.padEnd(/** @type {number} */ (widths[i]))).join(" | ")} |`;
   console.log(
     `GET /runs/:id: the gateway against the runs service over Connect (${ms} ms per cell)`,
   );
@@ -314,8 +398,9 @@ async function main() {
   for (const r of rows.filter((r) => r.firstError))
     console.log(`  ${r.mode} c=${r.conc}: ${r.firstError}`);
   const added = rows.find((r) => r.mode === "gateway key" && r.conc === 1);
-  if (added && direct.get(1)) {
-    const value = added.p50 - direct.get(1).p50;
+  const direct1 = direct.get(1);
+  if (added && direct1) {
+    const value = added.p50 - direct1.p50;
     console.log(
       `added p50 at c=1 (API key): ${value.toFixed(3)} ms (target ≤ 0.3 ms: ${value <= 0.3 ? "met" : "missed"})`,
     );
@@ -323,10 +408,12 @@ async function main() {
   console.log(`\nauthentication of one request, in process (${authN} calls each)`);
   console.log(`| credential          | wall µs/request | CPU µs/request | CPU ratio |`);
   console.log(`| ------------------- | --------------- | -------------- | --------- |`);
-  for (const [name, m] of [
+  /** @type {[string, { wallUs: number, cpuUs: number }][]} */
+  const credentials = [
     ["API key (cache hit)", auth.key],
     ["JWT (HS256, jose)  ", auth.jwt],
-  ]) {
+  ];
+  for (const [name, m] of credentials) {
     console.log(
       `| ${name} | ${m.wallUs.toFixed(2).padEnd(15)} | ${m.cpuUs.toFixed(2).padEnd(14)} | ${(m.cpuUs / auth.key.cpuUs).toFixed(2).padEnd(9)} |`,
     );

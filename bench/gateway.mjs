@@ -1,3 +1,4 @@
+// @ts-check
 // CPU of the gateway per blocking execution (POST /api/v1/interactions/:id/execute).
 //
 //   npx tsc -b tsconfig.build.json && node bench/gateway.mjs [--cpu-prof]
@@ -29,10 +30,40 @@ import { fileURLToPath } from "node:url";
 import { benchPrincipal, serveBenchGateway, serveBenchStub } from "./lib/bench-gateway.mjs";
 import { addSelfTimes, listProfiles, loadProfile, shortUrl } from "./lib/profile.mjs";
 
+/** @import { ChildProcess } from "node:child_process" */
+/** @import { ConnectRouter } from "@connectrpc/connect" */
+
+/**
+ * What a gateway answers when asked for its CPU (see serveBenchGateway).
+ * @typedef {{ cpuUs: number, systemUs: number, atUs: number }} CpuReading
+ */
+
+/**
+ * One gateway process measured: its build, and per concurrency each round's figures.
+ * @typedef {object} Gateway
+ * @property {ChildProcess} child
+ * @property {URL} url
+ * @property {string} build
+ * @property {string} dir its profile's directory under the run's
+ * @property {Map<number, number[]>} results CPU µs per request
+ * @property {Map<number, number[]>} system of which in the kernel
+ * @property {Map<number, [number, number][]>} windows the measured cells, µs (process.hrtime)
+ */
+
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const API_KEY = `sk-${"A".repeat(43)}`;
 const TEXT = "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.";
 const role = process.argv.find((a) => a.startsWith("--role="))?.slice("--role=".length);
+
+/**
+ * A setting main() hands to the process it forks in a role.
+ * @param {string} name
+ */
+function fromParent(name) {
+  const value = process.env[name];
+  if (value === undefined) throw new Error(`${name} is not set: run bench/gateway.mjs itself`);
+  return value;
+}
 
 /** The catalog, runs and executor, answering at once over a real Connect HTTP/2 server. */
 async function stub() {
@@ -47,12 +78,12 @@ async function stub() {
     const ms = Date.now();
     return { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 };
   };
-  await serveBenchStub((router) => {
+  await serveBenchStub((/** @type {ConnectRouter} */ router) => {
     router.service(CatalogService, { verifyApiKey: async () => ({ principal }) });
     router.service(RunsService, {});
     router.service(ExecutorService, {
       async execute(req) {
-        const text = req.data?.fields?.text?.kind?.value ?? "";
+        const text = req.data?.text ?? "";
         return {
           run: create(RunSchema, {
             id: `run_${String(++n).padStart(16, "0")}`,
@@ -86,8 +117,8 @@ async function stub() {
 /** The real gateway against the stub; reports its CPU on request. */
 async function gateway() {
   await serveBenchGateway({
-    build: path.resolve(repoRoot, process.env.GW_BENCH_BUILD),
-    stubUrl: process.env.GW_BENCH_STUB_URL,
+    build: path.resolve(repoRoot, fromParent("GW_BENCH_BUILD")),
+    stubUrl: fromParent("GW_BENCH_STUB_URL"),
     rateLimitPerMinute: 0,
   });
 }
@@ -95,17 +126,25 @@ async function gateway() {
 function pinning() {
   if (process.env.GW_BENCH_PIN === "0") return undefined;
   if (spawnSync("taskset", ["-V"], { stdio: "ignore" }).status !== 0) return undefined;
-  const list = spawnSync("taskset", ["-c", "-p", String(process.pid)], { encoding: "utf8" })
-    .stdout.split(":")
-    .pop()
-    .trim();
+  const list = /** @type {string} */ (
+    spawnSync("taskset", ["-c", "-p", String(process.pid)], { encoding: "utf8" })
+      .stdout.split(":")
+      .pop()
+  ).trim();
   const cpus = list.split(",").flatMap((part) => {
-    const [a, b] = part.split("-").map(Number);
+    // split() yields at least one part.
+    const [a, b] = /** @type {[number, number?]} */ (part.split("-").map(Number));
     return b === undefined ? [a] : Array.from({ length: b - a + 1 }, (_, i) => a + i);
   });
   return cpus.length >= 2 ? { load: cpus[0], gateway: cpus[1] } : undefined;
 }
 
+/**
+ * Forks this file in `name`'s role; resolves once it tells its URL.
+ * @param {string} name
+ * @param {{ env?: Record<string, string>, execArgv?: string[], cpu?: number }} options
+ * @returns {Promise<{ child: ChildProcess, url: string }>}
+ */
 function start(name, { env = {}, execArgv = [], cpu }) {
   const child = fork(fileURLToPath(import.meta.url), [`--role=${name}`], {
     env: { ...process.env, ...env },
@@ -116,11 +155,17 @@ function start(name, { env = {}, execArgv = [], cpu }) {
     spawnSync("taskset", ["-a", "-p", "-c", String(cpu), String(child.pid)], { stdio: "ignore" });
   }
   return new Promise((resolve, reject) => {
-    child.once("message", (msg) => resolve({ child, url: msg.url }));
+    child.once("message", (msg) =>
+      resolve({ child, url: /** @type {{ url: string }} */ (msg).url }),
+    );
     child.once("exit", (code) => reject(new Error(`${name} exited (${code}) before it was ready`)));
   });
 }
 
+/**
+ * @param {ChildProcess} child a gateway
+ * @returns {Promise<CpuReading>}
+ */
 const ask = (child) =>
   new Promise((resolve) => {
     child.once("message", resolve);
@@ -146,6 +191,7 @@ async function main() {
 
   const builds = (process.env.GW_BENCH_BUILDS ?? "gateway/dist").split(",");
   const stubbed = await start("stub", { cpu: pin?.load });
+  /** @type {Gateway[]} */
   const gateways = [];
   for (const [i, build] of builds.entries()) {
     const started = await start("gateway", {
@@ -155,10 +201,22 @@ async function main() {
         : [],
       cpu: pin?.gateway,
     });
-    gateways.push({ ...started, build, dir: `gateway-${i}` });
+    gateways.push({
+      ...started,
+      url: new URL(started.url),
+      build,
+      dir: `gateway-${i}`,
+      results: new Map(cellsOf.map((c) => [c, []])),
+      system: new Map(cellsOf.map((c) => [c, []])),
+      windows: new Map(cellsOf.map((c) => [c, []])),
+    });
   }
   const body = JSON.stringify({ data: { text: TEXT } });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  /**
+   * @param {URL} url
+   * @returns {Promise<void>}
+   */
   const once = ({ hostname, port }) =>
     new Promise((resolve, reject) => {
       const req = http.request(
@@ -175,6 +233,7 @@ async function main() {
           },
         },
         (res) => {
+          /** @type {Buffer[]} */
           const chunks = [];
           res.on("data", (c) => chunks.push(c));
           res.on("end", () => {
@@ -187,6 +246,11 @@ async function main() {
       req.on("error", reject);
       req.end(body);
     });
+  /**
+   * @param {URL} url
+   * @param {number} conc
+   * @param {number} n
+   */
   const load = async (url, conc, n) => {
     let left = n;
     const worker = async () => {
@@ -198,18 +262,14 @@ async function main() {
     await Promise.all(Array.from({ length: conc }, worker));
   };
 
-  for (const gw of gateways) {
-    gw.url = new URL(gw.url);
-    gw.results = new Map(cellsOf.map((c) => [c, []]));
-    gw.system = new Map(cellsOf.map((c) => [c, []]));
-    gw.windows = new Map(cellsOf.map((c) => [c, []]));
-  }
   try {
     for (let round = 0; round < rounds; round++) {
       for (const conc of cellsOf) {
         // Whichever build went first in a cell measured about a fifth higher at c=16 (two
         // comparisons of the same two builds, in both orders): the order turns round by round.
-        const order = gateways.map((_, i) => gateways[(i + round) % gateways.length]);
+        const order = gateways.map(
+          (_, i) => /** @type {Gateway} */ (gateways[(i + round) % gateways.length]),
+        );
         for (const gw of order) {
           await load(gw.url, conc, warmup);
           const before = await ask(gw.child);
@@ -218,9 +278,12 @@ async function main() {
           const wallMs = performance.now() - t0;
           const after = await ask(gw.child);
           const us = (after.cpuUs - before.cpuUs) / requests;
-          gw.results.get(conc).push(us);
-          gw.system.get(conc).push((after.systemUs - before.systemUs) / requests);
-          gw.windows.get(conc).push([before.atUs, after.atUs]);
+          // Each map has a list per concurrency.
+          /** @type {number[]} */ (gw.results.get(conc)).push(us);
+          /** @type {number[]} */ (gw.system.get(conc)).push(
+            (after.systemUs - before.systemUs) / requests,
+          );
+          /** @type {[number, number][]} */ (gw.windows.get(conc)).push([before.atUs, after.atUs]);
           console.error(
             `round ${round + 1} ${gw.build} c=${conc}: ${us.toFixed(0)} µs CPU/request, ${((requests / wallMs) * 1000).toFixed(0)} req/s`,
           );
@@ -229,6 +292,7 @@ async function main() {
     }
   } finally {
     agent.destroy();
+    /** @param {ChildProcess} child */
     const exited = (child) => new Promise((resolve) => child.once("exit", resolve));
     const children = [...gateways.map((gw) => gw.child), stubbed.child];
     const done = children.map(exited);
@@ -242,11 +306,14 @@ async function main() {
   for (const gw of gateways) {
     console.log(`  ${gw.build}`);
     for (const [conc, list] of gw.results) {
+      // GW_BENCH_ROUNDS ≥ 1: a value in each list.
       const sorted = [...list].sort((a, b) => a - b);
-      const median = sorted[Math.floor(sorted.length / 2)];
-      const system = [...gw.system.get(conc)].sort((a, b) => a - b)[Math.floor(sorted.length / 2)];
+      const median = /** @type {number} */ (sorted[Math.floor(sorted.length / 2)]);
+      const system = /** @type {number} */ (
+        [...(gw.system.get(conc) ?? [])].sort((a, b) => a - b)[Math.floor(sorted.length / 2)]
+      );
       console.log(
-        `    c=${String(conc).padEnd(3)} median ${median.toFixed(0).padStart(5)} (kernel ${system.toFixed(0)})  min ${sorted[0].toFixed(0).padStart(5)}   (${list.map((v) => v.toFixed(0)).join(", ")})`,
+        `    c=${String(conc).padEnd(3)} median ${median.toFixed(0).padStart(5)} (kernel ${system.toFixed(0)})  min ${/** @type {number} */ (sorted[0]).toFixed(0).padStart(5)}   (${list.map((v) => v.toFixed(0)).join(", ")})`,
       );
     }
   }
@@ -258,7 +325,12 @@ async function main() {
   }
 }
 
-/** Self time over the measured cells by function and by package. */
+/**
+ * Self time over the measured cells by function and by package.
+ * @param {string} dir
+ * @param {string} processDir
+ * @param {Map<number, [number, number][]>} windows
+ */
 function printProfile(dir, processDir, windows) {
   const files = listProfiles(dir).filter((p) => p.tid === 0 && p.process === processDir);
   for (const [conc, list] of windows) {
@@ -269,11 +341,13 @@ function printProfile(dir, processDir, windows) {
     }
     const frames = [...agg.frames.values()].filter((f) => f.name !== "(idle)");
     const busy = frames.reduce((n, f) => n + f.selfUs, 0);
+    /** @type {Map<string, number>} */
     const byPackage = new Map();
     for (const f of frames) {
       const where = packageOf(f);
       byPackage.set(where, (byPackage.get(where) ?? 0) + f.selfUs);
     }
+    /** @param {number} us */
     const pct = (us) => `${((us / busy) * 100).toFixed(1).padStart(5)}%`;
     console.log(`\nprofile c=${conc}: busy ${(busy / 1000).toFixed(0)} ms sampled; by package:`);
     for (const [name, us] of [...byPackage].sort((a, b) => b[1] - a[1]).slice(0, 20)) {
@@ -287,6 +361,7 @@ function printProfile(dir, processDir, windows) {
   }
 }
 
+/** @param {{ name: string, url: string }} frame */
 function packageOf(frame) {
   const url = frame.url;
   if (!url) return frame.name.startsWith("(") ? frame.name : "(native)";
@@ -295,7 +370,9 @@ function packageOf(frame) {
   const nm = u.lastIndexOf("/node_modules/");
   if (nm >= 0) {
     const rest = u.slice(nm + "/node_modules/".length).split("/");
-    const name = rest[0].startsWith("@") ? `${rest[0]}/${rest[1]}` : rest[0];
+    // split() yields at least one part.
+    const first = /** @type {string} */ (rest[0]);
+    const name = first.startsWith("@") ? `${first}/${rest[1]}` : first;
     if (name === "@pies") return `@pies/${rest[1]} ${rest.slice(2).join("/")}`;
     return name;
   }

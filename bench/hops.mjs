@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // Where an execution's wall-clock time goes, hop by hop (npm run bench:hops): the
 // four-process stack (or the edge, BENCH_HOPS_TARGET=edge) with tracing on, exporting every span
 // to an OTLP/HTTP sink in this process, under closed-loop load at concurrency 1 against a
@@ -36,26 +37,56 @@ import { modes } from "./lib/modes.mjs";
 import { percentile } from "./lib/stats.mjs";
 import { pinSelf, planPinning } from "./lib/pin.mjs";
 
+/** @import { AddressInfo } from "node:net" */
+/** @import { ManagedProcess, Stack } from "@pies/testkit" */
+/** @import { PiesTarget, Sample } from "./lib/modes.mjs" */
+
+/**
+ * One span: as exported by a pies process, or a client's (this process's) own.
+ * @typedef {object} Span
+ * @property {string} service
+ * @property {string} traceId
+ * @property {string} spanId
+ * @property {string} [parentSpanId]
+ * @property {string} name
+ * @property {bigint} start ns since the epoch
+ * @property {bigint} end
+ */
+
+/**
+ * The parts of an OTLP/HTTP JSON export read here.
+ * @typedef {{ resourceSpans?: { resource?: { attributes?: OtlpAttribute[] }, scopeSpans?: { spans?: OtlpSpan[] }[] }[] }} OtlpTraces
+ * @typedef {{ key: string, value?: { stringValue?: string } }} OtlpAttribute
+ * @typedef {{ traceId: string, spanId: string, parentSpanId?: string, name: string, startTimeUnixNano: string, endTimeUnixNano: string }} OtlpSpan
+ */
+
+/**
+ * @param {string} name
+ * @param {number} fallback
+ */
 const int = (name, fallback) => Number(process.env[name] ?? fallback);
 const target = process.env.BENCH_HOPS_TARGET ?? "stack";
 if (!["stack", "edge"].includes(target)) throw new Error(`bad BENCH_HOPS_TARGET ${target}`);
 const kind = process.env.BENCH_HOPS_KIND ?? "blocking";
-if (!["blocking", "streamed"].includes(kind)) throw new Error(`bad BENCH_HOPS_KIND ${kind}`);
+if (kind !== "blocking" && kind !== "streamed") throw new Error(`bad BENCH_HOPS_KIND ${kind}`);
 const concurrency = int("BENCH_CONCURRENCY", 1);
 const durationMs = int("BENCH_DURATION_MS", 5000);
 const warmupMs = int("BENCH_WARMUP_MS", 1500);
 const pinning = planPinning();
+/** @param {string} m */
 const log = (m) => process.stderr.write(`[bench:hops] ${m}\n`);
 
 // The OTLP/HTTP JSON sink: keeps every span with its service.
+/** @type {Span[]} */
 const spans = [];
 const sink = createServer((req, res) => {
+  /** @type {Buffer[]} */
   const chunks = [];
   req.on("error", () => res.destroy());
   req.on("data", (c) => chunks.push(c));
   req.on("end", () => {
     try {
-      const body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      const body = /** @type {OtlpTraces} */ (JSON.parse(Buffer.concat(chunks).toString("utf8")));
       for (const rs of body.resourceSpans ?? []) {
         const service =
           rs.resource?.attributes?.find((a) => a.key === "service.name")?.value?.stringValue ?? "?";
@@ -72,21 +103,28 @@ const sink = createServer((req, res) => {
             });
       }
     } catch (err) {
-      log(`unreadable export: ${err.message}`);
+      // JSON.parse's or BigInt's.
+      log(`unreadable export: ${/** @type {Error} */ (err).message}`);
     }
     res.writeHead(200, { "content-type": "application/json" }).end("{}");
   });
 });
-await new Promise((resolve) => sink.listen(0, "127.0.0.1", resolve));
-const sinkUrl = `http://127.0.0.1:${sink.address().port}`;
+await /** @type {Promise<void>} */ (new Promise((resolve) => sink.listen(0, "127.0.0.1", resolve)));
+const sinkUrl = `http://127.0.0.1:${/** @type {AddressInfo} */ (sink.address()).port}`;
 
+/** @param {number} bytes */
 const hex = (bytes) => randomBytes(bytes).toString("hex");
-/** Nanoseconds since the epoch of a performance.now() reading. */
+/**
+ * Nanoseconds since the epoch of a performance.now() reading.
+ * @param {number} t
+ */
 const epochNs = (t) => BigInt(Math.round((performance.timeOrigin + t) * 1e6));
 
 /**
  * One streamed run under a client span of its own (both requests are its children), with the
  * client's marks (created, headers, first chunk) as zero-length children, straight into the sink.
+ * @param {PiesTarget} ctx
+ * @param {AbortSignal} signal
  */
 async function tracedStreamed(ctx, signal) {
   const traceId = hex(16);
@@ -96,6 +134,10 @@ async function tracedStreamed(ctx, signal) {
     { pies: { ...ctx, traceparent: `00-${traceId}-${spanId}-01` } },
     signal,
   );
+  /**
+   * @param {string} name
+   * @param {number | undefined} ms
+   */
   const at = (name, ms) => {
     if (ms === undefined) return;
     const t = epochNs(started + ms);
@@ -130,7 +172,9 @@ const fakeKey = "sk-bench-upstream";
 const fake = await startFakeInWorker({ apiKey: fakeKey, latencyMs: 0, maxRecordedRequests: 0 });
 const db = await createTestDatabase("bench_hops");
 const stream = createTestStream();
+/** @type {Stack | undefined} */
 let stack;
+/** @type {ManagedProcess | undefined} */
 let edgeProc;
 try {
   stack = await startStack({
@@ -202,6 +246,10 @@ try {
     model: "gpt-4o-mini",
   };
   const stop = new AbortController().signal;
+  /**
+   * @param {(signal: AbortSignal) => Promise<Sample>} request
+   * @param {() => () => void} [onMeasure]
+   */
   const cell = (request, onMeasure) =>
     runCell({
       request,
@@ -228,11 +276,16 @@ try {
   );
   // The batch processors export every 500 ms.
   await new Promise((r) => setTimeout(r, 1500));
+  /**
+   * @param {Sample[]} samples
+   * @param {"latencyMs" | "ttfcMs"} field
+   */
   const p50 = (samples, field = "latencyMs") =>
     percentile(
       samples
         .filter((s) => s.ok)
         .map((s) => s[field])
+        .filter((v) => v !== undefined)
         .sort((a, b) => a - b),
       50,
     );
@@ -241,11 +294,14 @@ try {
   const errors = piesCell.samples.filter((s) => !s.ok).length;
 
   // Durations and self times per span name (service: name), over traces started when measured.
+  /** @type {Map<string, Span[]>} */
   const byTrace = new Map();
   for (const s of spans) {
-    if (!byTrace.has(s.traceId)) byTrace.set(s.traceId, []);
-    byTrace.get(s.traceId).push(s);
+    let list = byTrace.get(s.traceId);
+    if (!list) byTrace.set(s.traceId, (list = []));
+    list.push(s);
   }
+  /** @type {Map<string, { durations: number[], self: number[], depth: number, order: number[] }>} */
   const stats = new Map();
   let traces = 0;
   for (const list of byTrace.values()) {
@@ -253,21 +309,27 @@ try {
     if (!root || root.start < measuredFrom) continue;
     traces++;
     const bySpan = new Map(list.map((s) => [s.spanId, s]));
+    /** @type {Map<string, Span[]>} */
     const children = new Map();
     for (const s of list) {
       if (!s.parentSpanId) continue;
-      if (!children.has(s.parentSpanId)) children.set(s.parentSpanId, []);
-      children.get(s.parentSpanId).push(s);
+      let kids = children.get(s.parentSpanId);
+      if (!kids) children.set(s.parentSpanId, (kids = []));
+      kids.push(s);
     }
     for (const s of list) {
       const key = `${s.service}: ${s.name}`;
       const entry = stats.get(key) ?? { durations: [], self: [], depth: 0, order: [] };
       const dur = Number(s.end - s.start) / 1e6;
       // Self time: the span's duration minus the union of its children's intervals.
-      const kids = (children.get(s.spanId) ?? []).map((k) => [k.start, k.end]);
+      const kids = (children.get(s.spanId) ?? []).map(
+        (k) => /** @type {[bigint, bigint]} */ ([k.start, k.end]),
+      );
       kids.sort((a, b) => (a[0] < b[0] ? -1 : 1));
       let covered = 0n;
-      let curStart;
+      // The merged interval being extended (curStart is set whenever curEnd is).
+      let curStart = 0n;
+      /** @type {bigint | undefined} */
       let curEnd;
       for (const [a, b] of kids) {
         const lo = a < s.start ? s.start : a;
@@ -284,16 +346,30 @@ try {
       entry.self.push(dur - Number(covered) / 1e6);
       entry.order.push(Number(s.start - root.start) / 1e6);
       let depth = 0;
-      for (let p = s; p?.parentSpanId; depth++) p = bySpan.get(p.parentSpanId);
+      for (let /** @type {Span | undefined} */ p = s; p?.parentSpanId; depth++) {
+        p = bySpan.get(p.parentSpanId);
+      }
       entry.depth = depth;
       stats.set(key, entry);
     }
   }
+  /** @param {number[]} xs at least one (every entry has a span) */
   const med = (xs) =>
-    percentile(
-      [...xs].sort((a, b) => a - b),
-      50,
+    /** @type {number} */ (
+      percentile(
+        [...xs].sort((a, b) => a - b),
+        50,
+      )
     );
+  /**
+   * @param {number | undefined} v undefined: no successful request to take it from
+   */
+  const fixed = (v) => (v === undefined ? "-" : v.toFixed(2));
+  /**
+   * @param {number | undefined} a
+   * @param {number | undefined} b
+   */
+  const added = (a, b) => fixed(a === undefined || b === undefined ? undefined : a - b);
   const rows = [...stats.entries()]
     .map(([name, e]) => ({ name, ...e, at: med(e.order) }))
     .sort((a, b) => a.at - b.at || a.depth - b.depth);
@@ -301,13 +377,13 @@ try {
     `\nhops of a ${kind} execution through the ${target}, c=${concurrency}, zero-latency upstream, tracing on (${traces} traces)`,
   );
   console.log(
-    `direct p50 ${directP50.toFixed(2)} ms; pies p50 ${piesP50.toFixed(2)} ms (tracing on), added ${(piesP50 - directP50).toFixed(2)} ms; ${errors} errors`,
+    `direct p50 ${fixed(directP50)} ms; pies p50 ${fixed(piesP50)} ms (tracing on), added ${added(piesP50, directP50)} ms; ${errors} errors`,
   );
   if (kind === "streamed") {
     const directTtfc = p50(direct.samples, "ttfcMs");
     const piesTtfc = p50(piesCell.samples, "ttfcMs");
     console.log(
-      `ttfc: direct p50 ${directTtfc.toFixed(2)} ms; pies p50 ${piesTtfc.toFixed(2)} ms, added ${(piesTtfc - directTtfc).toFixed(2)} ms`,
+      `ttfc: direct p50 ${fixed(directTtfc)} ms; pies p50 ${fixed(piesTtfc)} ms, added ${added(piesTtfc, directTtfc)} ms`,
     );
   }
   console.log("");
@@ -315,10 +391,12 @@ try {
   console.log("|---|---|---|---|---|---|");
   for (const r of rows)
     console.log(
-      `| ${"  ".repeat(r.depth)}${r.name} | ${r.at.toFixed(2)} | ${(r.durations.length / traces).toFixed(2)} | ${med(r.durations).toFixed(2)} | ${percentile(
-        [...r.durations].sort((a, b) => a - b),
-        90,
-      ).toFixed(2)} | ${med(r.self).toFixed(2)} |`,
+      `| ${"  ".repeat(r.depth)}${r.name} | ${r.at.toFixed(2)} | ${(r.durations.length / traces).toFixed(2)} | ${med(r.durations).toFixed(2)} | ${fixed(
+        percentile(
+          [...r.durations].sort((a, b) => a - b),
+          90,
+        ),
+      )} | ${med(r.self).toFixed(2)} |`,
     );
 } finally {
   await edgeProc?.stop();

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // CPU per provider call: the executor's OpenAI client against a zero-latency fake upstream, beside
 // the openai SDK and bare undici, blocking and streamed, one call at a time and 16 at once.
 // Run it pinned, the fake goes to the other CPU:
@@ -19,6 +20,18 @@ import { Agent, fetch as undiciFetch, request } from "undici";
 import { guardedAgent } from "../services/executor/dist/providers/guarded-fetch.js";
 import { OpenAIClient } from "../services/executor/dist/providers/openai.js";
 
+/** @import { RequestInfo as UndiciRequestInfo, RequestInit as UndiciRequestInit } from "undici" */
+/** @import { ChatMessage } from "../services/executor/dist/templates/render.js" */
+
+/**
+ * A way to call the upstream: `call` resolves to the answer's content.
+ * @typedef {{ call(streamed: boolean): Promise<string>, close(): Promise<void> }} Variant
+ */
+
+/**
+ * @param {string} name
+ * @param {number} fallback
+ */
 const int = (name, fallback) => {
   const value = Number(process.env[name] ?? fallback);
   if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be an integer`);
@@ -33,7 +46,7 @@ const cells = (process.env.PROVIDER_BENCH_CELLS ?? "blocking:1,blocking:16,strea
   .split(",")
   .map((c) => {
     const [mode, n] = c.split(":");
-    if (!["blocking", "streamed"].includes(mode) || !(Number(n) >= 1))
+    if ((mode !== "blocking" && mode !== "streamed") || !(Number(n) >= 1))
       throw new Error(`bad cell ${c}`);
     return { streamed: mode === "streamed", concurrency: Number(n) };
   });
@@ -65,6 +78,7 @@ async function startFake() {
 }
 
 const fake = await startFake();
+/** @type {ChatMessage[]} */
 const messages = [
   { role: "system", content: "Be brief." },
   { role: "user", content: "Summarise the quick brown fox jumps over the lazy dog" },
@@ -76,7 +90,10 @@ const environment = create(EnvironmentSchema, {
   provider: "openai_compatible",
   endpointUrl: fake.url,
 });
-/** Each variant: { call(streamed): Promise<content>, close() }. */
+/**
+ * Each variant: { call(streamed): Promise<content>, close() }.
+ * @type {Record<string, () => Variant>}
+ */
 const variants = {
   // The openai SDK as its documentation has it, with undici's fetch over the guarded pool: what the
   // executor used before its own client (then over a lean fetch of its own, since removed).
@@ -87,8 +104,14 @@ const variants = {
       baseURL: fake.url,
       timeout: 30_000,
       maxRetries: 2,
-      fetch: (input, init) => undiciFetch(input, { ...init, dispatcher: agent }),
+      // The SDK calls it as the global fetch; undici's takes the same arguments, in its own types.
+      fetch: (input, init) =>
+        undiciFetch(/** @type {UndiciRequestInfo} */ (input), {
+          .../** @type {UndiciRequestInit} */ (init),
+          dispatcher: agent,
+        }),
     });
+    /** @param {boolean} streamed */
     const call = async (streamed) => {
       if (!streamed) {
         const answer = await client.chat.completions.create(completion);
@@ -142,12 +165,22 @@ const variants = {
   },
 };
 
+/**
+ * @param {OpenAIClient} client
+ * @param {boolean} streamed
+ */
 async function viaClient(client, streamed) {
   const result = await client.complete(completion, streamed ? { onChunk: () => {} } : {});
   return result.content;
 }
 
-/** `total` calls, `concurrency` at a time: µs of CPU per call and calls/s. */
+/**
+ * `total` calls, `concurrency` at a time: µs of CPU per call and calls/s.
+ * @param {Variant} variant
+ * @param {boolean} streamed
+ * @param {number} concurrency
+ * @param {number} total
+ */
 async function cell(variant, streamed, concurrency, total) {
   let next = 0;
   const worker = async () => {
@@ -164,7 +197,14 @@ async function cell(variant, streamed, concurrency, total) {
   return { cpuUs: (used.user + used.system) / total, perSecond: total / seconds };
 }
 
-const made = Object.fromEntries(variantNames.map((name) => [name, variants[name]()]));
+const made = Object.fromEntries(
+  variantNames.map((name) => {
+    const make = variants[name];
+    if (!make) throw new Error(`no variant ${name} (PROVIDER_BENCH_VARIANTS)`);
+    return [name, make()];
+  }),
+);
+/** @type {Map<string, Awaited<ReturnType<typeof cell>>[]>} */
 const results = new Map();
 try {
   for (const [, variant] of Object.entries(made)) {
@@ -185,7 +225,9 @@ try {
   fake.close();
 }
 
-const median = (values) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+/** @param {number[]} values at least one (PROVIDER_BENCH_ROUNDS ≥ 1) */
+const median = (values) =>
+  /** @type {number} */ (values.sort((a, b) => a - b)[Math.floor(values.length / 2)]);
 console.log(`${calls} calls per cell, median of ${rounds} rounds; µs CPU per call (calls/s)`);
 const header = [
   "variant",
@@ -194,7 +236,7 @@ const header = [
 const rows = variantNames.map((name) => [
   name,
   ...cells.map(({ streamed, concurrency }) => {
-    const runs = results.get(`${name}|${streamed ? "streamed" : "blocking"}|${concurrency}`);
+    const runs = results.get(`${name}|${streamed ? "streamed" : "blocking"}|${concurrency}`) ?? [];
     const cpu = median(runs.map((r) => r.cpuUs));
     const rate = median(runs.map((r) => r.perSecond));
     return `${cpu.toFixed(0)} µs (${rate.toFixed(0)}/s)`;

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // What the record writer's statement costs PostgreSQL, per row and per batch, and what of it goes
 // where: UC_ROWS runs (one completed record each, as a fast blocking execution leaves) written in
 // batches of each of UC_SIZES records, one statement per batch on one connection, on a scratch
@@ -23,6 +24,13 @@ import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
 import { benchRun } from "./lib/sample-run.mjs";
 import { median } from "./lib/stats.mjs";
 
+/** @import { CompiledQuery, Kysely } from "kysely" */
+/** @import { RunRecord } from "@pies/common/bus" */
+/** @import { RunsDatabase } from "@pies/runs" */
+
+/** @typedef {{ sql: string, param: unknown }} Statement the writer's statement for one batch */
+/** @typedef {(client: pg.Client, s: Statement) => Promise<unknown>} Variant */
+
 const pgPid = Number(process.env.UC_PG_PID);
 const ROWS = Number(process.env.UC_ROWS ?? 4000);
 const sizes = (process.env.UC_SIZES ?? "1,8,32").split(",").map(Number);
@@ -30,18 +38,30 @@ const variantNames = (process.env.UC_VARIANTS ?? "base,named").split(",");
 const rounds = Number(process.env.UC_ROUNDS ?? 3);
 
 let seq = 0;
+/** @returns {RunRecord} */
 function record() {
   const run = benchRun(++seq);
   return { runId: run.id, seq, data: toBinary(RunSchema, run) };
 }
 
-/** The writer's statement and parameter for a batch, captured from writeRecords. */
+/**
+ * The writer's statement and parameter for a batch, captured from writeRecords.
+ * @param {RunRecord[]} batch
+ * @returns {Promise<Statement>}
+ */
 async function statementOf(batch) {
+  /** @type {CompiledQuery | undefined} */
   let q;
-  await writeRecords({ executeQuery: async (c) => ((q = c), { rows: [] }) }, batch);
+  // A stand-in for the database that keeps the one statement writeRecords sends.
+  const capture = {
+    executeQuery: async (/** @type {CompiledQuery} */ c) => ((q = c), { rows: [] }),
+  };
+  await writeRecords(/** @type {Kysely<RunsDatabase>} */ (/** @type {unknown} */ (capture)), batch);
+  if (!q) throw new Error("writeRecords sent no statement");
   return { sql: q.sql, param: q.parameters[0] };
 }
 
+/** @type {Record<string, Variant>} */
 const variants = {
   base: async (client, s) => client.query(s.sql, [s.param]),
   named: async (client, s) => client.query({ name: "upsert", text: s.sql, values: [s.param] }),
@@ -69,6 +89,10 @@ const variants = {
   empty: async (client) => client.query({ name: "e", text: "select 1" }),
 };
 
+/**
+ * @param {string} variant
+ * @param {number} size
+ */
 async function run(variant, size) {
   const t = await createTestDatabase("uc");
   const db = createDatabase({ url: t.url, poolMax: 1 });
@@ -87,13 +111,15 @@ async function run(variant, size) {
       const b = Array.from({ length: size }, record);
       batches.push(await statementOf(b));
     }
+    const send = variants[variant];
+    if (!send) throw new Error(`no variant ${variant} (UC_VARIANTS)`);
     // warm
-    for (const s of batches.slice(0, 20)) await variants[variant](client, s);
+    for (const s of batches.slice(0, 20)) await send(client, s);
     const { rows } = await client.query("select pg_backend_pid() as pid");
     const c0 = clusterTicks(pgPid);
     const b0 = ticks(rows[0].pid);
     const t0 = performance.now();
-    for (const s of batches.slice(20)) await variants[variant](client, s);
+    for (const s of batches.slice(20)) await send(client, s);
     const ms = performance.now() - t0;
     const n = (batches.length - 20) * size;
     return {

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // What PostgreSQL and nats-server spend per recorded run: the four-process stack under closed-loop
 // blocking load (bench/run.mjs's "pies blocking", the stack pinned to one CPU and the load to the
 // other), with the CPU of one PostgreSQL cluster (its postmaster and every child: backends, WAL
@@ -14,9 +15,8 @@
 // RC_DURATION_MS=8000, RC_STATEMENTS=1 (the cluster preloads pg_stat_statements, and the
 // extension is in template1).
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { createTestDatabase, createTestStream, startStack } from "@pies/testkit";
+import { createTestDatabase, createTestStream, repoRoot, startStack } from "@pies/testkit";
 import { api as request } from "./lib/api.mjs";
 import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
 import { startFakeInWorker } from "./lib/fake.mjs";
@@ -26,8 +26,29 @@ import { msgsPerRun, natsCounts } from "./lib/nats-monitor.mjs";
 import { pinSelf, planPinning } from "./lib/pin.mjs";
 import { median } from "./lib/stats.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, "..");
+/** @import { Stack } from "@pies/testkit" */
+/** @import { MessageCounts } from "./lib/nats-monitor.mjs" */
+
+/**
+ * What onMeasure reads around the measured phase: at its start (`n` and `msgs` once `ready`
+ * resolves: read while the load runs) and at its end.
+ * @typedef {object} Phase
+ * @property {number} started
+ * @property {Map<number, number>} pgBefore
+ * @property {number} natsBefore
+ * @property {Promise<unknown>} ready
+ * @property {number} n runs recorded at the start
+ * @property {Record<string, MessageCounts> | undefined} msgs
+ * @property {number} seconds
+ * @property {number} pgTicks
+ * @property {number} natsTicks
+ * @property {Record<string, number>} procTicks by process name
+ */
+
+/**
+ * @param {string} name
+ * @param {number} fallback
+ */
 const num = (name, fallback) => Number(process.env[name] ?? fallback);
 // RC_VARIANTS="label@/tree@K=V,K=V;label2@/tree2@": each variant a built tree (default: this one)
 // and an environment for its processes.
@@ -37,7 +58,8 @@ const variants = (process.env.RC_VARIANTS ?? "this@@")
   .map((spec) => {
     const [label, root, pairs = ""] = spec.split("@");
     return {
-      label,
+      // split() yields at least one part.
+      label: /** @type {string} */ (label),
       root: path.resolve(root || repoRoot),
       env: Object.fromEntries(
         pairs
@@ -66,9 +88,15 @@ const fake = await startFakeInWorker({
   maxRecordedRequests: 0,
 });
 
+/**
+ * One variant's figures, by name (printed as JSON).
+ * @param {(typeof variants)[number]} variant
+ * @returns {Promise<Record<string, unknown>>}
+ */
 async function measure(variant) {
   const db = await createTestDatabase("rc");
   const stream = createTestStream();
+  /** @type {Stack} */
   let stack;
   try {
     stack = await startStack({
@@ -82,7 +110,7 @@ async function measure(variant) {
     await stream.remove();
     await db.drop();
     console.log(
-      `(${variant.label}: the stack did not start, again: ${String(err.message).slice(0, 200)})`,
+      `(${variant.label}: the stack did not start, again: ${String(/** @type {Error} */ (err).message).slice(0, 200)})`,
     );
     return measure(variant);
   }
@@ -90,6 +118,10 @@ async function measure(variant) {
   await client.connect();
   try {
     const key = stack.bootstrap.key;
+    /**
+     * @param {string} p
+     * @param {unknown} body
+     */
     const call = async (p, body) => (await request(stack.gatewayUrl, key, p, body)).json;
     const environment = await call("/environments", {
       name: "bench-upstream",
@@ -118,8 +150,10 @@ async function measure(variant) {
         text: "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.",
       },
     };
+    /** @returns {Promise<number>} */
     const count = async () =>
       (await client.query("select count(*)::int as n from runs.runs")).rows[0].n;
+    /** @type {Phase | undefined} */
     let sample;
     const cell = await runCell({
       request: (signal) => modes["pies blocking"](ctx, signal),
@@ -134,7 +168,8 @@ async function measure(variant) {
         const pgBefore = clusterTicks(pgPid);
         const natsBefore = ticks(natsPid);
         const procsBefore = stack.processes.map((p) => ticks(p.child.pid));
-        const state = { started, pgBefore, natsBefore };
+        // The rest is filled in below, as the phase starts and ends.
+        const state = /** @type {Phase} */ ({ started, pgBefore, natsBefore });
         state.ready = Promise.all([
           count(),
           natsCounts(monitor),
@@ -147,17 +182,20 @@ async function measure(variant) {
           state.pgTicks = ticksSince(pgBefore, clusterTicks(pgPid));
           state.natsTicks = ticks(natsPid) - natsBefore;
           state.procTicks = Object.fromEntries(
-            stack.processes.map((p, i) => [p.name, ticks(p.child.pid) - procsBefore[i]]),
+            stack.processes.map((p, i) => [p.name, ticks(p.child.pid) - (procsBefore[i] ?? NaN)]),
           );
           sample = state;
           return undefined;
         };
       },
     });
+    // runCell ends the measured phase (nothing stops it early here).
+    if (!sample) throw new Error("the measured phase did not end");
     await sample.ready;
     const written = (await count()) - sample.n;
     const msgs = await natsCounts(monitor);
     const ok = cell.samples.filter((s) => s.ok).length;
+    /** @type {Record<string, unknown>} */
     const result = {
       variant: variant.label,
       execPerSec: ok / sample.seconds,
@@ -217,7 +255,8 @@ for (let r = 0; r < rounds; r++) {
 console.log("\nmedians:");
 for (const v of variants) {
   const rs = results.filter((r) => r.variant === v.label);
-  const m = (k) => median(rs.map((r) => r[k])).toFixed(1);
+  /** @param {string} k */
+  const m = (k) => median(rs.map((r) => Number(r[k]))).toFixed(1);
   console.log(
     `${v.label}: runs ${m("runsUs")} executor ${m("executorUs")} gateway ${m("gatewayUs")} µs/run, exec/s ${m("execPerSec")}, written/s ${m("writtenPerSec")}, PG ${m("pgUsPerRun")} µs/run (${m("pgPct")}% core), NATS ${m("natsUsPerRun")} µs/run (${m("natsPct")}% core)`,
   );

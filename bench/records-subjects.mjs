@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // What the record log's retained subjects cost nats-server. The record log keeps one subject per
 // run (`<prefix>.record.<runId>`, max_msgs_per_subject 1) for PIES_RECORD_MAX_AGE_SECONDS: at
 // 2,000 runs/s and the former default of 24 h that was ~170 M subjects. This script starts a
@@ -36,6 +37,44 @@ import { processTicks } from "./lib/cpu.mjs";
 import { benchRun } from "./lib/sample-run.mjs";
 import { percentile } from "./lib/stats.mjs";
 
+/** @import { ChildProcess } from "node:child_process" */
+/** @import { NatsConnection } from "@nats-io/transport-node" */
+
+/** @typedef {{ child: ChildProcess, exited: Promise<unknown>, startedAt: number }} Server */
+
+/**
+ * Ids of the runs put: a reservoir sample of at most 100,000 (the array), how many were put in all,
+ * and the last 1000 (a ring).
+ * @typedef {string[] & { total: number, recent: string[] }} Ids
+ */
+
+/** @typedef {Awaited<ReturnType<typeof lookup>>} Lookups */
+
+/**
+ * One step's figures: a row of the table (undefined where the step has none).
+ * @typedef {object} Row
+ * @property {number} runs
+ * @property {number} fillSeconds
+ * @property {number | undefined} putsPerSecond
+ * @property {number | undefined} serverUsPerPut
+ * @property {number} rssLiveMb
+ * @property {number} diskMb
+ * @property {Lookups} [lookupRecent]
+ * @property {Lookups} [lookupRandom]
+ * @property {Lookups} lookupMissing
+ * @property {number} restartMs
+ * @property {number | undefined} subjects
+ * @property {number} rssRestartedMb
+ * @property {Lookups} [lookupCold]
+ * @property {number} rssAfterLookupsMb
+ * @property {number} [crashRestartMs]
+ * @property {number} [rssCrashRestartedMb]
+ */
+
+/**
+ * @param {string} name
+ * @param {number} fallback
+ */
 const num = (name, fallback) => Number(process.env[name] ?? fallback);
 const steps = (process.env.RS_STEPS ?? "0,250000,1000000,2000000").split(",").map(Number);
 const window = num("RS_WINDOW", 2000);
@@ -49,8 +88,10 @@ const TICK_MS = 10; // USER_HZ 100
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "pies-records-subjects-"));
 const port = await freePort();
+/** @type {Server} the one running now (a restart replaces it) */
 let server;
 
+/** @returns {Server} */
 function launch() {
   const child = spawn(
     process.env.PIES_TEST_NATS_SERVER ?? "nats-server",
@@ -62,6 +103,7 @@ function launch() {
   return { child, exited, startedAt: performance.now() };
 }
 
+/** @param {NodeJS.Signals} signal */
 async function stopServer(signal) {
   if (server && server.child.exitCode === null && server.child.signalCode === null) {
     server.child.kill(signal);
@@ -87,7 +129,10 @@ function diskBytes(at = dir) {
   return total;
 }
 
-/** Connects once the server answers, and waits until the stream holds `messages` (ms since spawn). */
+/**
+ * Connects once the server answers, and waits until the stream holds `messages` (ms since spawn).
+ * @param {number} [messages]
+ */
 async function ready(messages) {
   for (;;) {
     try {
@@ -109,7 +154,10 @@ async function ready(messages) {
   }
 }
 
-/** The record log as pies makes it (its stream config) and the log in terms of runs. */
+/**
+ * The record log as pies makes it (its stream config) and the log in terms of runs.
+ * @param {NatsConnection} nc
+ */
 async function open(nc) {
   const records = await JetStreamRunRecords.over(nc, {
     stream: STREAM,
@@ -119,7 +167,12 @@ async function open(nc) {
   return new RunLog(records);
 }
 
-/** Puts `count` records of fresh runs, `window` at a time; the ids of the last 1000 and a sample. */
+/**
+ * Puts `count` records of fresh runs, `window` at a time; the ids of the last 1000 and a sample.
+ * @param {RunLog} log
+ * @param {number} count
+ * @param {Ids} ids
+ */
 async function fill(log, count, ids) {
   let next = 0;
   let failed = 0;
@@ -146,8 +199,15 @@ async function fill(log, count, ids) {
   if (failed > 0) throw new Error(`${failed} puts failed`);
 }
 
-/** `n` lookups, one at a time, of the ids `pick` gives: latency ms (p50, p99), server ms per lookup. */
+/**
+ * `n` lookups, one at a time, of the ids `pick` gives: latency ms (p50, p99), server ms per lookup.
+ * @param {RunLog} log
+ * @param {number} n
+ * @param {(i: number) => string} pick
+ * @param {boolean} expectFound
+ */
 async function lookup(log, n, pick, expectFound) {
+  /** @type {number[]} */
   const latencies = [];
   const t0 = serverTicks();
   for (let i = 0; i < n; i++) {
@@ -167,20 +227,27 @@ async function lookup(log, n, pick, expectFound) {
   };
 }
 
-const pickFrom = (list) => () => list[Math.floor(Math.random() * list.length)];
+/** @param {string[]} list not empty */
+const pickFrom = (list) => () =>
+  /** @type {string} */ (list[Math.floor(Math.random() * list.length)]);
 
+/** @type {Row[]} */
 const rows = [];
+/** @type {NatsConnection | undefined} */
 let nc;
 try {
   server = launch();
-  ({ nc } = await ready());
-  let log = await open(nc);
+  let { nc: connection } = await ready();
+  nc = connection;
+  let log = await open(connection);
+  /** @type {Ids} */
   const ids = Object.assign([], { total: 0, recent: [] });
   const sample = benchRun(0);
   const recordBytes = encodeRun(sample).length;
   let have = 0;
   for (const [stepIndex, target] of steps.entries()) {
-    const row = { runs: target };
+    // The rest is filled in below.
+    const row = /** @type {Row} */ ({ runs: target });
     const count = target - have;
     const t0 = serverTicks();
     const start = performance.now();
@@ -199,23 +266,24 @@ try {
     row.lookupMissing = await lookup(log, lookups, missing, false);
     // Past the duplicate window, a graceful restart: the server holds what the subjects need.
     if (settleMs > 0 && target > 0) await sleep(settleMs);
-    await nc.close();
+    await connection.close();
     await stopServer("SIGTERM");
     server = launch();
     const back = await ready(target);
-    nc = back.nc;
+    nc = connection = back.nc;
     row.restartMs = back.ms;
-    row.subjects = back.info.state.num_subjects;
+    // ready(target) resolves once the stream answers (with every message).
+    row.subjects = back.info?.state.num_subjects;
     row.rssRestartedMb = rssKb() / 1024;
-    log = await open(nc);
+    log = await open(connection);
     if (target > 0) row.lookupCold = await lookup(log, lookups, pickFrom(ids), true);
     row.rssAfterLookupsMb = rssKb() / 1024;
     if (crash && stepIndex === steps.length - 1 && target > 0) {
-      await nc.close();
+      await connection.close();
       await stopServer("SIGKILL");
       server = launch();
       const again = await ready(target);
-      nc = again.nc;
+      nc = connection = again.nc;
       row.crashRestartMs = again.ms;
       row.rssCrashRestartedMb = rssKb() / 1024;
     }
@@ -223,13 +291,20 @@ try {
     console.error(JSON.stringify(row));
   }
 
-  const base = rows.find((r) => r.runs === 0) ?? rows[0];
-  const last = rows[rows.length - 1];
+  // RS_STEPS names at least one step: there are rows.
+  const base = /** @type {Row} */ (rows.find((r) => r.runs === 0) ?? rows[0]);
+  const last = /** @type {Row} */ (rows[rows.length - 1]);
+  /** @param {"rssRestartedMb" | "diskMb"} key */
   const perSubject = (key) =>
     last.runs > base.runs ? ((last[key] - base[key]) * 2 ** 20) / (last.runs - base.runs) : NaN;
   const memPerSubject = perSubject("rssRestartedMb");
   const diskPerSubject = perSubject("diskMb");
+  /**
+   * @param {number | undefined} v
+   * @param {number} [d]
+   */
   const f = (v, d = 0) => (v === undefined || Number.isNaN(v) ? "–" : v.toFixed(d));
+  /** @param {Lookups | undefined} l */
   const lk = (l) => (l ? `${f(l.p50Ms, 2)} / ${f(l.p99Ms, 2)} / ${f(l.serverUsPerLookup)}` : "–");
   const lines = [
     `record: ${recordBytes} B of protobuf (bench/lib/sample-run.mjs), subject ${PREFIX}.record.<24-char id>, Nats-Msg-Id header`,

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // The record path alone: this process puts run records into the JetStream record log at a fixed
 // rate (RunLog.put, as the executor does, one per run), and a runs service process (its
 // main.js, the way the stack runs it) writes them into PostgreSQL. Reads the CPU of one
@@ -11,22 +12,30 @@
 // RW_WARMUP_MS=3000, RW_DURATION_MS=8000, RW_STATEMENTS=1 (pg_stat_statements' top statements),
 // RW_PIN_RUNS=<cpu> (taskset the runs service).
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { JetStreamRunRecords, RunLog } from "@pies/common/bus";
-import { createTestDatabase, createTestStream, freePort, startProcess } from "@pies/testkit";
+import {
+  createTestDatabase,
+  createTestStream,
+  freePort,
+  repoRoot,
+  startProcess,
+} from "@pies/testkit";
 import { clusterTicks, ticksOf as ticks, ticksSince } from "./lib/cpu.mjs";
 import { msgsPerRun, natsCounts } from "./lib/nats-monitor.mjs";
 import { benchRun } from "./lib/sample-run.mjs";
 import { median } from "./lib/stats.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, "..");
+/**
+ * @param {string} name
+ * @param {number} fallback
+ */
 const num = (name, fallback) => Number(process.env[name] ?? fallback);
 const roots = (process.env.RW_ROOTS ?? repoRoot).split(",").map((r) => path.resolve(r));
 const envSpecs = (process.env.RW_ENVS ?? "").split(";").filter(Boolean);
+/** @type {Variant[]} */
 const variants =
   envSpecs.length > 0
     ? envSpecs.map((spec) => {
@@ -34,7 +43,8 @@ const variants =
         const pairs = at < 0 ? "" : spec.slice(at + 1);
         return {
           label: at < 0 ? spec : spec.slice(0, at),
-          root: roots[0],
+          // split() yields at least one root.
+          root: /** @type {string} */ (roots[0]),
           env: Object.fromEntries(
             pairs
               .split(",")
@@ -53,7 +63,28 @@ const natsPid = Number(process.env.RW_NATS_PID);
 const monitor = process.env.RW_NATS_MONITOR;
 const showStatements = process.env.RW_STATEMENTS === "1";
 
-/** A run as the executor records a fast blocking execution: one completed record. */
+/** @typedef {{ label: string, root: string, env: Record<string, string> }} Variant */
+
+/**
+ * What a variant measured (one line of the output).
+ * @typedef {object} Result
+ * @property {string} variant
+ * @property {number} putPerSec
+ * @property {number} writtenPerSec
+ * @property {number} failed
+ * @property {number} pgUsPerRun
+ * @property {number} natsUsPerRun
+ * @property {number} runsUsPerRun
+ * @property {Record<string, string>} [msgsPerRun]
+ * @property {unknown[]} [statements] pg_stat_statements' top ones (RW_STATEMENTS=1)
+ * @property {number} [lost]
+ */
+
+/**
+ * A run as the executor records a fast blocking execution: one completed record.
+ * @param {Variant} variant
+ * @returns {Promise<Result>}
+ */
 async function measure(variant) {
   const db = await createTestDatabase("rw");
   const stream = createTestStream();
@@ -74,17 +105,16 @@ async function measure(variant) {
   const nc = await connect({ servers: stream.url, name: "rw-producer" });
   const client = new pg.Client({ connectionString: db.url });
   // The producer's put timer: cleared after the measured window, and in any case before closing.
+  /** @type {NodeJS.Timeout | undefined} */
   let timer;
   try {
     // Ready: the writer consumes (its durable consumer is there).
     const jsm = await jetstreamManager(nc);
     for (let i = 0; ; i++) {
-      const ok = await jsm.consumers
-        .info(`${stream.env.PIES_NATS_STREAM}_RECORDS`, "runs-store")
-        .then(
-          () => true,
-          () => false,
-        );
+      const ok = await jsm.consumers.info(`${stream.stream}_RECORDS`, "runs-store").then(
+        () => true,
+        () => false,
+      );
       if (ok) break;
       if (runs.child.exitCode !== null || i > 300)
         throw new Error(`runs did not start:\n${runs.output()}`);
@@ -93,8 +123,8 @@ async function measure(variant) {
     await client.connect();
     const log = new RunLog(
       await JetStreamRunRecords.over(nc, {
-        stream: `${stream.env.PIES_NATS_STREAM}_RECORDS`,
-        subjectPrefix: stream.env.PIES_NATS_SUBJECT_PREFIX,
+        stream: `${stream.stream}_RECORDS`,
+        subjectPrefix: stream.subjectPrefix,
         maxAgeSeconds: 24 * 3600,
       }),
     );
@@ -128,6 +158,7 @@ async function measure(variant) {
     const written = (await count()) - n0;
     const msgs1 = await natsCounts(monitor);
     clearInterval(timer);
+    /** @type {Result} */
     const result = {
       variant: variant.label,
       putPerSec: rate,
@@ -168,6 +199,7 @@ async function measure(variant) {
   }
 }
 
+/** @type {Result[]} */
 const results = [];
 for (let r = 0; r < rounds; r++) {
   for (const variant of r % 2 === 0 ? variants : [...variants].reverse()) {
@@ -190,6 +222,7 @@ for (let r = 0; r < rounds; r++) {
 console.log("\nmedians:");
 for (const v of variants) {
   const rs = results.filter((r) => r.variant === v.label);
+  /** @param {"writtenPerSec" | "pgUsPerRun" | "natsUsPerRun" | "runsUsPerRun"} k */
   const m = (k) => median(rs.map((r) => r[k])).toFixed(1);
   console.log(
     `${v.label}: written/s ${m("writtenPerSec")}, PG ${m("pgUsPerRun")} µs/run, NATS ${m("natsUsPerRun")} µs/run, runs ${m("runsUsPerRun")} µs/run  [${rs.map((r) => `${r.pgUsPerRun.toFixed(0)}/${r.natsUsPerRun.toFixed(0)}`).join(" ")}]`,

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // pies overhead benchmark: the same chat completion sent straight to a loopback fake OpenAI
 // upstream ("direct"), through Portkey's gateway, the peer ("portkey"), through the full pies
 // stack (gateway -> executor -> upstream, with runs in PostgreSQL and chunks over NATS: "pies"),
@@ -18,16 +19,16 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import { rmSync } from "node:fs";
 import {
   createTestDatabase,
   createTestStream,
+  fillEventStream,
   freePort,
+  repoRoot,
   startProcess,
   startStack,
 } from "@pies/testkit";
-import { rmSync } from "node:fs";
-import { jetstream } from "@nats-io/jetstream";
-import { connect } from "@nats-io/transport-node";
 import { api as request } from "./lib/api.mjs";
 import { startCpuSample } from "./lib/cpu.mjs";
 import { startEmbedded } from "./lib/embedded.mjs";
@@ -46,8 +47,31 @@ import {
 import { waitForRecordedRuns, waitForRunsViaApi } from "./lib/runs-check.mjs";
 import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
 
+/** @import { ManagedProcess, Stack, TestDatabase, TestStream } from "@pies/testkit" */
+/** @import { Embedded } from "./lib/embedded.mjs" */
+/** @import { ModeContext, ModeName, PiesTarget, Sample } from "./lib/modes.mjs" */
+/** @import { Pinning } from "./lib/pin.mjs" */
+/** @import { RunsCount } from "./lib/runs-check.mjs" */
+/** @import { Row } from "./lib/stats.mjs" */
+
+/**
+ * A row of the table and of latest.json: a cell's summary, with what else the run keeps of it.
+ * @typedef {Row & { interruptedByStop: number, window?: { fromUs: number, toUs: number } }} CellRow
+ */
+
+/**
+ * A runs store's check: the count the bench waited for, or why it could not count.
+ * @typedef {(RunsCount & { abandoned: number, ok: boolean, error?: undefined })
+ *   | { answered: number, abandoned: number, ok: false, error: string }} RunsCheck
+ */
+
+/** @typedef {{ answered: number, abandoned: number }} RunsSeen */
+
 const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, "..");
+/**
+ * @param {string} name
+ * @param {number} fallback
+ */
 const int = (name, fallback) => {
   const raw = process.env[name];
   const value = raw === undefined || raw === "" ? fallback : Number(raw);
@@ -62,10 +86,13 @@ const config = {
     if (!Number.isInteger(n) || n < 1) throw new Error(`bad BENCH_CONCURRENCY entry ${c}`);
     return n;
   }),
-  modes: (process.env.BENCH_MODES ?? Object.keys(modes).join(","))
-    .split(",")
-    .map((m) => m.trim())
-    .filter(Boolean),
+  // Checked just below.
+  modes: /** @type {ModeName[]} */ (
+    (process.env.BENCH_MODES ?? Object.keys(modes).join(","))
+      .split(",")
+      .map((m) => m.trim())
+      .filter(Boolean)
+  ),
   warmupMs: int("BENCH_WARMUP_MS", 1500),
   durationMs: int("BENCH_DURATION_MS", 5000),
   maxRequests: int("BENCH_MAX_REQUESTS", 100_000),
@@ -81,19 +108,32 @@ const config = {
   profileTop: int("BENCH_PROFILE_TOP", 15),
   model: "gpt-4o-mini",
   text: "the quarterly report: revenue grew 12%, costs fell 3%, and headcount stayed flat.",
+  /** @type {Pinning | undefined} set below */
+  pinning: undefined,
 };
 for (const m of config.modes) if (!modes[m]) throw new Error(`unknown mode "${m}" in BENCH_MODES`);
+/** @param {string} mode */
 const isPortkey = (mode) => mode.startsWith("portkey ");
+/** @param {string} mode */
 const isPies = (mode) => mode.startsWith("pies ");
-/** The edge (gateway and executor in one process) runs beside the stack, on its catalog and runs. */
+/**
+ * The edge (gateway and executor in one process) runs beside the stack, on its catalog and runs.
+ * @param {string} mode
+ */
 const isEdge = (mode) => mode.startsWith("edge ");
+/** @param {string} mode */
 const isEmbedded = (mode) => mode.startsWith("embedded ");
 /** The systems whose answers name runs, checked against their runs store at the end. */
 const RUN_SYSTEMS = ["pies", "embedded"];
 // The edge records into the stack's runs store: its runs are counted with the stack's.
-const systemOf = (mode) => (isEdge(mode) ? "pies" : mode.split(" ")[0]);
+/**
+ * @param {string} mode
+ * @returns {string}
+ */
+const systemOf = (mode) => (isEdge(mode) ? "pies" : /** @type {string} */ (mode.split(" ")[0]));
 // The peer: Portkey, run by ../shared/peers/portkey.sh next to the repository, when it is there.
 const peerScript = portkeyScript(repoRoot);
+/** @type {string[]} */
 const notes = [];
 if (!peerScript && config.modes.some(isPortkey)) {
   notes.push(
@@ -107,6 +147,7 @@ config.pinning = pinning;
 const startedAt = new Date();
 const t0 = performance.now();
 const elapsed = () => ((performance.now() - t0) / 1000).toFixed(1);
+/** @param {string} message */
 const log = (message) => process.stderr.write(`[bench ${elapsed()}s] ${message}\n`);
 
 // One signal stops everything: the overall deadline, Ctrl-C / SIGTERM.
@@ -142,6 +183,19 @@ const guard = setTimeout(() => {
 }, config.deadlineMs + 60_000);
 guard.unref();
 
+/**
+ * What the run has started, each once it has (cleanup and killAll stop what is there).
+ * @type {{
+ *   fake?: Awaited<ReturnType<typeof startFakeInWorker>>,
+ *   db?: TestDatabase,
+ *   stream?: TestStream,
+ *   stack?: Stack,
+ *   portkey?: Awaited<ReturnType<typeof startPortkey>>,
+ *   embedded?: Embedded,
+ *   edge?: ManagedProcess,
+ *   edgeUrl?: string,
+ * }}
+ */
 const resources = {
   fake: undefined,
   db: undefined,
@@ -152,6 +206,8 @@ const resources = {
   edge: undefined,
   edgeUrl: undefined,
 };
+/** @typedef {{ step: string, ms: number, result?: unknown, error?: string }} CleanupStep */
+/** @type {Promise<CleanupStep[]> | undefined} */
 let cleaning;
 /** Stops and removes everything started, once; resolves to [{ step, ms, result | error }]. */
 function cleanup() {
@@ -160,7 +216,14 @@ function cleanup() {
     // 10 s); timing each process separately shows which one is slow to shut down.
     const stackSteps = [...(resources.stack?.processes ?? [])]
       .reverse()
-      .map((p) => [`stop ${p.name}`, async () => `exit ${await p.stop()}`]);
+      .map(
+        (p) =>
+          /** @type {[string, () => Promise<unknown>]} */ ([
+            `stop ${p.name}`,
+            async () => `exit ${await p.stop()}`,
+          ]),
+      );
+    /** @type {[string, () => unknown][]} */
     const steps = [
       ["stop portkey", async () => resources.portkey && `exit ${await resources.portkey.stop()}`],
       // SIGTERM, SIGKILL after 10 s; then its temporary data directory is removed.
@@ -175,6 +238,7 @@ function cleanup() {
       ["stream.remove()", () => resources.stream?.remove()],
       ["db.drop()", () => resources.db?.drop()],
     ];
+    /** @type {CleanupStep[]} */
     const report = [];
     for (const [step, run] of steps) {
       const started = performance.now();
@@ -183,7 +247,8 @@ function cleanup() {
         const ms = Math.round(performance.now() - started);
         report.push({ step, ms, ...(result !== undefined ? { result } : {}) });
         if (ms > 2000) log(`cleanup: ${step} took ${ms} ms${result ? ` (${result})` : ""}`);
-      } catch (err) {
+      } catch (thrown) {
+        const err = /** @type {Error | undefined} */ (thrown);
         report.push({
           step,
           ms: Math.round(performance.now() - started),
@@ -211,7 +276,13 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
   });
 }
 
-/** The set-up's requests: their JSON, or an error that says what failed. */
+/**
+ * The set-up's requests: their JSON, or an error that says what failed.
+ * @param {string} gatewayUrl
+ * @param {string} key
+ * @param {string} pathname
+ * @param {unknown} [body]
+ */
 async function api(gatewayUrl, key, pathname, body) {
   const response = await request(gatewayUrl, key, pathname, body, stop);
   if (response.status >= 300) {
@@ -230,11 +301,14 @@ const PROFILED = {
   embedded: ["embedded"],
 };
 
-/** The node arguments that profile the process `name` into its directory. */
+/**
+ * The node arguments that profile the process `name` into its directory (when profiling).
+ * @param {string} name
+ */
 function profileArgs(name) {
   return [
     "--cpu-prof",
-    `--cpu-prof-dir=${path.join(profileDir, name)}`,
+    `--cpu-prof-dir=${path.join(/** @type {string} */ (profileDir), name)}`,
     ...(config.profileIntervalUs ? [`--cpu-prof-interval=${config.profileIntervalUs}`] : []),
     ...config.profileNodeArgs,
   ];
@@ -249,12 +323,17 @@ function profileNodeArgs() {
  * The benchmark's catalog on one pies (the stack's gateway or the embedded process): an
  * `openai_compatible` environment pointing at the fake, the jst prompt template, the interaction.
  * Resolves to the interaction's id.
+ * @param {string} gatewayUrl
+ * @param {string} key
+ * @param {string} fakeUrl
+ * @param {string} fakeKey
+ * @returns {Promise<string>}
  */
-async function createInteraction(gatewayUrl, key, fakeKey) {
+async function createInteraction(gatewayUrl, key, fakeUrl, fakeKey) {
   const environment = await api(gatewayUrl, key, "/environments", {
     name: "bench-upstream",
     provider: "openai_compatible",
-    endpoint_url: resources.fake.url,
+    endpoint_url: fakeUrl,
     apiKey: fakeKey,
     default_model: config.model,
   });
@@ -273,7 +352,13 @@ async function createInteraction(gatewayUrl, key, fakeKey) {
   return interaction.id;
 }
 
-/** Polls `url` until it answers 2xx; fails if `proc` exits or `timeoutMs` passes. */
+/**
+ * Polls `url` until it answers 2xx; fails if `proc` exits or `timeoutMs` passes.
+ * @param {string} url
+ * @param {ManagedProcess} proc
+ * @param {number} timeoutMs
+ * @param {AbortSignal} signal
+ */
 async function waitForReady(url, proc, timeoutMs, signal) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline && !signal.aborted) {
@@ -290,6 +375,7 @@ async function waitForReady(url, proc, timeoutMs, signal) {
   throw new Error(`${url} was not ready within ${timeoutMs} ms:\n${proc.output()}`);
 }
 
+/** @returns {Promise<ModeContext>} */
 async function setup() {
   const fakeKey = "sk-bench-upstream";
   if (pinning.enabled) {
@@ -298,20 +384,21 @@ async function setup() {
   }
   log(pinning.note);
   log("starting fake upstream");
-  resources.fake = await startFakeInWorker({
+  const fake = await startFakeInWorker({
     apiKey: fakeKey,
     latencyMs: config.upstream.latencyMs,
     chunkDelayMs: config.upstream.chunkDelayMs,
     maxRecordedRequests: 0,
   });
+  resources.fake = fake;
   // The four-process stack, its database and stream only when a pies mode is measured.
   if (config.modes.some((m) => isPies(m) || isEdge(m))) {
     log("starting test database, test stream, the stack (catalog, runs, executor, gateway)");
-    resources.db = await createTestDatabase("bench");
-    resources.stream = createTestStream();
+    const db = (resources.db = await createTestDatabase("bench"));
+    const stream = (resources.stream = createTestStream());
     resources.stack = await startStack({
-      databaseUrl: resources.db.url,
-      natsEnv: resources.stream.env,
+      databaseUrl: db.url,
+      natsEnv: stream.env,
       // The fake provider listens on loopback, which the deployed default refuses.
       env: { PIES_ALLOWED_ENDPOINTS: "loopback" },
       launcher: pinning.launcher,
@@ -319,23 +406,32 @@ async function setup() {
     });
     if (config.streamEvents > 0) {
       log(`storing ${config.streamEvents} events of earlier runs in the stack's stream`);
-      await fillStream(resources.stream, config.streamEvents);
+      // As the soak's prefill: six events a run (five chunks and the end), all stored.
+      await fillEventStream({
+        url: stream.url,
+        stream: stream.stream,
+        subjectPrefix: stream.subjectPrefix,
+        events: config.streamEvents,
+      });
     }
   }
   if (config.modes.some(isEdge)) {
     log(
       "starting the edge (node embedded/dist/edge-main.js) on the stack's catalog, runs and NATS",
     );
+    // Started above: an edge mode starts the stack too.
+    const { stack, stream } = resources;
+    if (!stack || !stream) throw new Error("the edge needs the stack");
     const port = await freePort();
     resources.edge = startProcess(
       "edge",
       "embedded/dist/edge-main.js",
       {
-        ...resources.stream.env,
+        ...stream.env,
         HOST: "127.0.0.1",
         PORT: String(port),
-        CATALOG_URL: resources.stack.catalogUrl,
-        RUNS_URL: resources.stack.runsUrl,
+        CATALOG_URL: stack.catalogUrl,
+        RUNS_URL: stack.runsUrl,
         PIES_ALLOWED_ENDPOINTS: "loopback",
       },
       profileDir ? profileArgs("edge") : [],
@@ -353,7 +449,8 @@ async function setup() {
     });
   }
   let portkeyUrl;
-  if (config.modes.some(isPortkey)) {
+  // (Without the script the Portkey modes were left out above.)
+  if (peerScript && config.modes.some(isPortkey)) {
     log(`starting Portkey (${peerScript})`);
     try {
       resources.portkey = await startPortkey({
@@ -367,67 +464,59 @@ async function setup() {
     } catch (err) {
       if (stop.aborted) throw err;
       // pies is still measured; the run counts as failed (exit code 2).
-      peerFailed = `Portkey did not start, its modes skipped: ${err.message}`;
-      notes.push(peerFailed.split("\n")[0]);
+      peerFailed = `Portkey did not start, its modes skipped: ${/** @type {Error} */ (err).message}`;
+      notes.push(/** @type {string} */ (peerFailed.split("\n")[0]));
       log(peerFailed);
       config.modes = config.modes.filter((m) => !isPortkey(m));
     }
   }
-  /** The same interaction on one pies, as the pies modes' ctx. */
+  /**
+   * The same interaction on one pies, as the pies modes' ctx.
+   * @param {string} gatewayUrl
+   * @param {string} apiKey
+   * @returns {Promise<PiesTarget>}
+   */
   const target = async (gatewayUrl, apiKey) => ({
     gatewayUrl,
     apiKey,
-    interactionId: await createInteraction(gatewayUrl, apiKey, fakeKey),
+    interactionId: await createInteraction(gatewayUrl, apiKey, fake.url, fakeKey),
     text: config.text,
   });
+  const { stack, edge, edgeUrl, embedded } = resources;
   return {
     portkeyUrl,
-    fakeUrl: resources.fake.url,
+    fakeUrl: fake.url,
     fakeKey,
     model: config.model,
     text: config.text,
-    pies:
-      resources.stack && (await target(resources.stack.gatewayUrl, resources.stack.bootstrap.key)),
-    edge: resources.edge && (await target(resources.edgeUrl, resources.stack.bootstrap.key)),
-    embedded:
-      resources.embedded && (await target(resources.embedded.url, resources.embedded.apiKey)),
+    pies: stack && (await target(stack.gatewayUrl, stack.bootstrap.key)),
+    // The edge runs on the stack (started with it above).
+    edge:
+      edge && stack && edgeUrl !== undefined
+        ? await target(edgeUrl, stack.bootstrap.key)
+        : undefined,
+    embedded: embedded && (await target(embedded.url, embedded.apiKey)),
   };
 }
 
+/** @type {string | undefined} */
 let peerFailed;
-
-/**
- * Stores `count` events of other runs in the stream (BENCH_STREAM_EVENTS), six a run (five chunks
- * and the end), as the stream of a deployment holds an hour of every run's
- * (PIES_STREAM_MAX_AGE_SECONDS) where the bench's starts empty: what a run costs NATS may grow
- * with what the stream holds.
- */
-async function fillStream(stream, count) {
-  const nc = await connect({ servers: stream.url });
-  try {
-    const js = jetstream(nc);
-    const data = new TextEncoder().encode("a chunk of an earlier run's answer");
-    for (let i = 0; i < count;) {
-      const batch = [];
-      for (; batch.length < 1000 && i < count; i++) {
-        const subject = `${stream.subjectPrefix}.run.earlier${Math.floor(i / 6)}`;
-        batch.push(js.publish(`${subject}.${i % 6 === 5 ? "end" : "chunk"}`, data));
-      }
-      await Promise.all(batch);
-    }
-  } finally {
-    await nc.close();
-  }
-}
 
 /**
  * Per system (the four-process stack, the embedded mode): executions the bench saw answered naming
  * a run (successful or not), and requests abandoned (stopped) before any answer, whose runs may
  * exist all the same.
  */
+/** @type {Record<string, RunsSeen>} */
 const runsSeen = Object.fromEntries(RUN_SYSTEMS.map((s) => [s, { answered: 0, abandoned: 0 }]));
 
-/** One request of `mode`, counting the runs pies answered. */
+/**
+ * One request of `mode`, counting the runs pies answered.
+ * @param {ModeName} mode
+ * @param {ModeContext} ctx
+ * @param {AbortSignal} signal
+ * @returns {Promise<Sample>}
+ */
 async function send(mode, ctx, signal) {
   const sample = await modes[mode](ctx, signal);
   const seen = runsSeen[systemOf(mode)];
@@ -438,7 +527,10 @@ async function send(mode, ctx, signal) {
   return sample;
 }
 
-/** One request of each mode, so a broken setup fails loudly before the timed part. */
+/**
+ * One request of each mode, so a broken setup fails loudly before the timed part.
+ * @param {ModeContext} ctx
+ */
 async function smokeTest(ctx) {
   for (const mode of config.modes) {
     const sample = await send(mode, ctx, AbortSignal.any([stop, AbortSignal.timeout(30_000)]));
@@ -463,12 +555,13 @@ function machine() {
 }
 
 async function main() {
+  /** @type {ModeContext} */
   let ctx;
   try {
     ctx = await setup();
     await smokeTest(ctx);
   } catch (err) {
-    log(`setup failed: ${err?.stack ?? err}`);
+    log(`setup failed: ${/** @type {Error | undefined} */ (err)?.stack ?? err}`);
     if (resources.stack) log(`recent stack process logs:\n${resources.stack.output()}`);
     if (resources.embedded) log(`recent embedded process logs:\n${resources.embedded.output()}`);
     await cleanup();
@@ -478,17 +571,21 @@ async function main() {
     `setup done; upstream ${ctx.fakeUrl}` +
       (ctx.pies ? `; gateway ${ctx.pies.gatewayUrl}, interaction ${ctx.pies.interactionId}` : "") +
       (ctx.embedded
-        ? `; embedded ${ctx.embedded.gatewayUrl} (data ${resources.embedded.dataDir}), ` +
+        ? `; embedded ${ctx.embedded.gatewayUrl} (data ${resources.embedded?.dataDir}), ` +
           `interaction ${ctx.embedded.interactionId}`
         : ""),
   );
 
+  /** @type {CellRow[]} */
   const rows = [];
+  /** @type {{ mode: string, concurrency: number, error: string | undefined, count: number }[]} */
   const errorSamples = [];
   outer: for (const concurrency of config.concurrency) {
     for (const mode of config.modes) {
       if (stop.aborted) break outer;
+      /** @param {AbortSignal} signal */
       const request = (signal) => send(mode, ctx, signal);
+      /** @type {CellRow["window"]} */
       let window;
       const cell = await runCell({
         request,
@@ -500,6 +597,7 @@ async function main() {
         stop,
         onMeasure: () => {
           const from = nowUs();
+          /** @type {{ name: string, child: { pid?: number } }[]} */
           const processes = [...(resources.stack?.processes ?? [])];
           if (resources.embedded) processes.push(resources.embedded.process);
           if (resources.edge) processes.push(resources.edge);
@@ -546,29 +644,39 @@ async function main() {
   // Every execution pies answered naming a run must be recorded, exactly once; recording may lag.
   // The stack's runs are counted with SQL in its database, the embedded mode's (PGlite inside the
   // process) through its API.
+  /** @type {Record<string, RunsCheck>} */
   const runsChecks = {};
   for (const system of RUN_SYSTEMS) {
     if (signalled > 0 || !config.modes.some((m) => systemOf(m) === system)) continue;
-    const seen = runsSeen[system];
+    // One per system.
+    const seen = /** @type {RunsSeen} */ (runsSeen[system]);
     log(`waiting for the ${system} runs store to hold ${seen.answered} run(s)`);
+    /** @type {RunsCheck} */
     let check;
     try {
-      check =
+      // The system's modes ran: its store is there (the stack's database, the embedded's API).
+      const counted =
         system === "pies"
           ? await waitForRecordedRuns({
-              databaseUrl: resources.db.url,
+              databaseUrl: /** @type {TestDatabase} */ (resources.db).url,
               expected: seen.answered,
               timeoutMs: config.runsWaitMs,
             })
           : await waitForRunsViaApi({
-              ...ctx.embedded,
+              .../** @type {PiesTarget} */ (ctx.embedded),
               expected: seen.answered,
               timeoutMs: config.runsWaitMs,
             });
-      check.abandoned = seen.abandoned;
-      check.ok = check.recorded === check.expected;
+      check = Object.assign(counted, {
+        abandoned: seen.abandoned,
+        ok: counted.recorded === counted.expected,
+      });
     } catch (err) {
-      check = { ...seen, ok: false, error: String(err?.message ?? err) };
+      check = {
+        ...seen,
+        ok: false,
+        error: String(/** @type {Error | undefined} */ (err)?.message ?? err),
+      };
     }
     runsChecks[system] = check;
   }
@@ -579,16 +687,17 @@ async function main() {
   const piesErrors = rows.some((r) => isPies(r.mode) && r.errors > 0);
   const embeddedErrors = rows.some((r) => isEmbedded(r.mode) && r.errors > 0);
   // The processes run at LOG_LEVEL=warn, so these are their warnings and errors (last 200 lines).
+  /** @param {string} text */
   const lastLines = (text) =>
     text
       .split("\n")
       .filter((l) => l.trim())
       .slice(-200);
-  const stackLogs = piesErrors ? lastLines(resources.stack.output()) : [];
+  const stackLogs = piesErrors ? lastLines(resources.stack?.output() ?? "") : [];
   // Without the banner main.js prints on stdout (its URL, API key and a curl example): not a log.
   const banner = /\] (pies is running at |API key: |Try it:|  curl )/;
   const embeddedLogs = embeddedErrors
-    ? lastLines(resources.embedded.output()).filter((l) => !banner.test(l))
+    ? lastLines(resources.embedded?.output() ?? "").filter((l) => !banner.test(l))
     : [];
   const finishedAt = new Date();
   const result = {
@@ -603,12 +712,12 @@ async function main() {
     peerFailed: peerFailed ?? null,
     pinnedCpus: pinning.enabled
       ? Object.fromEntries(
-          [
+          /** @type {[string, number | undefined][]} */ ([
             ["bench", process.pid],
             ...(resources.stack?.processes ?? []).map((p) => [p.name, p.child.pid]),
             ...(resources.embedded ? [["embedded", resources.embedded.process.child.pid]] : []),
             ...(resources.portkey ? [["portkey", resources.portkey.child.pid]] : []),
-          ].map(([name, pid]) => [name, cpusOf(pid) ?? null]),
+          ]).map(([name, pid]) => [name, cpusOf(pid) ?? null]),
         )
       : null,
     runsCheck: runsCheck ?? null,
@@ -618,6 +727,10 @@ async function main() {
     errorSamples,
     stackLogs,
     embeddedLogs,
+    /** @type {CleanupStep[] | undefined} set below, after the first write */
+    cleanup: undefined,
+    /** @type {ReturnType<typeof reportProfiles> | undefined} */
+    profiles: undefined,
   };
 
   console.log("");
@@ -629,15 +742,16 @@ async function main() {
       "thr vs portkey = req/s / portkey req/s (pies, edge and embedded rows; same kind, same concurrency, same run)",
   );
   for (const [system, check] of Object.entries(runsChecks)) {
-    const { recorded, expected, waitedMs, byStatus, abandoned, error } = check;
     const label = system === "pies" ? "runs recorded" : `runs recorded (${system})`;
     console.log(
-      error
-        ? `${label}: could not be counted (${error}); ${expected ?? runsSeen[system].answered} answered`
-        : `${label}: ${recorded} of ${expected} answered` +
-            ` (after ${(waitedMs / 1000).toFixed(1)} s; by status ${JSON.stringify(byStatus)})` +
+      check.error !== undefined
+        ? `${label}: could not be counted (${check.error}); ${check.answered} answered`
+        : `${label}: ${check.recorded} of ${check.expected} answered` +
+            ` (after ${(check.waitedMs / 1000).toFixed(1)} s; by status ${JSON.stringify(check.byStatus)})` +
             (check.ok ? "" : " MISMATCH") +
-            (abandoned > 0 ? `; ${abandoned} ${system} request(s) abandoned unanswered` : ""),
+            (check.abandoned > 0
+              ? `; ${check.abandoned} ${system} request(s) abandoned unanswered`
+              : ""),
     );
   }
   if (signalled > 0) console.log("runs recorded: not checked (interrupted)");
@@ -674,7 +788,7 @@ async function main() {
   await writeFile(out, JSON.stringify(result, null, 2) + "\n");
   result.cleanup = await cleanup();
   // The processes write their profiles as they exit, so only now.
-  if (profileDir) result.profiles = reportProfiles(rows);
+  if (profileDir) result.profiles = reportProfiles(profileDir, rows);
   result.totalSeconds = Number(((performance.now() - t0) / 1000).toFixed(1));
   await writeFile(out, JSON.stringify(result, null, 2) + "\n");
   console.log(
@@ -689,8 +803,10 @@ async function main() {
  * Prints, for each pies and embedded row's measured phase, the top frames by self time of each
  * profiled process of that system: its main thread, then its worker threads together. Returns the
  * same as data.
+ * @param {string} profileDir
+ * @param {CellRow[]} rows
  */
-function reportProfiles(rows) {
+function reportProfiles(profileDir, rows) {
   const files = listProfiles(profileDir);
   console.log(`\nCPU profiles in ${path.relative(process.cwd(), profileDir)}:`);
   if (files.length === 0) {
@@ -699,14 +815,23 @@ function reportProfiles(rows) {
   }
   const profiles = files.map((f) => ({ ...f, profile: loadProfile(f.file) }));
   const report = [];
-  const profiled = (mode) => (isEdge(mode) ? ["edge"] : PROFILED[systemOf(mode)]);
+  /**
+   * @param {string} mode
+   * @returns {string[] | undefined}
+   */
+  const profiled = (mode) =>
+    isEdge(mode)
+      ? ["edge"]
+      : /** @type {Record<string, string[] | undefined>} */ (PROFILED)[systemOf(mode)];
   for (const row of rows.filter((r) => profiled(r.mode) && r.window)) {
-    for (const name of profiled(row.mode)) {
+    for (const name of profiled(row.mode) ?? []) {
       const mine = profiles.filter((p) => p.process === name);
-      for (const [label, group] of [
+      /** @type {[string, typeof mine][]} */
+      const threads = [
         ["main thread", mine.filter((p) => p.tid === 0)],
         ["worker threads", mine.filter((p) => p.tid !== 0)],
-      ]) {
+      ];
+      for (const [label, group] of threads) {
         if (group.length === 0) continue;
         const agg = { totalUs: 0, frames: new Map() };
         for (const p of group) addSelfTimes(p.profile, row.window, agg);
@@ -728,7 +853,7 @@ let code;
 try {
   code = await main();
 } catch (err) {
-  log(`failed: ${err?.stack ?? err}`);
+  log(`failed: ${/** @type {Error | undefined} */ (err)?.stack ?? err}`);
   await cleanup();
   code = 1;
 }

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // GET /runs and POST /runs/search through two gateways on one database, sample by sample in turn:
 // this tree's (the runs service renders the page, the gateway passes it through) and another
 // build's (BENCH_AB_BASE: a built checkout of the commit to compare with, e.g. a worktree of
@@ -15,26 +16,43 @@ import {
   createTestDatabase,
   createTestStream,
   freePort,
+  gatewayApi,
   seedRuns,
   startProcess,
   startStack,
 } from "@pies/testkit";
 import { percentile } from "./lib/stats.mjs";
 
-const BASE = process.env.BENCH_AB_BASE;
-if (!BASE) throw new Error("BENCH_AB_BASE: the root of a built checkout to compare with");
+/** @import { ApiClient } from "@pies/testkit" */
+
+/** @typedef {{ api: ApiClient, gateway: number | undefined, runs: number | undefined }} Side */
+/** @typedef {{ p50: number | undefined, p99: number | undefined, gatewayCpuMs: number, runsCpuMs: number }} SideFigures */
+/**
+ * One case's line.
+ * @typedef {{ label: string, same: boolean, bytes: number, load: string, base: SideFigures, new: SideFigures }} Row
+ */
+
+const base = process.env.BENCH_AB_BASE;
+if (!base) throw new Error("BENCH_AB_BASE: the root of a built checkout to compare with");
+const BASE = base;
 const N = Number(process.env.BENCH_RUNS_N ?? 1_000_000);
 const SAMPLES = Number(process.env.BENCH_RUNS_SAMPLES ?? 40);
+/** @param {unknown[]} args */
 const log = (...args) => console.error(`[ab ${new Date().toISOString().slice(11, 19)}]`, ...args);
-const load = () => os.loadavg()[0].toFixed(1);
+// loadavg() has the 1, 5 and 15 minute averages.
+const load = () => /** @type {number} */ (os.loadavg()[0]).toFixed(1);
 const ticks = 100; // USER_HZ
-/** CPU milliseconds a process has spent (user + system). */
+/**
+ * CPU milliseconds a process has spent (user + system).
+ * @param {number | undefined} pid
+ */
 const cpuMs = (pid) => {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticks;
 };
 
+/** @param {string} url */
 async function waitReady(url) {
   for (let i = 0; i < 300; i++) {
     const ok = await fetch(url).then(
@@ -74,16 +92,23 @@ async function main() {
     });
     extra.push(baseGateway);
     await waitReady(`http://127.0.0.1:${gatewayPort}/readyz`);
+    /** @param {string} name */
+    const pidOf = (name) => {
+      const found = stack.processes.find((p) => p.name === name);
+      if (!found) throw new Error(`the stack has no ${name}`);
+      return found.child.pid;
+    };
+    /** @type {{ base: Side, new: Side }} */
     const sides = {
       base: {
-        url: `http://127.0.0.1:${gatewayPort}`,
+        api: gatewayApi(`http://127.0.0.1:${gatewayPort}`, stack.bootstrap.key),
         gateway: baseGateway.child.pid,
         runs: baseRuns.child.pid,
       },
       new: {
-        url: stack.gatewayUrl,
-        gateway: stack.processes.find((p) => p.name === "gateway").child.pid,
-        runs: stack.processes.find((p) => p.name === "runs").child.pid,
+        api: gatewayApi(stack.gatewayUrl, stack.bootstrap.key),
+        gateway: pidOf("gateway"),
+        runs: pidOf("runs"),
       },
     };
     const project = stack.bootstrap.project;
@@ -110,20 +135,19 @@ async function main() {
     const anchor = new Date(lo + (hi - lo) / 2).toISOString();
     await client.end();
 
-    const headers = {
-      authorization: `Bearer ${stack.bootstrap.key}`,
-      "content-type": "application/json",
-    };
+    /**
+     * @param {Side} side
+     * @param {string} method
+     * @param {string} p
+     * @param {unknown} [body]
+     */
     const send = async (side, method, p, body) => {
-      const res = await fetch(`${side.url}/api/v1${p}`, {
-        method,
-        headers,
-        body: body && JSON.stringify(body),
-      });
+      const res = await side.api(p, { method, body });
       const text = await res.text();
       if (res.status !== 200) throw new Error(`${method} ${p}: ${res.status} ${text}`);
       return text;
     };
+    /** @type {[label: string, method: string, path: string, body?: object][]} */
     const cases = [
       ["GET /runs (no filter)", "GET", "/runs"],
       ["GET /runs ?limit=10", "GET", "/runs?limit=10"],
@@ -151,6 +175,7 @@ async function main() {
         { facets: { s: { type: "string", path: "status" } } },
       ],
     ];
+    /** @type {Row[]} */
     const out = [];
     for (const [label, method, p, body] of cases) {
       // Both answer the same bytes (the pass-through keeps the old path's JSON).
@@ -163,11 +188,14 @@ async function main() {
         await send(sides.base, method, p, body);
         await send(sides.new, method, p, body);
       }
+      /** @type {{ base: number[], new: number[] }} */
       const times = { base: [], new: [] };
       const cpu = { base: { gateway: 0, runs: 0 }, new: { gateway: 0, runs: 0 } };
       const loadBefore = load();
       for (let i = 0; i < SAMPLES; i++) {
-        for (const name of i % 2 ? ["new", "base"] : ["base", "new"]) {
+        /** @type {("base" | "new")[]} */
+        const order = i % 2 ? ["new", "base"] : ["base", "new"];
+        for (const name of order) {
           const side = sides[name];
           const g = cpuMs(side.gateway);
           const r = cpuMs(side.runs);
@@ -178,8 +206,14 @@ async function main() {
           cpu[name].runs += cpuMs(side.runs) - r;
         }
       }
-      const row = { label, same, bytes: b.length, load: `${loadBefore}→${load()}` };
-      for (const name of ["base", "new"]) {
+      // base and new are filled in below.
+      const row = /** @type {Row} */ ({
+        label,
+        same,
+        bytes: b.length,
+        load: `${loadBefore}→${load()}`,
+      });
+      for (const name of /** @type {const} */ (["base", "new"])) {
         const sorted = times[name].sort((x, y) => x - y);
         row[name] = {
           p50: percentile(sorted, 50),
@@ -191,7 +225,8 @@ async function main() {
       log(JSON.stringify(row));
       out.push(row);
     }
-    const f = (n) => n.toFixed(1);
+    /** @param {number | undefined} n undefined: no sample (BENCH_RUNS_SAMPLES=0) */
+    const f = (n) => (n === undefined ? "-" : n.toFixed(1));
     const lines = [
       `## GET /runs and search, base vs pass-through, ${N.toLocaleString("en-US")} runs (${new Date().toISOString()})`,
       "",

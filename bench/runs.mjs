@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // pies runs search benchmark (issue 9): the record writer's insert throughput with the search
 // indexes and without (runs recorded once, and runs recorded twice: processing, then ended); then the four-process stack on real PostgreSQL, with runs seeded straight
 // into its database (testkit seedRuns: four projects, the API key's one of them), measured at
@@ -20,7 +21,14 @@ import pg from "pg";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { toTimestamp } from "@pies/common";
 import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
-import { createTestDatabase, createTestStream, seedRuns, startStack } from "@pies/testkit";
+import {
+  createTestDatabase,
+  createTestStream,
+  expectJson,
+  gatewayApi,
+  seedRuns,
+  startStack,
+} from "@pies/testkit";
 import {
   FacetType,
   ListRunsRequestSchema,
@@ -31,6 +39,39 @@ import {
 import { createRunsService, runsIndexBuilds, runsMigrations, writeRecords } from "@pies/runs";
 import { percentile } from "./lib/stats.mjs";
 
+/** @import { MessageInitShape } from "@bufbuild/protobuf" */
+/** @import { Timestamp } from "@bufbuild/protobuf/wkt" */
+/** @import { RunRecord } from "@pies/common/bus" */
+/** @import { ListRunsRequest, Run, RunFiltersSchema, SearchRunsRequest } from "@pies/proto/runs" */
+/** @import { RunsDatabase } from "@pies/runs" */
+/** @import { Stack } from "@pies/testkit" */
+
+/**
+ * The runs service's reads, as this process calls them (see runsReads).
+ * @typedef {object} RunsReads
+ * @property {(req: ListRunsRequest) => Promise<{ runs: Run[] }>} listRuns
+ * @property {(req: SearchRunsRequest) => Promise<{ runs: Run[], meta?: { total: bigint } }>} searchRuns
+ */
+
+/** @typedef {{ label: string, p50: number | undefined, p99: number | undefined }} Timing */
+
+/**
+ * The runs service's reads (listRuns, searchRuns) in this process, on `db`: with no record log,
+ * which they do not read, and called without a call context, which they do not use.
+ * @param {Kysely<RunsDatabase>} db
+ * @param {{ facetRollups?: boolean }} [options]
+ * @returns {RunsReads}
+ */
+function runsReads(db, options = {}) {
+  // @ts-expect-error -- no record log (RunsDeps.log): the reads do not use it
+  const service = createRunsService({ db, log: undefined, ...options });
+  return /** @type {RunsReads} */ (/** @type {unknown} */ (service));
+}
+
+/**
+ * @param {string} name
+ * @param {number} fallback
+ */
 const int = (name, fallback) => {
   const raw = process.env[name];
   const value = raw === undefined || raw === "" ? fallback : Number(raw);
@@ -42,16 +83,22 @@ const SAMPLES = int("BENCH_RUNS_SAMPLES", 40);
 const WRITE = int("BENCH_RUNS_WRITE", 20_000);
 const WRITE_BATCH = int("BENCH_RUNS_WRITE_BATCH", 100);
 const PARTS = (process.env.BENCH_RUNS_PARTS ?? "write,trgm,search").split(",").map((p) => p.trim());
-const load = () => os.loadavg()[0].toFixed(1);
+// loadavg() has the 1, 5 and 15 minute averages.
+const load = () => /** @type {number} */ (os.loadavg()[0]).toFixed(1);
+/** @param {unknown[]} args */
 const log = (...args) =>
   console.error(`[runs bench ${new Date().toISOString().slice(11, 19)}]`, ...args);
+/** @param {number} n */
 const fmt = (n) => n.toLocaleString("en-US");
 
 // --- 1. The record writer's throughput, before and after the search indexes -------------------
 
 const ROUNDS = int("BENCH_RUNS_WRITE_ROUNDS", 3);
 
-/** Run i as the executor records it: `processing` (no result yet), or `completed`. */
+/**
+ * Run i as the executor records it: `processing` (no result yet), or `completed`.
+ * @param {number} i
+ */
 function benchRun(i, status = RunStatus.COMPLETED) {
   const ended = status === RunStatus.COMPLETED;
   return create(RunSchema, {
@@ -64,7 +111,11 @@ function benchRun(i, status = RunStatus.COMPLETED) {
     modelId: ["gpt-4o", "gpt-4o-mini", "o3-mini"][i % 3],
     status,
     parameters: {
-      customer: { name: ["Acme", "Globex", "Initech"][i % 3], tier: "pro", id: i % 100000 },
+      customer: {
+        name: /** @type {string} */ (["Acme", "Globex", "Initech"][i % 3]),
+        tier: "pro",
+        id: i % 100000,
+      },
       message: "please summarise the invoice for order " + i + " and draft a reply to support",
       lang: "en",
       priority: i % 5,
@@ -78,6 +129,11 @@ function benchRun(i, status = RunStatus.COMPLETED) {
   });
 }
 
+/**
+ * @param {number} from
+ * @param {number} count
+ * @returns {RunRecord[]}
+ */
 function recordBatch(from, count, status = RunStatus.COMPLETED, seqBase = 0) {
   const records = [];
   for (let i = from; i < from + count; i++) {
@@ -98,6 +154,8 @@ const SLOW_LAG = 10;
  * (a run that ends within PIES_RECORD_START_AFTER_MS is recorded once, at its end). `slow`: a
  * `processing` record, then the `completed` one SLOW_LAG batches later, half of each batch each
  * (a slower run is recorded twice: its row is inserted, then updated).
+ * @param {"fast" | "slow"} pattern
+ * @returns {RunRecord[][]}
  */
 function recordLog(pattern) {
   if (pattern === "fast") {
@@ -108,6 +166,10 @@ function recordLog(pattern) {
   const half = WRITE_BATCH / 2;
   const batches = [];
   let seq = 1;
+  /**
+   * @param {number} i
+   * @param {RunStatus} status
+   */
   const record = (i, status) => ({
     runId: `w_${i}`,
     seq: seq++,
@@ -131,6 +193,8 @@ function recordLog(pattern) {
  * them) or with none of them, then WRITE runs written by the record writer's statement, on one
  * connection: the runs per second, and the CPU time its PostgreSQL backend spent (read from
  * /proc where the server runs on this machine; less moved by other work than the wall clock).
+ * @param {boolean} withIndexes
+ * @param {"fast" | "slow"} pattern
  */
 async function writeRound(withIndexes, pattern) {
   const t = await createTestDatabase("runswrite");
@@ -159,15 +223,21 @@ async function writeRound(withIndexes, pattern) {
   }
 }
 
-/** A reader of the CPU time (ms) of the pool's one backend so far; null if not on this machine. */
+/**
+ * A reader of the CPU time (ms) of the pool's one backend so far; null if not on this machine.
+ * @param {Kysely<RunsDatabase>} db
+ */
 async function backendCpu(db) {
   const { rows } = await sql`select pg_backend_pid() as pid`.execute(db);
-  const file = `/proc/${rows[0].pid}/stat`;
+  const file = `/proc/${/** @type {{ pid: number }} */ (rows[0]).pid}/stat`;
   const tick = 1000 / 100; // USER_HZ is 100 on Linux
   return () => {
     try {
       // utime and stime: the 14th and 15th fields, the 12th and 13th after the command's ")".
-      const fields = fs.readFileSync(file, "utf8").split(") ")[1].split(" ");
+      // (A stat without ") " throws here, as a missing file does: null.)
+      const fields = /** @type {string} */ (fs.readFileSync(file, "utf8").split(") ")[1]).split(
+        " ",
+      );
       return (Number(fields[11]) + Number(fields[12])) * tick;
     } catch {
       return null;
@@ -175,23 +245,35 @@ async function backendCpu(db) {
   };
 }
 
+/** @param {"fast" | "slow"} pattern */
 async function writeThroughput(pattern) {
+  /** @type {Awaited<ReturnType<typeof writeRound>>[]} */
   const rounds = [];
   // Alternated, ROUNDS rounds each, so that a noisy neighbour hits both alike.
   for (let r = 0; r < ROUNDS; r++) {
     rounds.push(await writeRound(false, pattern));
     rounds.push(await writeRound(true, pattern));
   }
+  /**
+   * @param {string} label
+   * @param {"runsPerSecond" | "dbCpuMs"} key
+   * @returns {number | null} null when a round has no figure (dbCpuMs off this machine)
+   */
   const median = (label, key) => {
     const values = rounds.filter((x) => x.label === label).map((x) => x[key]);
     if (values.includes(null)) return null;
-    return values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+    // ROUNDS ≥ 1: a value in the middle.
+    return /** @type {number} */ (
+      /** @type {number[]} */ (values).sort((a, b) => a - b)[Math.floor(values.length / 2)]
+    );
   };
+  /** @param {string} label */
   const best = (label) =>
     Math.max(...rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond));
   return {
-    before: median("before", "runsPerSecond"),
-    after: median("after", "runsPerSecond"),
+    // runsPerSecond is never null.
+    before: /** @type {number} */ (median("before", "runsPerSecond")),
+    after: /** @type {number} */ (median("after", "runsPerSecond")),
     bestBefore: best("before"),
     bestAfter: best("after"),
     cpuBefore: median("before", "dbCpuMs"),
@@ -209,6 +291,7 @@ async function writeThroughput(pattern) {
  * One round of the rollup's write cost: a scratch database migrated with every search index, its
  * rollup triggers enabled or disabled, then WRITE runs written by the record writer's statement,
  * each twice (processing, then completed: an insert, then an update of the same rows).
+ * @param {boolean} withRollup
  */
 async function rollupWriteRound(withRollup) {
   const t = await createTestDatabase("runsrollupwrite");
@@ -244,15 +327,18 @@ async function rollupWriteRound(withRollup) {
 }
 
 async function rollupWriteThroughput() {
+  /** @type {Awaited<ReturnType<typeof rollupWriteRound>>[]} */
   const rounds = [];
   // Alternated, ROUNDS rounds each, so that a noisy neighbour hits both alike.
   for (let r = 0; r < ROUNDS; r++) {
     rounds.push(await rollupWriteRound(false));
     rounds.push(await rollupWriteRound(true));
   }
+  /** @param {string} label */
   const median = (label) => {
     const values = rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond);
-    return values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+    // ROUNDS ≥ 1: a value in the middle.
+    return /** @type {number} */ (values.sort((a, b) => a - b)[Math.floor(values.length / 2)]);
   };
   return {
     before: median("before"),
@@ -266,6 +352,7 @@ async function rollupWriteThroughput() {
 const TRGM_N = int("BENCH_RUNS_TRGM_N", 1_000_000);
 /** The seeder's first project (of its default four). */
 const TRGM_PROJECT = "seed-p1";
+/** @type {[string, { query: string, onlyMeta?: boolean }][]} */
 const TRGM_CASES = [
   ["wildcard prefix customer.name:Glob*", { query: "customer.name:Glob*" }],
   ["wildcard substring message:*refund*", { query: "message:*refund*" }],
@@ -280,15 +367,23 @@ const TRGM_CASES = [
   ["onlyMeta total of Vandelay", { query: "Vandelay", onlyMeta: true }],
 ];
 
-/** Each case's p50/p99 in the runs service, and the indexes its statements' plans use. */
+/**
+ * Each case's p50/p99 in the runs service, and the indexes its statements' plans use.
+ * @param {string} url
+ * @param {string} project
+ */
 async function trigramCases(url, project) {
+  /** @type {CompiledQuery[]} */
   const queries = [];
   const pool = new pg.Pool({ connectionString: url, max: 2 });
+  /** @type {Kysely<RunsDatabase>} */
   const db = new Kysely({
     dialect: new PostgresDialect({ pool }),
-    log: (event) => event.level === "query" && queries.push(event.query),
+    log: (event) => {
+      if (event.level === "query") queries.push(event.query);
+    },
   });
-  const svc = createRunsService({ db, log: undefined });
+  const svc = runsReads(db);
   const out = [];
   try {
     for (const [label, body] of TRGM_CASES) {
@@ -302,7 +397,9 @@ async function trigramCases(url, project) {
         const { rows } = await db.executeQuery(
           CompiledQuery.raw(`explain (analyze, timing off) ${q.sql}`, [...q.parameters]),
         );
-        const text = rows.map((r) => r["QUERY PLAN"]).join("\n");
+        const text = /** @type {{ "QUERY PLAN": string }[]} */ (rows)
+          .map((r) => r["QUERY PLAN"])
+          .join("\n");
         const used = [...new Set(text.match(/runs_[a-z_]+_idx|Seq Scan on runs/g) ?? [])];
         const time = /Execution Time: ([\d.]+) ms/.exec(text)?.[1];
         plans.push(`${used.join(" + ") || "?"} (${time} ms)`);
@@ -354,6 +451,7 @@ async function trigramPart() {
 
     // The build, concurrently, while the record writer's statement keeps inserting.
     let writing = true;
+    /** @type {number[]} */
     const latencies = [];
     const writer = (async () => {
       for (let i = 0; writing; i += WRITE_BATCH) {
@@ -388,7 +486,8 @@ async function trigramPart() {
       "| case | matches | p50 without | p99 without | p50 with | p99 with | plan without | plan with |",
       "|---|---|---|---|---|---|---|---|",
       ...before.map((b, i) => {
-        const a = after[i];
+        // The same cases in the same order.
+        const a = /** @type {(typeof after)[number]} */ (after[i]);
         return `| ${b.label} | ${fmt(a.matches)} | ${ms(b.p50)} | ${ms(b.p99)} | ${ms(a.p50)} | ${ms(a.p99)} | ${b.plans} | ${a.plans} |`;
       }),
       "",
@@ -403,29 +502,42 @@ async function trigramPart() {
 
 // --- 3. The stack, seeded, measured over HTTP ------------------------------------------------
 
-/** Two cases measured sample by sample in turn, so that a noisy neighbour hits both alike. */
+/**
+ * Two cases measured sample by sample in turn, so that a noisy neighbour hits both alike.
+ * @param {[string, () => Promise<unknown>]} a
+ * @param {[string, () => Promise<unknown>]} b
+ * @returns {Promise<Timing[]>}
+ */
 async function measurePair([labelA, sendA], [labelB, sendB]) {
   for (let i = 0; i < 3; i++) {
     await sendA(); // warm up
     await sendB();
   }
+  /** @type {[number[], number[]]} */
   const times = [[], []];
   for (let i = 0; i < SAMPLES; i++) {
     for (const [k, send] of [sendA, sendB].entries()) {
       const started = performance.now();
       await send();
-      times[k].push(performance.now() - started);
+      /** @type {number[]} */ (times[k]).push(performance.now() - started);
     }
   }
   return [labelA, labelB].map((label, k) => {
-    const sorted = times[k].sort((a, b) => a - b);
+    const sorted = /** @type {number[]} */ (times[k]).sort((a, b) => a - b);
     return { label, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
   });
 }
 
+/**
+ * @template T
+ * @param {string} label
+ * @param {() => Promise<T>} send
+ */
 async function measure(label, send) {
   for (let i = 0; i < 3; i++) await send(); // warm up
+  /** @type {number[]} */
   const times = [];
+  /** @type {T | undefined} */
   let last;
   for (let i = 0; i < SAMPLES; i++) {
     const started = performance.now();
@@ -436,20 +548,20 @@ async function measure(label, send) {
   return { label, p50: percentile(times, 50), p99: percentile(times, 99), last };
 }
 
+/**
+ * @param {Stack} stack
+ * @param {pg.Client} client
+ * @param {string} project
+ * @param {string} databaseUrl
+ */
 async function measureAll(stack, client, project, databaseUrl) {
-  const { gatewayUrl, bootstrap } = stack;
-  const headers = { authorization: `Bearer ${bootstrap.key}`, "content-type": "application/json" };
-  const call = async (method, path, body) => {
-    const res = await fetch(`${gatewayUrl}/api/v1${path}`, {
-      method,
-      headers,
-      body: body && JSON.stringify(body),
-    });
-    const json = await res.json();
-    if (res.status !== 200)
-      throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const api = gatewayApi(stack.gatewayUrl, stack.bootstrap.key);
+  /**
+   * @param {string} method
+   * @param {string} path
+   * @param {unknown} [body]
+   */
+  const call = async (method, path, body) => expectJson(await api(path, { method, body }));
   const { rows } = await client.query(
     "select parent_id from runs.runs where project_id = $1 and parent_id is not null limit 1",
     [project],
@@ -471,7 +583,8 @@ async function measureAll(stack, client, project, databaseUrl) {
 
   const seqBefore = await seqScans(client);
   const list = [];
-  for (const [label, query] of [
+  /** @type {[string, string][]} */
+  const lists = [
     ["GET /runs (no filter)", ""],
     ["GET /runs ?limit=10", "?limit=10"],
     ["GET /runs ?interaction=", "?interaction=int-5"],
@@ -483,13 +596,15 @@ async function measureAll(stack, client, project, databaseUrl) {
     ["GET /runs ?parent=<id>", `?parent=${parent}`],
     ["GET /runs ?anchorDate= (before)", `?anchorDate=${anchor}&anchorDateDirection=before`],
     ["GET /runs ?status&model&tag", "?status=completed&model=gpt-4o&tag=prod"],
-  ]) {
+  ];
+  for (const [label, query] of lists) {
     list.push(await measure(label, () => call("GET", `/runs${query}`)));
   }
   const seqAfter = await seqScans(client);
   const plans = await explainLists(databaseUrl, project, parent, anchor);
   const search = [];
-  for (const [label, body] of [
+  /** @type {[string, object][]} */
+  const searches = [
     ["search Lucene field term", { query: "customer.name:Acme" }],
     ["search Lucene rare term", { query: "customer.id:4242" }],
     [
@@ -502,26 +617,31 @@ async function measureAll(stack, client, project, databaseUrl) {
     ["search onlyMeta + 3 facets", { onlyMeta: true, facets: threeFacets }],
     ["search onlyMeta total of a term", { onlyMeta: true, query: "customer.name:Acme" }],
     ["search tags facet", { onlyMeta: true, facets: { tags: { type: "string", path: "tags" } } }],
-  ]) {
+  ];
+  for (const [label, body] of searches) {
     search.push(await measure(label, () => call("POST", "/runs/search", body)));
   }
   // The runs service alone, in this process on the same database: the store's share of the above.
+  /** @type {Kysely<RunsDatabase>} */
   const db = createDatabase({ url: databaseUrl, poolMax: 4 });
-  const svc = createRunsService({ db, log: undefined });
-  const overRuns = createRunsService({ db, log: undefined, facetRollups: false });
+  const svc = runsReads(db);
+  const overRuns = runsReads(db, { facetRollups: false });
   const facets = {
     status: { type: FacetType.STRING, path: "status" },
     model: { type: FacetType.STRING, path: "modelId" },
     month: {
       type: FacetType.DATE,
       path: "updated_at",
-      dateBoundaries: months.map((m) => toTimestamp(m)),
+      // Dates: each a timestamp.
+      dateBoundaries: months.map((m) => /** @type {Timestamp} */ (toTimestamp(m))),
       defaultBucket: "other",
     },
   };
+  /** @type {Timing[]} */
   const service = [];
   try {
-    for (const [label, send] of [
+    /** @type {[string, () => Promise<unknown>][]} */
+    const cases = [
       [
         "service ListRuns (no filter)",
         () => svc.listRuns(create(ListRunsRequestSchema, { projectId: project })),
@@ -543,10 +663,12 @@ async function measureAll(stack, client, project, databaseUrl) {
             create(SearchRunsRequestSchema, { projectId: project, query: "customer.name:Acme" }),
           ),
       ],
-    ]) {
+    ];
+    for (const [label, send] of cases) {
       service.push(await measure(label, send));
     }
     // The rollup's answer and the count over the runs, in turn.
+    /** @param {RunsReads} s */
     const threeFacetsOf = (s) => () =>
       s.searchRuns(create(SearchRunsRequestSchema, { projectId: project, onlyMeta: true, facets }));
     service.push(
@@ -564,18 +686,28 @@ async function measureAll(stack, client, project, databaseUrl) {
 /**
  * EXPLAIN of the exact SQL ListRuns sends for each list filter (the runs service in this process,
  * over a Kysely that records its queries): the filters whose plan scans the runs table sequentially.
+ * @param {string} databaseUrl
+ * @param {string} project
+ * @param {string} parent
+ * @param {string} anchor
  */
 async function explainLists(databaseUrl, project, parent, anchor) {
+  /** @type {CompiledQuery[]} */
   const queries = [];
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  /** @type {Kysely<RunsDatabase>} */
   const db = new Kysely({
     dialect: new PostgresDialect({ pool }),
-    log: (event) => event.level === "query" && queries.push(event.query),
+    log: (event) => {
+      if (event.level === "query") queries.push(event.query);
+    },
   });
-  const svc = createRunsService({ db, log: undefined });
+  const svc = runsReads(db);
+  /** @type {string[]} */
   const seq = [];
   try {
-    for (const [label, filters] of [
+    /** @type {[string, MessageInitShape<typeof RunFiltersSchema>][]} */
+    const lists = [
       ["none", {}],
       ["interaction", { interactionIds: ["int-5"] }],
       ["model", { models: ["o3-mini"] }],
@@ -586,14 +718,18 @@ async function explainLists(databaseUrl, project, parent, anchor) {
       ["parent=<id>", { parentId: parent }],
       ["anchorDate", { anchorDate: toTimestamp(anchor), anchorDirection: 2 }],
       ["status&model&tag", { status: RunStatus.COMPLETED, models: ["gpt-4o"], tags: ["prod"] }],
-    ]) {
+    ];
+    for (const [label, filters] of lists) {
       queries.length = 0;
       await svc.listRuns(create(ListRunsRequestSchema, { projectId: project, filters }));
-      const query = queries.at(-1);
+      // ListRuns sends one statement.
+      const query = /** @type {CompiledQuery} */ (queries.at(-1));
       const { rows } = await db.executeQuery(
         CompiledQuery.raw(`explain ${query.sql}`, [...query.parameters]),
       );
-      const plan = rows.map((r) => r["QUERY PLAN"]).join("\n");
+      const plan = /** @type {{ "QUERY PLAN": string }[]} */ (rows)
+        .map((r) => r["QUERY PLAN"])
+        .join("\n");
       if (/Seq Scan on runs/.test(plan)) seq.push(label);
     }
   } finally {
@@ -602,6 +738,7 @@ async function explainLists(databaseUrl, project, parent, anchor) {
   return { explained: 10, seq };
 }
 
+/** @param {pg.Client} client */
 async function seqScans(client) {
   const { rows } = await client.query(
     "select seq_scan from pg_stat_user_tables where schemaname = 'runs' and relname = 'runs'",
@@ -615,7 +752,7 @@ async function seqScans(client) {
 async function main() {
   const lines = [`## runs search bench (${new Date().toISOString()})`, ""];
   if (PARTS.includes("write")) {
-    for (const pattern of ["fast", "slow"]) {
+    for (const pattern of /** @type {const} */ (["fast", "slow"])) {
       log(
         `write throughput, ${pattern} runs: ${fmt(WRITE)} runs in batches of ${WRITE_BATCH}, ${ROUNDS} rounds each`,
       );
@@ -624,6 +761,7 @@ async function main() {
       log(
         `writer runs/s: before ${fmt(write.before)}, after ${fmt(write.after)} (${write.rounds})`,
       );
+      /** @param {number | null} ms */
       const perRun = (ms) => (ms === null ? "?" : `${((ms * 1000) / WRITE).toFixed(1)} µs`);
       lines.push(
         `Record writer, ${fmt(WRITE)} ${pattern} runs (${
@@ -667,6 +805,11 @@ async function main() {
   const client = new pg.Client({ connectionString: database.url });
   await client.connect();
   const sizes = N > 100_000 ? [100_000, N] : [N];
+  /**
+   * @type {({ size: number, projectRuns: number, seedMs: number, analyzeMs: number, load: string,
+   *   rollup: { rows: number, project_rows: number, bytes: number, run_bytes: number } }
+   *   & Awaited<ReturnType<typeof measureAll>>)[]}
+   */
   const results = [];
   let seeded = 0;
   let seedMs = 0;
@@ -746,18 +889,27 @@ async function main() {
   if (results.length === 2) header.push("p50 growth");
   lines.push(`| ${header.join(" | ")} |`);
   lines.push(`|${header.map(() => "---").join("|")}|`);
-  for (let i = 0; i < results[0].cases.length; i++) {
-    const row = [results[0].cases[i].label];
-    for (const r of results) row.push(ms(r.cases[i].p50), ms(r.cases[i].p99));
-    if (results.length === 2) {
-      row.push(`×${(results[1].cases[i].p50 / results[0].cases[i].p50).toFixed(2)}`);
+  // At least one size was measured; each measured the same cases in the same order.
+  const [first, second] = /** @type {[(typeof results)[number], ...typeof results]} */ (results);
+  /**
+   * @param {(typeof results)[number]} r
+   * @param {number} i
+   */
+  const caseOf = (r, i) => /** @type {Timing} */ (r.cases[i]);
+  for (let i = 0; i < first.cases.length; i++) {
+    const row = [caseOf(first, i).label];
+    for (const r of results) row.push(ms(caseOf(r, i).p50), ms(caseOf(r, i).p99));
+    if (second) {
+      row.push(`×${(Number(caseOf(second, i).p50) / Number(caseOf(first, i).p50)).toFixed(2)}`);
     }
     lines.push(`| ${row.join(" | ")} |`);
   }
   console.log(lines.join("\n"));
 }
 
-const ms = (v) => `${v.toFixed(1)} ms`;
+/** @param {number | undefined} v undefined: no sample (BENCH_RUNS_SAMPLES=0) */
+const ms = (v) => (v === undefined ? "-" : `${v.toFixed(1)} ms`);
+/** @param {number} n */
 const short = (n) => (n >= 1_000_000 ? `${n / 1_000_000}M` : `${n / 1000}k`);
 
 await main();

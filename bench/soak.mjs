@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // pies soak: a sustained load of concurrent clients (half blocking executions, half streamed runs
 // read to `close`, a share of whose clients reconnect) against pies on a PostgreSQL cluster and a
 // NATS server of its own, from an event stream already holding an hour of the load's events, with
@@ -34,6 +35,10 @@ import {
 } from "./lib/soak-sampler.mjs";
 import { startTarget } from "./lib/soak-target.mjs";
 
+/** @import { Fault, Operation } from "@pies/testkit" */
+/** @import { Latencies, SoakSample } from "./lib/soak-report.mjs" */
+/** @import { SoakTarget } from "./lib/soak-target.mjs" */
+
 const USAGE = `npm run soak -- [options]
   --duration S          seconds of load (default 1800)
   --clients N           concurrent clients, half blocking, half streamed (default 64)
@@ -68,6 +73,11 @@ if (args.help) {
   console.log(USAGE);
   process.exit(0);
 }
+/**
+ * A numeric option, checked.
+ * @param {"duration" | "clients" | "interval" | "lease" | "reconnect-share" | "prefill-seconds" | "prefill-events" | "calibrate"} name
+ * @param {{ integer?: boolean, min?: number, max?: number }} [bounds]
+ */
 const number = (name, { integer = true, min = 1, max = Infinity } = {}) => {
   const n = Number(args[name]);
   if (!Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min || n > max) {
@@ -90,8 +100,10 @@ const outDir = args.out ?? mkdtempSync(path.join(os.tmpdir(), "pies-soak-"));
 mkdirSync(outDir, { recursive: true });
 
 const t0 = Date.now();
+/** @param {string} message */
 const log = (message) =>
   process.stderr.write(`[soak ${((Date.now() - t0) / 1000).toFixed(1)}s] ${message}\n`);
+/** @param {number} ms */
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let interrupted = false;
@@ -104,7 +116,11 @@ process.on("SIGINT", () => {
 const pinning = planPinning();
 if (pinning.enabled) pinSelf(pinning.loadCpu);
 
-/** A Load against the target, reporting each operation to `onOperation`. */
+/**
+ * A Load against the target, reporting each operation to `onOperation`.
+ * @param {SoakTarget} target
+ * @param {(operation: Operation) => void} [onOperation]
+ */
 const loadOf = (target, onOperation, n = clients, share = reconnectShare) =>
   new Load({
     gatewayUrl: target.gatewayUrl,
@@ -117,8 +133,11 @@ const loadOf = (target, onOperation, n = clients, share = reconnectShare) =>
     onOperation,
   });
 
+/** @type {SoakTarget | undefined} */
 let target;
+/** @type {Awaited<ReturnType<typeof natsStateReader>> | undefined} */
 let nats;
+/** @type {ReadyzProber | undefined} */
 let prober;
 let failed = false;
 try {
@@ -130,7 +149,10 @@ try {
     blockingModel: "test-latency-100",
     launcher: pinning.launcher,
   });
-  if (target.nats) nats = await natsStateReader({ ...target.nats, streams: target.streams });
+  // (A target has both or neither.)
+  if (target.nats && target.streams) {
+    nats = await natsStateReader({ ...target.nats, streams: target.streams });
+  }
 
   // The baseline the NATS figures must come back to after the load. Consumers: before any run
   // (pies' own durable ones exist from the start). Subscriptions: after a blocking run and a
@@ -146,16 +168,21 @@ try {
   await smoke.stop();
   await sleep(2000);
   const afterSmoke = await nats?.read();
-  const baseline = nats && {
-    events: initial.events,
-    records: initial.records,
-    subscriptions: afterSmoke.subscriptions,
-  };
+  // (Both read when there is nats.)
+  const baseline =
+    initial && afterSmoke
+      ? {
+          events: initial.events,
+          records: initial.records,
+          subscriptions: afterSmoke.subscriptions,
+        }
+      : undefined;
   if (baseline) log(`baseline: ${JSON.stringify(baseline)}`);
 
   // The prefill: an hour (--prefill-seconds) of the events this load stores, measured on it.
+  /** @type {{ events: number, ms: number, rate: number | undefined }} */
   let prefill = { events: 0, ms: 0, rate: undefined };
-  if (nats) {
+  if (nats && target.nats && target.streams) {
     let events = prefillEvents;
     if (events === undefined && prefillSeconds > 0) {
       log(`calibrating: ${clients} clients for ${calibrateS} s to measure the events stored per s`);
@@ -168,7 +195,7 @@ try {
       prefill.rate = stored / ((Date.now() - started) / 1000);
       events = Math.round(prefill.rate * prefillSeconds);
     }
-    if (events > 0) {
+    if (events !== undefined && events > 0) {
       log(
         `prefill: ${events} events (${prefill.rate ? `${prefill.rate.toFixed(0)}/s × ${prefillSeconds} s` : "as asked"})`,
       );
@@ -188,6 +215,7 @@ try {
   // The load, sampled every interval.
   const plan = planWindows(durationS, intervalS);
   const operations = new OperationWindow();
+  /** @type {Latencies} */
   let latencyWindow = { blocking: [], streamed: [] };
   const load = loadOf(target, (op) => {
     operations.add(op);
@@ -199,35 +227,47 @@ try {
   const pgCpu = new ClusterCpuMeter();
   const processNames = target.processes().map((p) => p.name);
   const cols = columns(processNames);
+  /** @type {SoakSample[]} */
   const samples = [];
+  /** @type {Latencies[]} */
   const latencies = [];
+  /** @type {string[]} */
   let faultsThisInterval = [];
+  // What the closures below read (set above, never again).
+  const soaked = target;
+  const probes = prober;
   const servers = () => [
-    ...target.processes(),
-    ...(target.nats ? [{ name: "nats-server", pid: target.nats.pid() }] : []),
+    ...soaked.processes(),
+    ...(soaked.nats ? [{ name: "nats-server", pid: soaked.nats.pid() }] : []),
   ];
+  /**
+   * @param {string} phase
+   * @param {number} t
+   */
   const sample = async (phase, t) => {
     const percent = cpu.read(servers());
+    /** @type {Record<string, number | undefined>} */
     const rss = {};
-    for (const { name, pid } of target.processes()) rss[name] = rssMiB(pid);
+    for (const { name, pid } of soaked.processes()) rss[name] = rssMiB(pid);
+    /** @type {SoakSample} */
     const s = {
       t,
       phase,
       ops: operations.take(),
       cpu: Object.fromEntries(processNames.map((n) => [n, percent[n]])),
       rss,
-      nats: target.nats
-        ? { cpu: percent["nats-server"], rss: rssMiB(target.nats.pid()) }
+      nats: soaked.nats
+        ? { cpu: percent["nats-server"], rss: rssMiB(soaked.nats.pid()) }
         : undefined,
-      pgCpu: pgCpu.read(target.pg.pid()),
+      pgCpu: pgCpu.read(soaked.pg.pid()),
       ...(nats
         ? await nats.read().then(({ events, records, subscriptions }) => ({
             streams: { events, records },
             subscriptions,
           }))
         : {}),
-      deadTuples: await deadTuples(target.pg.url),
-      readyz: prober.take(),
+      deadTuples: await deadTuples(soaked.pg.url),
+      readyz: probes.take(),
       faults: faultsThisInterval,
     };
     faultsThisInterval = [];
@@ -251,12 +291,13 @@ try {
   const faultAt = faults.map(
     (_, i) => started + (durationS * 1000 * (i + 1)) / (faults.length + 1),
   );
+  /** @type {{ name: string, at: number, ms: number }[]} */
   const applied = [];
   const faultLoop = (async () => {
     for (let i = 0; i < faults.length && !interrupted; i++) {
-      while (Date.now() < faultAt[i] && !interrupted) await sleep(100);
+      while (Date.now() < /** @type {number} */ (faultAt[i]) && !interrupted) await sleep(100);
       if (interrupted) break;
-      const { name, apply } = faults[i];
+      const { name, apply } = /** @type {Fault} */ (faults[i]);
       const before = Date.now();
       prober.faultStarted();
       try {
@@ -315,6 +356,7 @@ try {
       "load ran its full duration": { text: `${loadSeconds.toFixed(0)} s`, pass: !interrupted },
     },
   });
+  /** @param {Record<string, number>} errors */
   const kinds = (errors) =>
     Object.entries(errors)
       .sort((a, b) => b[1] - a[1])
@@ -342,6 +384,10 @@ try {
   failed = rows.some((r) => !r.pass);
 
   const times = samples.map((s) => s.t);
+  /**
+   * @param {string} name
+   * @param {(s: SoakSample) => number | undefined} of
+   */
   const series = (name, of) => ({ name, values: samples.map(of) });
   const svg = soakChart({
     title: `pies soak: ${mode}, ${clients} clients, ${durationS} s${args.faults ? ", faults" : ""} (${stamp})`,
@@ -464,7 +510,7 @@ try {
   log(`chart: ${base}.svg; samples: ${base}.json`);
 } catch (err) {
   failed = true;
-  log(`soak failed: ${err?.stack ?? err}`);
+  log(`soak failed: ${/** @type {Error | undefined} */ (err)?.stack ?? err}`);
 } finally {
   log("cleaning up");
   await prober?.stop();

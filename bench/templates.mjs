@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // jst renders through JstSandbox (the executor's own pool, default limits, TEMPLATES_WORKERS (2)
 // workers), no servers. Build first. For each template:
 //  - renders/s, closed loop with `conc` renders in flight (1: a blocking execution's one render at
@@ -20,6 +21,9 @@ const workers = Number(process.env.TEMPLATES_WORKERS ?? 2);
 const module = process.argv[2]
   ? pathToFileURL(path.resolve(process.argv[2])).href
   : new URL("../services/executor/dist/templates/jst.js", import.meta.url).href;
+/** @import { JstSandbox as Sandbox } from "../services/executor/dist/templates/jst.js" */
+// This tree's build or another (its module typed as this tree's: the same API).
+/** @type {{ JstSandbox: typeof Sandbox }} */
 const { JstSandbox } = await import(module);
 
 const CASES = [
@@ -30,11 +34,21 @@ const CASES = [
 const data = { text: "the quarterly report of a large company, in a few words", count: 20 };
 
 let errors = 0;
+/**
+ * @param {Sandbox} sandbox
+ * @param {string} content
+ */
 const render = (sandbox, content) =>
   sandbox.render(content, data, "bench").catch(() => {
     errors++;
   });
 
+/**
+ * @param {Sandbox} sandbox
+ * @param {string} content
+ * @param {number} conc
+ * @param {number} ms
+ */
 async function loop(sandbox, content, conc, ms) {
   let done = 0;
   const end = performance.now() + ms;
@@ -54,7 +68,13 @@ async function loop(sandbox, content, conc, ms) {
   };
 }
 
+/**
+ * @param {Sandbox} sandbox
+ * @param {string} content
+ * @param {number} count at least one
+ */
 async function spacedLatency(sandbox, content, count) {
+  /** @type {number[]} */
   const us = [];
   for (let i = 0; i < count; i++) {
     await sleep(2);
@@ -62,13 +82,15 @@ async function spacedLatency(sandbox, content, count) {
     await render(sandbox, content);
     us.push((performance.now() - start) * 1000);
   }
-  return us.sort((a, b) => a - b)[Math.floor(us.length / 2)];
+  return /** @type {number} */ (us.sort((a, b) => a - b)[Math.floor(us.length / 2)]);
 }
 
 const sandbox = await JstSandbox.create({ timeoutMs: 100, memoryBytes: 16 * 1024 * 1024 }, workers);
 try {
   console.log("case                 conc   renders/s (each run)            median   CPU µs/render");
-  const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  /** @param {number[]} values at least one (TEMPLATES_ROUNDS ≥ 1) */
+  const median = (values) =>
+    /** @type {number} */ ([...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]);
   for (const { name, content } of CASES) {
     for (const conc of [1, 16]) {
       await loop(sandbox, content, conc, 300);

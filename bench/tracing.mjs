@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // What tracing costs (npm run bench:tracing): the same blocking execution through two edges
 // (gateway + executor in one process) on one stack (catalog, runs, PostgreSQL, NATS), one with
 // tracing off (no OTEL_EXPORTER_OTLP_ENDPOINT: nothing installed) and one exporting every span
@@ -21,11 +22,19 @@ import { runCell } from "./lib/load.mjs";
 import { modes } from "./lib/modes.mjs";
 import { percentile } from "./lib/stats.mjs";
 
+/** @import { AddressInfo } from "node:net" */
+/** @import { ManagedProcess, Stack } from "@pies/testkit" */
+
+/**
+ * @param {string} name
+ * @param {number} fallback
+ */
 const int = (name, fallback) => Number(process.env[name] ?? fallback);
 const concurrency = (process.env.BENCH_CONCURRENCY ?? "1,16").split(",").map(Number);
 const durationMs = int("BENCH_DURATION_MS", 5000);
 const warmupMs = int("BENCH_WARMUP_MS", 1500);
 const rounds = int("BENCH_ROUNDS", 2);
+/** @param {string} m */
 const log = (m) => process.stderr.write(`[bench:tracing] ${m}\n`);
 
 // An OTLP/HTTP sink that reads and drops what it is sent, counting the exports.
@@ -38,14 +47,16 @@ const sink = createServer((req, res) => {
     res.writeHead(200, { "content-type": "application/json" }).end("{}");
   });
 });
-await new Promise((resolve) => sink.listen(0, "127.0.0.1", resolve));
-const sinkUrl = `http://127.0.0.1:${sink.address().port}`;
+await /** @type {Promise<void>} */ (new Promise((resolve) => sink.listen(0, "127.0.0.1", resolve)));
+const sinkUrl = `http://127.0.0.1:${/** @type {AddressInfo} */ (sink.address()).port}`;
 
 const fakeKey = "sk-bench-upstream";
 const fake = await startFakeInWorker({ apiKey: fakeKey, latencyMs: 0, maxRecordedRequests: 0 });
 const db = await createTestDatabase("bench_tracing");
 const stream = createTestStream();
+/** @type {ManagedProcess[]} */
 const started = [];
+/** @type {Stack | undefined} */
 let stack;
 try {
   log("starting the stack and two edges (tracing off, tracing on)");
@@ -54,14 +65,19 @@ try {
     natsEnv: stream.env,
     env: { PIES_ALLOWED_ENDPOINTS: "loopback" },
   });
+  const running = stack;
+  /**
+   * @param {string} name
+   * @param {Record<string, string>} env
+   */
   const edge = async (name, env) => {
     const port = await freePort();
     const proc = startProcess(name, "embedded/dist/edge-main.js", {
       ...stream.env,
       HOST: "127.0.0.1",
       PORT: String(port),
-      CATALOG_URL: stack.catalogUrl,
-      RUNS_URL: stack.runsUrl,
+      CATALOG_URL: running.catalogUrl,
+      RUNS_URL: running.runsUrl,
       PIES_ALLOWED_ENDPOINTS: "loopback",
       ...env,
     });
@@ -108,11 +124,12 @@ try {
     off: await edge("edge-off", {}),
     on: await edge("edge-on", { OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl }),
   };
+  /** @type {Record<string, { latencies: number[], wallMs: number, errors: number }>} */
   const results = {};
   const stop = new AbortController().signal;
   for (let round = 0; round < rounds; round++) {
     for (const c of concurrency) {
-      for (const variant of ["off", "on"]) {
+      for (const variant of /** @type {const} */ (["off", "on"])) {
         const ctx = {
           gatewayUrl: targets[variant],
           apiKey: key,
@@ -138,11 +155,18 @@ try {
       }
     }
   }
+  /** @param {string} cell `<variant> c=<concurrency>`, measured in each round */
+  const resultOf = (cell) => results[cell] ?? { latencies: [], wallMs: 0, errors: 0 };
+  /**
+   * @param {number | undefined} v undefined: no successful request to take it from
+   * @param {number} digits
+   */
+  const fixed = (v, digits) => (v === undefined ? "-" : v.toFixed(digits));
   const rows = [];
   for (const c of concurrency) {
-    const off = results[`off c=${c}`];
+    const off = resultOf(`off c=${c}`);
     for (const variant of ["off", "on"]) {
-      const r = results[`${variant} c=${c}`];
+      const r = resultOf(`${variant} c=${c}`);
       const sorted = [...r.latencies].sort((a, b) => a - b);
       const rps = r.latencies.length / (r.wallMs / 1000);
       const offRps = off.latencies.length / (off.wallMs / 1000);
@@ -152,7 +176,7 @@ try {
         50,
       );
       rows.push(
-        `| ${variant.padEnd(3)} | ${String(c).padStart(3)} | ${p50.toFixed(2).padStart(7)} | ${percentile(sorted, 99).toFixed(2).padStart(7)} | ${rps.toFixed(0).padStart(6)} | ${(p50 - offP50).toFixed(2).padStart(9)} | ${(rps / offRps).toFixed(2).padStart(8)} | ${String(r.errors).padStart(6)} |`,
+        `| ${variant.padEnd(3)} | ${String(c).padStart(3)} | ${fixed(p50, 2).padStart(7)} | ${fixed(percentile(sorted, 99), 2).padStart(7)} | ${rps.toFixed(0).padStart(6)} | ${fixed(p50 === undefined || offP50 === undefined ? undefined : p50 - offP50, 2).padStart(9)} | ${(rps / offRps).toFixed(2).padStart(8)} | ${String(r.errors).padStart(6)} |`,
       );
     }
   }

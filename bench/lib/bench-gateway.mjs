@@ -1,4 +1,16 @@
+// @ts-check
 // The real gateway of a bench, in its own process, in front of a stub of the other services.
+
+/** @import { ConnectRouter } from "@connectrpc/connect" */
+
+/**
+ * Tells the parent (the bench that forked this process, with an IPC channel) something.
+ * @param {unknown} message
+ */
+function toParent(message) {
+  if (!process.send) throw new Error("not forked by a bench: no IPC channel to the parent");
+  process.send(message);
+}
 
 /** The member key's principal that the stubs' catalog answers for every key. */
 export async function benchPrincipal() {
@@ -18,6 +30,7 @@ export async function benchPrincipal() {
 /**
  * The stub: a real Connect HTTP/2 server (serveConnect) with the given routes, in this process;
  * tells the parent its URL and stops when the parent disconnects.
+ * @param {(router: ConnectRouter) => void} routes
  */
 export async function serveBenchStub(routes) {
   const { serveConnect } = await import("@pies/common/server");
@@ -31,7 +44,7 @@ export async function serveBenchStub(routes) {
     isReady: async () => true,
     routes,
   });
-  process.send({ url: server.url });
+  toParent({ url: server.url });
   process.on("disconnect", () => void server.close(0).then(() => process.exit(0)));
 }
 
@@ -40,8 +53,14 @@ export async function serveBenchStub(routes) {
  * against the Connect stub at `stubUrl`, tells the parent its URL, answers "cpu" messages with its
  * CPU time so far, and closes (rather than being killed: --cpu-prof writes its profile then) when
  * the parent disconnects. `rateLimitPerMinute` 0 turns the rate limit off.
+ * @param {object} options
+ * @param {string} options.build
+ * @param {string} options.stubUrl
+ * @param {number} options.rateLimitPerMinute
  */
 export async function serveBenchGateway({ build, stubUrl, rateLimitPerMinute }) {
+  // A build given at run time, maybe of another version of gateway/src: its modules are whatever
+  // that build exports (typed any), not this tree's declarations.
   const { createGateway } = await import(`${build}/app.js`);
   const config = await import(`${build}/config.js`);
   const { gatewayOptions } = config;
@@ -70,7 +89,7 @@ export async function serveBenchGateway({ build, stubUrl, rateLimitPerMinute }) 
   process.on("message", (msg) => {
     if (msg === "cpu") {
       const { user, system } = process.cpuUsage();
-      process.send({
+      toParent({
         cpuUs: user + system,
         systemUs: system,
         atUs: Number(process.hrtime.bigint() / 1000n),
@@ -78,5 +97,5 @@ export async function serveBenchGateway({ build, stubUrl, rateLimitPerMinute }) 
     }
   });
   process.on("disconnect", () => void app.close().then(() => process.exit(0)));
-  process.send({ url });
+  toParent({ url });
 }

@@ -1,3 +1,4 @@
+// @ts-check
 import { readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import { performance } from "node:perf_hooks";
@@ -9,16 +10,26 @@ import { performance } from "node:perf_hooks";
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
-/** The fields of /proc/<pid>/stat after the command name (state, ppid, …); throws if gone. */
+/**
+ * The fields of /proc/<pid>/stat after the command name (state, ppid, …); throws if gone.
+ * @param {number | string | undefined} pid
+ */
 function statFields(pid) {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
 }
 
-/** utime + stime from statFields. */
+/**
+ * utime + stime from statFields.
+ * @param {string[]} fields
+ */
 const cpuTicks = (fields) => Number(fields[11]) + Number(fields[12]);
 
-/** A process's CPU (utime + stime) in clock ticks; undefined when it is gone or unreadable. */
+/**
+ * A process's CPU (utime + stime) in clock ticks; undefined when it is gone or unreadable.
+ * @param {number | string | undefined} pid
+ * @returns {number | undefined}
+ */
 export function processTicks(pid) {
   try {
     return cpuTicks(statFields(pid));
@@ -27,13 +38,18 @@ export function processTicks(pid) {
   }
 }
 
-/** processTicks, 0 for a process that is gone or unreadable (or not named: NaN). */
+/**
+ * processTicks, 0 for a process that is gone or unreadable (or not named: NaN).
+ * @param {number | string | undefined} pid
+ */
 export const ticksOf = (pid) => processTicks(pid) ?? 0;
 
 /**
  * The ticks of one PostgreSQL cluster by pid: the postmaster `pgPid` and each of its children
  * (backends come and go: one new since a reading counts from 0 in ticksSince). Each process's
  * parent and ticks come from one reading of its stat.
+ * @param {number} pgPid
+ * @returns {Map<number, number>}
  */
 export function clusterTicks(pgPid) {
   const out = new Map([[pgPid, ticksOf(pgPid)]]);
@@ -49,16 +65,25 @@ export function clusterTicks(pgPid) {
   return out;
 }
 
-/** The ticks spent between two readings of clusterTicks. */
+/**
+ * The ticks spent between two readings of clusterTicks.
+ * @param {Map<number, number>} before
+ * @param {Map<number, number>} after
+ */
 export function ticksSince(before, after) {
   let ticks = 0;
   for (const [pid, v] of after) ticks += v - (before.get(pid) ?? 0);
   return ticks;
 }
 
-/** Ticks per pid of every process whose command name is one of `names` (name -> Map(pid, ticks)). */
+/**
+ * Ticks per pid of every process whose command name is one of `names` (name -> Map(pid, ticks)).
+ * @param {string[]} names
+ * @returns {Map<string, Map<string, number>>}
+ */
 function ticksByName(names) {
-  const out = Object.fromEntries(names.map((n) => [n, new Map()]));
+  /** @type {Map<string, Map<string, number>>} */
+  const out = new Map(names.map((n) => [n, new Map()]));
   let pids;
   try {
     pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
@@ -72,9 +97,10 @@ function ticksByName(names) {
     } catch {
       continue;
     }
-    if (!(comm in out)) continue;
+    const byPid = out.get(comm);
+    if (!byPid) continue;
     const ticks = processTicks(pid);
-    if (ticks !== undefined) out[comm].set(pid, ticks);
+    if (ticks !== undefined) byPid.set(pid, ticks);
   }
   return out;
 }
@@ -93,7 +119,17 @@ function machineTimes() {
   return { busy, total };
 }
 
-/** Starts a measurement over `processes` ([{name, child}]); the returned function ends it. */
+/**
+ * CPU during a measured phase: % of one core by name (pies' processes, postgres, nats, bench,
+ * other), and the machine's busy %.
+ * @typedef {{ processPercent: Record<string, number>, machineBusyPercent: number | undefined }} CpuSample
+ */
+
+/**
+ * Starts a measurement over `processes` ([{name, child}]); the returned function ends it.
+ * @param {{ name: string, child: { pid?: number } }[]} processes
+ * @returns {() => CpuSample | undefined}
+ */
 export function startCpuSample(processes) {
   const started = performance.now();
   const self = process.cpuUsage();
@@ -103,20 +139,24 @@ export function startCpuSample(processes) {
   return () => {
     const seconds = (performance.now() - started) / 1000;
     if (seconds <= 0) return undefined;
+    /** @type {Record<string, number>} */
     const percent = {};
     processes.forEach((p, i) => {
       const after = processTicks(p.child.pid);
-      if (after !== undefined && before[i] !== undefined) {
-        percent[p.name] = Math.round(((after - before[i]) / TICKS_PER_SECOND / seconds) * 100);
+      const ticksBefore = before[i];
+      if (after !== undefined && ticksBefore !== undefined) {
+        percent[p.name] = Math.round(((after - ticksBefore) / TICKS_PER_SECOND / seconds) * 100);
       }
     });
     const serversAfter = ticksByName(Object.keys(SERVERS));
     for (const [comm, label] of Object.entries(SERVERS)) {
       let ticks = 0;
+      // ticksByName has a map for each name asked.
+      const now = serversAfter.get(comm) ?? new Map();
+      const then = serversBefore.get(comm) ?? new Map();
       // A process started during the phase counts from 0 (its whole life is inside the phase).
-      for (const [pid, after] of serversAfter[comm])
-        ticks += after - (serversBefore[comm].get(pid) ?? 0);
-      if (serversAfter[comm].size > 0) {
+      for (const [pid, after] of now) ticks += after - (then.get(pid) ?? 0);
+      if (now.size > 0) {
         percent[label] = Math.round((ticks / TICKS_PER_SECOND / seconds) * 100);
       }
     }

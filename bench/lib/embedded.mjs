@@ -1,7 +1,23 @@
+// @ts-check
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { freePort, startProcess } from "@pies/testkit";
+
+/** @import { ManagedProcess } from "@pies/testkit" */
+
+/**
+ * The embedded process, once it has printed its URL and key.
+ * @typedef {object} Embedded
+ * @property {string} url the origin (without /api/v1)
+ * @property {string} apiKey the key it seeded
+ * @property {string} dataDir its PIES_DATA_DIR
+ * @property {ManagedProcess} process
+ * @property {() => string} output
+ * @property {() => boolean} kill SIGKILL at once
+ * @property {(graceMs?: number) => Promise<number | NodeJS.Signals | null>} stop SIGTERM, SIGKILL
+ *   after graceMs; then the data directory goes. Resolves with the exit code or signal.
+ */
 
 /**
  * pies' embedded mode (`node embedded/dist/main.js`, what `npm start` runs): gateway, catalog,
@@ -14,6 +30,13 @@ import { freePort, startProcess } from "@pies/testkit";
  * sends SIGKILL at once (for exits that cannot wait; the directory stays). On failure the process
  * is stopped, the directory removed, and the error carries the process's output. `env` adds to its
  * environment (e.g. DATABASE_URL: a real PostgreSQL instead of PGlite).
+ * @param {object} options
+ * @param {string[]} [options.launcher]
+ * @param {string[]} [options.nodeArgs]
+ * @param {number} [options.timeoutMs]
+ * @param {AbortSignal} [options.signal]
+ * @param {Record<string, string>} [options.env]
+ * @returns {Promise<Embedded>}
  */
 export async function startEmbedded({
   launcher = [],
@@ -39,10 +62,13 @@ export async function startEmbedded({
     nodeArgs,
     launcher,
   );
+  /** @type {Promise<number | NodeJS.Signals | null> | undefined} */
   let stopping;
   const embedded = {
-    url: undefined,
-    apiKey: undefined,
+    /** Set once it has started. */
+    url: "",
+    /** Set once it has started. */
+    apiKey: "",
     dataDir,
     process: managed,
     output: managed.output,
@@ -57,12 +83,19 @@ export async function startEmbedded({
     },
   };
   try {
+    const stdout = /** @type {import("node:stream").Readable} */ (managed.child.stdout);
+    /** @type {{ url: string, apiKey: string }} */
     const { url, apiKey } = await new Promise((resolve, reject) => {
       let text = "";
+      /**
+       * @template T
+       * @param {(value: T) => void} fn
+       * @param {T} value
+       */
       const done = (fn, value) => {
         clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
-        managed.child.stdout.off("data", onData);
+        stdout.off("data", onData);
         fn(value);
       };
       const timer = setTimeout(
@@ -70,9 +103,10 @@ export async function startEmbedded({
         timeoutMs,
       );
       const onAbort = () =>
-        done(reject, new Error(`stopped while the embedded process started: ${signal.reason}`));
+        done(reject, new Error(`stopped while the embedded process started: ${signal?.reason}`));
       signal?.addEventListener("abort", onAbort, { once: true });
       // main.js writes "pies is running at <url>/api/v1" and "API key: <key>" to stdout.
+      /** @param {Buffer} chunk */
       const onData = (chunk) => {
         text += chunk.toString();
         const running = /pies is running at (\S+)/.exec(text)?.[1];
@@ -80,7 +114,7 @@ export async function startEmbedded({
         if (running && key)
           done(resolve, { url: running.replace(/\/api\/v1\/?$/, ""), apiKey: key });
       };
-      managed.child.stdout.on("data", onData);
+      stdout.on("data", onData);
       void managed.exited.then((code) =>
         done(
           reject,
@@ -93,6 +127,6 @@ export async function startEmbedded({
     return embedded;
   } catch (err) {
     await embedded.stop(2_000);
-    throw new Error(`${err.message}\n${managed.output()}`);
+    throw new Error(`${/** @type {Error} */ (err).message}\n${managed.output()}`);
   }
 }

@@ -1,19 +1,23 @@
+// @ts-check
 // Runs the fake OpenAI upstream on its own event loop (a worker thread), so the load generator's
 // event loop in the main thread does not delay the upstream's answers, and the other way round.
 import { EventEmitter } from "node:events";
 import { parentPort, workerData } from "node:worker_threads";
 import { startFakeOpenAI } from "@pies/testkit";
 
+if (!parentPort) throw new Error("fake-worker.mjs runs as a worker thread (see fake.mjs)");
+const parent = parentPort;
+
 // The fake adds (and later removes) one abort listener per pending delay on a shared shutdown
 // signal, so above 10 concurrent requests node prints a MaxListenersExceededWarning that is not a
 // leak. This setting is per worker, so it only affects the fake.
 EventEmitter.defaultMaxListeners = 0;
 const fake = await startFakeOpenAI(workerData);
-parentPort.on("message", async (message) => {
+parent.on("message", async (message) => {
   if (message === "close") {
     await fake.close();
-    parentPort.postMessage({ closed: true });
-    parentPort.close();
+    parent.postMessage({ closed: true });
+    parent.close();
   }
 });
-parentPort.postMessage({ url: fake.url, port: fake.port });
+parent.postMessage({ url: fake.url, port: fake.port });

@@ -1,11 +1,18 @@
+// @ts-check
 import { Worker } from "node:worker_threads";
+
+/** @import { FakeOpenAIOptions } from "@pies/testkit" */
 
 /**
  * startFakeOpenAI in a worker thread. Resolves to { url, port, close() }; close() closes the server
  * (destroying keep-alive sockets) and ends the worker, terminating it if it does not answer.
+ * @param {Omit<FakeOpenAIOptions, "respond">} options without `respond`: a function cannot be
+ *   handed to a worker thread
+ * @returns {Promise<{ url: string, port: number, close(): Promise<void> }>}
  */
 export async function startFakeInWorker(options) {
   const worker = new Worker(new URL("./fake-worker.mjs", import.meta.url), { workerData: options });
+  /** @type {{ url: string, port: number }} */
   const started = await new Promise((resolve, reject) => {
     worker.once("message", resolve);
     worker.once("error", reject);
@@ -13,6 +20,7 @@ export async function startFakeInWorker(options) {
       reject(new Error(`fake upstream worker exited with code ${code}`)),
     );
   });
+  /** @type {Promise<void> | undefined} */
   let closing;
   return {
     url: started.url,

@@ -1,3 +1,4 @@
+// @ts-check
 import { Agent, request } from "undici";
 
 /**
@@ -11,9 +12,19 @@ import { Agent, request } from "undici";
 const agent = new Agent({ keepAliveTimeout: 30_000, pipelining: 1 });
 
 /**
+ * @typedef {object} SendOptions
+ * @property {import("undici").Dispatcher.HttpMethod} [method] GET by default
+ * @property {Record<string, string | undefined>} [headers] those undefined are not sent
+ * @property {string} [body]
+ * @property {AbortSignal} [signal]
+ */
+
+/**
  * Sends one request; resolves to { status, ok, body, text(), json() } where body is the response
  * body as an async iterable of bytes. Every answer's body must be read or dumped (text() does),
  * or its connection is not reused.
+ * @param {string} url
+ * @param {SendOptions} [options]
  */
 export async function send(url, { method = "GET", headers, body, signal } = {}) {
   const response = await request(url, { method, headers, body, signal, dispatcher: agent });

@@ -1,4 +1,7 @@
+// @ts-check
 import { performance } from "node:perf_hooks";
+
+/** @import { Sample } from "./modes.mjs" */
 
 /**
  * Closed-loop load: `concurrency` workers each send one request after another. A warm-up phase
@@ -7,6 +10,17 @@ import { performance } from "node:perf_hooks";
  * onMeasure() is called as the measured phase starts and returns a function called as it ends
  * (used for CPU accounting). Requests that fail because `stop` aborted them are not samples (they
  * are counted in `interrupted`). Returns { samples, interrupted, wallMs, stoppedEarly, measured }.
+ * @template [M=unknown] what onMeasure's returned function returns (e.g. a CPU sample)
+ * @param {object} cell
+ * @param {(signal: AbortSignal) => Promise<Sample>} cell.request one request; never throws
+ * @param {number} cell.concurrency
+ * @param {number} cell.warmupMs
+ * @param {number} cell.durationMs
+ * @param {number} cell.maxRequests
+ * @param {number} cell.requestTimeoutMs
+ * @param {AbortSignal} cell.stop
+ * @param {() => () => M} [cell.onMeasure]
+ * @returns {Promise<{ samples: Sample[], interrupted: number, wallMs: number, stoppedEarly: boolean, measured?: M }>}
  */
 export async function runCell({
   request,
@@ -18,7 +32,12 @@ export async function runCell({
   stop,
   onMeasure,
 }) {
+  /**
+   * @param {number} ms
+   * @param {boolean} record
+   */
   const phase = async (ms, record) => {
+    /** @type {Sample[]} */
     const samples = [];
     const started = performance.now();
     const end = started + ms;

@@ -1,3 +1,4 @@
+// @ts-check
 import { performance } from "node:perf_hooks";
 import { readSseIncrementally } from "@pies/testkit";
 import { send } from "./http.mjs";
@@ -14,29 +15,101 @@ import { send } from "./http.mjs";
  * upstream; portkey goes through Portkey's gateway, which forwards it to the fake.
  */
 
+/**
+ * One request's outcome, what every mode resolves to.
+ * @typedef {object} Sample
+ * @property {boolean} ok
+ * @property {number} latencyMs
+ * @property {number} [ttfcMs] time to the first content chunk (streamed modes)
+ * @property {Record<string, number>} [phases] a breakdown in ms from the start (pies streamed:
+ *   createMs, headersMs)
+ * @property {string} [error]
+ * @property {string} [runId]
+ */
+
+/**
+ * One pies (the four-process stack, the edge or the embedded mode) as the pies modes call it.
+ * @typedef {object} PiesTarget
+ * @property {string} gatewayUrl
+ * @property {string} apiKey
+ * @property {string} interactionId
+ * @property {string} text
+ * @property {string} [traceparent] sent with each request (bench:hops)
+ */
+
+/**
+ * What the modes call: each mode reads its part (the direct and portkey modes the upstream's
+ * fields, a pies mode its target), so a caller gives only what its modes need.
+ * @typedef {object} ModeContext
+ * @property {string} [fakeUrl]
+ * @property {string} [fakeKey]
+ * @property {string} [model]
+ * @property {string} [text]
+ * @property {string} [portkeyUrl]
+ * @property {PiesTarget} [pies]
+ * @property {PiesTarget} [edge]
+ * @property {PiesTarget} [embedded]
+ */
+
+/** @typedef {(ctx: ModeContext, signal: AbortSignal) => Promise<Sample>} Mode */
+
+/**
+ * A chat completion's URL and headers (a header left undefined, of a field the context lacks, is
+ * not sent).
+ * @typedef {{ url: string, headers: Record<string, string | undefined> }} ChatTarget
+ */
+
+/** @typedef {{ status: number, text(): Promise<string> }} Answer */
+
+/** @param {string} text */
 const snippet = (text) => text.replace(/\s+/g, " ").slice(0, 300);
 
+/** @param {Error} e why a body could not be read */
+const unreadable = (e) => `<body unreadable: ${e.message}>`;
+
+/**
+ * @param {number} started
+ * @param {string} error
+ * @returns {Sample}
+ */
 function failure(started, error) {
   return { ok: false, latencyMs: performance.now() - started, error };
 }
 
-function describe(err, signal) {
+/**
+ * What a request may throw: an Error (undici's, with a system error as its cause) or anything.
+ * @typedef {{ name?: string, message?: string, cause?: { code?: string, message?: string } }} Thrown
+ */
+
+/**
+ * @param {unknown} thrown
+ * @param {AbortSignal} [signal]
+ */
+function describe(thrown, signal) {
   if (signal?.aborted) return `aborted: ${signal.reason?.message ?? signal.reason ?? "deadline"}`;
+  const err = /** @type {Thrown | null | undefined} */ (thrown);
   const cause = err?.cause ? ` (${err.cause.code ?? ""} ${err.cause.message ?? err.cause})` : "";
   return `${err?.name ?? "Error"}: ${err?.message ?? String(err)}${cause}`;
 }
 
+/**
+ * @param {string} what
+ * @param {Answer} response
+ */
 async function httpError(what, response) {
-  const body = await response.text().catch((e) => `<body unreadable: ${e.message}>`);
+  const body = await response.text().catch(unreadable);
   return `${what} HTTP ${response.status}: ${snippet(body)}`;
 }
 
 /**
  * A pies error answer and the run it names, if any: a failed execution answers 502/504 with the
  * run in `details.run_id`; a run that ended but is not recorded yet answers 503 naming it.
+ * @param {string} what
+ * @param {Answer} response
  */
 async function piesError(what, response) {
-  const body = await response.text().catch((e) => `<body unreadable: ${e.message}>`);
+  const body = await response.text().catch(unreadable);
+  /** @type {string | undefined} */
   let runId;
   try {
     const json = JSON.parse(body);
@@ -49,6 +122,10 @@ async function piesError(what, response) {
   return { error: `${what} HTTP ${response.status}: ${snippet(body)}`, runId };
 }
 
+/**
+ * @param {ModeContext} ctx
+ * @param {boolean} stream
+ */
 function chatBody(ctx, stream) {
   return {
     model: ctx.model,
@@ -57,15 +134,24 @@ function chatBody(ctx, stream) {
   };
 }
 
+/** @param {ModeContext} ctx */
 function fakeHeaders(ctx) {
   return { "content-type": "application/json", authorization: `Bearer ${ctx.fakeKey}` };
 }
 
-/** Where a chat completion goes: straight to the fake, or through Portkey to the fake. */
+/**
+ * Where a chat completion goes: straight to the fake, or through Portkey to the fake.
+ * @param {ModeContext} ctx
+ * @returns {ChatTarget}
+ */
 function directTarget(ctx) {
   return { url: `${ctx.fakeUrl}/chat/completions`, headers: fakeHeaders(ctx) };
 }
 
+/**
+ * @param {ModeContext} ctx
+ * @returns {ChatTarget}
+ */
 function portkeyTarget(ctx) {
   return {
     url: `${ctx.portkeyUrl}/v1/chat/completions`,
@@ -77,6 +163,10 @@ function portkeyTarget(ctx) {
   };
 }
 
+/**
+ * @param {PiesTarget} ctx
+ * @returns {Record<string, string>}
+ */
 function piesHeaders(ctx, json = true) {
   return {
     authorization: `Bearer ${ctx.apiKey}`,
@@ -86,6 +176,12 @@ function piesHeaders(ctx, json = true) {
   };
 }
 
+/**
+ * @param {ModeContext} ctx
+ * @param {ChatTarget} target
+ * @param {AbortSignal} signal
+ * @returns {Promise<Sample>}
+ */
 async function chatBlocking(ctx, target, signal) {
   const started = performance.now();
   try {
@@ -96,7 +192,7 @@ async function chatBlocking(ctx, target, signal) {
       signal,
     });
     if (!response.ok) return failure(started, await httpError("chat/completions", response));
-    const body = await response.json();
+    const body = /** @type {ChatCompletion | null} */ (await response.json());
     const latencyMs = performance.now() - started;
     if (typeof body?.choices?.[0]?.message?.content !== "string") {
       return failure(
@@ -110,10 +206,29 @@ async function chatBlocking(ctx, target, signal) {
   }
 }
 
+/**
+ * The parts of a chat completion (the upstream's answer) the modes look at.
+ * @typedef {{ choices?: { message?: { content?: unknown } }[] }} ChatCompletion
+ * @typedef {{ choices?: { delta?: { content?: unknown } }[] }} ChatCompletionChunk
+ */
+
+/**
+ * The parts of a run (pies' answer: an execution's, POST /runs', a stream's close) the modes look
+ * at.
+ * @typedef {{ id?: unknown, status?: unknown, result?: unknown, error?: unknown }} RunAnswer
+ */
+
 /** The request's cache policy of the cached modes: after the first, every execution is a hit. */
 const CACHED = { cache_policy: { type: "cache", ttl: 3600 } };
 
+/**
+ * @param {PiesTarget | undefined} ctx
+ * @param {AbortSignal} signal
+ * @returns {Promise<Sample>}
+ */
 async function piesBlocking(ctx, signal, cached = false) {
+  // Before the clock starts: the measured request is as it was.
+  if (!ctx) return failure(performance.now(), "no pies target in the context");
   const started = performance.now();
   try {
     const response = await send(
@@ -129,7 +244,7 @@ async function piesBlocking(ctx, signal, cached = false) {
       const { error, runId } = await piesError("execute", response);
       return { ...failure(started, error), runId };
     }
-    const run = await response.json();
+    const run = /** @type {RunAnswer | null} */ (await response.json());
     const latencyMs = performance.now() - started;
     const runId = typeof run?.id === "string" ? run.id : undefined;
     if (run?.status !== "completed" || typeof run.result !== "string") {
@@ -144,6 +259,12 @@ async function piesBlocking(ctx, signal, cached = false) {
   }
 }
 
+/**
+ * @param {ModeContext} ctx
+ * @param {ChatTarget} target
+ * @param {AbortSignal} signal
+ * @returns {Promise<Sample>}
+ */
 async function chatStreamed(ctx, target, signal) {
   const started = performance.now();
   try {
@@ -155,8 +276,11 @@ async function chatStreamed(ctx, target, signal) {
     });
     if (!response.ok)
       return failure(started, await httpError("chat/completions (stream)", response));
+    /** @type {number | undefined} */
     let ttfcMs;
+    /** @type {number | undefined} */
     let done;
+    /** @type {string | undefined} */
     let parseError;
     await readSseIncrementally(response.body, (event) => {
       if (event.data === "[DONE]") {
@@ -165,10 +289,11 @@ async function chatStreamed(ctx, target, signal) {
       }
       if (ttfcMs !== undefined || parseError) return;
       try {
-        const chunk = JSON.parse(event.data);
+        const chunk = /** @type {ChatCompletionChunk | null} */ (JSON.parse(event.data));
         if (chunk?.choices?.[0]?.delta?.content) ttfcMs = performance.now() - started;
       } catch (err) {
-        parseError = `bad chunk JSON: ${err.message}: ${snippet(event.data)}`;
+        // JSON.parse throws SyntaxErrors only.
+        parseError = `bad chunk JSON: ${/** @type {SyntaxError} */ (err).message}: ${snippet(event.data)}`;
       }
     });
     if (parseError) return failure(started, parseError);
@@ -180,10 +305,19 @@ async function chatStreamed(ctx, target, signal) {
   }
 }
 
+/**
+ * @param {PiesTarget | undefined} ctx
+ * @param {AbortSignal} signal
+ * @returns {Promise<Sample>}
+ */
 async function piesStreamed(ctx, signal) {
+  // Before the clock starts: the measured request is as it was.
+  if (!ctx) return failure(performance.now(), "no pies target in the context");
   const started = performance.now();
   // Set once POST /runs named the run: from then on the run exists, whatever happens to its stream.
+  /** @type {string | undefined} */
   let runId;
+  /** @param {string} error */
   const fail = (error) => ({ ...failure(started, error), runId });
   try {
     const created = await send(`${ctx.gatewayUrl}/api/v1/runs`, {
@@ -201,7 +335,7 @@ async function piesStreamed(ctx, signal) {
       runId = answer.runId;
       return fail(answer.error);
     }
-    const run = await created.json();
+    const run = /** @type {RunAnswer | null} */ (await created.json());
     if (typeof run?.id !== "string") {
       return failure(started, `POST /runs 2xx without id: ${snippet(JSON.stringify(run))}`);
     }
@@ -213,9 +347,13 @@ async function piesStreamed(ctx, signal) {
     });
     if (!response.ok) return fail(await httpError("GET /runs/:id/stream", response));
     const headersMs = performance.now() - started;
+    /** @type {number | undefined} */
     let ttfcMs;
+    /** @type {number | undefined} */
     let closedAt;
+    /** @type {RunAnswer | null | undefined} */
     let final;
+    /** @type {string | undefined} */
     let streamError;
     let messages = 0;
     await readSseIncrementally(response.body, (event) => {
@@ -249,7 +387,10 @@ async function piesStreamed(ctx, signal) {
   }
 }
 
-export const modes = {
+/** @typedef {keyof typeof modes} ModeName */
+
+/** Every mode by name (BENCH_MODES names them). */
+export const modes = /** @satisfies {Record<string, Mode>} */ ({
   "direct blocking": (ctx, signal) => chatBlocking(ctx, directTarget(ctx), signal),
   "portkey blocking": (ctx, signal) => chatBlocking(ctx, portkeyTarget(ctx), signal),
   "pies blocking": (ctx, signal) => piesBlocking(ctx.pies, signal),
@@ -263,4 +404,4 @@ export const modes = {
   "pies streamed": (ctx, signal) => piesStreamed(ctx.pies, signal),
   "edge streamed": (ctx, signal) => piesStreamed(ctx.edge, signal),
   "embedded streamed": (ctx, signal) => piesStreamed(ctx.embedded, signal),
-};
+});

@@ -1,3 +1,4 @@
+// @ts-check
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 
@@ -8,14 +9,17 @@ import { readdirSync, readFileSync } from "node:fs";
  * services and are not pinned.
  */
 
-/** The CPUs this process may run on (Cpus_allowed_list), ascending. */
+/**
+ * The CPUs this process may run on (Cpus_allowed_list), ascending.
+ * @returns {number[]}
+ */
 function allowedCpus() {
   try {
     const status = readFileSync("/proc/self/status", "utf8");
     const list = /^Cpus_allowed_list:\s*(.+)$/m.exec(status)?.[1] ?? "";
     return list.split(",").flatMap((part) => {
       const [a, b] = part.split("-").map(Number);
-      if (!Number.isInteger(a)) return [];
+      if (a === undefined || !Number.isInteger(a)) return [];
       return b === undefined ? [a] : Array.from({ length: b - a + 1 }, (_, i) => a + i);
     });
   } catch {
@@ -26,6 +30,7 @@ function allowedCpus() {
 /**
  * The CPUs each thread of a process may run on (from /proc), distinct values joined by " | ",
  * e.g. "1"; undefined if unreadable.
+ * @param {number | undefined} pid
  */
 export function cpusOf(pid) {
   try {
@@ -44,18 +49,30 @@ export function cpusOf(pid) {
 }
 
 /**
+ * @typedef {{ enabled: false, note: string, launcher: string[] }
+ *   | { enabled: true, note: string, launcher: string[], loadCpu: number, sutCpu: number }} Pinning
+ */
+
+/**
  * The pinning plan: { enabled, note, loadCpu?, sutCpu?, launcher } where launcher is the command
  * prefix for the system under test (`taskset -c <sutCpu>`), empty when not pinning. On by default
  * when taskset exists and at least two CPUs are allowed; BENCH_PIN=0 turns it off.
+ * @returns {Pinning}
  */
 export function planPinning(env = process.env) {
+  /**
+   * @param {string} note
+   * @returns {Pinning}
+   */
   const off = (note) => ({ enabled: false, note, launcher: [] });
   if (env.BENCH_PIN === "0") return off("pinning off (BENCH_PIN=0)");
   const taskset = spawnSync("taskset", ["-V"], { stdio: "ignore" });
   if (taskset.error || taskset.status !== 0) return off("pinning off: taskset not found");
   const cpus = allowedCpus();
-  if (cpus.length < 2) return off(`pinning off: only ${cpus.length} CPU(s) available`);
   const [loadCpu, sutCpu] = cpus;
+  if (loadCpu === undefined || sutCpu === undefined) {
+    return off(`pinning off: only ${cpus.length} CPU(s) available`);
+  }
   return {
     enabled: true,
     loadCpu,
@@ -65,7 +82,10 @@ export function planPinning(env = process.env) {
   };
 }
 
-/** Pins every thread of this process to `cpu` (threads started later inherit it). Throws on failure. */
+/**
+ * Pins every thread of this process to `cpu` (threads started later inherit it). Throws on failure.
+ * @param {number} cpu
+ */
 export function pinSelf(cpu) {
   const result = spawnSync("taskset", ["-a", "-p", "-c", String(cpu), String(process.pid)], {
     encoding: "utf8",

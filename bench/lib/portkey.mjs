@@ -1,3 +1,4 @@
+// @ts-check
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import path from "node:path";
@@ -7,7 +8,10 @@ import path from "node:path";
  * `../shared/peers/portkey.sh PORT` (next to the repository). See /work/shared/peers/README.md.
  */
 
-/** The script's path relative to the repository root, when it exists there; otherwise undefined. */
+/**
+ * The script's path relative to the repository root, when it exists there; otherwise undefined.
+ * @param {string} repoRoot
+ */
 export function portkeyScript(repoRoot) {
   const script = path.resolve(repoRoot, "../shared/peers/portkey.sh");
   return existsSync(script) ? script : undefined;
@@ -19,28 +23,40 @@ export function portkeyScript(repoRoot) {
  * takes a while). Resolves to { url, child, output(), stop(), kill() }: stop() sends SIGTERM to the
  * group and SIGKILL after `graceMs`; kill() sends SIGKILL to the group at once (for exit paths that
  * cannot wait). On failure the group is killed and the error carries Portkey's last output lines.
+ * @param {object} options
+ * @param {string} options.script
+ * @param {number} options.port
+ * @param {string[]} [options.launcher]
+ * @param {number} options.timeoutMs
+ * @param {AbortSignal} [options.signal]
  */
 export async function startPortkey({ script, port, launcher = [], timeoutMs, signal }) {
   const argv = [...launcher, "bash", script, String(port)];
-  const child = spawn(argv[0], argv.slice(1), {
+  const child = spawn(/** @type {string} */ (argv[0]), argv.slice(1), {
     detached: true, // its own process group: the script, npm on first use, node
     stdio: ["ignore", "pipe", "pipe"],
   });
+  /** @type {string[]} */
   const lines = [];
+  /** @param {Buffer} chunk */
   const keep = (chunk) => {
     lines.push(...chunk.toString().split("\n").filter(Boolean));
     if (lines.length > 200) lines.splice(0, lines.length - 200);
   };
   child.stdout.on("data", keep);
   child.stderr.on("data", keep);
+  /** @type {number | NodeJS.Signals | undefined} */
   let exitCode;
+  /** @type {Promise<number | NodeJS.Signals>} */
   const exited = new Promise((resolve) =>
     child.once("exit", (code, sig) => {
-      exitCode = code ?? sig;
+      // One of the two is set when a process exits.
+      exitCode = /** @type {number | NodeJS.Signals} */ (code ?? sig);
       resolve(exitCode);
     }),
   );
   child.once("error", (err) => keep(Buffer.from(`spawn failed: ${err.message}`)));
+  /** @param {NodeJS.Signals} sig */
   const group = (sig) => {
     if (child.pid === undefined) return;
     try {
@@ -51,6 +67,7 @@ export async function startPortkey({ script, port, launcher = [], timeoutMs, sig
   };
   const output = () => lines.map((l) => `[portkey] ${l}`).join("\n");
   const url = `http://127.0.0.1:${port}`;
+  /** @type {Promise<number | NodeJS.Signals | undefined> | undefined} */
   let stopping;
   const peer = {
     url,
@@ -86,6 +103,6 @@ export async function startPortkey({ script, port, launcher = [], timeoutMs, sig
     }
   } catch (err) {
     await peer.stop(1_000);
-    throw new Error(`${err.message}\n${output()}`);
+    throw new Error(`${/** @type {Error} */ (err).message}\n${output()}`);
   }
 }

@@ -1,3 +1,4 @@
+// @ts-check
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 
@@ -8,10 +9,33 @@ import path from "node:path";
  */
 
 /**
+ * The parts of a V8 .cpuprofile read here (DevTools protocol's Profiler.Profile).
+ * @typedef {object} CpuProfile
+ * @property {{ id: number, callFrame: CallFrame }[]} nodes
+ * @property {number} startTime µs
+ * @property {number} endTime µs
+ * @property {number[]} samples node ids
+ * @property {number[]} timeDeltas µs since the previous sample
+ */
+
+/** @typedef {{ functionName: string, url: string, lineNumber: number }} CallFrame */
+
+/** @typedef {{ process: string, pid: number, tid: number, file: string }} ProfileFile */
+
+/**
+ * Self time by frame, summed over samples (see addSelfTimes).
+ * @typedef {object} SelfTimes
+ * @property {number} totalUs
+ * @property {Map<string, { name: string, url: string, line: number | undefined, selfUs: number }>} frames
+ */
+
+/**
  * The .cpuprofile files under `dir`/<process>/ : [{ process, pid, tid, file }] (tid 0 is the main
  * thread, others are worker threads). Node names them CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile.
+ * @param {string} dir
  */
 export function listProfiles(dir) {
+  /** @type {ProfileFile[]} */
   const out = [];
   let names;
   try {
@@ -35,6 +59,10 @@ export function listProfiles(dir) {
   return out.sort((a, b) => a.process.localeCompare(b.process) || a.pid - b.pid || a.tid - b.tid);
 }
 
+/**
+ * @param {string} file
+ * @returns {CpuProfile}
+ */
 export function loadProfile(file) {
   return JSON.parse(readFileSync(file, "utf8"));
 }
@@ -43,22 +71,29 @@ export function loadProfile(file) {
  * Adds the self time of `profile`'s samples taken in [fromUs, toUs) (whole profile when omitted)
  * to `into` ({ totalUs, frames: Map(key -> { name, url, line, selfUs }) }) and returns it. A
  * sample's time is the gap to the next sample (to endTime for the last), as DevTools counts it.
+ * @param {CpuProfile} profile
+ * @param {{ fromUs?: number, toUs?: number }} [window]
+ * @param {SelfTimes} [into]
+ * @returns {SelfTimes}
  */
 export function addSelfTimes(profile, { fromUs = -Infinity, toUs = Infinity } = {}, into) {
   const agg = into ?? { totalUs: 0, frames: new Map() };
   const byId = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
   const { samples, timeDeltas } = profile;
   let t = profile.startTime;
+  /** @type {number[]} */
   const times = new Array(samples.length);
   for (let i = 0; i < samples.length; i++) {
     t += timeDeltas[i] ?? 0;
     times[i] = t;
   }
   for (let i = 0; i < samples.length; i++) {
-    if (times[i] < fromUs || times[i] >= toUs) continue;
-    const next = i + 1 < samples.length ? times[i + 1] : profile.endTime;
-    const us = Math.max(0, Math.min(next, toUs) - times[i]);
-    const frame = byId.get(samples[i]);
+    // times has an entry per sample.
+    const time = /** @type {number} */ (times[i]);
+    if (time < fromUs || time >= toUs) continue;
+    const next = i + 1 < samples.length ? /** @type {number} */ (times[i + 1]) : profile.endTime;
+    const us = Math.max(0, Math.min(next, toUs) - time);
+    const frame = byId.get(/** @type {number} */ (samples[i]));
     if (!frame) continue;
     const key = `${frame.functionName}\u0000${frame.url}\u0000${frame.lineNumber}`;
     let entry = agg.frames.get(key);
@@ -77,7 +112,11 @@ export function addSelfTimes(profile, { fromUs = -Infinity, toUs = Infinity } = 
   return agg;
 }
 
-/** A url as something readable: a package path from node_modules, or a repository path. */
+/**
+ * A url as something readable: a package path from node_modules, or a repository path.
+ * @param {string} url
+ * @param {string} [repoRoot]
+ */
 export function shortUrl(url, repoRoot) {
   if (!url) return "";
   let u = url.replace(/^file:\/\//, "");
@@ -90,11 +129,14 @@ export function shortUrl(url, repoRoot) {
 /**
  * The top `limit` frames by self time: [{ name, where, selfMs, selfPercent }], plus busyPercent
  * (all but "(idle)") and totalMs. Percentages are of all sampled time in the window.
+ * @param {SelfTimes} agg
+ * @param {{ limit?: number, repoRoot?: string }} [options]
  */
 export function topFrames(agg, { limit = 15, repoRoot } = {}) {
   const total = agg.totalUs;
   const frames = [...agg.frames.values()].sort((a, b) => b.selfUs - a.selfUs);
   const idle = frames.filter((f) => f.name === "(idle)").reduce((n, f) => n + f.selfUs, 0);
+  /** @param {number} us */
   const pct = (us) => (total > 0 ? Number(((us / total) * 100).toFixed(1)) : 0);
   return {
     totalMs: Math.round(total / 1000),
@@ -108,7 +150,10 @@ export function topFrames(agg, { limit = 15, repoRoot } = {}) {
   };
 }
 
-/** Text lines for topFrames' result, indented. */
+/**
+ * Text lines for topFrames' result, indented.
+ * @param {ReturnType<typeof topFrames>} top
+ */
 export function formatTopFrames(top, indent = "    ") {
   const nameWidth = Math.min(48, Math.max(8, ...top.frames.map((f) => f.name.length)));
   return top.frames.map(

@@ -1,3 +1,4 @@
+// @ts-check
 // The soak's readiness prober, in a worker thread of its own: GET <url> every `everyMs`, one at a
 // time, as a Kubernetes probe does; each probe's start (Date.now()), duration and outcome is posted
 // to the parent. A thread of its own so that the load's clients, busy on the main event loop, do not
@@ -5,9 +6,15 @@
 import { performance } from "node:perf_hooks";
 import { parentPort, workerData } from "node:worker_threads";
 
+/** @import { Probe } from "./soak-sampler.mjs" */
+
+if (!parentPort)
+  throw new Error("readyz-worker.mjs runs as a worker thread (see soak-sampler.mjs)");
+const parent = parentPort;
+/** @type {{ url: string, everyMs: number, timeoutMs: number }} */
 const { url, everyMs, timeoutMs } = workerData;
 let stopped = false;
-parentPort.on("message", (message) => {
+parent.on("message", (message) => {
   if (message === "stop") stopped = true;
 });
 while (!stopped) {
@@ -20,9 +27,12 @@ while (!stopped) {
     await response.arrayBuffer();
     status = String(response.status);
   } catch (err) {
-    status = err?.name === "TimeoutError" ? "timeout" : "no answer";
+    status =
+      /** @type {Error | undefined} */ (err)?.name === "TimeoutError" ? "timeout" : "no answer";
   }
-  parentPort.postMessage({ at, ms: performance.now() - started, ok: status === "200", status });
+  /** @type {Probe} */
+  const probe = { at, ms: performance.now() - started, ok: status === "200", status };
+  parent.postMessage(probe);
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, everyMs - (Date.now() - at))));
 }
-parentPort.close();
+parent.close();

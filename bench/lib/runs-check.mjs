@@ -1,11 +1,27 @@
+// @ts-check
 import pg from "pg";
 import { api } from "./api.mjs";
+
+/**
+ * What a wait for the recorded runs saw.
+ * @typedef {object} RunsCount
+ * @property {number} expected
+ * @property {number} recorded the last count
+ * @property {number} waitedMs
+ * @property {Record<string, number>} byStatus
+ */
 
 /**
  * Waits (polling, at most `timeoutMs`) until the runs store (table runs.runs of the database at
  * `databaseUrl`) holds `expected` runs: recording may lag behind the answers (it is asynchronous).
  * Stops waiting early once there are more runs than expected (runs are never removed).
  * Resolves to { expected, recorded, waitedMs, byStatus } with the last count seen.
+ * @param {object} options
+ * @param {string} options.databaseUrl
+ * @param {number} options.expected
+ * @param {number} options.timeoutMs
+ * @param {number} [options.pollMs]
+ * @returns {Promise<RunsCount>}
  */
 export async function waitForRecordedRuns({ databaseUrl, expected, timeoutMs, pollMs = 250 }) {
   const client = new pg.Client({
@@ -19,7 +35,7 @@ export async function waitForRecordedRuns({ databaseUrl, expected, timeoutMs, po
     let recorded;
     for (;;) {
       const { rows } = await client.query("select count(*)::int as n from runs.runs");
-      recorded = rows[0].n;
+      recorded = /** @type {number} */ (rows[0].n);
       if (recorded >= expected || Date.now() - started >= timeoutMs) break;
       await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
@@ -43,6 +59,15 @@ export async function waitForRecordedRuns({ databaseUrl, expected, timeoutMs, po
  * read to the last, the runs counted by id. The list is ordered by last update, so a run updated
  * while the pages are read can move between pages: a pass may see fewer runs than there are (never
  * more, ids are counted once), and the next pass counts again. Same result shape as above.
+ * @param {object} options
+ * @param {string} options.gatewayUrl
+ * @param {string} options.apiKey
+ * @param {string} options.interactionId
+ * @param {number} options.expected
+ * @param {number} options.timeoutMs
+ * @param {number} [options.pollMs]
+ * @param {number} [options.pageSize]
+ * @returns {Promise<RunsCount>}
  */
 export async function waitForRunsViaApi({
   gatewayUrl,
@@ -54,6 +79,7 @@ export async function waitForRunsViaApi({
   pageSize = 1000,
 }) {
   const started = Date.now();
+  /** @type {Map<string, string>} run id → status */
   let seen;
   for (;;) {
     seen = new Map();
@@ -69,6 +95,7 @@ export async function waitForRunsViaApi({
     if (seen.size >= expected || Date.now() - started >= timeoutMs) break;
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
+  /** @type {Record<string, number>} */
   const byStatus = {};
   for (const status of [...seen.values()].sort()) byStatus[status] = (byStatus[status] ?? 0) + 1;
   return { expected, recorded: seen.size, waitedMs: Date.now() - started, byStatus };

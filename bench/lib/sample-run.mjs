@@ -1,3 +1,4 @@
+// @ts-check
 import { create } from "@bufbuild/protobuf";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { newId, toValue } from "@pies/common";
@@ -6,6 +7,7 @@ import { RunSchema, RunStatus } from "@pies/proto/runs";
 /**
  * A completed run as the bench's executions record it (the bench's interaction, prompt and a
  * short answer numbered `i`), with a fresh id: the record-cost scripts' sample.
+ * @param {number} i
  */
 export function benchRun(i) {
   const now = timestampNow();

@@ -1,6 +1,14 @@
+// @ts-check
 // The soak's chart: a few small panels stacked over one time axis, as a standalone SVG written by
 // hand (no browser, no dependency). Each panel is { title, unit, series: [{ name, values }] } with
 // one value per interval (undefined: no figure, the line breaks there).
+
+/**
+ * @typedef {{ title: string, unit: string, series: Series[] }} Panel
+ * @typedef {{ name: string, values: (number | undefined)[] }} Series
+ * @typedef {{ from: number, to: number, label: string, color: string }} Band a shaded span
+ * @typedef {{ at: number, label: string }} Mark a vertical line
+ */
 
 const WIDTH = 900;
 const PANEL_HEIGHT = 150;
@@ -17,19 +25,23 @@ const COLORS = [
   "#7f7f7f",
 ];
 
-const escape = (text) =>
-  String(text).replace(
-    /[&<>"]/g,
-    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c],
-  );
+/** @type {Record<string, string>} */
+const ENTITIES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" };
+/** @param {unknown} text */
+const escape = (text) => String(text).replace(/[&<>"]/g, (c) => ENTITIES[c] ?? c);
 
-/** A round upper bound for an axis (1, 2 or 5 × a power of ten) at or above `max`. */
+/**
+ * A round upper bound for an axis (1, 2 or 5 × a power of ten) at or above `max`.
+ * @param {number} max
+ */
 function niceMax(max) {
   if (!(max > 0)) return 1;
   const power = 10 ** Math.floor(Math.log10(max));
-  return [1, 2, 5, 10].map((m) => m * power).find((v) => v >= max);
+  // 10 × power is above max.
+  return [1, 2, 5, 10].map((m) => m * power).find((v) => v >= max) ?? 10 * power;
 }
 
+/** @param {number} v */
 const format = (v) =>
   v >= 10_000
     ? `${(v / 1000).toFixed(0)}k`
@@ -41,11 +53,18 @@ const format = (v) =>
  * The SVG text. `times`: seconds since the load started at each interval's end; `bands`: shaded
  * spans [{ from, to, label, color }] (warm-up, measured windows); `marks`: vertical lines
  * [{ at, label }] (faults, the load's end).
+ * @param {object} chart
+ * @param {string} chart.title
+ * @param {number[]} chart.times
+ * @param {Panel[]} chart.panels
+ * @param {Band[]} [chart.bands]
+ * @param {Mark[]} [chart.marks]
  */
 export function soakChart({ title, times, panels, bands = [], marks = [] }) {
   const plotWidth = WIDTH - MARGIN.left - MARGIN.right;
   const plotHeight = PANEL_HEIGHT - MARGIN.top - MARGIN.bottom;
   const tMax = Math.max(...times, 1);
+  /** @param {number} t */
   const x = (t) => MARGIN.left + (t / tMax) * plotWidth;
   const height = 30 + panels.length * PANEL_HEIGHT + 20;
   const out = [
@@ -56,8 +75,11 @@ export function soakChart({ title, times, panels, bands = [], marks = [] }) {
   panels.forEach((panel, index) => {
     const top = 30 + index * PANEL_HEIGHT;
     const y0 = top + MARGIN.top;
-    const all = panel.series.flatMap((s) => s.values.filter((v) => Number.isFinite(v)));
+    const all = panel.series.flatMap((s) =>
+      s.values.filter((v) => v !== undefined).filter((v) => Number.isFinite(v)),
+    );
     const yMax = niceMax(Math.max(0, ...all));
+    /** @param {number} v */
     const y = (v) => y0 + plotHeight - (v / yMax) * plotHeight;
     out.push(`<g>`);
     out.push(
@@ -107,11 +129,11 @@ export function soakChart({ title, times, panels, bands = [], marks = [] }) {
       let d = "";
       let pen = false;
       series.values.forEach((v, j) => {
-        if (!Number.isFinite(v)) {
+        if (v === undefined || !Number.isFinite(v)) {
           pen = false;
           return;
         }
-        d += `${pen ? "L" : "M"}${x(times[j]).toFixed(1)} ${y(v).toFixed(1)} `;
+        d += `${pen ? "L" : "M"}${x(/** @type {number} */ (times[j])).toFixed(1)} ${y(v).toFixed(1)} `;
         pen = true;
       });
       if (d) out.push(`<path d="${d}" fill="none" stroke="${color}" stroke-width="1.5"/>`);

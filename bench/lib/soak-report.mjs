@@ -1,3 +1,4 @@
+// @ts-check
 import { percentile } from "./stats.mjs";
 
 // The soak's figures and targets: the row of an interval, the windows the targets compare, and the
@@ -6,11 +7,50 @@ import { percentile } from "./stats.mjs";
 //   rss: {name: MiB}, nats: {cpu, rss}, pgCpu, streams: {events, records}: {messages, consumers},
 //   subscriptions, deadTuples: {table: n}, readyz: {maxMs, probes, failed, duringFault}, faults }.
 
-const fixed = (v, digits = 0) => (Number.isFinite(v) ? v.toFixed(digits) : "n/a");
+/** @import { NatsState, Ops, Readyz } from "./soak-sampler.mjs" */
+
+/**
+ * One interval of the soak, as above.
+ * @typedef {object} SoakSample
+ * @property {number} t seconds since the load started, at the interval's end
+ * @property {string} phase `load`, or after it
+ * @property {Ops} ops
+ * @property {Record<string, number | undefined>} cpu % of one core by process name
+ * @property {Record<string, number | undefined>} rss MiB by process name
+ * @property {{ cpu: number | undefined, rss: number | undefined }} [nats] nats-server's
+ * @property {number | undefined} pgCpu the PostgreSQL cluster's %
+ * @property {Pick<NatsState, "events" | "records">} [streams]
+ * @property {number} [subscriptions]
+ * @property {Record<string, number>} [deadTuples] by table
+ * @property {Readyz} [readyz]
+ * @property {string[]} faults applied in the interval
+ */
+
+/** @typedef {{ blocking: number[], streamed: number[] }} Latencies an interval's, by kind */
+
+/** @typedef {[header: string, of: (s: SoakSample) => string]} Column */
+
+/**
+ * One target's verdict.
+ * @typedef {{ target: string, first: string, last: string, value: string | number, pass: boolean }} TargetRow
+ */
+
+/**
+ * @param {number | undefined} v
+ * @param {number} [digits]
+ */
+const fixed = (v, digits = 0) =>
+  v !== undefined && Number.isFinite(v) ? v.toFixed(digits) : "n/a";
+/** @param {number[]} values */
 const sum = (values) => values.reduce((a, b) => a + b, 0);
+/** @param {number[]} values */
 const mean = (values) => (values.length ? sum(values) / values.length : undefined);
 
-/** The markdown table's columns: [header, value of a sample]. */
+/**
+ * The markdown table's columns: [header, value of a sample].
+ * @param {string[]} processNames
+ * @returns {Column[]}
+ */
 export function columns(processNames) {
   return [
     ["t s", (s) => fixed(s.t)],
@@ -21,10 +61,13 @@ export function columns(processNames) {
     ["err", (s) => fixed(s.ops.errors)],
     ["blk p50/p99 ms", (s) => `${fixed(s.ops.blocking.p50)}/${fixed(s.ops.blocking.p99)}`],
     ["str p50/p99 ms", (s) => `${fixed(s.ops.streamed.p50)}/${fixed(s.ops.streamed.p99)}`],
-    ...processNames.map((name) => [
-      `${name} cpu%/MiB`,
-      (s) => `${fixed(s.cpu[name])}/${fixed(s.rss[name])}`,
-    ]),
+    ...processNames.map(
+      (name) =>
+        /** @type {Column} */ ([
+          `${name} cpu%/MiB`,
+          (s) => `${fixed(s.cpu[name])}/${fixed(s.rss[name])}`,
+        ]),
+    ),
     ["nats cpu%/MiB", (s) => `${fixed(s.nats?.cpu)}/${fixed(s.nats?.rss)}`],
     ["pg cpu%", (s) => fixed(s.pgCpu)],
     ["ev msgs", (s) => fixed(s.streams?.events?.messages)],
@@ -40,7 +83,9 @@ export function columns(processNames) {
   ];
 }
 
+/** @param {(string | number)[]} cells */
 export const markdownRow = (cells) => `| ${cells.join(" | ")} |`;
+/** @param {string[]} headers */
 export const markdownHeader = (headers) =>
   `${markdownRow(headers)}\n${markdownRow(headers.map((h) => "-".repeat(Math.max(3, h.length))))}`;
 
@@ -52,6 +97,8 @@ export const markdownHeader = (headers) =>
  * minutes of a load: the gateway's RSS rose 147 → 257 MiB in the first 4 minutes of 64-way load
  * and then held, while its heap in use after each major GC stayed flat (57–85 MiB) — no leak, and
  * a window that took in those minutes would count the sizing as growth.
+ * @param {number} durationS
+ * @param {number} intervalS
  */
 export function planWindows(durationS, intervalS) {
   const intervals = Math.floor(durationS / intervalS);
@@ -66,6 +113,16 @@ export function planWindows(durationS, intervalS) {
  * the load's full intervals `samples`, their operations' latencies `latencies` (one
  * {blocking: [], streamed: []} per sample), the plan, the NATS baseline and the reading after the
  * load, the runs check, and what else failed.
+ * @param {object} inputs
+ * @param {SoakSample[]} inputs.samples
+ * @param {Latencies[]} inputs.latencies
+ * @param {ReturnType<typeof planWindows>} inputs.plan
+ * @param {number} inputs.intervalS
+ * @param {NatsState | undefined} inputs.baseline
+ * @param {NatsState | undefined} inputs.after
+ * @param {{ lost: number, stuck: number }} inputs.runs
+ * @param {Record<string, { text: string | number, pass: boolean }>} inputs.other
+ * @returns {TargetRow[]}
  */
 export function evaluateTargets({
   samples,
@@ -77,7 +134,15 @@ export function evaluateTargets({
   runs,
   other,
 }) {
+  /** @type {TargetRow[]} */
   const rows = [];
+  /**
+   * @param {string} target
+   * @param {string} first
+   * @param {string} last
+   * @param {string | number} value
+   * @param {boolean} pass
+   */
   const add = (target, first, last, value, pass) => rows.push({ target, first, last, value, pass });
   const from = plan.warmup;
   const usable = samples.length - from;
@@ -89,7 +154,9 @@ export function evaluateTargets({
   const last = samples.slice(samples.length - plan.window);
   const firstLat = latencies.slice(from, from + plan.window);
   const lastLat = latencies.slice(latencies.length - plan.window);
+  /** @param {SoakSample[]} window */
   const ops = (window) => sum(window.map((s) => s.ops.blocking.n + s.ops.streamed.n));
+  /** @param {SoakSample[]} window */
   const perSecond = (window) => ops(window) / (window.length * intervalS);
 
   const [t1, t2] = [perSecond(first), perSecond(last)];
@@ -101,12 +168,14 @@ export function evaluateTargets({
     t2 >= 0.9 * t1,
   );
 
-  for (const kind of ["blocking", "streamed"]) {
+  for (const kind of /** @type {const} */ (["blocking", "streamed"])) {
+    // NaN for a window without one (fixed() prints n/a, the comparison fails: as undefined did).
+    /** @param {Latencies[]} window */
     const p99 = (window) =>
       percentile(
         window.flatMap((l) => l[kind]).sort((a, b) => a - b),
         99,
-      );
+      ) ?? NaN;
     const [a, b] = [p99(firstLat), p99(lastLat)];
     add(
       `${kind} p99 last ≤ 1.5× first (ms)`,
@@ -117,9 +186,18 @@ export function evaluateTargets({
     );
   }
 
-  const names = Object.keys(samples.at(-1).rss);
+  // usable ≥ 2 windows: there is a last sample.
+  const names = Object.keys(/** @type {SoakSample} */ (samples.at(-1)).rss);
   for (const name of names) {
-    const rss = (window) => mean(window.map((s) => s.rss[name]).filter(Number.isFinite));
+    // NaN without a reading (as undefined did: n/a, and the comparison fails).
+    /** @param {SoakSample[]} window */
+    const rss = (window) =>
+      mean(
+        window
+          .map((s) => s.rss[name])
+          .filter((v) => v !== undefined)
+          .filter(Number.isFinite),
+      ) ?? NaN;
     const [a, b] = [rss(first), rss(last)];
     add(
       `${name} RSS growth ≤ 10% (MiB)`,
@@ -131,15 +209,21 @@ export function evaluateTargets({
   }
 
   // CPU time per operation (ms): the server's CPU% × the window's seconds over its operations.
+  /**
+   * @param {SoakSample[]} window
+   * @param {(s: SoakSample) => number | undefined} cpuOf
+   */
   const cpuPerOp = (window, cpuOf) => {
     const values = window.map(cpuOf);
-    if (values.some((v) => !Number.isFinite(v))) return undefined;
-    return ((sum(values) / 100) * intervalS * 1000) / ops(window);
+    if (values.some((v) => v === undefined || !Number.isFinite(v))) return undefined;
+    return ((sum(/** @type {number[]} */ (values)) / 100) * intervalS * 1000) / ops(window);
   };
-  for (const [label, cpuOf] of [
+  /** @type {[string, (s: SoakSample) => number | undefined][]} */
+  const servers = [
     ["NATS", (s) => s.nats?.cpu],
     ["PostgreSQL", (s) => s.pgCpu],
-  ]) {
+  ];
+  for (const [label, cpuOf] of servers) {
     const [a, b] = [cpuPerOp(first, cpuOf), cpuPerOp(last, cpuOf)];
     if (a === undefined || b === undefined) {
       add(`${label} CPU per op flat ±15% (ms)`, "n/a", "n/a", "n/a", true);
@@ -158,9 +242,15 @@ export function evaluateTargets({
   const probes = samples
     .slice(from)
     .map((s) => s.readyz)
-    .filter(Boolean);
-  const worst = Math.max(...probes.map((r) => r.maxMs).filter(Number.isFinite));
+    .filter((r) => r !== undefined);
+  const worst = Math.max(
+    ...probes
+      .map((r) => r.maxMs)
+      .filter((ms) => ms !== undefined)
+      .filter(Number.isFinite),
+  );
   const failedProbes = sum(probes.map((r) => r.failed));
+  /** @type {Record<string, number>} */
   const failures = {};
   for (const r of probes) {
     for (const [status, n] of Object.entries(r.failures ?? {})) {
@@ -184,12 +274,15 @@ export function evaluateTargets({
   for (const [what, value] of Object.entries(other)) add(what, "", "", value.text, value.pass);
 
   if (baseline && after) {
-    for (const [label, of] of [
+    /** @type {[string, (s: NatsState) => number | undefined][]} */
+    const figures = [
       ["event stream consumers back to baseline", (s) => s.events?.consumers],
       ["record stream consumers back to baseline", (s) => s.records?.consumers],
       ["NATS subscriptions back to baseline", (s) => s.subscriptions],
-    ]) {
-      const [a, b] = [of(baseline), of(after)];
+    ];
+    for (const [label, of] of figures) {
+      // A baseline without a reading compares as NaN (as undefined did: the target fails).
+      const [a, b] = [of(baseline) ?? NaN, of(after)];
       add(
         label,
         fixed(a),
@@ -204,7 +297,10 @@ export function evaluateTargets({
   return rows;
 }
 
-/** The targets as a markdown table. */
+/**
+ * The targets as a markdown table.
+ * @param {TargetRow[]} rows
+ */
 export function targetsTable(rows) {
   const headers = ["target", "first window", "last window", "value", "pass"];
   return [

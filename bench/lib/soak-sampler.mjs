@@ -1,3 +1,4 @@
+// @ts-check
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { Worker } from "node:worker_threads";
@@ -13,9 +14,46 @@ import { percentile } from "./stats.mjs";
 // JetStream streams' messages and consumers, the server's subscriptions, the runs tables' dead
 // tuples, and /readyz latency measured by a light client of its own.
 
+/**
+ * One readiness probe, as readyz-worker.mjs posts it.
+ * @typedef {object} Probe
+ * @property {number} at Date.now() when it started
+ * @property {number} ms
+ * @property {boolean} ok
+ * @property {string} status the HTTP status, `timeout` or `no answer`
+ */
+
+/**
+ * The probes of an interval (ReadyzProber.take).
+ * @typedef {object} Readyz
+ * @property {number | undefined} maxMs
+ * @property {number} probes
+ * @property {number} failed
+ * @property {Record<string, number>} failures the failed probes by status
+ * @property {number} duringFault probes that started while a fault was applied (not counted)
+ */
+
+/** @typedef {{ n: number, p50: number | undefined, p99: number | undefined }} OpStats */
+
+/**
+ * The operations that ended in an interval (OperationWindow.take).
+ * @typedef {{ blocking: OpStats, streamed: OpStats, reopened: number, errors: number }} Ops
+ */
+
+/**
+ * What NATS holds for pies (natsStateReader): the streams' counts, the server's subscriptions;
+ * a figure it could not read now is undefined.
+ * @typedef {{ events?: StreamCounts, records?: StreamCounts, subscriptions?: number }} NatsState
+ */
+
+/** @import { Operation, StreamCounts } from "@pies/testkit" */
+
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
-/** A process's resident set in MiB (VmRSS), undefined when it is gone. */
+/**
+ * A process's resident set in MiB (VmRSS), undefined when it is gone.
+ * @param {number | undefined} pid
+ */
 export function rssMiB(pid) {
   try {
     const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
@@ -30,19 +68,24 @@ export function rssMiB(pid) {
  * time (started, or restarted after a kill) counts from 0: its whole life is in the interval.
  */
 export class CpuMeter {
-  #last = new Map(); // name -> { pid, ticks }
+  /** @type {Map<string, { pid: number, ticks: number }>} */
+  #last = new Map();
   #at = performance.now();
 
-  /** `processes`: [{ name, pid }]. Returns { name: percent } since the previous call. */
+  /**
+   * `processes`: [{ name, pid }]. Returns { name: percent } since the previous call.
+   * @param {{ name: string, pid: number | undefined }[]} processes
+   */
   read(processes) {
     const now = performance.now();
     const seconds = (now - this.#at) / 1000;
     this.#at = now;
+    /** @type {Record<string, number>} */
     const out = {};
     for (const { name, pid } of processes) {
       const ticks = pid === undefined ? undefined : processTicks(pid);
       const last = this.#last.get(name);
-      if (ticks === undefined) {
+      if (pid === undefined || ticks === undefined) {
         this.#last.delete(name);
         continue;
       }
@@ -56,9 +99,11 @@ export class CpuMeter {
 
 /** The PostgreSQL cluster's CPU% (the postmaster and every child) between two readings. */
 export class ClusterCpuMeter {
+  /** @type {Map<number, number> | undefined} */
   #last;
   #at = performance.now();
 
+  /** @param {number | undefined} postmasterPid */
   read(postmasterPid) {
     const now = performance.now();
     const seconds = (now - this.#at) / 1000;
@@ -80,11 +125,18 @@ export class ClusterCpuMeter {
  * failed probe counts its time to failure.
  */
 export class ReadyzProber {
+  /** @type {Probe[]} */
   #probes = [];
-  #faults = []; // [from, to] (Date.now()), `to` undefined while one is applied
+  /** @type {[from: number, to: number | undefined][]} (Date.now()), `to` undefined while one is applied */
+  #faults = [];
   #worker;
+  /** @type {Promise<void> | undefined} */
   #stopped;
 
+  /**
+   * @param {string} url
+   * @param {{ everyMs?: number, timeoutMs?: number }} [options]
+   */
   constructor(url, { everyMs = 2000, timeoutMs = 5000 } = {}) {
     this.#worker = new Worker(new URL("./readyz-worker.mjs", import.meta.url), {
       workerData: { url, everyMs, timeoutMs },
@@ -105,16 +157,18 @@ export class ReadyzProber {
   /** Stops the probes (once; later calls wait for the same). */
   stop() {
     this.#stopped ??= new Promise((resolve) => {
-      const timer = setTimeout(() => void this.#worker.terminate().then(resolve), 6000);
+      const timer = setTimeout(() => void this.#worker.terminate().then(() => resolve()), 6000);
       this.#worker.once("exit", () => (clearTimeout(timer), resolve()));
       this.#worker.postMessage("stop");
     });
     return this.#stopped;
   }
 
+  /** @returns {Readyz} */
   take() {
     const probes = this.#probes;
     this.#probes = [];
+    /** @param {number} at */
     const inFault = (at) =>
       this.#faults.some(([from, to]) => at >= from && (to === undefined || at <= to));
     const counted = probes.filter((p) => !inFault(p.at));
@@ -125,13 +179,20 @@ export class ReadyzProber {
       // The failed probes' answers by status (`503`, `timeout`, …).
       failures: counted
         .filter((p) => !p.ok)
-        .reduce((by, p) => ({ ...by, [p.status]: (by[p.status] ?? 0) + 1 }), {}),
+        .reduce(
+          (by, p) => ({ ...by, [p.status]: (by[p.status] ?? 0) + 1 }),
+          /** @type {Record<string, number>} */ ({}),
+        ),
       duringFault: probes.length - counted.length,
     };
   }
 }
 
-/** The runs schema's tables' dead tuples (pg_stat_user_tables), by table; undefined when down. */
+/**
+ * The runs schema's tables' dead tuples (pg_stat_user_tables), by table; undefined when down.
+ * @param {string} databaseUrl
+ * @returns {Promise<Record<string, number> | undefined>}
+ */
 export async function deadTuples(databaseUrl) {
   const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3000 });
   try {
@@ -151,6 +212,10 @@ export async function deadTuples(databaseUrl) {
  * The NATS server's state as pies leaves it: { streams: { events, records }: {messages,
  * consumers}, subscriptions }, from a connection of the bench's own (which reconnects across a
  * NATS restart; figures it cannot get now are left undefined). close() ends the connection.
+ * @param {object} options
+ * @param {string} options.url
+ * @param {string} options.monitorUrl
+ * @param {{ events: string, records: string }} options.streams
  */
 export async function natsStateReader({ url, monitorUrl, streams }) {
   const nc = await connect({
@@ -161,6 +226,7 @@ export async function natsStateReader({ url, monitorUrl, streams }) {
   });
   const jsm = await jetstreamManager(nc, { timeout: 5000 });
   return {
+    /** @returns {Promise<NatsState>} */
     async read() {
       const [counts, subscriptions] = await Promise.all([
         streamCounts(jsm, [streams.events, streams.records]),
@@ -178,16 +244,22 @@ export async function natsStateReader({ url, monitorUrl, streams }) {
 
 /** Operations ended in one interval: counts and latency percentiles by kind. */
 export class OperationWindow {
+  /** @type {Record<Operation["kind"], number[]>} latencies (ms) of the successful ones */
   #ops = { blocking: [], streamed: [], reopen: [] };
   #errors = 0;
 
+  /** @param {Operation} operation */
   add(operation) {
     if (!operation.ok) this.#errors++;
     else this.#ops[operation.kind].push(operation.latencyMs);
   }
 
-  /** The interval's figures; the window starts empty again. */
+  /**
+   * The interval's figures; the window starts empty again.
+   * @returns {Ops}
+   */
   take() {
+    /** @param {number[]} values */
     const stats = (values) => {
       const sorted = values.sort((a, b) => a - b);
       return {

@@ -1,10 +1,36 @@
+// @ts-check
 import {
   createLoadInteractions,
+  expectJson,
   freePort,
+  gatewayApi,
   startFaultStack,
   startPrivatePostgres,
 } from "@pies/testkit";
 import { startEmbedded } from "./embedded.mjs";
+
+/** @import { Fault, PrivateNats, PrivatePostgres } from "@pies/testkit" */
+/** @import { Embedded } from "./embedded.mjs" */
+
+/**
+ * What the soak runs against (see startTarget).
+ * @typedef {object} SoakTarget
+ * @property {string} gatewayUrl
+ * @property {string} probeUrl the probe port's /readyz (PIES_PROBE_PORT)
+ * @property {string} key
+ * @property {string} blockingInteraction
+ * @property {string} streamedInteraction
+ * @property {PrivatePostgres} pg
+ * @property {PrivateNats} [nats] none in the embedded mode
+ * @property {{ events: string, records: string, subjectPrefix: string }} [streams] with nats
+ * @property {() => { name: string, pid: number | undefined }[]} processes
+ * @property {Fault[]} faults
+ * @property {() => boolean} gatewayDown
+ * @property {() => ExitedProcess[]} unexpectedExits
+ * @property {() => Promise<void>} stop
+ */
+
+/** @typedef {{ name: string, code: number | null, signal: string | null }} ExitedProcess */
 
 /**
  * What `npm run soak` runs against, by --mode, always on a PostgreSQL cluster of its own (and for
@@ -21,6 +47,9 @@ import { startEmbedded } from "./embedded.mjs";
  * processes(), faults, gatewayDown(), unexpectedExits(), stop() } where processes() names the pies
  * processes running now ([{ name, pid }]: a restart changes a pid), streams the event and record
  * streams' names, and faults the faults --faults applies in turn.
+ * @param {string} mode
+ * @param {{ leaseSeconds: number, blockingModel: string, launcher: string[] }} options
+ * @returns {Promise<SoakTarget>}
  */
 export async function startTarget(mode, { leaseSeconds, blockingModel, launcher }) {
   const clocks = {
@@ -43,7 +72,8 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
       launcher,
     });
     const { stack, pg, nats } = faulty;
-    const stream = nats.env.PIES_NATS_STREAM;
+    // startPrivateNats' env names the stream and the prefix.
+    const stream = /** @type {string} */ (nats.env.PIES_NATS_STREAM);
     return {
       gatewayUrl: stack.gatewayUrl,
       probeUrl,
@@ -56,7 +86,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
         events: stream,
         // The run record log beside it (recordsFromConfig).
         records: `${stream}_RECORDS`,
-        subjectPrefix: nats.env.PIES_NATS_SUBJECT_PREFIX,
+        subjectPrefix: /** @type {string} */ (nats.env.PIES_NATS_SUBJECT_PREFIX),
       },
       processes: () => stack.processes.map((p) => ({ name: p.name, pid: p.child.pid })),
       faults: faulty.faults,
@@ -67,6 +97,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
   }
   if (mode !== "embedded") throw new Error(`--mode must be four, edge or embedded, not ${mode}`);
   const pg = await startPrivatePostgres();
+  /** @type {Embedded | undefined} */
   let embedded;
   try {
     embedded = await startEmbedded({
@@ -76,10 +107,14 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
     const gatewayUrl = embedded.url;
     const key = embedded.apiKey;
     // The seeded project's `test` environment (the built-in test provider).
-    const listed = await fetch(`${gatewayUrl}/api/v1/environments`, {
-      headers: { authorization: `Bearer ${key}` },
-    }).then((r) => r.json());
-    const environment = (listed.data ?? listed.items ?? listed).find?.((e) => e.name === "test");
+    const listed = await expectJson(
+      await gatewayApi(gatewayUrl, key)("/environments"),
+      200,
+      embedded.output,
+    );
+    const environment = (listed.data ?? listed.items ?? listed).find?.(
+      (/** @type {{ id: string, name: string }} */ e) => e.name === "test",
+    );
     if (!environment) throw new Error(`no test environment: ${JSON.stringify(listed)}`);
     const { blocking, streamed } = await createLoadInteractions(
       gatewayUrl,
@@ -89,6 +124,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
       embedded.output,
     );
     const running = embedded;
+    /** @type {ExitedProcess[]} */
     const exits = [];
     void running.process.exited.then((code) => {
       if (!stopping)

@@ -1,24 +1,47 @@
-/** Nearest-rank percentile of an ascending array (undefined when empty). */
+// @ts-check
+/** @import { Sample } from "./modes.mjs" */
+/** @import { CpuSample } from "./cpu.mjs" */
+
+/**
+ * Nearest-rank percentile of an ascending array (undefined when empty).
+ * @param {number[]} sorted
+ * @param {number} p 0–100
+ */
 export function percentile(sorted, p) {
   if (sorted.length === 0) return undefined;
   const rank = Math.ceil((p / 100) * sorted.length);
   return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
 }
 
-/** The median of the values (the mean of the middle two of an even count; NaN when empty). */
+/**
+ * The median of the values (the mean of the middle two of an even count; NaN when empty).
+ * @param {number[]} values
+ * @returns {number}
+ */
 export function median(values) {
   const s = [...values].sort((a, b) => a - b);
+  /** @param {number} i an index within s */
+  const at = (i) => /** @type {number} */ (s[i]);
   if (s.length === 0) return NaN;
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  return s.length % 2 ? at((s.length - 1) / 2) : (at(s.length / 2 - 1) + at(s.length / 2)) / 2;
 }
 
+/** @param {number[]} values */
 function mean(values) {
   return values.length === 0 ? undefined : values.reduce((a, b) => a + b, 0) / values.length;
 }
 
+/**
+ * @param {number | undefined} v
+ * @returns {number | null}
+ */
 const round = (v, digits = 2) => (v === undefined ? null : Number(v.toFixed(digits)));
 
-/** Summarises one cell's samples ({ok, latencyMs, ttfcMs?, error?}) measured over wallMs. */
+/**
+ * Summarises one cell's samples ({ok, latencyMs, ttfcMs?, error?}) measured over wallMs.
+ * @param {Sample[]} samples
+ * @param {number} wallMs
+ */
 export function summarise(samples, wallMs) {
   const ok = samples.filter((s) => s.ok);
   const latencies = ok.map((s) => s.latencyMs).sort((a, b) => a - b);
@@ -43,6 +66,7 @@ export function summarise(samples, wallMs) {
       ),
     ]),
   );
+  /** @type {Map<string | undefined, number>} */
   const byKind = new Map();
   for (const e of errors) byKind.set(e.error, (byKind.get(e.error) ?? 0) + 1);
   return {
@@ -67,17 +91,54 @@ export function summarise(samples, wallMs) {
 }
 
 /**
+ * One row of the bench's table: a cell's summary, with (after addRatios) its comparisons.
+ * @typedef {ReturnType<typeof summarise> & {
+ *   mode: string,
+ *   concurrency: number,
+ *   stoppedEarly?: boolean,
+ *   cpu?: CpuSample,
+ * } & Partial<Ratios>} Row
+ */
+
+/**
+ * What addRatios adds to a row (null where there is nothing to compare with).
+ * @typedef {object} Ratios
+ * @property {string | null} baseline
+ * @property {number | null} p50Ratio
+ * @property {number | null} throughputRatio
+ * @property {number | null} ttfcP50Ratio
+ * @property {number | null} addedP50Ms
+ * @property {number | null} addedTtfcP50Ms
+ * @property {string | null} peer
+ * @property {number | null} p50VsPortkey
+ * @property {number | null} throughputVsPortkey
+ */
+
+/**
  * Adds to each row its p50/throughput/ttfc ratios and added p50/ttfc (ms) against direct at the
  * same concurrency, and to each pies row (four processes or embedded) its p50 and throughput ratios
  * against Portkey.
+ * @template {Row} R
+ * @param {R[]} rows
+ * @returns {R[]}
  */
 export function addRatios(rows) {
+  /**
+   * @param {number | null} a
+   * @param {number | null} b
+   */
   const ratio = (a, b) => (a == null || b == null || b === 0 ? null : round(a / b, 2));
+  /**
+   * @param {number | null} a
+   * @param {number | null} b
+   */
   const diff = (a, b) => (a == null || b == null ? null : round(a - b, 2));
   for (const row of rows) {
     // "direct" | "portkey" | "pies" | "embedded", ["cached"], "blocking" | "streamed"
     const words = row.mode.split(" ");
-    const [system, kind] = [words[0], words.at(-1)];
+    // split() yields at least one word.
+    const [system, kind] = [/** @type {string} */ (words[0]), words.at(-1)];
+    /** @param {string} mode */
     const same = (mode) => rows.find((r) => r.mode === mode && r.concurrency === row.concurrency);
     const base = same(`direct ${kind}`);
     row.baseline = base ? base.mode : null;
@@ -96,8 +157,12 @@ export function addRatios(rows) {
   return rows;
 }
 
-/** A fixed-width text table. */
+/**
+ * A fixed-width text table.
+ * @param {Row[]} rows
+ */
 export function formatTable(rows) {
+  /** @type {[name: string, get: (r: Row) => string | number, align?: "l"][]} */
   const columns = [
     ["mode", (r) => (r.stoppedEarly ? `${r.mode} (partial)` : r.mode), "l"],
     ["conc", (r) => r.concurrency],
@@ -117,11 +182,14 @@ export function formatTable(rows) {
   ];
   const cells = rows.map((r) => columns.map(([, get]) => String(get(r))));
   const widths = columns.map(([name], i) =>
-    Math.max(name.length, ...cells.map((c) => c[i].length)),
+    Math.max(name.length, ...cells.map((c) => cellAt(c, i).length)),
   );
+  /** @param {string[]} values one per column */
   const line = (values) =>
     values
-      .map((v, i) => (columns[i][2] === "l" ? v.padEnd(widths[i]) : v.padStart(widths[i])))
+      .map((v, i) =>
+        columns[i]?.[2] === "l" ? v.padEnd(widthAt(widths, i)) : v.padStart(widthAt(widths, i)),
+      )
       .join("  ");
   return [
     line(columns.map(([name]) => name)),
@@ -130,11 +198,17 @@ export function formatTable(rows) {
   ].join("\n");
 }
 
+/**
+ * @param {number | null | undefined} v
+ */
 function fmt(v, digits = 2) {
   return v === null || v === undefined ? "-" : v.toFixed(digits);
 }
 
-/** Per-process CPU % of one core during each row's measured phase, and the machine's busy %. */
+/**
+ * Per-process CPU % of one core during each row's measured phase, and the machine's busy %.
+ * @param {Row[]} rows
+ */
 export function formatCpuTable(rows) {
   const names = [...new Set(rows.flatMap((r) => Object.keys(r.cpu?.processPercent ?? {})))];
   const header = ["mode", "conc", ...names, "machine busy %"];
@@ -144,8 +218,29 @@ export function formatCpuTable(rows) {
     ...names.map((n) => String(r.cpu?.processPercent?.[n] ?? "-")),
     String(r.cpu?.machineBusyPercent ?? "-"),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => cellAt(c, i).length)));
+  /** @param {string[]} values one per column */
   const line = (values) =>
-    values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join("  ");
+    values
+      .map((v, i) => (i === 0 ? v.padEnd(widthAt(widths, i)) : v.padStart(widthAt(widths, i))))
+      .join("  ");
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...cells.map(line)].join("\n");
+}
+
+/**
+ * A row's cell of a table (every row has one per column).
+ * @param {string[]} row
+ * @param {number} i
+ */
+function cellAt(row, i) {
+  return /** @type {string} */ (row[i]);
+}
+
+/**
+ * A column's width (there is one per column).
+ * @param {number[]} widths
+ * @param {number} i
+ */
+function widthAt(widths, i) {
+  return /** @type {number} */ (widths[i]);
 }
