@@ -265,7 +265,7 @@ export function evaluateTargets({
     "/readyz ≤ 100 ms throughout (ms)",
     "",
     "",
-    `max ${fixed(worst)}, ${failedProbes} failed${failedText ? ` (${failedText})` : ""}${duringFault ? `, ${duringFault} during faults not counted` : ""}`,
+    `max ${fixed(worst)}, ${failedProbes} failed${failedText ? ` (${failedText})` : ""}${duringFault ? `, ${duringFault} during or ≤ 10 s after faults not counted` : ""}`,
     worst <= 100 && failedProbes === 0,
   );
 

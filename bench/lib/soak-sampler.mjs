@@ -121,9 +121,20 @@ export class ClusterCpuMeter {
  * Probes `url` (the gateway's /readyz) every `everyMs` from a worker thread of its own
  * (readyz-worker.mjs), as a Kubernetes readiness probe does; take() hands over the probes since the
  * last take(): { maxMs, probes, failed, failures, duringFault } where probes that started while a fault was
- * applied (faultStarted()..faultEnded()) are kept apart (a killed gateway cannot answer), and a
- * failed probe counts its time to failure.
+ * applied (faultStarted()..faultEnded()) or within AFTER_FAULT_MS of its end are kept apart (a
+ * killed gateway cannot answer, and readiness says a dependency is back at its next background
+ * check, up to a period and a check's time limit later: decision 0003), and a failed probe counts
+ * its time to failure.
  */
+/**
+ * How long after a fault readiness may still say what the fault did: the gateway sees a dependency
+ * back at a background check (every 1 s, each part limited to 2 s: decision 0003) once its
+ * connection to a restarted peer is made again and that peer is ready itself. 503s came up to two
+ * probes (4–6 s) after a peer's restart in the soak of 2026-11-28; the chart's readiness probe
+ * takes 2 failures 5 s apart to take a pod out.
+ */
+const AFTER_FAULT_MS = 10_000;
+
 export class ReadyzProber {
   /** @type {Probe[]} */
   #probes = [];
@@ -170,7 +181,9 @@ export class ReadyzProber {
     this.#probes = [];
     /** @param {number} at */
     const inFault = (at) =>
-      this.#faults.some(([from, to]) => at >= from && (to === undefined || at <= to));
+      this.#faults.some(
+        ([from, to]) => at >= from && (to === undefined || at <= to + AFTER_FAULT_MS),
+      );
     const counted = probes.filter((p) => !inFault(p.at));
     return {
       maxMs: counted.length ? Math.max(...counted.map((p) => p.ms)) : undefined,
