@@ -92,6 +92,28 @@ describe("relayRun", () => {
     expect(JSON.parse(events[0]!.data)).toMatchObject({ id: "r1", modelId: "stored" });
   });
 
+  it("replays an ended run's messages when the bus could not say at first (NATS restarting)", async () => {
+    const bus = new MemoryRunEventBus();
+    for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), i);
+    await bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED)), 99);
+    let asked = 0;
+    const restarting: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      async hasEnd(runId: string) {
+        if (++asked <= 2) throw new Error("TIMEOUT: the JetStream API did not answer");
+        return bus.hasEnd(runId);
+      },
+    });
+    const { events } = await relay({
+      runs: runsStore(async () => run(RunStatus.COMPLETED, "stored")),
+      bus: restarting,
+      heartbeatMs: 60_000,
+      run: run(RunStatus.COMPLETED),
+    });
+    // Not the store's close alone: the run's messages, then its end.
+    expect(events.map((e) => e.event)).toEqual(["message", "message", "message", "close"]);
+    expect(asked).toBe(3);
+  });
+
   it("subscribes again after the last event sent when a subscription fails or ends early", async () => {
     const bus = new MemoryRunEventBus();
     for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), i);

@@ -15,6 +15,8 @@ const terminal = (run: Run) =>
 
 /** Backoff between subscriptions after the bus failed: 100 ms doubling to 5 s. */
 const resubscribeDelayMs = (failures: number) => Math.min(5000, 100 * 2 ** (failures - 1));
+/** How long a replay waits for a bus that cannot say whether it holds a run's end. */
+const END_CHECK_MS = 15_000;
 
 export interface RelayOptions {
   runs: Client<typeof RunsService>;
@@ -151,11 +153,11 @@ export class RunRelay {
       }
       if (!out.open) return;
     }
-    // An ended run whose events have aged out of the bus (or whose bus cannot say) is answered
-    // from the runs store. Otherwise its (bounded) events are replayed from the start, on every
-    // subscription, so that the end comes again even to a client already past it.
+    // An ended run whose events have aged out of the bus is answered from the runs store.
+    // Otherwise its (bounded) events are replayed from the start, on every subscription, so that
+    // the end comes again even to a client already past it.
     const replayFromStart = terminal(run);
-    if (replayFromStart && !(await bus.hasEnd(runId).catch(() => false))) return this.close(run);
+    if (replayFromStart && !(await this.endStored())) return this.close(run);
     this.options.onReplay?.(
       this.leftLive ??
         (this.options.afterSeq !== undefined
@@ -178,6 +180,31 @@ export class RunRelay {
         logger.warn({ err, runId }, "run stream subscription failed; subscribing again");
       }
       // Cut short (rejected) when the stream ends; the loop then stops.
+      await sleep(resubscribeDelayMs(++failures), undefined, { signal: out.signal }).catch(
+        () => {},
+      );
+    }
+  }
+
+  /**
+   * Whether the bus holds the run's end. A bus that cannot say (NATS restarting) is asked again,
+   * backing off as a subscription does, for up to END_CHECK_MS: answered from the store at once,
+   * a replay in that moment would close without the run's messages. Past that, the store answers.
+   */
+  private async endStored(): Promise<boolean> {
+    const { bus, logger } = this.options;
+    const { out, runId } = this;
+    const until = Date.now() + END_CHECK_MS;
+    for (let failures = 0; ;) {
+      try {
+        return await bus.hasEnd(runId);
+      } catch (err) {
+        if (!out.open || Date.now() >= until) return false;
+        logger.warn(
+          { err, runId },
+          "the bus cannot say whether the run's end is stored; asking again",
+        );
+      }
       await sleep(resubscribeDelayMs(++failures), undefined, { signal: out.signal }).catch(
         () => {},
       );
