@@ -198,9 +198,16 @@ export function evaluateTargets({
           .filter((v) => v !== undefined)
           .filter(Number.isFinite),
       ) ?? NaN;
-    const [a, b] = [rss(first), rss(last)];
+    // A process killed after the first window (--faults) is compared over its own life: its last
+    // window is the one that ends at its kill (the process after it has not run long enough).
+    const killedAt = samples.findIndex(
+      (s, i) => i >= from + plan.window && (s.faults ?? []).includes(`kill -9 ${name}`),
+    );
+    const own =
+      killedAt < 0 ? last : samples.slice(Math.max(from, killedAt - plan.window), killedAt);
+    const [a, b] = [rss(first), rss(own)];
     add(
-      `${name} RSS growth ≤ 10% (MiB)`,
+      `${name} RSS growth ≤ 10% (MiB)${killedAt < 0 ? "" : `, until its kill at ${samples[killedAt]?.t} s`}`,
       fixed(a, 1),
       fixed(b, 1),
       `${fixed((b / a - 1) * 100, 1)}%`,
