@@ -76,7 +76,11 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     // Before the API's port opens; a probe port that cannot be had fails the start.
     let probes: ProbeServer | undefined;
     app.addHook("onReady", async () => {
-      probes = await startProbeServer({ ...probe, readiness });
+      probes = await startProbeServer({
+        ...probe,
+        readiness,
+        onError: (err) => deps.logger.error({ err }, "the probe thread failed"),
+      });
     });
     app.addHook("onClose", async () => probes?.close());
   }

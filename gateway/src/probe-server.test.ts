@@ -12,6 +12,11 @@ import type { GatewayDeps } from "./deps.js";
 import { startProbeServer } from "./probe-server.js";
 import { Readiness } from "./readiness.js";
 
+/** The probe thread failing after its start: not expected in these tests. */
+const onError = (err: unknown) => {
+  throw err;
+};
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Polls `fn` until it is true (generous: CI may share the machine). */
@@ -47,7 +52,7 @@ describe("the probe server", () => {
     let up = true;
     const readiness = new Readiness(async () => up, 50);
     stops.push(() => readiness.stop());
-    const probes = await startProbeServer({ host: "127.0.0.1", port: 0, readiness });
+    const probes = await startProbeServer({ host: "127.0.0.1", port: 0, readiness, onError });
     stops.push(() => probes.close());
 
     await until(async () => (await get(probes.port, "/readyz")).status === 200);
@@ -66,7 +71,13 @@ describe("the probe server", () => {
     const readiness = new Readiness(async () => true, 20);
     stops.push(() => readiness.stop());
     const limits = { readyStaleMs: 400, aliveStaleMs: 800, beatMs: 20 };
-    const probes = await startProbeServer({ host: "127.0.0.1", port: 0, readiness, limits });
+    const probes = await startProbeServer({
+      host: "127.0.0.1",
+      port: 0,
+      readiness,
+      limits,
+      onError,
+    });
     stops.push(() => probes.close());
     await until(async () => (await get(probes.port, "/readyz")).status === 200);
 
@@ -139,7 +150,7 @@ describe("the probe server", () => {
     const port = (taken.address() as net.AddressInfo).port;
     const readiness = new Readiness(async () => true);
     stops.push(() => readiness.stop());
-    await expect(startProbeServer({ host: "127.0.0.1", port, readiness })).rejects.toThrow(
+    await expect(startProbeServer({ host: "127.0.0.1", port, readiness, onError })).rejects.toThrow(
       /EADDRINUSE/,
     );
   });

@@ -36,6 +36,8 @@ export async function startProbeServer(options: {
   host: string;
   port: number;
   readiness: Readiness;
+  /** Told when the probe thread fails after it started (its probes then go unanswered). */
+  onError: (err: unknown) => void;
   limits?: ProbeLimits;
 }): Promise<ProbeServer> {
   const limits = options.limits ?? PROBE_LIMITS;
@@ -53,6 +55,9 @@ export async function startProbeServer(options: {
     await worker.terminate();
     throw err;
   }
+  // A thread that fails later (its server's error, say) must not end the process: the kubelet
+  // sees its probes unanswered and restarts the pod, and the log says why.
+  worker.on("error", options.onError);
   const beat = setInterval(() => worker.postMessage({}), limits.beatMs).unref();
   const stopListening = options.readiness.onCheck((ready) => worker.postMessage({ ready }));
   options.readiness.start();

@@ -49,7 +49,14 @@ export class Readiness {
       .catch(() => false)
       .then((ready) => {
         this.last = { ready, at: performance.now() };
-        for (const listener of this.listeners) listener(ready);
+        // A listener that throws must not turn the check into a rejection nobody awaits.
+        for (const listener of this.listeners) {
+          try {
+            listener(ready);
+          } catch {
+            // the listener's own fault; the next check tells it again
+          }
+        }
         return ready;
       })
       .finally(() => {
