@@ -85,7 +85,9 @@ export interface UnaryTransportOptions {
 class Session {
   private current: http2.ClientHttp2Session | undefined;
   private active = 0;
-  private pingTimer: NodeJS.Timeout | undefined;
+  /** When the current session's last call ended (or it was made): its idle period's start. */
+  private idleSince = 0;
+  private upkeep: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: UnaryTransportOptions) {}
 
@@ -100,37 +102,55 @@ class Session {
     const forget = () => {
       if (this.current === session) {
         this.current = undefined;
-        clearInterval(this.pingTimer);
+        clearInterval(this.upkeep);
       }
     };
     session.once("close", forget);
     session.once("goaway", forget);
-    if (this.options.idleConnectionTimeoutMs) {
-      session.setTimeout(this.options.idleConnectionTimeoutMs, () => {
-        if (this.current === session && this.active === 0) session.close();
-      });
-    }
     // No call waiting: the session must not keep its process alive (a CLI, a test).
     session.unref();
     this.current = session;
     this.active = 0;
-    clearInterval(this.pingTimer);
-    const { pingIntervalMs, pingTimeoutMs = 15_000 } = this.options;
-    if (pingIntervalMs) {
-      this.pingTimer = setInterval(() => {
-        if (this.current !== session || session.closed || session.destroyed) return;
-        const timer = setTimeout(() => session.destroy(), pingTimeoutMs).unref();
-        try {
-          session.ping((err) => {
-            clearTimeout(timer);
-            if (err) session.destroy();
-          });
-        } catch {
-          clearTimeout(timer);
-        }
-      }, pingIntervalMs).unref();
-    }
+    this.idleSince = Date.now();
+    clearInterval(this.upkeep);
+    this.upkeep = this.keepUp(session);
     return session;
+  }
+
+  /**
+   * One timer per session for its pings and its idle close, cleared when it closes. Not
+   * `session.setTimeout`: Node keeps a destroyed session's timer (and through it the session, its
+   * socket and every call queued on it) until it fires, so each session made while a peer was
+   * down, one per call that found it down, stayed in memory for the whole idle period.
+   */
+  private keepUp(session: http2.ClientHttp2Session): NodeJS.Timeout | undefined {
+    const { pingIntervalMs, pingTimeoutMs = 15_000, idleConnectionTimeoutMs } = this.options;
+    const period = Math.min(pingIntervalMs ?? Infinity, idleConnectionTimeoutMs ?? Infinity);
+    if (period === Infinity) return undefined;
+    const pingEvery = pingIntervalMs ? Math.max(1, Math.round(pingIntervalMs / period)) : 0;
+    let ticks = 0;
+    return setInterval(() => {
+      if (this.current !== session || session.closed || session.destroyed) return;
+      const now = Date.now();
+      if (
+        idleConnectionTimeoutMs &&
+        this.active === 0 &&
+        now - this.idleSince >= idleConnectionTimeoutMs
+      ) {
+        session.close();
+        return;
+      }
+      if (!pingEvery || ++ticks % pingEvery !== 0) return;
+      const timer = setTimeout(() => session.destroy(), pingTimeoutMs).unref();
+      try {
+        session.ping((err) => {
+          clearTimeout(timer);
+          if (err) session.destroy();
+        });
+      } catch {
+        clearTimeout(timer);
+      }
+    }, period).unref();
   }
 
   /** A call starts on `session`: the process stays up until it ends. */
@@ -141,7 +161,10 @@ class Session {
 
   end(session: http2.ClientHttp2Session): void {
     if (session !== this.current) return;
-    if (--this.active === 0) session.unref();
+    if (--this.active === 0) {
+      session.unref();
+      this.idleSince = Date.now();
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 import http2 from "node:http2";
 import net from "node:net";
+import { queryObjects } from "node:v8";
 import { create, toBinary, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type ConnectRouter } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -624,6 +625,78 @@ describe("internal unary calls", () => {
       } finally {
         dying.close();
       }
+    }
+  });
+
+  it("keep no session a call found its peer down in, whatever the idle period", async () => {
+    // A port nobody listens on: every call makes a session that fails to connect. Each of them,
+    // with the calls queued on it, must be collectable once it has closed, not kept for the idle
+    // period (5 minutes here, as peerTransport sets it).
+    const probe = net.createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const port = (probe.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const throwaway = http2.connect(`http://127.0.0.1:${port}`);
+    throwaway.on("error", () => {});
+    const sessionClass = throwaway.constructor as new () => unknown;
+    await new Promise((resolve) => throwaway.once("close", resolve));
+    const sessions = () => queryObjects(sessionClass, { format: "count" }) as number;
+    const before = sessions();
+    const client = serviceClient(RunsService, peerTransport(`http://127.0.0.1:${port}`, "runs"));
+    const codes: (Code | undefined)[] = [];
+    for (let i = 0; i < 10; i++) {
+      // Only the codes kept: an error holds its call's stream and session through its cause.
+      const batch = [1, 2, 3].map(() =>
+        client.getRun({ id: "x" }).then(
+          () => undefined,
+          (err: unknown) => (err as ConnectError).code,
+        ),
+      );
+      codes.push(...(await Promise.all(batch)));
+    }
+    expect(new Set(codes)).toEqual(new Set([Code.Unavailable]));
+    // (At most the transport's current one, if its close has not been seen yet.)
+    expect(sessions() - before).toBeLessThanOrEqual(1);
+  });
+
+  it("close a session idle for the idle period, ping one while it lasts, and open another", async () => {
+    // A bare HTTP/2 peer that answers every call with the same run and tells its sessions.
+    const peer = http2.createServer();
+    const sessions: { pings: number; closed: Promise<void> }[] = [];
+    peer.on("session", (session) => {
+      const seen = { pings: 0, closed: new Promise<void>((r) => session.once("close", r)) };
+      session.on("ping", () => seen.pings++);
+      sessions.push(seen);
+    });
+    peer.on("stream", (stream) => {
+      stream.resume();
+      stream.on("end", () => {
+        stream.respond({ ":status": 200, "content-type": "application/proto" });
+        stream.end(
+          toBinary(GetRunResponseSchema, create(GetRunResponseSchema, { run: { id: "r" } })),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => peer.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(peer.address() as net.AddressInfo).port}`;
+    try {
+      const client = serviceClient(
+        RunsService,
+        unaryTransport({
+          baseUrl: url,
+          useBinaryFormat: true,
+          pingIntervalMs: 20,
+          idleConnectionTimeoutMs: 300,
+          streaming: () => createConnectTransport({ baseUrl: url, httpVersion: "2" }),
+        }),
+      );
+      expect((await client.getRun({ id: "a" })).run?.id).toBe("r");
+      await sessions[0]!.closed;
+      expect(sessions[0]!.pings).toBeGreaterThan(0);
+      expect((await client.getRun({ id: "b" })).run?.id).toBe("r");
+      expect(sessions).toHaveLength(2);
+    } finally {
+      peer.close();
     }
   });
 
