@@ -29,9 +29,13 @@ export class EventStream {
       this.end();
     };
     res.on("error", onError);
-    res.socket?.on("error", onError);
+    // The socket as it is now: by the response's `close` Node has detached it (res.socket is
+    // null), and a keep-alive socket outlives the response, so a listener left on it would keep
+    // this response alive for as long as the connection serves requests.
+    const socket = res.socket;
+    socket?.on("error", onError);
     res.once("close", () => {
-      res.socket?.off("error", onError);
+      socket?.off("error", onError);
       this.abort.abort(STREAM_ENDED);
     });
     res.writeHead(200, {

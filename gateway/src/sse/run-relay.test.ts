@@ -1,5 +1,5 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { Agent, createServer, get as httpGet, type Server } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { create, toBinary } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
@@ -519,5 +519,39 @@ describe("EventStream", () => {
     expect(parseSse(body).map((e) => e.data)).toEqual(['"a"']);
     expect(stream!.open).toBe(false);
     expect(stream!.signal.aborted).toBe(true);
+  });
+
+  it("leaves no listener on a keep-alive connection once its stream has closed", async () => {
+    // Every stream of a connection that serves many in turn (a client reading runs one after
+    // another) must release what it put on the socket, or each keeps its response alive.
+    const sockets = new Set<Socket>();
+    const baseline = new Map<Socket, number>();
+    server = createServer((req, res) => {
+      const socket = req.socket;
+      sockets.add(socket);
+      if (!baseline.has(socket)) baseline.set(socket, socket.listenerCount("error"));
+      const stream = new EventStream(res, logger);
+      stream.last("close", "{}");
+    });
+    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+    const { port } = server!.address() as AddressInfo;
+    // One keep-alive connection, as a client reading runs one after another holds.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const get = () =>
+      new Promise<void>((resolve, reject) => {
+        httpGet(`http://127.0.0.1:${port}/`, { agent }, (res) => {
+          res.resume();
+          res.on("end", resolve);
+        }).on("error", reject);
+      });
+    for (let i = 0; i < 20; i++) await get();
+    agent.destroy();
+    // Node runs the response's `close` listeners after the client has read the body.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // One connection served them all (what makes a leak here grow).
+    expect(sockets.size).toBe(1);
+    for (const socket of sockets) {
+      expect(socket.listenerCount("error")).toBe(baseline.get(socket));
+    }
   });
 });
