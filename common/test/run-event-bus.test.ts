@@ -94,6 +94,22 @@ describe.each(implementations)("%s", (_name, make) => {
     expect(rest.map(text)).toEqual(["c2", "c3", "end"]);
   });
 
+  it("gives the stored events without waiting for more, an end last once it is there", async () => {
+    // A run whose executor died after three chunks: no end on the bus.
+    const runId = newId();
+    let previous: number | undefined;
+    for (let i = 1; i <= 3; i++) {
+      previous = await bus.publish(runId, "chunk", bytes(`c${i}`), i, previous);
+    }
+    expect((await bus.stored(runId)).map(text)).toEqual(["c1", "c2", "c3"]);
+    expect((await bus.stored(runId, 1)).map(text)).toEqual(["c2", "c3"]);
+    expect(await bus.stored(newId())).toEqual([]);
+    await bus.publish(runId, "end", bytes("final"), 4, previous);
+    const all = await bus.stored(runId, 2);
+    expect(all.map(text)).toEqual(["c3", "final"]);
+    expect(all.map((e) => e.kind)).toEqual(["chunk", "end"]);
+  });
+
   it("keeps runs apart and ignores a republished dedup id", async () => {
     const a = newId();
     const b = newId();

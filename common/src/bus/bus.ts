@@ -61,6 +61,12 @@ export interface RunEventBus {
   live?(runId: string, signal: AbortSignal): Promise<LiveEvents>;
   /** Whether the end event of the run is still stored. */
   hasEnd(runId: string): Promise<boolean>;
+  /**
+   * The run's stored events numbered after `afterSeq`, in order, its end last if stored, without
+   * waiting for more: what a replay of a run that ended without its end on the bus (its executor
+   * died, and the runs service failed it) can still send.
+   */
+  stored(runId: string, afterSeq?: number): Promise<RunEvent[]>;
   ready(): Promise<boolean>;
   close(): Promise<void>;
 }

@@ -191,7 +191,7 @@ export class JetStreamRunEventBus implements RunEventBus {
    * events at or before `afterSeq`. An event that names none was published by a version of pies
    * before the links: the run's events are then found by subject from the stream's start.
    */
-  private async stored(runId: string, afterSeq: number): Promise<RunEvent[]> {
+  async stored(runId: string, afterSeq = 0): Promise<RunEvent[]> {
     const { jsm, options } = this;
     const lasts = await Promise.all(
       RUN_EVENT_KINDS.map((kind) =>

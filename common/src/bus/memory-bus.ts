@@ -127,6 +127,11 @@ export class MemoryRunEventBus implements RunEventBus {
     }
   }
 
+  async stored(runId: string, afterSeq = 0) {
+    const events = this.logs.get(runId)?.events ?? [];
+    return events.filter((e) => e.kind === "end" || e.seq > afterSeq);
+  }
+
   async hasEnd(runId: string) {
     return this.logs.get(runId)?.events.some((e) => e.kind === "end") ?? false;
   }

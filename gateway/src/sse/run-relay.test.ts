@@ -114,6 +114,34 @@ describe("relayRun", () => {
     expect(asked).toBe(3);
   });
 
+  it("replays what the bus holds of a run that ended without its end there, then closes", async () => {
+    // The executor died after publishing three chunks; the runs service failed the run (lease
+    // expired), and no end reached the bus. A reconnect, from the start or after the first.
+    const bus = new MemoryRunEventBus();
+    for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), i);
+    const failed = create(RunSchema, { ...run(RunStatus.FAILED), modelId: "swept" });
+    for (const [afterSeq, expected] of [
+      [undefined, ['"c1"', '"c2"', '"c3"']],
+      [1, ['"c2"', '"c3"']],
+    ] as const) {
+      const replays: string[] = [];
+      const { events } = await relay({
+        runs: runsStore(async () => failed),
+        bus,
+        heartbeatMs: 60_000,
+        run: failed,
+        afterSeq,
+        onReplay: (reason) => replays.push(reason),
+      });
+      expect(events.map((e) => e.event)).toEqual([...expected.map(() => "message"), "close"]);
+      expect(events.slice(0, -1).map((e) => e.data)).toEqual(expected);
+      expect(JSON.parse(events.at(-1)!.data)).toMatchObject({ id: "r1", modelId: "swept" });
+      expect(replays).toEqual([afterSeq === undefined ? "reopened" : "resumed"]);
+      await new Promise<void>((resolve) => server!.close(() => resolve()));
+      server = undefined;
+    }
+  });
+
   it("subscribes again after the last event sent when a subscription fails or ends early", async () => {
     const bus = new MemoryRunEventBus();
     for (let i = 1; i <= 3; i++) await bus.publish("r1", "chunk", bytes(`c${i}`), i);

@@ -15,8 +15,8 @@ const terminal = (run: Run) =>
 
 /** Backoff between subscriptions after the bus failed: 100 ms doubling to 5 s. */
 const resubscribeDelayMs = (failures: number) => Math.min(5000, 100 * 2 ** (failures - 1));
-/** How long a replay waits for a bus that cannot say whether it holds a run's end. */
-const END_CHECK_MS = 15_000;
+/** How long a replay waits for a bus that cannot answer (whether it holds a run's end, its events). */
+const BUS_ASK_MS = 15_000;
 
 export interface RelayOptions {
   runs: Client<typeof RunsService>;
@@ -153,19 +153,28 @@ export class RunRelay {
       }
       if (!out.open) return;
     }
-    // An ended run whose events have aged out of the bus is answered from the runs store.
-    // Otherwise its (bounded) events are replayed from the start, on every subscription, so that
-    // the end comes again even to a client already past it.
-    const replayFromStart = terminal(run);
-    if (replayFromStart && !(await this.endStored())) return this.close(run);
-    this.options.onReplay?.(
+    const reason =
       this.leftLive ??
-        (this.options.afterSeq !== undefined
-          ? "resumed"
-          : live
-            ? "gap"
-            : (this.options.replayReason ?? "reopened")),
-    );
+      (this.options.afterSeq !== undefined
+        ? "resumed"
+        : live
+          ? "gap"
+          : (this.options.replayReason ?? "reopened"));
+    // An ended run's (bounded) events are replayed from the start, on every subscription, so that
+    // the end comes again even to a client already past it. One whose end the bus does not hold
+    // (its executor died before publishing it and the runs service failed the run, or its events
+    // have aged out) gets the events the bus still holds, then `close` with the stored run.
+    const replayFromStart = terminal(run);
+    if (replayFromStart && !(await this.askBus(() => bus.hasEnd(runId), false))) {
+      const events = await this.askBus(() => bus.stored(runId, this.lastSeq), []);
+      if (events.length > 0) this.options.onReplay?.(reason);
+      for (const event of events) {
+        if (event.kind === "end" || !out.open) break;
+        await this.deliver(event);
+      }
+      return this.close(run);
+    }
+    this.options.onReplay?.(reason);
     for (let failures = 0; out.open;) {
       try {
         const from = replayFromStart ? undefined : this.lastSeq || undefined;
@@ -187,23 +196,21 @@ export class RunRelay {
   }
 
   /**
-   * Whether the bus holds the run's end. A bus that cannot say (NATS restarting) is asked again,
-   * backing off as a subscription does, for up to END_CHECK_MS: answered from the store at once,
-   * a replay in that moment would close without the run's messages. Past that, the store answers.
+   * The bus's answer to `ask`. A bus that cannot answer (NATS restarting) is asked again, backing
+   * off as a subscription does, for up to BUS_ASK_MS: answered from the store at once, a replay in
+   * that moment would close without the run's messages. Past that (or once the client has gone),
+   * `otherwise`.
    */
-  private async endStored(): Promise<boolean> {
-    const { bus, logger } = this.options;
+  private async askBus<T>(ask: () => Promise<T>, otherwise: T): Promise<T> {
+    const { logger } = this.options;
     const { out, runId } = this;
-    const until = Date.now() + END_CHECK_MS;
+    const until = Date.now() + BUS_ASK_MS;
     for (let failures = 0; ;) {
       try {
-        return await bus.hasEnd(runId);
+        return await ask();
       } catch (err) {
-        if (!out.open || Date.now() >= until) return false;
-        logger.warn(
-          { err, runId },
-          "the bus cannot say whether the run's end is stored; asking again",
-        );
+        if (!out.open || Date.now() >= until) return otherwise;
+        logger.warn({ err, runId }, "the bus cannot answer the run's replay; asking again");
       }
       await sleep(resubscribeDelayMs(++failures), undefined, { signal: out.signal }).catch(
         () => {},

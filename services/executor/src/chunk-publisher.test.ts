@@ -59,6 +59,9 @@ class ManualBus implements RunEventBus {
   async hasEnd() {
     return false;
   }
+  async stored() {
+    return [];
+  }
   async ready() {
     return true;
   }
@@ -77,7 +80,7 @@ interface Attempt {
 class FlakyBus implements RunEventBus {
   readonly attempts: Attempt[] = [];
   /** What was stored; its place in the store is its index plus 100. */
-  readonly stored: Attempt[] = [];
+  readonly kept: Attempt[] = [];
   constructor(private readonly fail: (attempt: Attempt, n: number) => boolean) {}
 
   async publish(
@@ -93,8 +96,8 @@ class FlakyBus implements RunEventBus {
     if (this.fail(attempt, this.attempts.length))
       throw new Error(`publish ${this.attempts.length} failed`);
     // A duplicate is answered with the place of the one stored, as JetStream does.
-    let index = this.stored.findIndex((s) => s.dedupId === dedupId);
-    if (index < 0) index = this.stored.push(attempt) - 1;
+    let index = this.kept.findIndex((s) => s.dedupId === dedupId);
+    if (index < 0) index = this.kept.push(attempt) - 1;
     return index + 100;
   }
   subscribe(): AsyncIterable<RunEvent> {
@@ -102,6 +105,9 @@ class FlakyBus implements RunEventBus {
   }
   async hasEnd() {
     return false;
+  }
+  async stored() {
+    return [];
   }
   async ready() {
     return true;
@@ -124,7 +130,7 @@ describe("ChunkPublisher", () => {
     publisher.open();
     publisher.push("!");
     await publisher.flush();
-    expect(bus.stored.map((s) => [s.kind, s.text, s.dedupId])).toEqual([
+    expect(bus.kept.map((s) => [s.kind, s.text, s.dedupId])).toEqual([
       ["chunk", "Hel", "run-h-1"],
       ["repair", '{"attempt":2}', "run-h-2"],
       ["chunk", "lo!", "run-h-3"],
@@ -217,7 +223,7 @@ describe("ChunkPublisher", () => {
     const publisher = new ChunkPublisher(bus, "run-4");
     await publisher.flush();
     await publisher.end(encode("done"));
-    expect(bus.stored).toEqual([{ kind: "end", text: "done", dedupId: "run-4-end" }]);
+    expect(bus.kept).toEqual([{ kind: "end", text: "done", dedupId: "run-4-end" }]);
   });
 
   it("retries a failed publish with the same dedup id, keeping the order", async () => {
@@ -238,7 +244,7 @@ describe("ChunkPublisher", () => {
     ]);
     expect(bus.attempts[0]!.text).toBe(bus.attempts[1]!.text);
     // "two" arrived during the retry's pause and went out next; " three" after the flush.
-    expect(bus.stored.map((s) => s.text)).toEqual(["one ", "two", " three", "end"]);
+    expect(bus.kept.map((s) => s.text)).toEqual(["one ", "two", " three", "end"]);
   });
 
   it("links each event to the place of the one stored before it, a retry to the same", async () => {
@@ -247,7 +253,7 @@ describe("ChunkPublisher", () => {
     const bus = new FlakyBus((attempt) => {
       if (attempt.text !== "two" || lost) return false;
       lost = true;
-      bus.stored.push(attempt);
+      bus.kept.push(attempt);
       return true;
     });
     const publisher = new ChunkPublisher(bus, "run-7");
@@ -270,7 +276,7 @@ describe("ChunkPublisher", () => {
     publisher.push("a");
     await publisher.end(encode("end"));
     expect(bus.attempts.map((a) => a.dedupId)).toEqual(["run-6-1", "run-6-end", "run-6-end"]);
-    expect(bus.stored.map((s) => s.kind)).toEqual(["chunk", "end"]);
+    expect(bus.kept.map((s) => s.kind)).toEqual(["chunk", "end"]);
   });
 
   it("flush throws after the attempts are used up, and later chunks are dropped", async () => {
@@ -284,7 +290,7 @@ describe("ChunkPublisher", () => {
     expect(bus.attempts).toHaveLength(2);
     // The end still goes out (the run's final state must reach readers).
     await publisher.end(encode("end"));
-    expect(bus.stored).toEqual([{ kind: "end", text: "end", dedupId: "run-7-end" }]);
+    expect(bus.kept).toEqual([{ kind: "end", text: "end", dedupId: "run-7-end" }]);
   });
 
   it("end throws when the end event cannot be published", async () => {
@@ -298,7 +304,7 @@ describe("ChunkPublisher", () => {
     const publisher = new ChunkPublisher(bus, "run-9");
     for (const piece of ["é", "✓", "😀", " ok"]) publisher.push(piece);
     await publisher.flush();
-    expect(bus.stored.map((s) => s.text).join("")).toBe("é✓😀 ok");
+    expect(bus.kept.map((s) => s.text).join("")).toBe("é✓😀 ok");
   });
 
   it("cuts what waited into events the bus takes, never inside a character", async () => {
@@ -311,13 +317,13 @@ describe("ChunkPublisher", () => {
     for (const piece of pieces) publisher.push(piece);
     publisher.open();
     await publisher.flush();
-    expect(bus.stored.length).toBeGreaterThan(5);
+    expect(bus.kept.length).toBeGreaterThan(5);
     expect(bus.sizes.every((bytes) => bytes <= limit)).toBe(true);
-    expect(bus.stored.map((s) => s.text).join("")).toBe(pieces.join(""));
-    expect(bus.stored.some((s) => s.text.includes("\ufffd"))).toBe(false);
-    expect(bus.stored.map((s) => s.dedupId)).toEqual(bus.stored.map((_, i) => `run-10-${i + 1}`));
+    expect(bus.kept.map((s) => s.text).join("")).toBe(pieces.join(""));
+    expect(bus.kept.some((s) => s.text.includes("\ufffd"))).toBe(false);
+    expect(bus.kept.map((s) => s.dedupId)).toEqual(bus.kept.map((_, i) => `run-10-${i + 1}`));
     await publisher.end(encode("end"));
-    expect(bus.stored.at(-1)?.dedupId).toBe("run-10-end");
+    expect(bus.kept.at(-1)?.dedupId).toBe("run-10-end");
   });
 
   it("does not retry an event the bus refuses for its size, and numbers the end after the last stored", async () => {
@@ -329,7 +335,7 @@ describe("ChunkPublisher", () => {
     await expect(publisher.flush()).rejects.toBeInstanceOf(EventTooLarge);
     expect(bus.attempts.filter((a) => a.kind === "repair")).toHaveLength(1);
     await publisher.end(encode("end"));
-    expect(bus.stored.map((s) => s.dedupId)).toEqual(["run-11-1", "run-11-end"]);
+    expect(bus.kept.map((s) => s.dedupId)).toEqual(["run-11-1", "run-11-end"]);
   });
 });
 

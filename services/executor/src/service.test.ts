@@ -782,6 +782,7 @@ describe("ExecutorService streamed runs", () => {
       },
       subscribe: (runId, options) => bus.subscribe(runId, options),
       hasEnd: (runId) => bus.hasEnd(runId),
+      stored: (runId, afterSeq) => bus.stored(runId, afterSeq),
       ready: () => bus.ready(),
       close: async () => {},
     };

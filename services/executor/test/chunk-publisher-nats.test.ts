@@ -59,6 +59,7 @@ function watched(onAck: (seq: number) => void): RunEventBus {
     },
     subscribe: (runId, options) => bus.subscribe(runId, options),
     hasEnd: (runId) => bus.hasEnd(runId),
+    stored: (runId, afterSeq) => bus.stored(runId, afterSeq),
     ready: () => bus.ready(),
     close: async () => {},
   };
