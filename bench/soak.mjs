@@ -51,6 +51,8 @@ const USAGE = `npm run soak -- [options]
   --interval S          seconds per row (default 10)
   --out DIR             where the SVG chart and the JSON go (default a new temporary directory)
   --lease S             PIES_RUN_LEASE_SECONDS and TTL (default 5)
+  --node-args="A B"     arguments to node for every pies process (e.g. "--trace-gc-nvp"); with
+                        PIES_TEST_LOG_DIR set, each process's output goes to a file there
 BENCH_PIN=0 turns off CPU pinning (taskset: the bench on one CPU, pies' processes on another).`;
 
 const { values: args } = parseArgs({
@@ -66,6 +68,7 @@ const { values: args } = parseArgs({
     interval: { type: "string", default: "10" },
     out: { type: "string" },
     lease: { type: "string", default: "5" },
+    "node-args": { type: "string", default: "" },
     help: { type: "boolean", default: false },
   },
 });
@@ -148,6 +151,7 @@ try {
     leaseSeconds,
     blockingModel: "test-latency-100",
     launcher: pinning.launcher,
+    nodeArgs: args["node-args"].split(/\s+/).filter(Boolean),
   });
   // (A target has both or neither.)
   if (target.nats && target.streams) {

@@ -48,10 +48,10 @@ import { startEmbedded } from "./embedded.mjs";
  * processes running now ([{ name, pid }]: a restart changes a pid), streams the event and record
  * streams' names, and faults the faults --faults applies in turn.
  * @param {string} mode
- * @param {{ leaseSeconds: number, blockingModel: string, launcher: string[] }} options
+ * @param {{ leaseSeconds: number, blockingModel: string, launcher: string[], nodeArgs?: string[] }} options
  * @returns {Promise<SoakTarget>}
  */
-export async function startTarget(mode, { leaseSeconds, blockingModel, launcher }) {
+export async function startTarget(mode, { leaseSeconds, blockingModel, launcher, nodeArgs }) {
   const clocks = {
     PIES_RUN_HEARTBEAT_SECONDS: "1",
     PIES_RUN_LEASE_SECONDS: String(leaseSeconds),
@@ -70,6 +70,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
       blockingModel,
       edge: mode === "edge",
       launcher,
+      nodeArgs,
     });
     const { stack, pg, nats } = faulty;
     // startPrivateNats' env names the stream and the prefix.
@@ -102,6 +103,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher 
   try {
     embedded = await startEmbedded({
       launcher,
+      nodeArgs,
       env: { ...clocks, DATABASE_URL: pg.url, PIES_PROBE_PORT: String(probePort) },
     });
     const gatewayUrl = embedded.url;

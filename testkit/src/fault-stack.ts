@@ -19,6 +19,8 @@ export interface FaultStackOptions {
   edge?: boolean;
   /** A command each pies process runs under, e.g. `["taskset", "-c", "1"]` (startStack's). */
   launcher?: string[];
+  /** Arguments to node for every pies process (e.g. `--trace-gc-nvp`, to see what a soak's GCs do). */
+  nodeArgs?: string[];
   /** More environment for every process (e.g. the gateway's PIES_PROBE_PORT). */
   env?: Record<string, string>;
 }
@@ -64,6 +66,7 @@ export async function startFaultStack(options: FaultStackOptions): Promise<Fault
       natsEnv: nats.env,
       edge: options.edge,
       launcher: options.launcher,
+      nodeArgs: options.nodeArgs,
       env: {
         PIES_RUN_HEARTBEAT_SECONDS: "1",
         PIES_RUN_LEASE_SECONDS: String(options.leaseSeconds),
