@@ -1,4 +1,7 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
+import { newId } from "../ids.js";
 import { MemoryRunEventBus } from "./memory-bus.js";
 
 const bytes = (n: number) => new Uint8Array(n);
@@ -20,7 +23,7 @@ describe("MemoryRunEventBus bounds", () => {
   });
 
   it("keeps a run that got an event lately over one that ended before it", async () => {
-    const bus = new MemoryRunEventBus({ maxBytes: 5_000 });
+    const bus = new MemoryRunEventBus({ maxBytes: 6_000 });
     await bus.publish("old", "chunk", bytes(1000), 1);
     await bus.publish("done", "chunk", bytes(1000), 1);
     await bus.publish("done", "end", bytes(10), 2);
@@ -41,6 +44,30 @@ describe("MemoryRunEventBus bounds", () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(await bus.hasEnd("r1")).toBe(false);
     expect(bus.held).toEqual({ runs: 0, bytes: 0 });
+    await bus.close();
+  });
+
+  it("counts what its runs weigh in memory, and keeps nothing of what it was given", async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const used = () => {
+      gc();
+      const { heapUsed, arrayBuffers } = process.memoryUsage();
+      return heapUsed + arrayBuffers;
+    };
+    const bus = new MemoryRunEventBus({ maxBytes: 2 ** 40 });
+    const before = used();
+    // Runs as the soak's streamed ones: a few small chunks, then the run itself as the end.
+    for (let i = 0; i < 20_000; i++) {
+      const runId = newId();
+      for (let seq = 1; seq <= 5; seq++) await bus.publish(runId, "chunk", bytes(40), seq);
+      await bus.publish(runId, "end", bytes(1200), 6);
+    }
+    const measured = used() - before;
+    expect(bus.held.runs).toBe(20_000);
+    // Within a quarter either way: maxBytes bounds what the bus really holds.
+    expect(measured / bus.held.bytes).toBeGreaterThan(0.75);
+    expect(measured / bus.held.bytes).toBeLessThan(1.25);
     await bus.close();
   });
 });

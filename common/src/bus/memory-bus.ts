@@ -1,17 +1,90 @@
 import type { RunEvent, RunEventBus, SubscribeOptions } from "./bus.js";
 
-interface RunLog {
-  events: RunEvent[];
-  wake: Set<() => void>;
-  dedup: Set<string>;
-  /** What its events weigh (their data, and EVENT_OVERHEAD_BYTES each). */
-  bytes: number;
-  /** When its last event was published (or it was made), in ms. */
-  touchedAt: number;
+const KINDS: readonly RunEvent["kind"][] = ["chunk", "repair", "end"];
+const END = 2;
+
+/**
+ * One run's events, in few objects whatever their number: their data end to end in one buffer,
+ * and per event three numbers (its seq, its kind, where its data ends) in one array. The bus
+ * keeps thousands of runs for minutes, so every object per event would be copied by the young
+ * generation's collections and then promoted (decision 0056).
+ */
+class RunLog {
+  data: Uint8Array = EMPTY;
+  used = 0;
+  /** seq, kind (index in KINDS), end of its data: three numbers per event. */
+  readonly index: number[] = [];
+  /** The largest chunk or repair number stored (a publish of a lower one may be a retry). */
+  lastSeq = 0;
+  ended = false;
+  /** Readers waiting for its next event. */
+  wake: Set<() => void> | undefined;
+  /** What it is counted to weigh against the bus's maxBytes. */
+  bytes = RUN_OVERHEAD_BYTES;
+  constructor(
+    /** When its last event was published (or it was made), in ms. */
+    public touchedAt: number,
+  ) {}
+
+  get length(): number {
+    return this.index.length / 3;
+  }
+
+  /** Number `at` of the index (0 past its end: never asked for). */
+  private at(at: number): number {
+    return this.index[at] ?? 0;
+  }
+
+  seq(i: number): number {
+    return this.at(3 * i);
+  }
+
+  event(i: number): RunEvent {
+    return {
+      seq: this.at(3 * i),
+      kind: KINDS[this.at(3 * i + 1)] ?? "chunk",
+      data: this.data.subarray(i === 0 ? 0 : this.at(3 * i - 1), this.at(3 * i + 2)),
+    };
+  }
+
+  has(seq: number, kind: number): boolean {
+    if (kind === END) return this.ended;
+    if (seq > this.lastSeq) return false;
+    for (let i = 0; i < this.index.length; i += 3) {
+      if (this.index[i] === seq && this.index[i + 1] !== END) return true;
+    }
+    return false;
+  }
+
+  /** Appends the event; returns how much more the log weighs. */
+  append(seq: number, kind: number, data: Uint8Array): number {
+    const before = this.data.byteLength + this.index.length * 8;
+    const need = this.used + data.length;
+    if (need > this.data.byteLength) {
+      // An end comes last: its buffer is made to measure. Chunks double it, as an array would.
+      const size = kind === END ? need : Math.max(need, 2 * this.data.byteLength, 256);
+      const grown = new Uint8Array(size);
+      grown.set(this.data.subarray(0, this.used));
+      this.data = grown;
+    }
+    this.data.set(data, this.used);
+    this.used = need;
+    this.index.push(seq, kind, need);
+    if (kind === END) this.ended = true;
+    else this.lastSeq = Math.max(this.lastSeq, seq);
+    const grownBy = this.data.byteLength + this.index.length * 8 - before;
+    this.bytes += grownBy;
+    return grownBy;
+  }
 }
 
-/** What an event costs besides its data: its object, its dedup id, its slot (an estimate). */
-const EVENT_OVERHEAD_BYTES = 160;
+const EMPTY = new Uint8Array(0);
+
+/**
+ * What a run's log costs besides its buffer and its index: the log, its entry in the bus's map,
+ * the run's id, the buffer's and the array's own objects (measured in memory-bus.test.ts).
+ */
+const RUN_OVERHEAD_BYTES = 400;
 
 export interface MemoryRunEventBusOptions {
   /** How long a run's events are kept after its last one (JetStream's max_age). */
@@ -55,8 +128,9 @@ export class MemoryRunEventBus implements RunEventBus {
   private log(runId: string): RunLog {
     let log = this.logs.get(runId);
     if (!log) {
-      log = { events: [], wake: new Set(), dedup: new Set(), bytes: 0, touchedAt: Date.now() };
+      log = new RunLog(Date.now());
       this.logs.set(runId, log);
+      this.bytes += log.bytes;
     }
     return log;
   }
@@ -73,7 +147,7 @@ export class MemoryRunEventBus implements RunEventBus {
       if (passes-- <= 0) break;
       if (!(log.touchedAt < agedBefore || this.bytes > this.maxBytes)) break;
       this.logs.delete(runId);
-      if (log.wake.size > 0 && log.touchedAt >= agedBefore) {
+      if (log.wake?.size && log.touchedAt >= agedBefore) {
         this.logs.set(runId, log);
         continue;
       }
@@ -86,54 +160,53 @@ export class MemoryRunEventBus implements RunEventBus {
     kind: RunEvent["kind"],
     data: Uint8Array,
     seq: number,
-    // A run's events are in its own list, in order: a replay needs no links between them.
+    // A run's events are in its own log, in order: a replay needs no links between them.
     _previous?: number,
   ): Promise<number | undefined> {
     const log = this.log(runId);
-    const dedupId = kind === "end" ? "end" : String(seq);
-    if (log.dedup.has(dedupId)) return undefined;
-    log.dedup.add(dedupId);
-    log.events.push({ seq, kind, data });
-    const weight = data.length + EVENT_OVERHEAD_BYTES;
-    log.bytes += weight;
-    this.bytes += weight;
+    const code = KINDS.indexOf(kind);
+    // Stored once, as JetStream's dedup ids do it: by number, and any end as the end.
+    if (log.has(seq, code)) return undefined;
+    this.bytes += log.append(seq, code, data);
     log.touchedAt = Date.now();
     // To the back: the runs stay in the order of their last event.
     this.logs.delete(runId);
     this.logs.set(runId, log);
-    for (const wake of log.wake) wake();
+    if (log.wake) for (const wake of log.wake) wake();
     this.forget();
     return undefined;
   }
 
   async *subscribe(runId: string, { afterSeq = 0, signal }: SubscribeOptions) {
     const log = this.log(runId);
-    let next = log.events.findIndex((e) => e.seq > afterSeq);
-    if (next < 0) next = log.events.length;
+    let next = 0;
+    while (next < log.length && log.seq(next) <= afterSeq) next++;
     while (!signal.aborted) {
-      while (next < log.events.length) {
-        const event = log.events[next++];
-        if (event) yield event;
-      }
+      while (next < log.length) yield log.event(next++);
       await new Promise<void>((resolve) => {
         const wake = () => {
-          log.wake.delete(wake);
+          log.wake?.delete(wake);
           signal.removeEventListener("abort", wake);
           resolve();
         };
-        log.wake.add(wake);
+        (log.wake ??= new Set()).add(wake);
         signal.addEventListener("abort", wake, { once: true });
       });
     }
   }
 
   async stored(runId: string, afterSeq = 0) {
-    const events = this.logs.get(runId)?.events ?? [];
-    return events.filter((e) => e.kind === "end" || e.seq > afterSeq);
+    const log = this.logs.get(runId);
+    const events: RunEvent[] = [];
+    for (let i = 0; log && i < log.length; i++) {
+      const event = log.event(i);
+      if (event.kind === "end" || event.seq > afterSeq) events.push(event);
+    }
+    return events;
   }
 
   async hasEnd(runId: string) {
-    return this.logs.get(runId)?.events.some((e) => e.kind === "end") ?? false;
+    return this.logs.get(runId)?.ended ?? false;
   }
 
   async ready() {
@@ -142,6 +215,6 @@ export class MemoryRunEventBus implements RunEventBus {
 
   async close() {
     clearInterval(this.sweeper);
-    for (const log of this.logs.values()) for (const wake of log.wake) wake();
+    for (const log of this.logs.values()) if (log.wake) for (const wake of log.wake) wake();
   }
 }
