@@ -47,6 +47,24 @@ describe("MemoryRunEventBus bounds", () => {
     await bus.close();
   });
 
+  it("cuts a run's buffer to its size at its end, and counts it so", async () => {
+    const bus = new MemoryRunEventBus();
+    for (let seq = 1; seq <= 3; seq++) await bus.publish("r", "chunk", bytes(100), seq);
+    const whileRunning = bus.held.bytes;
+    await bus.publish("r", "end", bytes(10), 4);
+    // 310 bytes of events (from a buffer of 512 while the chunks came), four events' numbers.
+    expect(bus.held.bytes).toBeLessThan(whileRunning);
+    expect(bus.held.bytes).toBe(400 + 310 + 4 * 3 * 8);
+    const events = await bus.stored("r");
+    expect(events.map((e) => [e.seq, e.kind, e.data.length])).toEqual([
+      [1, "chunk", 100],
+      [2, "chunk", 100],
+      [3, "chunk", 100],
+      [4, "end", 10],
+    ]);
+    await bus.close();
+  });
+
   it("counts what its runs weigh in memory, and keeps nothing of what it was given", async () => {
     setFlagsFromString("--expose-gc");
     const gc = runInNewContext("gc") as () => void;

@@ -56,12 +56,13 @@ class RunLog {
     return false;
   }
 
-  /** Appends the event; returns how much more the log weighs. */
+  /** Appends the event; returns what that changed in the log's weight (an end may lower it). */
   append(seq: number, kind: number, data: Uint8Array): number {
     const before = this.data.byteLength + this.index.length * 8;
     const need = this.used + data.length;
-    if (need > this.data.byteLength) {
-      // An end comes last: its buffer is made to measure. Chunks double it, as an array would.
+    // Chunks double the buffer, as an array would; an end comes last, and the run is kept for
+    // minutes after it: its buffer is made to measure then.
+    if (need > this.data.byteLength || (kind === END && need < this.data.byteLength)) {
       const size = kind === END ? need : Math.max(need, 2 * this.data.byteLength, 256);
       const grown = new Uint8Array(size);
       grown.set(this.data.subarray(0, this.used));
@@ -72,9 +73,9 @@ class RunLog {
     this.index.push(seq, kind, need);
     if (kind === END) this.ended = true;
     else this.lastSeq = Math.max(this.lastSeq, seq);
-    const grownBy = this.data.byteLength + this.index.length * 8 - before;
-    this.bytes += grownBy;
-    return grownBy;
+    const change = this.data.byteLength + this.index.length * 8 - before;
+    this.bytes += change;
+    return change;
   }
 }
 
