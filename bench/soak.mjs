@@ -143,6 +143,21 @@ let nats;
 /** @type {ReadyzProber | undefined} */
 let prober;
 let failed = false;
+// A throw outside the try below (in a listener or a timer) would end the soak at once, leaving
+// PostgreSQL, NATS and pies running: what it started is stopped first.
+let crashed = false;
+/** @param {unknown} err */
+const onCrash = async (err) => {
+  log(`soak crashed: ${/** @type {Error | undefined} */ (err)?.stack ?? err}`);
+  if (crashed) return;
+  crashed = true;
+  await prober?.stop().catch(() => {});
+  await nats?.close().catch(() => {});
+  await target?.stop().catch(() => {});
+  process.exit(1);
+};
+process.on("uncaughtException", onCrash);
+process.on("unhandledRejection", onCrash);
 try {
   log(
     `mode ${mode}: starting PostgreSQL${mode === "embedded" ? "" : ", NATS"} and pies; ${pinning.note}`,
