@@ -187,6 +187,8 @@ export class MemoryRunEventBus implements RunEventBus {
       await new Promise<void>((resolve) => {
         const wake = () => {
           log.wake?.delete(wake);
+          // No set kept for a run nobody reads any more: the log stays a few objects.
+          if (log.wake?.size === 0) log.wake = undefined;
           signal.removeEventListener("abort", wake);
           resolve();
         };
