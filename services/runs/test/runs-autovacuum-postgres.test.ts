@@ -1,0 +1,44 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sql, type Kysely } from "kysely";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
+import { createTestDatabase, type TestDatabase } from "@pies/testkit";
+import { migrations } from "../src/migrations/index.js";
+import { down } from "../src/migrations/2026-11-29T00-00_runs_autovacuum.js";
+
+// The runs table's autovacuum settings (docs/decisions/0057-runs-autovacuum-paced.md), as the real
+// PostgreSQL server reads them back: its vacuums paced, its statistics refreshed after a fixed
+// number of changed rows; the migration's down leaves the server's defaults.
+let testDb: TestDatabase;
+let db: Kysely<any>;
+
+async function options(): Promise<Record<string, string>> {
+  const { rows } = await sql<{ option: string }>`
+    select unnest(reloptions) as option from pg_class where oid = 'runs.runs'::regclass`.execute(db);
+  return Object.fromEntries(rows.map((r) => r.option.split("=") as [string, string]));
+}
+
+beforeAll(async () => {
+  testDb = await createTestDatabase("runsvacuum");
+  db = createDatabase({ url: testDb.url, poolMax: 2 });
+  await migrateToLatest(db, "runs", migrations);
+});
+
+afterAll(async () => {
+  await db?.destroy();
+  await testDb?.drop();
+});
+
+describe("the runs table's autovacuum", () => {
+  it("is paced, and analyzes after a fixed number of changed rows", async () => {
+    expect(await options()).toEqual({
+      autovacuum_vacuum_cost_delay: "20",
+      autovacuum_analyze_scale_factor: "0",
+      autovacuum_analyze_threshold: "50000",
+    });
+  });
+
+  it("goes back to the server's defaults when its migration is undone", async () => {
+    await down(db);
+    expect(await options()).toEqual({});
+  });
+});
