@@ -85,7 +85,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     app.addHook("onClose", async () => probes?.close());
   }
   installRequestTracing(app);
-  const metrics = new GatewayMetrics();
+  const metrics = new GatewayMetrics(deps.bus);
   metrics.install(app);
   const ctx = { deps, auth, metrics };
   if (deps.options.corsOrigins.length > 0) {

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { RunEventBus } from "@pies/common/bus";
 import { RunStatus, type Run } from "@pies/proto/runs";
 
 /**
@@ -15,6 +16,9 @@ import { RunStatus, type Run } from "@pies/proto/runs";
  *   store, by why (gateway/src/sse/run-relay.ts ReplayReason).
  * - `pies_executions_total{status,provider}`: executions answered (blocking) or ended (streamed,
  *   when the gateway relays the end), by the run's final status and its environment's provider.
+ * - `pies_event_bus_runs`, `pies_event_bus_bytes`, `pies_event_bus_max_bytes`: what an in-memory
+ *   event bus (the embedded mode's) holds, and its bound; absent with JetStream (whose store NATS's
+ *   own monitoring shows).
  * - Node's own (event loop lag, heap, GC, CPU), prefixed `pies_gateway_`.
  */
 export class GatewayMetrics {
@@ -51,8 +55,28 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  constructor() {
+  constructor(bus?: Pick<RunEventBus, "held">) {
     collectDefaultMetrics({ register: this.registry, prefix: "pies_gateway_" });
+    if (bus?.held) this.watchHeld(bus as Required<Pick<RunEventBus, "held">>);
+  }
+
+  /** Gauges read from the bus when scraped (nothing kept between scrapes). */
+  private watchHeld(bus: Required<Pick<RunEventBus, "held">>) {
+    const gauges = [
+      ["pies_event_bus_runs", "Runs whose events the in-memory event bus holds", "runs"],
+      ["pies_event_bus_bytes", "What the events the in-memory event bus holds weigh", "bytes"],
+      ["pies_event_bus_max_bytes", "The most the in-memory event bus's events may weigh", "maxBytes"],
+    ] as const;
+    for (const [name, help, key] of gauges) {
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(bus.held[key]);
+        },
+      });
+    }
   }
 
   /** Counts and times every answered request (a hook: one label look-up and two updates). */

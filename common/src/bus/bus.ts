@@ -47,6 +47,11 @@ export interface RunEventBus {
    * headers; a larger one fails with EventTooLarge); undefined when there is none (in memory).
    */
   readonly maxEventBytes?: number;
+  /**
+   * What the bus holds in this process, for metrics: its runs, what their events weigh and the
+   * most they may (in memory only; JetStream's store is the server's, seen from its monitoring).
+   */
+  readonly held?: { runs: number; bytes: number; maxBytes: number };
   /** Every stored event of the run (after `afterSeq`), then live ones, until the signal aborts. */
   subscribe(runId: string, options: SubscribeOptions): AsyncIterable<RunEvent>;
   /**

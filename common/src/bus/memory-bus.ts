@@ -121,9 +121,9 @@ export class MemoryRunEventBus implements RunEventBus {
     this.sweeper.unref();
   }
 
-  /** What all runs' events weigh now, and how many runs are kept (for tests and metrics). */
-  get held(): { runs: number; bytes: number } {
-    return { runs: this.logs.size, bytes: this.bytes };
+  /** How many runs are kept, what all their events weigh now, and the most they may. */
+  get held(): { runs: number; bytes: number; maxBytes: number } {
+    return { runs: this.logs.size, bytes: this.bytes, maxBytes: this.maxBytes };
   }
 
   private log(runId: string): RunLog {
