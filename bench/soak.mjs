@@ -8,7 +8,7 @@
 // sample. Exit code 1 when a target is missed.
 //   npm run soak -- [--duration 1800] [--clients 64] [--mode four|edge|embedded] [--faults]
 //     [--reconnect-share 0.1667] [--prefill-seconds 3600 | --prefill-events N] [--interval 10]
-//     [--out DIR] [--lease 5]
+//     [--out DIR] [--lease 5] [--node-args="A B"] [--env KEY=VALUE ...]
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -53,6 +53,7 @@ const USAGE = `npm run soak -- [options]
   --lease S             PIES_RUN_LEASE_SECONDS and TTL (default 5)
   --node-args="A B"     arguments to node for every pies process (e.g. "--trace-gc-nvp"); with
                         PIES_TEST_LOG_DIR set, each process's output goes to a file there
+  --env KEY=VALUE       a setting for every pies process (repeatable; e.g. to compare two values)
 BENCH_PIN=0 turns off CPU pinning (taskset: the bench on one CPU, pies' processes on another).`;
 
 const { values: args } = parseArgs({
@@ -69,6 +70,7 @@ const { values: args } = parseArgs({
     out: { type: "string" },
     lease: { type: "string", default: "5" },
     "node-args": { type: "string", default: "" },
+    env: { type: "string", multiple: true, default: [] },
     help: { type: "boolean", default: false },
   },
 });
@@ -98,6 +100,17 @@ const prefillSeconds = number("prefill-seconds", { min: 0 });
 const prefillEvents =
   args["prefill-events"] === undefined ? undefined : number("prefill-events", { min: 0 });
 const calibrateS = number("calibrate");
+/** --env's settings, for every pies process. */
+const settings = Object.fromEntries(
+  args.env.map((setting) => {
+    const at = setting.indexOf("=");
+    if (at < 1) {
+      console.error(`--env takes KEY=VALUE, not ${setting}\n\n${USAGE}`);
+      process.exit(2);
+    }
+    return [setting.slice(0, at), setting.slice(at + 1)];
+  }),
+);
 const stamp = new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19);
 const outDir = args.out ?? mkdtempSync(path.join(os.tmpdir(), "pies-soak-"));
 mkdirSync(outDir, { recursive: true });
@@ -136,6 +149,47 @@ const loadOf = (target, onOperation, n = clients, share = reconnectShare) =>
     onOperation,
   });
 
+/**
+ * The embedded mode's in-memory event bus filled as the NATS stream is before the load: with an
+ * hour (--prefill-seconds) of the events this load stores, measured on it, or to the bus's bound
+ * when that is less (the bus then forgets the oldest runs, as it will under the load). The load
+ * itself fills it, with four times the clients, read from the gateway's /metrics; the bus starts
+ * empty and, filling for the first quarter hour of a soak, made its memory grow then.
+ * @param {SoakTarget} target
+ * @returns {Promise<{ events: number, ms: number, rate: number | undefined, bytes: number }>}
+ */
+async function fillMemoryBus(target) {
+  const held = async () => {
+    const text = await (await fetch(`${target.gatewayUrl}/metrics`)).text();
+    /** @param {string} name */
+    const value = (name) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? NaN);
+    return { bytes: value("pies_event_bus_bytes"), maxBytes: value("pies_event_bus_max_bytes") };
+  };
+  const before = await held();
+  if (!Number.isFinite(before.bytes)) throw new Error("the gateway's /metrics shows no in-memory bus");
+  log(`calibrating: ${clients} clients for ${calibrateS} s to measure the bytes the bus holds per s`);
+  const calibration = loadOf(target).start();
+  const started = Date.now();
+  await sleep(calibrateS * 1000);
+  const rate = ((await held()).bytes - before.bytes) / ((Date.now() - started) / 1000);
+  await calibration.stop();
+  const goal = Math.min(rate * prefillSeconds, before.maxBytes * 0.98);
+  log(
+    `prefill: the bus to ${(goal / 2 ** 20).toFixed(1)} MiB (${(rate / 1024).toFixed(0)} KiB/s × ${prefillSeconds} s, at most its ${(before.maxBytes / 2 ** 20).toFixed(0)} MiB)`,
+  );
+  const filling = loadOf(target, undefined, clients * 4).start();
+  const fillStarted = Date.now();
+  let now = await held();
+  while (now.bytes < goal && !interrupted) {
+    await sleep(1000);
+    now = await held();
+  }
+  const report = await filling.stop();
+  const ms = Date.now() - fillStarted;
+  log(`prefill: ${(now.bytes / 2 ** 20).toFixed(1)} MiB held after ${(ms / 1000).toFixed(1)} s`);
+  return { events: report.streams.closed, ms, rate: undefined, bytes: now.bytes };
+}
+
 /** @type {SoakTarget | undefined} */
 let target;
 /** @type {Awaited<ReturnType<typeof natsStateReader>> | undefined} */
@@ -167,6 +221,7 @@ try {
     blockingModel: "test-latency-100",
     launcher: pinning.launcher,
     nodeArgs: args["node-args"].split(/\s+/).filter(Boolean),
+    env: settings,
   });
   // (A target has both or neither.)
   if (target.nats && target.streams) {
@@ -199,7 +254,7 @@ try {
   if (baseline) log(`baseline: ${JSON.stringify(baseline)}`);
 
   // The prefill: an hour (--prefill-seconds) of the events this load stores, measured on it.
-  /** @type {{ events: number, ms: number, rate: number | undefined }} */
+  /** @type {{ events: number, ms: number, rate: number | undefined, bytes?: number }} */
   let prefill = { events: 0, ms: 0, rate: undefined };
   if (nats && target.nats && target.streams) {
     let events = prefillEvents;
@@ -229,6 +284,8 @@ try {
         `prefill: stored in ${(ms / 1000).toFixed(1)} s (${((events / ms) * 1000).toFixed(0)}/s)`,
       );
     }
+  } else if (!target.nats && prefillSeconds > 0 && prefillEvents === undefined) {
+    prefill = await fillMemoryBus(target);
   }
 
   // The load, sampled every interval.
@@ -385,7 +442,9 @@ try {
     `\n${mode}, ${clients} clients × ${loadSeconds.toFixed(0)} s; warm-up ${plan.warmup * intervalS} s, windows of ${plan.window * intervalS} s`,
   );
   console.log(
-    `prefill: ${prefill.events} events${prefill.rate ? ` (${prefill.rate.toFixed(0)} events/s measured × ${prefillSeconds} s)` : ""} in ${(prefill.ms / 1000).toFixed(1)} s`,
+    prefill.bytes === undefined
+      ? `prefill: ${prefill.events} events${prefill.rate ? ` (${prefill.rate.toFixed(0)} events/s measured × ${prefillSeconds} s)` : ""} in ${(prefill.ms / 1000).toFixed(1)} s`
+      : `prefill: the in-memory bus filled to ${(prefill.bytes / 2 ** 20).toFixed(1)} MiB by the load (${prefill.events} streams read to close) in ${(prefill.ms / 1000).toFixed(1)} s`,
   );
   console.log(
     `faults: ${applied.map((f) => `${f.name} at ${f.at.toFixed(0)} s (${f.ms} ms)`).join("; ") || "none"}`,

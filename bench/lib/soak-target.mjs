@@ -48,10 +48,14 @@ import { startEmbedded } from "./embedded.mjs";
  * processes running now ([{ name, pid }]: a restart changes a pid), streams the event and record
  * streams' names, and faults the faults --faults applies in turn.
  * @param {string} mode
- * @param {{ leaseSeconds: number, blockingModel: string, launcher: string[], nodeArgs?: string[] }} options
+ * `env` adds settings to every pies process's environment (--env).
+ * @param {{ leaseSeconds: number, blockingModel: string, launcher: string[], nodeArgs?: string[], env?: Record<string, string> }} options
  * @returns {Promise<SoakTarget>}
  */
-export async function startTarget(mode, { leaseSeconds, blockingModel, launcher, nodeArgs }) {
+export async function startTarget(
+  mode,
+  { leaseSeconds, blockingModel, launcher, nodeArgs, env = {} },
+) {
   const clocks = {
     PIES_RUN_HEARTBEAT_SECONDS: "1",
     PIES_RUN_LEASE_SECONDS: String(leaseSeconds),
@@ -63,7 +67,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher,
   const probeUrl = `http://127.0.0.1:${probePort}/readyz`;
   if (mode === "four" || mode === "edge") {
     const faulty = await startFaultStack({
-      env: { PIES_PROBE_PORT: String(probePort) },
+      env: { ...env, PIES_PROBE_PORT: String(probePort) },
       leaseSeconds,
       ttlSeconds: leaseSeconds,
       sseHeartbeatSeconds: 5,
@@ -104,7 +108,7 @@ export async function startTarget(mode, { leaseSeconds, blockingModel, launcher,
     embedded = await startEmbedded({
       launcher,
       nodeArgs,
-      env: { ...clocks, DATABASE_URL: pg.url, PIES_PROBE_PORT: String(probePort) },
+      env: { ...env, ...clocks, DATABASE_URL: pg.url, PIES_PROBE_PORT: String(probePort) },
     });
     const gatewayUrl = embedded.url;
     const key = embedded.apiKey;
