@@ -166,8 +166,11 @@ async function fillMemoryBus(target) {
     return { bytes: value("pies_event_bus_bytes"), maxBytes: value("pies_event_bus_max_bytes") };
   };
   const before = await held();
-  if (!Number.isFinite(before.bytes)) throw new Error("the gateway's /metrics shows no in-memory bus");
-  log(`calibrating: ${clients} clients for ${calibrateS} s to measure the bytes the bus holds per s`);
+  if (!Number.isFinite(before.bytes))
+    throw new Error("the gateway's /metrics shows no in-memory bus");
+  log(
+    `calibrating: ${clients} clients for ${calibrateS} s to measure the bytes the bus holds per s`,
+  );
   const calibration = loadOf(target).start();
   const started = Date.now();
   await sleep(calibrateS * 1000);

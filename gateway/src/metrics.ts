@@ -65,7 +65,11 @@ export class GatewayMetrics {
     const gauges = [
       ["pies_event_bus_runs", "Runs whose events the in-memory event bus holds", "runs"],
       ["pies_event_bus_bytes", "What the events the in-memory event bus holds weigh", "bytes"],
-      ["pies_event_bus_max_bytes", "The most the in-memory event bus's events may weigh", "maxBytes"],
+      [
+        "pies_event_bus_max_bytes",
+        "The most the in-memory event bus's events may weigh",
+        "maxBytes",
+      ],
     ] as const;
     for (const [name, help, key] of gauges) {
       new Gauge({

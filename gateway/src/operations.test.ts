@@ -113,7 +113,9 @@ describe("GET /metrics", () => {
     const held = (text: string, name: string) =>
       Number(text.match(new RegExp(`^${name} (\\d+)$`, "m"))?.[1]);
     expect(held(after, "pies_event_bus_runs")).toBe(held(before, "pies_event_bus_runs") + 1);
-    expect(held(after, "pies_event_bus_bytes")).toBeGreaterThan(held(before, "pies_event_bus_bytes"));
+    expect(held(after, "pies_event_bus_bytes")).toBeGreaterThan(
+      held(before, "pies_event_bus_bytes"),
+    );
     expect(held(after, "pies_event_bus_max_bytes")).toBe(64 * 2 ** 20);
     expect(after).toContain("pies_gateway_nodejs_eventloop_lag_seconds");
   });

@@ -13,7 +13,9 @@ let db: Kysely<any>;
 
 async function options(): Promise<Record<string, string>> {
   const { rows } = await sql<{ option: string }>`
-    select unnest(reloptions) as option from pg_class where oid = 'runs.runs'::regclass`.execute(db);
+    select unnest(reloptions) as option from pg_class where oid = 'runs.runs'::regclass`.execute(
+    db,
+  );
   return Object.fromEntries(rows.map((r) => r.option.split("=") as [string, string]));
 }
 
