@@ -35,6 +35,9 @@ const embeddedConfigSchema = z.object({
   // One user on a laptop: no rate limit unless asked for.
   PIES_RATE_LIMIT_PER_MINUTE: gatewaySettingsSchema.PIES_RATE_LIMIT_PER_MINUTE.default(0),
   LOG_LEVEL: env.logLevel().default("warn"),
+  // How far the heap may grow past what a full collection kept, in percent (0: V8's own choice,
+  // up to 300); see heap.ts.
+  PIES_HEAP_GROWTH_PERCENT: env.int(100, 0, 1000),
 });
 
 export type EmbeddedConfig = z.infer<typeof embeddedConfigSchema>;

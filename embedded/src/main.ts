@@ -1,12 +1,15 @@
 import { createLogger, exitOnStartupError, installProcessPolicy, onShutdown } from "@pies/common";
 import { loadTokenizer } from "@pies/executor";
 import { loadEmbeddedConfig } from "./config.js";
+import { setHeapGrowth } from "./heap.js";
 import { startEmbedded } from "./start.js";
 
 const logger = createLogger("pies");
 installProcessPolicy(logger);
 try {
-  const pies = await startEmbedded(loadEmbeddedConfig());
+  const config = loadEmbeddedConfig();
+  setHeapGrowth(config.PIES_HEAP_GROWTH_PERCENT);
+  const pies = await startEmbedded(config);
   const base = `${pies.url}/api/v1`;
   // The key goes to the terminal of whoever started pies, never to the log.
   process.stdout.write(
