@@ -43,7 +43,7 @@ describe("MemoryRunEventBus bounds", () => {
     expect(await bus.hasEnd("r1")).toBe(true);
     await new Promise((r) => setTimeout(r, 300));
     expect(await bus.hasEnd("r1")).toBe(false);
-    expect(bus.held).toEqual({ runs: 0, bytes: 0 });
+    expect(bus.held).toEqual({ runs: 0, bytes: 0, maxBytes: 64 * 2 ** 20 });
     await bus.close();
   });
 

@@ -3,7 +3,7 @@ import { sql, type Kysely } from "kysely";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, type TestDatabase } from "@pies/testkit";
 import { migrations } from "../src/migrations/index.js";
-import { down } from "../src/migrations/2026-11-29T00-00_runs_autovacuum.js";
+import { down } from "../src/migrations/2026-11-28T12-00_runs_autovacuum.js";
 
 // The runs table's autovacuum settings (docs/decisions/0057-runs-autovacuum-paced.md), as the real
 // PostgreSQL server reads them back: its vacuums paced, its statistics refreshed after a fixed

@@ -4,12 +4,11 @@ import { sql, type Kysely } from "kysely";
 
 export async function up(db: Kysely<any>): Promise<void> {
   // Autovacuum of the runs table, paced and regular (docs/decisions/0057-runs-autovacuum-paced.md).
-  // A vacuum of this table scans its whole indexes (GIN ones included) and starts when 20% more
-  // rows came in, so it comes later and bigger as the table grows: unthrottled beyond the 2 ms
-  // default it took a third of a core for 20 s at half a million rows. At 20 ms (PostgreSQL's
-  // default before version 12) the same work spreads over minutes, between the next one's start.
+  // A vacuum of this table reads its whole indexes and starts once 20% more rows came in, so on
+  // an append-mostly table each comes later and costs more than the one before; paced at 20 ms
+  // (PostgreSQL's default before version 12) its work spreads over minutes rather than seconds.
   // Statistics are refreshed after a fixed number of changed rows rather than a tenth of the
-  // table, so the planner knows the newest hours of an append-mostly table however large it is.
+  // table, so analyze costs the same at any size and the newest hours are always in them.
   await sql`
     alter table runs.runs set (
       autovacuum_vacuum_cost_delay = 20,
