@@ -173,21 +173,31 @@ async function fillMemoryBus(target) {
   );
   const calibration = loadOf(target).start();
   const started = Date.now();
-  await sleep(calibrateS * 1000);
-  const rate = ((await held()).bytes - before.bytes) / ((Date.now() - started) / 1000);
-  await calibration.stop();
+  let rate;
+  try {
+    await sleep(calibrateS * 1000);
+    rate = ((await held()).bytes - before.bytes) / ((Date.now() - started) / 1000);
+  } finally {
+    await calibration.stop();
+  }
   const goal = Math.min(rate * prefillSeconds, before.maxBytes * 0.98);
   log(
     `prefill: the bus to ${(goal / 2 ** 20).toFixed(1)} MiB (${(rate / 1024).toFixed(0)} KiB/s × ${prefillSeconds} s, at most its ${(before.maxBytes / 2 ** 20).toFixed(0)} MiB)`,
   );
+  // Its clients are stopped whatever happens: a /metrics that fails leaves no load running.
   const filling = loadOf(target, undefined, clients * 4).start();
   const fillStarted = Date.now();
-  let now = await held();
-  while (now.bytes < goal && !interrupted) {
-    await sleep(1000);
+  let now;
+  try {
     now = await held();
+    while (now.bytes < goal && !interrupted) {
+      await sleep(1000);
+      now = await held();
+    }
+  } finally {
+    await filling.stop();
   }
-  const report = await filling.stop();
+  const report = filling.snapshot();
   const ms = Date.now() - fillStarted;
   log(`prefill: ${(now.bytes / 2 ** 20).toFixed(1)} MiB held after ${(ms / 1000).toFixed(1)} s`);
   return { events: report.streams.closed, ms, rate: undefined, bytes: now.bytes };
