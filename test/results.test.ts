@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { peerTransport, serviceClient } from "@pies/common/server";
-import { fromValue } from "@pies/common";
+import { jsonOf } from "@pies/common";
 import { ExecutorService } from "@pies/proto/executor";
 import { RunStatus } from "@pies/proto/runs";
 import {
@@ -372,7 +372,7 @@ describe("the result cache across executor processes", () => {
     expect(answer!.run!.status).toBe(RunStatus.COMPLETED);
     expect(answer!.run!.cached).toBe(true);
     expect(answer!.run!.cachedFrom).toBe(first.id);
-    expect(fromValue(answer!.run!.result)).toEqual(first.result);
+    expect(jsonOf(answer!.run!.resultJson)).toEqual(first.result);
     const stored = await json(await api(`/runs/${answer!.run!.id}`));
     expect(stored).toMatchObject({ cached: true, cached_from: first.id });
     // A streamed hit through the gateway.

@@ -110,6 +110,13 @@ function randomScalar(random: Random, scalar: ScalarType): JsonValue {
       return pick(random, ["0", "1", "250", "4294967296", "9223372036854775807", "-1", "-86400"]);
     case ScalarType.DOUBLE:
       return pick(random, [0, 0.7, -2.5, 1e300, 1]);
+    case ScalarType.BYTES:
+      // The JSON payloads (json-bytes.ts): JSON text, base64 in the protobuf JSON mapping.
+      return Buffer.from(
+        JSON.stringify(
+          pick(random, [{}, null, "text", [1, "two", { three: 3 }], { a: { b: [true, 1.5] } }]),
+        ),
+      ).toString("base64");
     default:
       throw new Error(`no ${ScalarType[scalar]} fields expected in a run`);
   }

@@ -1,4 +1,3 @@
-import type { JsonObject } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
 import type { CatalogEvents, RunEventBus } from "@pies/common/bus";
@@ -12,13 +11,6 @@ export interface GatewayDeps {
   catalog: Client<typeof CatalogService>;
   runs: Client<typeof RunsService>;
   executor: Client<typeof ExecutorService>;
-  /**
-   * The executor's Execute with its request and answer as Connect JSON (the lean client's
-   * `unaryJson`), when the executor is another process: the execute routes use it rather than
-   * `executor.execute`, and neither build the request's message nor decode the run's (json/runs.ts,
-   * `answeredRunOfJson`). Absent (an executor in the process), they call `executor`.
-   */
-  executeJson?: (request: JsonObject, signal: AbortSignal | undefined) => Promise<JsonObject>;
   bus: RunEventBus;
   /** The catalog's change events: they drop the verified keys of a project whose keys changed. */
   catalogEvents: CatalogEvents;

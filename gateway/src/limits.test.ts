@@ -1,6 +1,6 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ConfigError, type JsonObject } from "@pies/common";
+import { ConfigError, type JsonObject, jsonBytes } from "@pies/common";
 import { ResolveExecutionResponseSchema } from "@pies/proto/catalog";
 import { ExecuteRequestSchema } from "@pies/proto/executor";
 import { READ_MAX_BYTES } from "@pies/common/server";
@@ -354,7 +354,7 @@ describe("the bounds of the configurable limits", () => {
     expect(body.length).toBeLessThanOrEqual(MAX_BODY_BYTES);
     const request = create(ExecuteRequestSchema, {
       interaction: { case: "interactionName", value: "n".repeat(800) },
-      data: JSON.parse(body) as JsonObject,
+      dataJson: jsonBytes(JSON.parse(body) as JsonObject),
       tags: ["t".repeat(800)],
     });
     expect(toBinary(ExecuteRequestSchema, request).length).toBeLessThan(READ_MAX_BYTES);

@@ -27,8 +27,6 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
     catalog: serviceClient(CatalogService, catalog),
     runs: serviceClient(RunsService, runs),
     executor: serviceClient(ExecutorService, executor),
-    executeJson: (request, signal) =>
-      executor.unaryJson(ExecutorService.method.execute, request, { signal }),
     bus,
     catalogEvents,
     logger,

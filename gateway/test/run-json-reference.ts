@@ -1,6 +1,6 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import type { Kysely } from "kysely";
-import { fromTimestamp, fromValue, toTimestamp, toValue } from "@pies/common";
+import { fromTimestamp, toTimestamp, jsonOf, jsonBytes } from "@pies/common";
 import { RunSchema, RunStatus, runStatuses, type Run, type RunAttempt } from "@pies/proto/runs";
 import { writeRecords, type RunsDatabase } from "@pies/runs";
 
@@ -29,9 +29,9 @@ export function referenceRunJson(run: Run) {
     }),
     environment: { id: run.environmentId, name: run.environmentName },
     modelId: run.modelId,
-    parameters: run.parameters ?? {},
-    result: fromValue(run.result),
-    prompt: fromValue(run.prompt),
+    parameters: jsonOf(run.parametersJson) ?? {},
+    result: jsonOf(run.resultJson),
+    prompt: jsonOf(run.promptJson),
     tags: run.tags,
     config: compact({
       environment: run.config?.environmentId,
@@ -50,7 +50,7 @@ export function referenceRunJson(run: Run) {
       ? compact({
           code: run.error.code,
           message: run.error.message,
-          data: fromValue(run.error.data) ?? undefined,
+          data: jsonOf(run.error.dataJson) ?? undefined,
         })
       : undefined,
     source: run.source
@@ -69,7 +69,7 @@ export function referenceRunJson(run: Run) {
     project: { id: run.projectId, name: run.projectName },
     cached: run.cached || undefined,
     cached_from: run.cachedFrom || undefined,
-    cache_policy: run.cachePolicy,
+    cache_policy: jsonOf(run.cachePolicyJson),
     attempts: run.attempts.length > 0 ? run.attempts.map(attemptJson) : undefined,
     created_at: fromTimestamp(run.createdAt)?.toISOString(),
     updated_at: fromTimestamp(run.updatedAt)?.toISOString(),
@@ -79,12 +79,12 @@ export function referenceRunJson(run: Run) {
 function attemptJson(a: RunAttempt) {
   return compact({
     number: a.number,
-    prompt_added: fromValue(a.promptAdded) ?? [],
+    prompt_added: jsonOf(a.promptAddedJson) ?? [],
     error: a.error
       ? compact({
           code: a.error.code,
           message: a.error.message,
-          data: fromValue(a.error.data) ?? undefined,
+          data: jsonOf(a.error.dataJson) ?? undefined,
         })
       : undefined,
     token_use: a.tokenUse
@@ -138,14 +138,14 @@ export function everyFieldRuns(projectId: string, accountId = "acc_every"): Run[
     {
       ...base(0),
       status: RunStatus.COMPLETED,
-      parameters: {
+      parametersJson: jsonBytes({
         text: 'line\nbreak\t"quote" \\ back \u2028 sep ☃ 😀',
         nested: { deep: { list: [1, -2.5, 1e21, 0.1, true, false, null, "s", { k: [] }] } },
         empty: {},
         "key with spaces": "v",
         "10": "integer-like key",
-      },
-      result: toValue({ summary: "done", score: 0.75, items: [1, 2, 3] }),
+      }),
+      resultJson: jsonBytes({ summary: "done", score: 0.75, items: [1, 2, 3] }),
       tags: ["prod", "chat", "ünï"],
       config: {
         environmentId: "env_0",
@@ -167,11 +167,11 @@ export function everyFieldRuns(projectId: string, accountId = "acc_every"): Run[
     {
       ...base(1),
       status: RunStatus.FAILED,
-      parameters: { n: 1 },
+      parametersJson: jsonBytes({ n: 1 }),
       error: {
         code: "validation_error",
         message: 'the answer is not valid: "x" is required',
-        data: toValue([{ instancePath: "/x", message: "must have required property 'x'" }]),
+        dataJson: jsonBytes([{ instancePath: "/x", message: "must have required property 'x'" }]),
       },
       tokenUse: { prompt: 10, result: 0, total: 10 },
       executionTime: 5n,
@@ -182,14 +182,14 @@ export function everyFieldRuns(projectId: string, accountId = "acc_every"): Run[
     {
       ...base(2),
       status: RunStatus.FAILED,
-      parameters: {},
-      error: { code: "timeout", message: "the provider timed out", data: toValue(null) },
+      parametersJson: jsonBytes({}),
+      error: { code: "timeout", message: "the provider timed out", dataJson: jsonBytes(null) },
       config: { environmentId: "", model: "", formatter: "" },
     },
     {
       ...base(3),
       status: RunStatus.FAILED,
-      parameters: { a: "b" },
+      parametersJson: jsonBytes({ a: "b" }),
       error: { code: "provider_error", message: "upstream 500" },
     },
     {
@@ -197,31 +197,56 @@ export function everyFieldRuns(projectId: string, accountId = "acc_every"): Run[
       status: RunStatus.CREATED,
       stream: true,
       ttl: 300,
-      parameters: { text: "streamed" },
+      parametersJson: jsonBytes({ text: "streamed" }),
       config: { environmentId: "env_0", model: "m/é", formatter: "", temperature: 0 },
     },
     {
       ...base(5),
       status: RunStatus.PROCESSING,
       stream: true,
-      parameters: { text: "going" },
+      parametersJson: jsonBytes({ text: "going" }),
       config: { environmentId: "env_1", model: "gpt-4o", formatter: "", maxTokens: 1 },
     },
     {
       ...base(6),
       status: RunStatus.COMPLETED,
-      parameters: { q: "cached" },
-      result: toValue("a plain string result"),
+      parametersJson: jsonBytes({ q: "cached" }),
+      resultJson: jsonBytes("a plain string result"),
       cached: true,
       cachedFrom: "every_origin",
-      cachePolicy: { type: "cache", ttl: 3600, varies_on: ["q"], refresh_probability: 0.25 },
+      cachePolicyJson: jsonBytes({
+        type: "cache",
+        ttl: 3600,
+        varies_on: ["q"],
+        refresh_probability: 0.25,
+      }),
       tokenUse: { prompt: 0, result: 0, total: 0 },
       executionTime: 0n,
     },
-    { ...base(7), status: RunStatus.COMPLETED, parameters: { x: 1 }, result: toValue(42) },
-    { ...base(8), status: RunStatus.COMPLETED, parameters: { x: 2 }, result: toValue(false) },
-    { ...base(9), status: RunStatus.COMPLETED, parameters: { x: 3 }, result: toValue([]) },
-    { ...base(10), status: RunStatus.COMPLETED, parameters: { x: 4 }, result: toValue({}) },
+    {
+      ...base(7),
+      status: RunStatus.COMPLETED,
+      parametersJson: jsonBytes({ x: 1 }),
+      resultJson: jsonBytes(42),
+    },
+    {
+      ...base(8),
+      status: RunStatus.COMPLETED,
+      parametersJson: jsonBytes({ x: 2 }),
+      resultJson: jsonBytes(false),
+    },
+    {
+      ...base(9),
+      status: RunStatus.COMPLETED,
+      parametersJson: jsonBytes({ x: 3 }),
+      resultJson: jsonBytes([]),
+    },
+    {
+      ...base(10),
+      status: RunStatus.COMPLETED,
+      parametersJson: jsonBytes({ x: 4 }),
+      resultJson: jsonBytes({}),
+    },
   ];
   return runs.map((init) => create(RunSchema, init));
 }

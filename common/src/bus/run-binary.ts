@@ -1,5 +1,6 @@
-import { toBinary } from "@bufbuild/protobuf";
-import type { ListValue, Struct, Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { upgradePayloads, written as writtenPayloads } from "../legacy-payloads.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   RunSchema,
   type Run,
@@ -17,13 +18,14 @@ import {
  * blocking execution carries it again). protobuf-es encodes by reflection, chunk by chunk, with a
  * TextEncoder call per string; this writes into one reused buffer, a fraction of that
  * (docs/decisions/0014-record-put-without-reflection.md). Fields in number order, each written when set as protobuf-es
- * decides it (implicit presence: not the zero value; explicit: not undefined), Struct fields
- * (JsonObject here) as protobuf-es converts them (keys in Object.keys order). Anything it does not
+ * decides it (implicit presence: not the zero value; explicit: not undefined). Anything it does not
  * expect (a message with unknown fields, an integer out of int32 range, a non-string string) is
  * left to protobuf-es, which writes it or throws as before. run-binary.test.ts compares the bytes
  * with toBinary's and fails when Run or a message in it gains a field this does not know.
  */
 export function encodeRun(run: Run): Uint8Array {
+  // With the old payload fields too, while a rolling upgrade asks for them (protobuf-es writes those).
+  writtenPayloads(RunSchema, run);
   const length = written(run);
   if (length === undefined) return toBinary(RunSchema, run);
   // A copy (a Buffer's slice would be a view of the buffer that the next encoding overwrites).
@@ -34,10 +36,19 @@ export function encodeRun(run: Run): Uint8Array {
 }
 
 /**
+ * A run stored by `encodeRun` (a record, a stream's end), by this release or one before it (its
+ * payloads in the old Struct/Value fields: legacy-payloads.ts).
+ */
+export function decodeStoredRun(bytes: Uint8Array): Run {
+  return upgradePayloads(RunSchema, fromBinary(RunSchema, bytes));
+}
+
+/**
  * The length of `encodeRun(run)`, without the copy of its bytes (a size check keeps nothing of
  * them).
  */
 export function encodedRunLength(run: Run): number {
+  writtenPayloads(RunSchema, run);
   const length = written(run);
   if (length === undefined) return toBinary(RunSchema, run).length;
   release();
@@ -159,6 +170,15 @@ function string(no: number, s: string) {
   pos += buf.write(s, pos, "utf8");
 }
 
+function bytes(no: number, b: Uint8Array) {
+  if (!(b instanceof Uint8Array)) throw UNEXPECTED;
+  tag(no, LEN);
+  varint(b.length);
+  ensure(b.length);
+  buf.set(b, pos);
+  pos += b.length;
+}
+
 /** Starts a length-delimited message: one byte kept for its length (moved over if it needs more). */
 function open(no: number): number {
   tag(no, LEN);
@@ -203,9 +223,16 @@ function writeRun(r: Run) {
   if (r.modelId !== "") string(8, r.modelId);
   if (r.status !== 0) int32(9, r.status);
   if (r.stream) bool(10);
-  if (r.parameters !== undefined) jsonObject(11, r.parameters);
-  if (r.result !== undefined) value(12, r.result);
-  if (r.prompt !== undefined) value(13, r.prompt);
+  // The old payload fields (a message on its way to an old reader, legacy-payloads.ts) are
+  // protobuf-es's to write.
+  if (
+    r.parameters !== undefined ||
+    r.result !== undefined ||
+    r.prompt !== undefined ||
+    r.cachePolicy !== undefined ||
+    r.resultSchema !== undefined
+  )
+    throw UNEXPECTED;
   for (const t of r.tags) string(14, t);
   if (r.config !== undefined) config(15, r.config);
   if (r.source !== undefined) source(16, r.source);
@@ -214,8 +241,6 @@ function writeRun(r: Run) {
   if (r.error !== undefined) runError(19, r.error);
   if (r.ttl !== 0) int32(20, r.ttl);
   if (r.parentId !== "") string(21, r.parentId);
-  if (r.cachePolicy !== undefined) jsonObject(22, r.cachePolicy);
-  if (r.resultSchema !== undefined) jsonObject(23, r.resultSchema);
   if (r.provider !== "") string(24, r.provider);
   if (r.cached) bool(25);
   if (r.createdAt !== undefined) timestamp(26, r.createdAt);
@@ -228,6 +253,11 @@ function writeRun(r: Run) {
   if (r.interactionUpdatedAt !== undefined) timestamp(33, r.interactionUpdatedAt);
   if (r.projectName !== "") string(34, r.projectName);
   if (r.accountName !== "") string(35, r.accountName);
+  if (r.parametersJson.length > 0) bytes(36, r.parametersJson);
+  if (r.resultJson.length > 0) bytes(37, r.resultJson);
+  if (r.promptJson.length > 0) bytes(38, r.promptJson);
+  if (r.cachePolicyJson.length > 0) bytes(39, r.cachePolicyJson);
+  if (r.resultSchemaJson.length > 0) bytes(40, r.resultSchemaJson);
 }
 
 function promptRef(no: number, p: RunPromptRef) {
@@ -277,7 +307,8 @@ function runError(no: number, e: RunError) {
   const at = open(no);
   if (e.code !== "") string(1, e.code);
   if (e.message !== "") string(2, e.message);
-  if (e.data !== undefined) value(3, e.data);
+  if (e.data !== undefined) throw UNEXPECTED;
+  if (e.dataJson.length > 0) bytes(4, e.dataJson);
   close(at);
 }
 
@@ -285,9 +316,10 @@ function attempt(no: number, a: RunAttempt) {
   known(a);
   const at = open(no);
   if (a.number !== 0) int32(1, a.number);
-  if (a.promptAdded !== undefined) value(2, a.promptAdded);
+  if (a.promptAdded !== undefined) throw UNEXPECTED;
   if (a.error !== undefined) runError(3, a.error);
   if (a.tokenUse !== undefined) tokenUsage(4, a.tokenUse);
+  if (a.promptAddedJson.length > 0) bytes(5, a.promptAddedJson);
   close(at);
 }
 
@@ -296,110 +328,5 @@ function timestamp(no: number, t: Timestamp) {
   const at = open(no);
   if (t.seconds !== 0n) int64(1, t.seconds);
   if (t.nanos !== 0) int32(2, t.nanos);
-  close(at);
-}
-
-/** google.protobuf.Value (a message: its kind, written when set, as a oneof is). */
-function value(no: number, v: Value) {
-  known(v);
-  const at = open(no);
-  const kind = v.kind;
-  switch (kind.case) {
-    case "nullValue":
-      int32(1, kind.value);
-      break;
-    case "numberValue":
-      double(2, kind.value);
-      break;
-    case "stringValue":
-      string(3, kind.value);
-      break;
-    case "boolValue":
-      tag(4, VARINT);
-      ensure(1);
-      buf[pos++] = kind.value ? 1 : 0;
-      break;
-    case "structValue":
-      struct(5, kind.value);
-      break;
-    case "listValue":
-      list(6, kind.value);
-      break;
-    case undefined:
-      break;
-    default:
-      throw UNEXPECTED;
-  }
-  close(at);
-}
-
-function struct(no: number, s: Struct) {
-  known(s);
-  const at = open(no);
-  const fields = s.fields;
-  for (const key of Object.keys(fields)) {
-    const v = fields[key];
-    if (v === undefined) throw UNEXPECTED;
-    const entry = open(1);
-    string(1, key);
-    value(2, v);
-    close(entry);
-  }
-  close(at);
-}
-
-function list(no: number, l: ListValue) {
-  known(l);
-  const at = open(no);
-  for (const v of l.values) value(1, v);
-  close(at);
-}
-
-/**
- * A Struct field held as JSON (protobuf-es's JsonObject): written as the Struct protobuf-es makes
- * of it, a value of another type (undefined, a function) as a Value with no kind.
- */
-function jsonObject(no: number, json: Record<string, unknown>) {
-  // What toBinary refuses (an array) or treats its own way (an own `__proto__`) is left to it.
-  const object = json !== null && typeof json === "object";
-  if (object && (Array.isArray(json) || Object.hasOwn(json, "__proto__"))) throw UNEXPECTED;
-  const at = open(no);
-  if (object) {
-    for (const key of Object.keys(json)) {
-      const entry = open(1);
-      string(1, key);
-      jsonValue(2, json[key]);
-      close(entry);
-    }
-  }
-  close(at);
-}
-
-function jsonValue(no: number, json: unknown) {
-  const at = open(no);
-  switch (typeof json) {
-    case "number":
-      double(2, json);
-      break;
-    case "string":
-      string(3, json);
-      break;
-    case "boolean":
-      tag(4, VARINT);
-      ensure(1);
-      buf[pos++] = json ? 1 : 0;
-      break;
-    case "object":
-      if (json === null) {
-        int32(1, 0);
-      } else if (Array.isArray(json)) {
-        const items = open(6);
-        for (const item of json) jsonValue(1, item);
-        close(items);
-      } else {
-        jsonObject(5, json as Record<string, unknown>);
-      }
-      break;
-  }
   close(at);
 }

@@ -1,10 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { create, fromBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { RunConfigSchema, RunSchema, RunSourceSchema, RunStatus, type Run } from "@pies/proto/runs";
-import { encodedRunLength, encodeRun } from "./run-binary.js";
+import { jsonBytes } from "../json-bytes.js";
+import { decodeStoredRun, encodedRunLength, encodeRun } from "./run-binary.js";
 import { RecordConflict, RecordTooLarge, type RunRecords } from "./run-records.js";
+
+/** `{}` as a run's parameters (read only: never written into). */
+const EMPTY_OBJECT = jsonBytes({});
 
 let putCount = 0;
 const putPrefix = randomBytes(6).toString("hex");
@@ -79,7 +83,7 @@ export class RunLog {
   /** The run's last record, if the log still holds it. */
   async last(runId: string): Promise<RecordedRun | undefined> {
     const record = await this.records.last(runId).catch(unavailable);
-    return record && { seq: record.seq, run: fromBinary(RunSchema, record.data) };
+    return record && { seq: record.seq, run: decodeStoredRun(record.data) };
   }
 }
 
@@ -94,7 +98,7 @@ function completed(run: Run): Run {
     model: run.modelId,
   });
   run.source ??= create(RunSourceSchema);
-  run.parameters ??= {};
+  if (run.parametersJson.length === 0) run.parametersJson = EMPTY_OBJECT;
   return run;
 }
 

@@ -7,9 +7,10 @@ import {
   type Transport,
 } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import type { DescMethodUnary, DescService } from "@bufbuild/protobuf";
+import type { DescService } from "@bufbuild/protobuf";
 import { isConnectionError } from "../unavailable.js";
 import { internalCredentialInterceptor } from "./internal-auth.js";
+import { payloadsInterceptor } from "./payloads-interceptor.js";
 import { clientTracingInterceptor, tracingEnabled } from "../tracing.js";
 import { unaryTransport, type UnaryTransport } from "./unary-client.js";
 
@@ -57,23 +58,13 @@ export const PEER_DEADLINE_MS = 30_000;
 export const EXECUTOR_DEADLINE_MS = 45 * 60_000;
 
 /**
- * Peers spoken to in Connect's JSON format rather than binary protobuf. The runs service's
- * messages are runs, whose input data, result and errors are google.protobuf.Struct/Value: the
- * protobuf-es binary encoding of those costs several times its JSON, and the list's answer is
- * mostly them. The executor's too: an execution's request carries its data as a Struct and its
- * answer is the run. The catalog's answers hold no Struct of note and stay binary. Figures:
- * docs/decisions/0008-connect-protocol-json-to-runs.md.
- */
-const JSON_PEERS = new Set(["runs", "executor"]);
-
-/**
  * A transport to a peer service over one long-lived HTTP/2 connection (reconnecting on demand), so
  * that no call pays a connection setup. It speaks the Connect protocol with binary protobuf: the
  * same services answer gRPC too (grpc-js callers, Kubernetes probes), but for pies' own calls
  * Connect's unary framing costs measurably less CPU than gRPC's
- * (docs/decisions/0008-connect-protocol-json-to-runs.md); JSON with the peers of JSON_PEERS, but
- * for their BINARY_METHODS (on the same connection). `peer` names the service in errors ("the runs
- * service is unavailable"). `internalToken`, when given, goes with every call (the callee refuses
+ * (docs/decisions/0008-connect-protocol-json-to-runs.md); binary with every peer since the JSON
+ * payloads are bytes (docs/decisions/0059-json-payloads-as-bytes.md). `peer` names the service in
+ * errors ("the runs service is unavailable"). `internalToken`, when given, goes with every call (the callee refuses
  * calls without it).
  */
 export function peerTransport(
@@ -81,15 +72,12 @@ export function peerTransport(
   peer = "peer",
   internalToken?: string,
 ): UnaryTransport {
-  // JSON with the peers of JSON_PEERS, but for their BINARY_METHODS, on the same connection.
-  const useBinaryFormat: boolean | ((method: DescMethodUnary) => boolean) = JSON_PEERS.has(peer)
-    ? (method) => BINARY_METHODS.has(`${method.parent.typeName}/${method.name}`)
-    : true;
   const defaultTimeoutMs = peer === "executor" ? EXECUTOR_DEADLINE_MS : PEER_DEADLINE_MS;
   const interceptors = [
     peerUnavailableInterceptor(peer),
     ...(internalToken ? [internalCredentialInterceptor(internalToken)] : []),
     ...(tracingEnabled() ? [clientTracingInterceptor()] : []),
+    payloadsInterceptor("client"),
   ];
   const connection = {
     pingIntervalMs: 30_000,
@@ -100,7 +88,6 @@ export function peerTransport(
   // streaming ones over connect-node's.
   return unaryTransport({
     baseUrl,
-    useBinaryFormat,
     defaultTimeoutMs,
     interceptors,
     ...connection,
@@ -108,7 +95,7 @@ export function peerTransport(
       createConnectTransport({
         baseUrl,
         httpVersion: "2",
-        useBinaryFormat: !JSON_PEERS.has(peer),
+        useBinaryFormat: true,
         defaultTimeoutMs,
         // Peers are on the cluster network: compressing an answer cost the two sides more CPU
         // than sending it as it is (docs/decisions/0007-internal-calls-uncompressed.md).
@@ -119,18 +106,6 @@ export function peerTransport(
       }),
   });
 }
-
-/**
- * Methods of JSON_PEERS spoken in binary protobuf all the same: their answers are pages that the
- * runs service renders as the REST API's JSON into a `bytes` field for the gateway, which JSON
- * would carry as base64 (protobuf-es's base64 in JavaScript costs milliseconds a page:
- * docs/decisions/0020-runs-pages-passed-through.md) where binary carries them as they are. Their
- * requests are small and hold no Struct.
- */
-const BINARY_METHODS = new Set([
-  "pies.runs.v1.RunsService/ListRuns",
-  "pies.runs.v1.RunsService/SearchRuns",
-]);
 
 export function serviceClient<S extends DescService>(service: S, transport: Transport): Client<S> {
   return createClient(service, transport);

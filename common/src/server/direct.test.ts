@@ -1,3 +1,4 @@
+import { jsonBytes } from "../json-bytes.js";
 import { create, toJson } from "@bufbuild/protobuf";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
 import {
@@ -291,12 +292,14 @@ describe("directTransport", () => {
   });
 
   it("shares messages rather than copying them (no serialization), and freezes them when asked", async () => {
-    const parameters = { nested: { n: 1 } };
+    const parametersJson = jsonBytes({ nested: { n: 1 } });
     const shared = directTransport((router) =>
-      router.service(RunsService, { getRun: () => ({ run: { id: "r", parameters } }) }),
+      router.service(RunsService, {
+        getRun: () => ({ run: { id: "r", parametersJson, source: { label: "l" } } }),
+      }),
     );
     const { run } = await client(shared).getRun({ id: "r" });
-    expect(run?.parameters).toBe(parameters);
+    expect(run!.parametersJson).toBe(parametersJson);
 
     // With freezeMessages, a handler that changes its request fails there (INTERNAL), and a
     // caller that changes its answer throws.
@@ -305,7 +308,7 @@ describe("directTransport", () => {
     expect(err.code).toBe(Code.Internal);
     const answer = await frozen.getRun({ id: "r" });
     expect(() => {
-      (answer.run!.parameters!.nested as { n: number }).n = 2;
+      answer.run!.source!.label = "changed";
     }).toThrow(TypeError);
     expect(() => {
       answer.run!.id = "other";

@@ -4,4 +4,3 @@ export * from "./health.js";
 export * from "./client.js";
 export * from "./internal-auth.js";
 export * from "./direct.js";
-export type * from "./json-codecs.js";

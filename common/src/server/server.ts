@@ -6,8 +6,8 @@ import { Health } from "@pies/proto/health";
 import type { Logger } from "../logger.js";
 import { createHealthService } from "./health.js";
 import { internalAuthInterceptor } from "./internal-auth.js";
+import { payloadsInterceptor } from "./payloads-interceptor.js";
 import { unaryHandler } from "./unary-server.js";
-import type { JsonCodecs } from "./json-codecs.js";
 import { serverTracingInterceptor, tracingEnabled } from "../tracing.js";
 import { databaseUnavailable, isDatabaseUnavailable, type DatabaseFaults } from "../unavailable.js";
 import { RecordTooLarge } from "../bus/run-records.js";
@@ -28,8 +28,6 @@ export interface ServeOptions {
   internalToken?: string;
   /** The largest request message read (READ_MAX_BYTES by default). */
   readMaxBytes?: number;
-  /** Hand-written Connect JSON of some message types, on the lean path (json-codecs.ts). */
-  jsonCodecs?: JsonCodecs;
 }
 
 /**
@@ -122,6 +120,7 @@ export async function serveConnect(options: ServeOptions): Promise<RunningServer
     ...(tracingEnabled() ? [serverTracingInterceptor()] : []),
     ...(options.internalToken ? [internalAuthInterceptor(options.internalToken)] : []),
     errorInterceptor(options.logger, options.databaseFaults),
+    payloadsInterceptor("server"),
   ];
   // The services are made once and served by both paths below (a `routes` function may build its
   // service, and its state, anew at each call).
@@ -146,7 +145,6 @@ export async function serveConnect(options: ServeOptions): Promise<RunningServer
   // gRPC-Web, streaming, GET, compressed) through connect-node.
   const unary = unaryHandler(routes, interceptors, {
     readMaxBytes,
-    jsonCodecs: options.jsonCodecs,
   });
   const server = http2.createServer((req, res) => {
     if (!unary(req, res)) connect(req, res);

@@ -2,16 +2,11 @@ import http2 from "node:http2";
 import {
   create,
   fromBinary,
-  fromJson,
   fromJsonString,
   toBinary,
-  toJson,
   toJsonString,
   type DescMessage,
   type DescMethodUnary,
-  type JsonObject,
-  type JsonValue,
-  type MessageShape,
 } from "@bufbuild/protobuf";
 import {
   Code,
@@ -67,7 +62,7 @@ export interface UnaryTransportOptions {
    * Protobuf binary (`application/proto`) or JSON (`application/json`): for every call, or per
    * method (both formats on the one session).
    */
-  useBinaryFormat: boolean | ((method: DescMethodUnary) => boolean);
+  useBinaryFormat?: boolean | ((method: DescMethodUnary) => boolean);
   /** The deadline of a call that names none; none when undefined. */
   defaultTimeoutMs?: number;
   /** Outermost first, as connect's `interceptors` option. */
@@ -226,30 +221,13 @@ export function webHeaders(headers: http2.IncomingHttpHeaders): Headers {
   return out;
 }
 
-/**
- * A transport that also takes and answers a call's message as its Connect JSON (the protobuf JSON
- * mapping), for a caller that has the request as JSON and wants the answer as JSON: no message is
- * created to be serialised at once, none decoded to be rendered as JSON again. The wire, the
- * deadline, abort, errors and interceptors are those of `unary` (an interceptor sees the JSON as
- * `req.message`); a method spoken in binary is converted on the way.
- */
-export interface UnaryTransport extends Transport {
-  unaryJson(
-    method: DescMethodUnary,
-    json: JsonObject,
-    options?: {
-      signal?: AbortSignal;
-      timeoutMs?: number;
-      headers?: Parameters<Transport["unary"]>[3];
-      contextValues?: ContextValues;
-    },
-  ): Promise<JsonObject>;
-}
+/** The lean unary transport (its streaming calls go to connect-node's). */
+export type UnaryTransport = Transport;
 
 export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
   const session = new Session(options);
   const interceptors = options.interceptors ?? [];
-  const format = options.useBinaryFormat;
+  const format = options.useBinaryFormat ?? true;
   const binaryFor: (method: DescMethodUnary) => boolean =
     typeof format === "function" ? format : () => format;
   const base = options.baseUrl.replace(/\/$/, "");
@@ -259,7 +237,6 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
     method: DescMethodUnary<I, O>,
     req: UnaryRequest<I, O>,
     timeoutMs: number | undefined,
-    raw: boolean,
   ): Promise<UnaryResponse<I, O>> {
     return new Promise((resolve, reject) => {
       const { signal } = req;
@@ -282,19 +259,9 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
       let h2: http2.ClientHttp2Session;
       let stream: http2.ClientHttp2Stream;
       try {
-        body = raw
-          ? binary
-            ? toBinary(
-                method.input,
-                // As a JSON callee reads it: a field it does not know is ignored.
-                fromJson(method.input, req.message as unknown as JsonValue, {
-                  ignoreUnknownFields: true,
-                }),
-              )
-            : Buffer.from(JSON.stringify(req.message))
-          : binary
-            ? toBinary(method.input, req.message)
-            : Buffer.from(toJsonString(method.input, req.message));
+        body = binary
+          ? toBinary(method.input, req.message)
+          : Buffer.from(toJsonString(method.input, req.message));
         h2 = session.get();
         stream = h2.request(headers);
       } catch (err) {
@@ -337,7 +304,7 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
         }
         const bytes = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
         try {
-          finish(undefined, answer(method, binary, raw, status, responseHeaders, bytes));
+          finish(undefined, answer(method, binary, status, responseHeaders, bytes));
         } catch (err) {
           finish(ConnectError.from(err));
         }
@@ -365,7 +332,6 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
   function answer<I extends DescMessage, O extends DescMessage>(
     method: DescMethodUnary<I, O>,
     binary: boolean,
-    raw: boolean,
     status: number,
     headers: http2.IncomingHttpHeaders,
     bytes: Buffer,
@@ -394,16 +360,9 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
     if (!type || type.stream || type.binary !== binary) {
       throw new ConnectError(`unexpected content-type "${headers["content-type"]}"`, Code.Internal);
     }
-    // A raw call's answer stays the callee's JSON (what `unaryJson` resolves to), unconverted.
-    const message = (
-      raw
-        ? binary
-          ? toJson(method.output, fromBinary(method.output, bytes))
-          : JSON.parse(bytes.toString("utf8"))
-        : binary
-          ? fromBinary(method.output, bytes)
-          : fromJsonString(method.output, bytes.toString("utf8"), { ignoreUnknownFields: true })
-    ) as MessageShape<O>;
+    const message = binary
+      ? fromBinary(method.output, bytes)
+      : fromJsonString(method.output, bytes.toString("utf8"), { ignoreUnknownFields: true });
     return {
       stream: false,
       service: method.parent,
@@ -425,7 +384,6 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
     header: Parameters<Transport["unary"]>[3],
     input: unknown,
     contextValues: ContextValues | undefined,
-    raw: boolean,
   ): Promise<UnaryResponse<I, O>> {
     const deadline =
       timeoutMs === undefined ? options.defaultTimeoutMs : timeoutMs <= 0 ? undefined : timeoutMs;
@@ -442,7 +400,7 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
               controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)),
             deadline,
           );
-    const handler = (req: UnaryRequest<I, O>) => send(method, req, deadline, raw);
+    const handler = (req: UnaryRequest<I, O>) => send(method, req, deadline);
     const next = interceptors.reduceRight(
       (inner, interceptor) => interceptor(inner as never) as unknown as typeof handler,
       handler,
@@ -462,8 +420,7 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
         signal: controller.signal,
         header: new Headers(header),
         contextValues: contextValues ?? createContextValues(),
-        // A raw call's request is the message's JSON already: the interceptors see it as it is.
-        message: raw ? (input as MessageShape<I>) : create(method.input, input as never),
+        message: create(method.input, input as never),
       });
     } catch (err) {
       // Thrown before the call began (an input `create` refuses, an interceptor that throws):
@@ -493,20 +450,7 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
       input: unknown,
       contextValues?: ContextValues,
     ): Promise<UnaryResponse<I, O>> {
-      return call(method, signal, timeoutMs, header, input, contextValues, false);
-    },
-
-    async unaryJson(method, json, options = {}) {
-      const res = await call(
-        method,
-        options.signal,
-        options.timeoutMs,
-        options.headers,
-        json,
-        options.contextValues,
-        true,
-      );
-      return res.message as unknown as JsonObject;
+      return call(method, signal, timeoutMs, header, input, contextValues);
     },
 
     stream(method, signal, timeoutMs, header, input, contextValues) {

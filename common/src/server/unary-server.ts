@@ -25,7 +25,6 @@ import {
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
 import { CALL_ENDED, received, recordingRouter } from "./direct.js";
-import type { JsonCodec, JsonCodecs } from "./json-codecs.js";
 import { tooLargeError } from "../retry-after.js";
 import { webHeaders } from "./unary-client.js";
 
@@ -34,8 +33,7 @@ import { webHeaders } from "./unary-client.js";
  * `application/proto`, uncompressed) to a unary method of `routes` is answered here, through the
  * handler and the server's interceptors as `directTransport` calls them (the interceptors
  * outermost first, errors as a caller receives them, unexpected ones INTERNAL; see `call` for the
- * handler's context); a message type with a hand-written JSON codec (`jsonCodecs`) is read and
- * written with it in JSON; everything else (gRPC and gRPC-Web from grpc-js callers and probes, Connect GET,
+ * handler's context); everything else (gRPC and gRPC-Web from grpc-js callers and probes, Connect GET,
  * streaming methods, compressed bodies, other content types) goes to `fallback`, connect-node's
  * adapter. Returns false when it does not take the request.
  *
@@ -56,7 +54,7 @@ import { webHeaders } from "./unary-client.js";
 export function unaryHandler(
   routes: (router: ConnectRouter) => void,
   interceptors: Interceptor[],
-  { readMaxBytes, jsonCodecs }: { readMaxBytes: number; jsonCodecs?: JsonCodecs },
+  { readMaxBytes }: { readMaxBytes: number },
 ): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => boolean {
   const methods = new Map<string, ServedMethod>();
   routes(
@@ -66,8 +64,6 @@ export function unaryHandler(
       methods.set(path, {
         spec,
         url: `connect://${path}`,
-        reader: jsonCodecs?.get(spec.method.input.typeName)?.read,
-        writer: jsonCodecs?.get(spec.method.output.typeName)?.write,
       });
     }),
   );
@@ -268,12 +264,10 @@ export function unaryHandler(
   }
 }
 
-/** A unary method served on the lean path, with its URL and hand-written JSON, if any. */
+/** A unary method served on the lean path, with its URL. */
 interface ServedMethod {
   spec: MethodImplSpec & { kind: "unary" };
   url: string;
-  reader: JsonCodec["read"];
-  writer: JsonCodec["write"];
 }
 
 const noDeadline = () => undefined;
@@ -284,17 +278,6 @@ function decode(served: ServedMethod, binary: boolean, bytes: Buffer) {
   try {
     if (binary) return fromBinary(method.input, bytes);
     const text = bytes.toString("utf8");
-    if (served.reader) {
-      // Anything the hand-written reader does not take (not JSON either) is protobuf-es's.
-      let json: unknown;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = undefined;
-      }
-      const message = json === undefined ? undefined : served.reader(json);
-      if (message !== undefined) return message;
-    }
     // As connect-node reads JSON: a field or enum name from a newer caller (a rolling upgrade)
     // is ignored, not refused.
     return fromJsonString(method.input, text, { ignoreUnknownFields: true });
@@ -310,7 +293,7 @@ function decode(served: ServedMethod, binary: boolean, bytes: Buffer) {
 function encode(served: ServedMethod, binary: boolean, message: Message): Uint8Array {
   const output = served.spec.method.output;
   if (binary) return toBinary(output, message);
-  return Buffer.from(served.writer?.(message) ?? toJsonString(output, message));
+  return Buffer.from(toJsonString(output, message));
 }
 
 interface Answer {

@@ -1,7 +1,7 @@
 import http2 from "node:http2";
 import net from "node:net";
 import { queryObjects } from "node:v8";
-import { create, toBinary, toJson } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type ConnectRouter } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -15,11 +15,10 @@ import {
 import { Health, HealthCheckResponse_ServingStatus } from "@pies/proto/health";
 import { createLogger } from "../logger.js";
 import { isTooLarge } from "../retry-after.js";
-import { peerTransport, serviceClient } from "./client.js";
+import { peerTransport, peerUnavailableInterceptor, serviceClient } from "./client.js";
 import { internalCredentialInterceptor } from "./internal-auth.js";
 import { replayableRoutes, serveConnect, type RunningServer } from "./server.js";
 import { unaryTransport } from "./unary-client.js";
-import type { JsonCodec } from "./json-codecs.js";
 
 // pies' internal calls: unary-client.ts against unary-server.ts (the lean Connect paths), and both
 // against connect-node's (what grpc-js and other Connect clients still meet), through the servers
@@ -99,11 +98,23 @@ afterEach(() => {
   seen.headers = [];
 });
 
+/** The lean client in either format (pies' peers speak binary; JSON callers are served too). */
+const leanTransport = (url: string, format: "json" | "binary", token?: string) =>
+  unaryTransport({
+    baseUrl: url,
+    useBinaryFormat: format === "binary",
+    // As peerTransport's: a lost peer is UNAVAILABLE naming it.
+    interceptors: [
+      peerUnavailableInterceptor("runs"),
+      ...(token ? [internalCredentialInterceptor(token)] : []),
+    ],
+    streaming: () => {
+      throw new Error("no streaming here");
+    },
+  });
+
 const lean = (format: "json" | "binary") =>
-  serviceClient(
-    RunsService,
-    peerTransport(server.url, format === "json" ? "runs" : "catalog", TOKEN),
-  );
+  serviceClient(RunsService, leanTransport(server.url, format, TOKEN));
 /**
  * One GetRun call of `body` as it is, on a session of its own, with `headers` added: its status
  * and body. A call not answered in `giveUpMs` is reset (CANCEL) and fails.
@@ -299,40 +310,6 @@ describe("internal unary calls", () => {
     expect(seen.headers.at(-1)?.get("content-type")).toBe("application/json");
   });
 
-  it("take and answer a call's Connect JSON as it is (unaryJson), in JSON and in binary", async () => {
-    for (const format of ["json", "binary"] as const) {
-      const transport = peerTransport(server.url, format === "json" ? "runs" : "catalog", TOKEN);
-      // A field the callee does not know is ignored either way (a newer caller), as a JSON callee does.
-      const answer = await transport.unaryJson(RunsService.method.getRun, {
-        id: `raw-${format}`,
-        newerField: 1,
-      });
-      // The protobuf JSON mapping of the run, as the callee sent it (or as binary converts).
-      expect(answer).toEqual(
-        toJson(
-          GetRunResponseSchema,
-          create(GetRunResponseSchema, { run: { ...run, id: `raw-${format}` } }),
-        ),
-      );
-      expect((answer.run as { status: unknown; executionTime: unknown }).status).toBe(
-        "RUN_STATUS_COMPLETED",
-      );
-      expect(seen.headers.at(-1)?.get("content-type")).toBe(
-        format === "json" ? "application/json" : "application/proto",
-      );
-      // The interceptors ran: the callee took the internal token; its errors are Connect's.
-      expect(seen.headers.at(-1)?.get("authorization")).toBe(`Bearer ${TOKEN}`);
-      const missing = await transport
-        .unaryJson(RunsService.method.getRun, { id: "missing" })
-        .catch((e: unknown) => e);
-      expect(missing).toMatchObject({ code: Code.NotFound, rawMessage: "run missing not found" });
-      const late = await transport
-        .unaryJson(RunsService.method.getRun, { id: "wait" }, { timeoutMs: 50 })
-        .catch((e: unknown) => e);
-      expect(late).toMatchObject({ code: Code.DeadlineExceeded });
-    }
-  });
-
   it("carry a callee's error (code, message, metadata); an unexpected one is INTERNAL without its message", async () => {
     for (const client of [lean("json"), lean("binary"), connectNode()]) {
       const missing = await client.getRun({ id: "missing" }).catch((e: unknown) => e);
@@ -472,7 +449,7 @@ describe("internal unary calls", () => {
     await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
     const client = serviceClient(
       RunsService,
-      peerTransport(`http://127.0.0.1:${(other.address() as net.AddressInfo).port}`, "runs"),
+      leanTransport(`http://127.0.0.1:${(other.address() as net.AddressInfo).port}`, "json"),
     );
     const failure = (id: string) =>
       client.getRun({ id }).then(
@@ -707,60 +684,6 @@ describe("internal unary calls", () => {
   });
 });
 
-describe("hand-written JSON codecs on the lean path", () => {
-  let coded: RunningServer;
-  beforeAll(async () => {
-    // A reader that takes one request and a writer that writes one answer; the rest they leave.
-    const jsonCodecs = new Map<string, JsonCodec>([
-      [
-        GetRunRequestSchema.typeName,
-        {
-          read: (json) =>
-            (json as { id?: string }).id === "coded"
-              ? create(GetRunRequestSchema, { id: "read by the codec" })
-              : undefined,
-        },
-      ],
-      [
-        GetRunResponseSchema.typeName,
-        {
-          write: (message) =>
-            (message as GetRunResponse).run?.id === "read by the codec"
-              ? JSON.stringify({ run: { id: "written by the codec" } })
-              : undefined,
-        },
-      ],
-    ]);
-    coded = await serveConnect({
-      name: "coded",
-      host: "127.0.0.1",
-      port: 0,
-      logger: createLogger("test", "silent"),
-      serviceNames: [RunsService.typeName],
-      isReady: async () => true,
-      internalToken: TOKEN,
-      routes,
-      jsonCodecs,
-    });
-  });
-  afterAll(() => coded.close(100));
-
-  it("read requests and write answers in JSON, and leave the rest to protobuf-es", async () => {
-    const json = serviceClient(RunsService, peerTransport(coded.url, "runs", TOKEN));
-    expect((await json.getRun({ id: "coded" })).run?.id).toBe("written by the codec");
-    // Left by the reader: protobuf-es reads it (the handler answers the id it was given), and
-    // the writer leaves that answer to protobuf-es too.
-    expect((await json.getRun({ id: "other" })).run).toMatchObject({ ...run, id: "other" });
-    // Not JSON: protobuf-es refuses it as before.
-    const bad = await rawCall(coded.url, "{not json", "application/json");
-    expect(bad.status).toBe(400);
-    expect(bad.body).toMatch(/cannot decode message pies.runs.v1.GetRunRequest/);
-    // Binary calls do not meet the codecs.
-    const binary = serviceClient(RunsService, peerTransport(coded.url, "catalog", TOKEN));
-    expect((await binary.getRun({ id: "coded" })).run?.id).toBe("coded");
-  });
-});
-
 describe("a request larger than readMaxBytes", () => {
   const CAP = 64 * 1024;
   let capped: RunningServer;
@@ -823,10 +746,7 @@ describe("a request larger than readMaxBytes", () => {
     const big = "x".repeat(CAP + 1);
     const before = handled;
     for (const format of ["binary", "json"] as const) {
-      const client = serviceClient(
-        RunsService,
-        peerTransport(capped.url, format === "json" ? "runs" : "catalog"),
-      );
+      const client = serviceClient(RunsService, leanTransport(capped.url, format));
       const err = await client.getRun({ id: big }).then(
         () => undefined,
         (e: unknown) => ConnectError.from(e),

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import {
   fromTimestamp,
-  fromValue,
+  jsonBytes,
+  jsonOf,
   MIN_MAX_TOKENS,
   PAGE_SIZE,
   promptRefJson,
@@ -12,18 +13,12 @@ import {
   type RunErrorFields,
   type RunFields,
 } from "@pies/common";
-import {
-  fromJson,
-  type JsonObject as ProtoJsonObject,
-  type MessageInitShape,
-} from "@bufbuild/protobuf";
-import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
   AnchorDirection,
   anchorDirections,
   FacetType,
   RunStatus,
-  RunStatusSchema,
   runStatuses,
   type Run,
   type RunError,
@@ -47,7 +42,7 @@ import {
 const runStatusName = (s: RunStatus) => runStatuses.name(s) ?? "created";
 
 const errorFields = (e: RunError | undefined): RunErrorFields | undefined =>
-  e && { code: e.code, message: e.message, data: fromValue(e.data) };
+  e && { code: e.code, message: e.message, data: jsonOf(e.dataJson) };
 
 /** A run message's fields as restRunJson renders them. */
 export function runFields(run: Run): RunFields {
@@ -64,9 +59,9 @@ export function runFields(run: Run): RunFields {
     environmentId: run.environmentId,
     environmentName: run.environmentName,
     modelId: run.modelId,
-    parameters: run.parameters as JsonObject | undefined,
-    result: fromValue(run.result),
-    prompt: fromValue(run.prompt),
+    parameters: jsonOf(run.parametersJson) as JsonObject | undefined,
+    result: jsonOf(run.resultJson),
+    prompt: jsonOf(run.promptJson),
     tags: run.tags,
     config: run.config && {
       environment: run.config.environmentId,
@@ -94,10 +89,10 @@ export function runFields(run: Run): RunFields {
     projectName: run.projectName,
     cached: run.cached,
     cachedFrom: run.cachedFrom,
-    cachePolicy: run.cachePolicy as JsonObject | undefined,
+    cachePolicy: jsonOf(run.cachePolicyJson) as JsonObject | undefined,
     attempts: run.attempts.map((a) => ({
       number: a.number,
-      promptAdded: fromValue(a.promptAdded),
+      promptAdded: jsonOf(a.promptAddedJson),
       error: errorFields(a.error),
       tokenUse: a.tokenUse,
     })),
@@ -109,11 +104,7 @@ export function runFields(run: Run): RunFields {
 /** A run as JSON, with SPEC.md's field names (the shape @pies/common's restRunJson defines). */
 export const runJson = (run: Run) => restRunJson(runFields(run));
 
-/**
- * What the execute routes read of the run an execution answered, and its REST JSON: from the
- * message (`answeredRun`, an executor in the process) or from the executor's Connect JSON
- * (`answeredRunOfJson`).
- */
+/** What the execute routes read of the run an execution answered, and its REST JSON. */
 export interface AnsweredRun {
   id: string;
   status: RunStatus;
@@ -129,123 +120,6 @@ export const answeredRun = (run: Run): AnsweredRun => ({
   error: run.error,
   json: () => runJson(run),
 });
-
-/**
- * A run as the executor's Connect JSON carries it (the protobuf JSON mapping: lowerCamelCase
- * names, fields at their default left out, enums by name, int64 as a string, timestamps in
- * RFC 3339, Struct and Value as plain JSON), read straight into what the routes need. The same as
- * decoding it into a message and rendering that (`runJson`; gateway/src/json/runs.test.ts checks
- * both on a corpus of runs), without the message: protobuf-es's reflective JSON decoding of a
- * run (its Value fields made into Value messages, turned back into JSON by runFields) was the
- * largest share of the gateway's CPU per execution after Node's own HTTP work
- * (docs/decisions/0012-execute-as-connect-json.md). Only lowerCamelCase names are read, as protobuf-es's toJson
- * writes them (the executor's lean server); a callee writing proto names would not be read.
- */
-export function answeredRunOfJson(run: Record<string, any>): AnsweredRun {
-  const status = statusOfJson(run.status);
-  const error = errorOfJson(run.error);
-  return {
-    id: str(run.id),
-    status,
-    provider: str(run.provider),
-    error,
-    json: () => restRunJson(runFieldsOfJson(run, status, error)),
-  };
-}
-
-function runFieldsOfJson(
-  run: Record<string, any>,
-  status: RunStatus,
-  error: RunErrorFields | undefined,
-): RunFields {
-  const config = run.config ?? undefined;
-  const source = run.source ?? undefined;
-  return {
-    id: str(run.id),
-    status: runStatusName(status),
-    interactionId: str(run.interactionId),
-    interactionName: str(run.interactionName),
-    interactionStatus: str(run.interactionStatus),
-    interactionPrompts: run.interactionStatus
-      ? ((run.interactionPrompts ?? []) as Record<string, unknown>[]).map((p) =>
-          promptRefJson(str(p.id), str(p.type), str(p.templateId), str(p.chatPath)),
-        )
-      : undefined,
-    interactionUpdatedAt: dateOfJson(run.interactionUpdatedAt),
-    environmentId: str(run.environmentId),
-    environmentName: str(run.environmentName),
-    modelId: str(run.modelId),
-    // Struct: null is no value; Value: null is JSON null.
-    parameters: run.parameters ?? undefined,
-    result: run.result,
-    prompt: run.prompt,
-    tags: run.tags ?? [],
-    config: config && {
-      environment: str(config.environmentId),
-      model: str(config.model),
-      formatter: str(config.formatter),
-      temperature: optNum(config.temperature),
-      max_tokens: optNum(config.maxTokens),
-    },
-    tokenUse: tokenUseOfJson(run.tokenUse),
-    executionTime: optNum(run.executionTime),
-    error,
-    source: source && {
-      type: str(source.type),
-      label: str(source.label),
-      principal_type: str(source.principalType),
-      principal_id: str(source.principalId),
-      client_ip: str(source.clientIp),
-    },
-    ttl: num(run.ttl),
-    stream: run.stream === true,
-    parentId: str(run.parentId),
-    accountId: str(run.accountId),
-    accountName: str(run.accountName),
-    projectId: str(run.projectId),
-    projectName: str(run.projectName),
-    cached: run.cached === true,
-    cachedFrom: str(run.cachedFrom),
-    cachePolicy: run.cachePolicy ?? undefined,
-    attempts: ((run.attempts ?? []) as Record<string, any>[]).map((a) => ({
-      number: num(a.number),
-      promptAdded: a.promptAdded,
-      error: errorOfJson(a.error),
-      tokenUse: tokenUseOfJson(a.tokenUse),
-    })),
-    createdAt: dateOfJson(run.createdAt),
-    updatedAt: dateOfJson(run.updatedAt),
-  };
-}
-
-const str = (v: unknown) => (typeof v === "string" ? v : "");
-const num = (v: unknown) => (v === undefined || v === null ? 0 : Number(v));
-const optNum = (v: unknown) => (v === undefined || v === null ? undefined : Number(v));
-
-const statusByName = new Map(RunStatusSchema.values.map((v) => [v.name, v.number as RunStatus]));
-
-/** An enum by its name (as sent) or number; unset, or one this build does not know, is unset. */
-const statusOfJson = (v: unknown): RunStatus =>
-  (typeof v === "number" ? v : statusByName.get(v as string)) ?? RunStatus.UNSPECIFIED;
-
-const errorOfJson = (e: Record<string, any> | null | undefined): RunErrorFields | undefined =>
-  e ? { code: str(e.code), message: str(e.message), data: e.data } : undefined;
-
-const tokenUseOfJson = (u: Record<string, unknown> | null | undefined) =>
-  u ? { prompt: num(u.prompt), result: num(u.result), total: num(u.total) } : undefined;
-
-const RFC3339 = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/;
-
-/** A google.protobuf.Timestamp's JSON as the Date fromTimestamp makes of the message. */
-function dateOfJson(v: unknown): Date | undefined {
-  if (v === undefined || v === null) return undefined;
-  const m = typeof v === "string" ? RFC3339.exec(v) : null;
-  const seconds = m ? Date.parse(`${m[1]}${m[3]}`) : NaN;
-  // Anything else as protobuf-es reads it (which refuses what is not a timestamp).
-  if (!m || Number.isNaN(seconds)) return timestampDate(fromJson(TimestampSchema, v as string));
-  const nanos = m[2] ? Number(m[2].padEnd(9, "0")) : 0;
-  return new Date(seconds + Math.round(nanos / 1_000_000));
-}
 
 /** A cache policy of a request (as on an interaction). */
 export const cachePolicyBody = (limits: InputLimits) =>
@@ -292,35 +166,14 @@ export function executeRequest(
   return { interaction, caller, ...executeFields(body) };
 }
 
-/**
- * The same ExecuteRequest as `executeRequest`, as its Connect JSON (the protobuf JSON mapping),
- * for the executor's JSON call: no message made to be serialised at once. JSON.stringify leaves
- * out what is undefined, as the message leaves out what is unset.
- */
-export function executeRequestJson(
-  body: ExecuteBody,
-  interaction: ExecuteRequest["interaction"],
-  caller: MessageInitShape<typeof CallerSchema>,
-): ProtoJsonObject {
-  // Typed loosely: JSON.stringify drops the members left undefined.
-  return {
-    caller: caller as ProtoJsonObject,
-    [interaction.case ?? "interactionId"]: interaction.value,
-    ...(executeFields(body) as ProtoJsonObject),
-  } as ProtoJsonObject;
-}
-
-/**
- * What an execute body says, in ExecuteRequest's field names, its defaults left undefined: unset
- * in the message, left out of the JSON (as toJsonString leaves them out: less for the executor to
- * read). The fields are the same in both (none is an int64, an enum or bytes).
- */
+/** What an execute body says, in ExecuteRequest's field names, its defaults left undefined. */
 function executeFields(body: ExecuteBody) {
   const config = body.config;
   const cachePolicy = config?.cache_policy;
   return {
     stream: body.stream || undefined,
-    data: (body.data ?? {}) as ExecuteRequest["data"],
+    // Bytes as the body had them would do as well, but fastify has parsed it; one stringify.
+    dataJson: body.data ? jsonBytes(body.data) : undefined,
     tags: body.tags?.length ? body.tags : undefined,
     parentRunId: body.parent || undefined,
     config: {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { answered, type JsonObject } from "@pies/common";
+import { answered, jsonBytes } from "@pies/common";
 import type { Interaction } from "@pies/proto/catalog";
 import { jsonObject } from "../json/common.js";
 import { type InputLimits, pageQuery } from "../json/limits.js";
@@ -157,7 +157,7 @@ export function promptRoutes(instance: FastifyInstance, ctx: RouteContext) {
       const { prompt, rendered } = await executor.renderPrompt({
         projectId: principalOf(request).projectId,
         promptId: request.params.id,
-        data: request.body as JsonObject,
+        dataJson: jsonBytes(request.body),
       });
       const p = answered(prompt, "prompt");
       return { id: p.id, name: p.name, role: p.role, content_type: p.contentType, rendered };

@@ -6,10 +6,8 @@ import { RunStatus, type Run } from "@pies/proto/runs";
 import { badRequest, HttpError } from "../errors.js";
 import {
   answeredRun,
-  answeredRunOfJson,
   executeBody as executeBodySchema,
   executeRequest,
-  executeRequestJson,
   type AnsweredRun,
   listRunsQuery as listRunsQuerySchema,
   JSON_CONTENT_TYPE,
@@ -39,7 +37,7 @@ import { callerGone, callerOf, principalOf, type RouteContext } from "./context.
 /** Executions (blocking or streamed), and reading runs back. */
 export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
   const app = instance.withTypeProvider<ZodTypeProvider>();
-  const { executor, executeJson, runs } = ctx.deps;
+  const { executor, runs } = ctx.deps;
   const executeBody = executeBodySchema(ctx.deps.options);
   const listRunsQuery = listRunsQuerySchema(ctx.deps.options);
   const searchRunsBody = searchRunsBodySchema(ctx.deps.options);
@@ -67,17 +65,11 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
     // A blocking caller that goes away cancels the provider call; a streamed execution only
     // creates its run here.
     const signal = body.stream ? undefined : callerGone(reply);
-    let ran: AnsweredRun;
-    if (executeJson) {
-      const answer = await executeJson(executeRequestJson(body, interaction, caller), signal);
-      ran = answeredRunOfJson(answered(answer.run ?? undefined, "run") as Record<string, unknown>);
-    } else {
-      const { run } = await executor.execute(
-        executeRequest(body, interaction, caller),
-        signal && { signal },
-      );
-      ran = answeredRun(answered(run, "run"));
-    }
+    const { run } = await executor.execute(
+      executeRequest(body, interaction, caller),
+      signal && { signal },
+    );
+    const ran = answeredRun(answered(run, "run"));
     // A streamed run is counted when its stream relays its end, not at its creation.
     if (ran.status !== RunStatus.CREATED) ctx.metrics.execution(ran);
     return sendAnswered(ran, reply);

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { answered, fromValue, MIN_MAX_TOKENS, TEMPERATURE_RANGE } from "@pies/common";
+import { answered, jsonOf, MIN_MAX_TOKENS, TEMPERATURE_RANGE, type JsonValue } from "@pies/common";
 import { RunStatus } from "@pies/proto/runs";
 import { int32, shortText } from "../json/limits.js";
 import { errorResponse, idParams } from "../json/responses.js";
@@ -55,7 +55,7 @@ export function testDataRoutes(instance: FastifyInstance, ctx: RouteContext) {
     },
     async (request, reply) => {
       const b = request.body;
-      const { run, items } = await ctx.deps.executor.generateTestData(
+      const { run, itemsJson } = await ctx.deps.executor.generateTestData(
         {
           caller: callerOf(request, principalOf(request)),
           interactionId: request.params.id,
@@ -75,7 +75,7 @@ export function testDataRoutes(instance: FastifyInstance, ctx: RouteContext) {
       const recorded = answered(run, "run");
       // A failed generation answers like a failed blocking execution (502/504, the run's id).
       if (recorded.status !== RunStatus.COMPLETED) return failedAsError(recorded, reply);
-      return items.map((item) => fromValue(item));
+      return (jsonOf(itemsJson) ?? []) as JsonValue[];
     },
   );
 }

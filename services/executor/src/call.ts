@@ -3,7 +3,7 @@ import {
   jsonProblem,
   MAX_JSON_DEPTH,
   SpanKind,
-  toValue,
+  jsonBytes,
   type JsonValue,
 } from "@pies/common";
 import { create } from "@bufbuild/protobuf";
@@ -246,9 +246,15 @@ function attempt(
 ): RunAttempt {
   return create(RunAttemptSchema, {
     number,
-    promptAdded: toValue(added as unknown as JsonValue),
+    promptAddedJson: jsonBytes(added),
     tokenUse: usage && create(TokenUsageSchema, usage),
-    error: error && create(RunErrorSchema, { ...error, data: toValue(error.data) }),
+    error:
+      error &&
+      create(RunErrorSchema, {
+        code: error.code,
+        message: error.message,
+        dataJson: jsonBytes(error.data),
+      }),
   });
 }
 
@@ -295,13 +301,13 @@ export function endedRun(run: Run, outcome: Outcome, startedAt: number): Run {
   if (outcome.attempts) ended.attempts = outcome.attempts;
   if (outcome.ok) {
     ended.status = RunStatus.COMPLETED;
-    ended.result = toValue(outcome.result);
+    ended.resultJson = jsonBytes(outcome.result);
   } else {
     ended.status = RunStatus.FAILED;
     ended.error = create(RunErrorSchema, {
       code: outcome.code,
       message: outcome.message,
-      data: toValue(outcome.data),
+      dataJson: jsonBytes(outcome.data),
     });
   }
   return ended;
@@ -327,9 +333,6 @@ export function copyRun(run: Run): Run {
     modelId: run.modelId,
     status: run.status,
     stream: run.stream,
-    parameters: run.parameters,
-    result: run.result,
-    prompt: run.prompt,
     tags: run.tags,
     config: run.config,
     source: run.source,
@@ -338,8 +341,6 @@ export function copyRun(run: Run): Run {
     error: run.error,
     ttl: run.ttl,
     parentId: run.parentId,
-    cachePolicy: run.cachePolicy,
-    resultSchema: run.resultSchema,
     provider: run.provider,
     cached: run.cached,
     createdAt: run.createdAt,
@@ -352,6 +353,11 @@ export function copyRun(run: Run): Run {
     interactionUpdatedAt: run.interactionUpdatedAt,
     projectName: run.projectName,
     accountName: run.accountName,
+    parametersJson: run.parametersJson,
+    resultJson: run.resultJson,
+    promptJson: run.promptJson,
+    cachePolicyJson: run.cachePolicyJson,
+    resultSchemaJson: run.resultSchemaJson,
   };
   // Fields of a newer writer, kept by fromBinary (a run read back from the log).
   if (run.$unknown !== undefined) copy.$unknown = run.$unknown;

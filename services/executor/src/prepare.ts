@@ -1,6 +1,15 @@
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { checkGenerationSettings, invalid, newId, toValue, type JsonObject } from "@pies/common";
+import {
+  checkGenerationSettings,
+  invalid,
+  jsonBytes,
+  jsonOf,
+  newId,
+  NO_JSON,
+  type JsonObject,
+  type JsonValue,
+} from "@pies/common";
 import {
   interactionStatuses,
   type CachePolicy,
@@ -52,7 +61,7 @@ export async function prepareExecution(
   if (!interaction || !environment)
     throw new ConnectError("catalog answered no interaction", Code.Internal);
 
-  const data = req.data ?? {};
+  const data = requestData(req.dataJson);
   checkInput(deps, interaction, data);
   const resultSchema = nonEmpty(interaction.resultSchema);
   if (resultSchema) compileOutputSchema(deps, resultSchema);
@@ -87,8 +96,9 @@ export async function prepareExecution(
   run.tags = req.tags;
   run.ttl = req.stream ? req.ttl || deps.runTtlSeconds : 0;
   run.parentId = req.parentRunId;
-  run.parameters = data;
-  run.prompt = toValue(messages);
+  // The request's own bytes: the data is recorded as it came.
+  run.parametersJson = req.dataJson.length > 0 ? req.dataJson : jsonBytes(data);
+  run.promptJson = jsonBytes(messages);
   const config = zeroRunConfig();
   config.environmentId = environment.id;
   config.model = model;
@@ -97,11 +107,11 @@ export async function prepareExecution(
   if (maxTokens !== undefined) config.maxTokens = maxTokens;
   run.config = config;
   if (caller.source) run.source = caller.source;
-  if (resultSchema) run.resultSchema = resultSchema;
+  if (resultSchema) run.resultSchemaJson = jsonBytes(resultSchema);
   run.createdAt = timestampNow();
   if (req.config?.maxRepairs !== undefined) config.maxRepairs = maxRepairs;
   if (policy && mode) {
-    run.cachePolicy = policyJson(policy);
+    run.cachePolicyJson = jsonBytes(policyJson(policy));
     run.cacheKey = ResultCache.key(
       caller.projectId,
       environment.id,
@@ -153,7 +163,26 @@ export function zeroRun(): Run {
     interactionPrompts: [],
     projectName: "",
     accountName: "",
+    parametersJson: NO_JSON,
+    resultJson: NO_JSON,
+    promptJson: NO_JSON,
+    cachePolicyJson: NO_JSON,
+    resultSchemaJson: NO_JSON,
   };
+}
+
+/** An execution's data (`{}` when none); INVALID_ARGUMENT unless a JSON object. */
+export function requestData(bytes: Uint8Array): JsonObject {
+  let data: JsonValue | undefined;
+  try {
+    data = jsonOf(bytes);
+  } catch (err) {
+    throw invalid(`data: not JSON: ${(err as Error).message}`);
+  }
+  if (data === undefined) return {};
+  if (data === null || typeof data !== "object" || Array.isArray(data))
+    throw invalid("data: must be a JSON object");
+  return data;
 }
 
 /** `create(RunConfigSchema)`, written out for the same reason as zeroRun. */

@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { invalid, requireProject } from "@pies/common";
 import type { RenderPromptRequest } from "@pies/proto/executor";
 import type { ExecutorDeps } from "./context.js";
+import { requestData } from "./prepare.js";
 import { PromptTooLarge, TemplateError } from "./templates/render.js";
 
 /**
@@ -16,7 +17,11 @@ export async function renderPrompt(deps: ExecutorDeps, req: RenderPromptRequest)
   const { prompt } = await deps.catalog.getPrompt({ projectId, id: req.promptId });
   if (!prompt) throw new ConnectError("catalog answered no prompt template", Code.Internal);
   try {
-    const rendered = await deps.renderer.renderTemplate(prompt, req.data ?? {}, projectId);
+    const rendered = await deps.renderer.renderTemplate(
+      prompt,
+      requestData(req.dataJson),
+      projectId,
+    );
     return { prompt, rendered };
   } catch (err) {
     if (err instanceof TemplateError) throw invalid(`template error: ${err.message}`);

@@ -3,7 +3,7 @@ import { create, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
-import { createLogger, EndpointPolicy, fromValue, type JsonObject } from "@pies/common";
+import { createLogger, EndpointPolicy, type JsonObject, jsonOf, jsonBytes } from "@pies/common";
 import {
   EventTooLarge,
   MemoryCatalogEvents,
@@ -182,9 +182,13 @@ afterAll(async () => {
 
 /** An ExecuteRequest without its caller (the project's). */
 type ExecuteInit = Exclude<MessageInitShape<typeof ExecuteRequestSchema>, { $typeName: string }>;
-type ExecuteInput = Omit<ExecuteInit, "caller" | "$typeName"> & { project?: Project };
+/** An execution's request, its data as JSON (sent as the request's bytes). */
+type ExecuteInput = Omit<ExecuteInit, "caller" | "$typeName"> & {
+  project?: Project;
+  data?: JsonObject;
+};
 
-function execute({ project = main, ...req }: ExecuteInput) {
+function execute({ project = main, data, ...req }: ExecuteInput) {
   return executor.execute({
     caller: {
       accountId: project.accountId,
@@ -192,6 +196,7 @@ function execute({ project = main, ...req }: ExecuteInput) {
       source: { type: "api", label: "test" },
     },
     interaction: { case: "interactionId", value: project.greetingId },
+    ...(data ? { dataJson: jsonBytes(data) } : {}),
     ...req,
   });
 }
@@ -245,19 +250,19 @@ describe("ExecutorService.Execute (blocking)", () => {
       provider: "test",
       modelId: "test",
       stream: false,
-      parameters: { name: "Ada" },
       tags: ["a", "b"],
       ttl: 0,
     });
+    expect(jsonOf(run!.parametersJson)).toEqual({ name: "Ada" });
     expect(run!.source).toMatchObject({ type: "api", label: "test" });
     expect(run!.config).toMatchObject({
       environmentId: main.environmentId,
       model: "test",
       temperature: 0.7,
     });
-    const result = fromValue(run!.result);
+    const result = jsonOf(run!.resultJson);
     expect(new SchemaValidator().errors(resultSchema, result)).toEqual([]);
-    expect(fromValue(run!.prompt)).toEqual([
+    expect(jsonOf(run!.promptJson)).toEqual([
       { role: "system", content: "You are friendly." },
       { role: "user", content: "Write a greeting for Ada" },
     ]);
@@ -267,15 +272,15 @@ describe("ExecutorService.Execute (blocking)", () => {
     expect(tokens.total).toBe(tokens.prompt + tokens.result);
     expect(run!.executionTime).toBeGreaterThanOrEqual(0n);
     expect(run!.error).toBeUndefined();
-    expect(run!.resultSchema).toEqual(resultSchema);
+    expect(jsonOf(run!.resultSchemaJson)).toEqual(resultSchema);
 
     const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
     expect(stored!.status).toBe(RunStatus.COMPLETED);
-    expect(fromValue(stored!.result)).toEqual(result);
-    expect(fromValue(stored!.prompt)).toEqual(fromValue(run!.prompt));
+    expect(jsonOf(stored!.resultJson)).toEqual(result);
+    expect(jsonOf(stored!.promptJson)).toEqual(jsonOf(run!.promptJson));
     expect(stored!.tokenUse).toEqual(run!.tokenUse);
     expect(stored!.tags).toEqual(["a", "b"]);
-    expect(stored!.parameters).toEqual({ name: "Ada" });
+    expect(jsonOf(stored!.parametersJson)).toEqual({ name: "Ada" });
   });
 
   it("answers the same input with the same result (test provider), and a different one otherwise", async () => {
@@ -283,8 +288,8 @@ describe("ExecutorService.Execute (blocking)", () => {
     const b = await execute({ data: { name: "Grace" } });
     const c = await execute({ data: { name: "Linus" } });
     expect(a.run!.id).not.toBe(b.run!.id);
-    expect(fromValue(a.run!.result)).toEqual(fromValue(b.run!.result));
-    expect(fromValue(a.run!.result)).not.toEqual(fromValue(c.run!.result));
+    expect(jsonOf(a.run!.resultJson)).toEqual(jsonOf(b.run!.resultJson));
+    expect(jsonOf(a.run!.resultJson)).not.toEqual(jsonOf(c.run!.resultJson));
   });
 
   it("records a text result when the interaction has no result schema", async () => {
@@ -293,8 +298,8 @@ describe("ExecutorService.Execute (blocking)", () => {
       data: { text: "<b>hi</b>" },
     });
     expect(run!.status).toBe(RunStatus.COMPLETED);
-    expect(fromValue(run!.prompt)).toEqual([{ role: "user", content: "Echo <b>hi</b>" }]);
-    expect(fromValue(run!.result)).toMatch(/^Test answer to "Echo <b>hi<\/b>": /);
+    expect(jsonOf(run!.promptJson)).toEqual([{ role: "user", content: "Echo <b>hi</b>" }]);
+    expect(jsonOf(run!.resultJson)).toMatch(/^Test answer to "Echo <b>hi<\/b>": /);
   });
 
   it("applies the request's config over the interaction's and records it", async () => {
@@ -351,7 +356,7 @@ describe("ExecutorService.Execute (blocking)", () => {
     await expectCode(
       executor.execute({
         interaction: { case: "interactionId", value: main.greetingId },
-        data: { name: "Ada" },
+        dataJson: jsonBytes({ name: "Ada" }),
       }),
       Code.InvalidArgument,
     );
@@ -436,7 +441,7 @@ describe("ExecutorService.Execute (blocking)", () => {
     expect(run!.status).toBe(RunStatus.FAILED);
     expect(run!.error).toMatchObject({ code: "provider_error" });
     expect(run!.error!.message).toContain("test-fail");
-    expect(run!.result).toBeUndefined();
+    expect(jsonOf(run!.resultJson)).toBeUndefined();
     const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
     expect(stored!.status).toBe(RunStatus.FAILED);
     expect(stored!.error!.code).toBe("provider_error");
@@ -449,7 +454,7 @@ describe("ExecutorService.Execute (blocking)", () => {
     expect(run!.error!.message).toMatch(
       /^the answer still does not match the result schema after 2 repairs: /,
     );
-    const data = fromValue(run!.error!.data) as {
+    const data = jsonOf(run!.error!.dataJson) as {
       content: string;
       errors: { instancePath: string; keyword: string }[];
     };
@@ -502,8 +507,8 @@ describe("ExecutorService streamed runs", () => {
     expect(created!.status).toBe(RunStatus.CREATED);
     expect(created!.stream).toBe(true);
     expect(created!.ttl).toBe(RUN_TTL);
-    expect(created!.result).toBeUndefined();
-    expect(fromValue(created!.prompt)).toEqual([
+    expect(jsonOf(created!.resultJson)).toBeUndefined();
+    expect(jsonOf(created!.promptJson)).toEqual([
       { role: "system", content: "You are friendly." },
       { role: "user", content: "Write a greeting for Ada" },
     ]);
@@ -524,13 +529,13 @@ describe("ExecutorService streamed runs", () => {
     const final = endRun(events);
     expect(final.id).toBe(created!.id);
     expect(final.status).toBe(RunStatus.COMPLETED);
-    expect(JSON.parse(chunkText(events))).toEqual(fromValue(final.result));
-    expect(new SchemaValidator().errors(resultSchema, fromValue(final.result))).toEqual([]);
+    expect(JSON.parse(chunkText(events))).toEqual(jsonOf(final.resultJson));
+    expect(new SchemaValidator().errors(resultSchema, jsonOf(final.resultJson))).toEqual([]);
     expect(final.tokenUse!.total).toBe(final.tokenUse!.prompt + final.tokenUse!.result);
 
     const { run: stored } = await runs.getRun({ projectId: main.projectId, id: created!.id });
     expect(stored!.status).toBe(RunStatus.COMPLETED);
-    expect(fromValue(stored!.result)).toEqual(fromValue(final.result));
+    expect(jsonOf(stored!.resultJson)).toEqual(jsonOf(final.resultJson));
 
     const third = await executor.startRun({ projectId: main.projectId, runId: created!.id });
     expect(third.started).toBe(false);
@@ -542,7 +547,7 @@ describe("ExecutorService streamed runs", () => {
     const { run: created } = await execute({ data: { name: "Hopper" }, stream: true });
     await executor.startRun({ projectId: main.projectId, runId: created!.id });
     const final = endRun(await eventsUntilEnd(created!.id));
-    expect(fromValue(final.result)).toEqual(fromValue(blocking.run!.result));
+    expect(jsonOf(final.resultJson)).toEqual(jsonOf(blocking.run!.resultJson));
   });
 
   it("streams a text result of an interaction without result schema", async () => {
@@ -555,7 +560,7 @@ describe("ExecutorService streamed runs", () => {
     const events = await eventsUntilEnd(created!.id);
     const final = endRun(events);
     expect(final.status).toBe(RunStatus.COMPLETED);
-    expect(fromValue(final.result)).toBe(chunkText(events));
+    expect(jsonOf(final.resultJson)).toBe(chunkText(events));
     expect(chunkText(events)).toMatch(/^Test answer to "Echo streamed words here": /);
   });
 
@@ -652,7 +657,7 @@ describe("ExecutorService streamed runs", () => {
       own.execute({
         caller,
         interaction: { case: "interactionId", value: main.greetingId },
-        data: { name },
+        dataJson: jsonBytes({ name }),
         stream: true,
       });
     const { run: fresh } = await streamed("Memory");
@@ -701,7 +706,7 @@ describe("ExecutorService streamed runs", () => {
     const { run } = await own.execute({
       caller: { accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.greetingId },
-      data: { name: "Accepted" },
+      dataJson: jsonBytes({ name: "Accepted" }),
       stream: true,
     });
     expect((await own.startRun({ projectId: main.projectId, runId: run!.id })).started).toBe(true);
@@ -822,7 +827,7 @@ describe("ExecutorService streamed runs", () => {
     const { run } = await held.client.execute({
       caller: { accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.echoId },
-      data: { text: "held" },
+      dataJson: jsonBytes({ text: "held" }),
       stream: true,
     });
     const starting = held.client.startRun({ projectId: main.projectId, runId: run!.id });
@@ -839,7 +844,7 @@ describe("ExecutorService streamed runs", () => {
     held.letThrough();
     expect((await starting).started).toBe(true);
     const events = await eventsUntilEnd(run!.id);
-    expect(chunkText(events)).toBe(fromValue(endRun(events).result));
+    expect(chunkText(events)).toBe(jsonOf(endRun(events).resultJson));
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
     expect(endRun(events).status).toBe(RunStatus.COMPLETED);
   });
@@ -851,7 +856,7 @@ describe("ExecutorService streamed runs", () => {
     const { run } = await held.client.execute({
       caller: { accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.echoId },
-      data: { text: "held é✓😀 ".repeat(8) },
+      dataJson: jsonBytes({ text: "held é✓😀 ".repeat(8) }),
       stream: true,
     });
     const starting = held.client.startRun({ projectId: main.projectId, runId: run!.id });
@@ -861,7 +866,7 @@ describe("ExecutorService streamed runs", () => {
     expect((await starting).started).toBe(true);
     const events = await eventsUntilEnd(run!.id);
     expect(endRun(events).status).toBe(RunStatus.COMPLETED);
-    const result = fromValue(endRun(events).result) as string;
+    const result = jsonOf(endRun(events).resultJson) as string;
     expect(result).toContain("😀");
     expect(chunkText(events)).toBe(result);
     const chunks = events.filter((e) => e.kind === "chunk");
@@ -875,7 +880,7 @@ describe("ExecutorService streamed runs", () => {
     const { run } = await held.client.execute({
       caller: { accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.echoId },
-      data: { text: "contended" },
+      dataJson: jsonBytes({ text: "contended" }),
       config: { model: "test-latency-1000" },
       stream: true,
     });
@@ -895,7 +900,7 @@ describe("ExecutorService streamed runs", () => {
     const events = await eventsUntilEnd(run!.id);
     expect(endRun(events).status).toBe(RunStatus.COMPLETED);
     expect(events.filter((e) => e.kind === "end")).toHaveLength(1);
-    expect(chunkText(events)).toBe(fromValue(endRun(events).result));
+    expect(chunkText(events)).toBe(jsonOf(endRun(events).resultJson));
     // Nothing of the cancelled call went out, not even after the winner's end.
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(held.published).toEqual([]);
@@ -906,7 +911,7 @@ describe("ExecutorService streamed runs", () => {
     const { run } = await held.client.execute({
       caller: { accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.echoId },
-      data: { text: "twice opened" },
+      dataJson: jsonBytes({ text: "twice opened" }),
       stream: true,
     });
     // The first takes the run from this executor's memory, the second reads it from the log;
@@ -931,7 +936,7 @@ describe("ExecutorService streamed runs", () => {
     const { run } = await held.client.execute({
       caller: { accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.echoId },
-      data: { text: "slow catalog" },
+      dataJson: jsonBytes({ text: "slow catalog" }),
       stream: true,
     });
     const before = deps.executions.count(main.projectId);
@@ -962,7 +967,7 @@ describe("ExecutorService streamed runs", () => {
     const { run } = await held.client.execute({
       caller: { accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.echoId },
-      data: { text: "put twice" },
+      dataJson: jsonBytes({ text: "put twice" }),
       stream: true,
     });
     const { started } = await held.client.startRun({ projectId: main.projectId, runId: run!.id });
@@ -970,7 +975,7 @@ describe("ExecutorService streamed runs", () => {
     expect(held.startPuts).toEqual([run!.id, run!.id]);
     const events = await eventsUntilEnd(run!.id);
     expect(endRun(events).status).toBe(RunStatus.COMPLETED);
-    expect(chunkText(events)).toBe(fromValue(endRun(events).result));
+    expect(chunkText(events)).toBe(jsonOf(endRun(events).resultJson));
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
   });
 
@@ -979,7 +984,7 @@ describe("ExecutorService streamed runs", () => {
     const { run } = await held.client.execute({
       caller: { accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.echoId },
-      data: { text: "never started" },
+      dataJson: jsonBytes({ text: "never started" }),
       config: { model: "test-latency-300" },
       stream: true,
     });
@@ -1023,7 +1028,7 @@ describe("ExecutorService recording a blocking run", () => {
   const request = (model: string) => ({
     caller: { accountId: main.accountId, projectId: main.projectId, source: { type: "api" } },
     interaction: { case: "interactionId" as const, value: main.greetingId },
-    data: { name: model },
+    dataJson: jsonBytes({ name: model }),
     config: { model },
   });
 
@@ -1106,10 +1111,11 @@ describe("ExecutorService while the record log (NATS) is down", () => {
     projectId: "",
     source: { type: "api", label: "test" },
   };
-  const flakyExecute = (init: Omit<ExecuteInput, "project">) =>
+  const flakyExecute = ({ data, ...init }: Omit<ExecuteInput, "project">) =>
     flaky.execute({
       caller: { ...caller, accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.greetingId },
+      ...(data ? { dataJson: jsonBytes(data) } : {}),
       ...init,
     });
 
@@ -1195,15 +1201,15 @@ describe("repairs, retries, cancellation (test provider)", () => {
       config: { model: "test-invalid-once" },
     });
     expect(run!.status).toBe(RunStatus.COMPLETED);
-    expect(new SchemaValidator().errors(resultSchema, fromValue(run!.result))).toEqual([]);
+    expect(new SchemaValidator().errors(resultSchema, jsonOf(run!.resultJson))).toEqual([]);
     expect(run!.attempts).toHaveLength(2);
     const [first, second] = run!.attempts;
     expect(first!.number).toBe(1);
-    expect(fromValue(first!.promptAdded)).toEqual([]);
+    expect(jsonOf(first!.promptAddedJson)).toEqual([]);
     expect(first!.error!.code).toBe("validation_error");
     expect(second!.number).toBe(2);
     expect(second!.error).toBeUndefined();
-    const added = fromValue(second!.promptAdded) as { role: string; content: string }[];
+    const added = jsonOf(second!.promptAddedJson) as { role: string; content: string }[];
     expect(added.map((m) => m.role)).toEqual(["assistant", "user"]);
     expect(added[0]!.content).toBe("{}");
     expect(added[1]!.content).toMatch(/required property 'greeting'/);
@@ -1261,7 +1267,7 @@ describe("repairs, retries, cancellation (test provider)", () => {
     const final = endRun(events);
     expect(final.status).toBe(RunStatus.COMPLETED);
     expect(JSON.parse(after.map((e) => decoder.decode(e.data)).join(""))).toEqual(
-      fromValue(final.result),
+      jsonOf(final.resultJson),
     );
     expect(final.attempts).toHaveLength(2);
   });
@@ -1276,7 +1282,7 @@ describe("repairs, retries, cancellation (test provider)", () => {
     const blocking = await retrying.execute({
       caller,
       interaction: { case: "interactionId", value: main.greetingId },
-      data: { name: "Retry" },
+      dataJson: jsonBytes({ name: "Retry" }),
       config: { model: "test-429-once" },
     });
     expect(blocking.run!.status).toBe(RunStatus.COMPLETED);
@@ -1285,7 +1291,7 @@ describe("repairs, retries, cancellation (test provider)", () => {
     const { run: created } = await retrying.execute({
       caller,
       interaction: { case: "interactionId", value: main.greetingId },
-      data: { name: "Retry streamed" },
+      dataJson: jsonBytes({ name: "Retry streamed" }),
       stream: true,
       config: { model: "test-429-once" },
     });
@@ -1341,7 +1347,7 @@ describe("repairs, retries, cancellation (test provider)", () => {
         {
           caller: { accountId: main.accountId, projectId: main.projectId },
           interaction: { case: "interactionId", value: main.greetingId },
-          data: { name: "Gone too" },
+          dataJson: jsonBytes({ name: "Gone too" }),
           config: { model: "test-latency-3000" },
         },
         { signal: gone.signal },
@@ -1354,7 +1360,9 @@ describe("repairs, retries, cancellation (test provider)", () => {
     while (!cancelled && Date.now() < deadline) {
       const { runs: listed } = await runs.listRuns({ projectId: main.projectId, limit: 20 });
       cancelled = listed.find(
-        (r) => r.parameters?.name === "Gone too" && r.status === RunStatus.FAILED,
+        (r) =>
+          (jsonOf(r.parametersJson) as JsonObject)?.name === "Gone too" &&
+          r.status === RunStatus.FAILED,
       );
       if (!cancelled) await new Promise((r) => setTimeout(r, 50));
     }
@@ -1409,7 +1417,7 @@ describe("the result cache", () => {
     expect(hit.run!.status).toBe(RunStatus.COMPLETED);
     expect(hit.run!.cached).toBe(true);
     expect(hit.run!.cachedFrom).toBe(first.run!.id);
-    expect(fromValue(hit.run!.result)).toEqual(fromValue(first.run!.result));
+    expect(jsonOf(hit.run!.resultJson)).toEqual(jsonOf(first.run!.resultJson));
     expect(hit.run!.tokenUse).toMatchObject({ prompt: 0, result: 0, total: 0 });
     const { run: stored } = await runs.getRun({ projectId: main.projectId, id: hit.run!.id });
     expect(stored).toMatchObject({ cached: true, cachedFrom: first.run!.id });
@@ -1482,7 +1490,7 @@ describe("the result cache", () => {
     const events = await eventsUntilEnd(created!.id);
     const final = endRun(events);
     expect(final).toMatchObject({ cached: true, cachedFrom: first.run!.id });
-    expect(JSON.parse(chunkText(events))).toEqual(fromValue(first.run!.result));
+    expect(JSON.parse(chunkText(events))).toEqual(jsonOf(first.run!.resultJson));
     // A streamed miss is kept too.
     const { run: miss } = await execute({
       data: { name: "Streamed miss" },

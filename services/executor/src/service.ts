@@ -1,17 +1,18 @@
-import { create, fromJson, toBinary } from "@bufbuild/protobuf";
-import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import {
   answered,
-  fromValue,
   inSpan,
+  jsonBytes,
+  jsonOf,
+  NO_JSON,
   notFound,
   SpanKind,
-  toValue,
   tooLargeError,
   type JsonObject,
 } from "@pies/common";
 import {
+  encodeRun,
   EventTooLarge,
   newPutId,
   RecordConflict,
@@ -20,7 +21,7 @@ import {
 } from "@pies/common/bus";
 import { ExecutorService } from "@pies/proto/executor";
 import { CachePolicySchema, type CachePolicy } from "@pies/proto/catalog";
-import { RunErrorSchema, RunSchema, RunStatus, TokenUsageSchema, type Run } from "@pies/proto/runs";
+import { RunErrorSchema, RunStatus, TokenUsageSchema, type Run } from "@pies/proto/runs";
 import type { ChatMessage } from "./templates/render.js";
 import type { CompletionRequest } from "./providers/types.js";
 import { callProvider, endedRun, type Outcome } from "./call.js";
@@ -91,8 +92,8 @@ export function createExecutorService(
         checkRecordFits(deps, prepared.run);
         const run = await runBlocking(deps, active, prepared, ctx.signal, recordWaitMs);
         const items =
-          run.status === RunStatus.COMPLETED ? testDataItems(fromValue(run.result)) : [];
-        return { run, items: items.map((item) => fromJson(ValueSchema, item)) };
+          run.status === RunStatus.COMPLETED ? testDataItems(jsonOf(run.resultJson)) : [];
+        return { run, itemsJson: jsonBytes(items) };
       } finally {
         release();
       }
@@ -410,7 +411,7 @@ function checkRecordFits(deps: ExecutorDeps, run: Run) {
 function resultTooLarge(ended: Run, err: RecordTooLarge): Run {
   return withFields(ended, {
     status: RunStatus.FAILED,
-    result: undefined,
+    resultJson: NO_JSON,
     attempts: [],
     error: create(RunErrorSchema, {
       code: "result_too_large",
@@ -471,7 +472,7 @@ async function expire(deps: ExecutorDeps, run: Run, seq: number): Promise<Run> {
     }),
   });
   const ended = await recordEnd(deps, failed, seq);
-  await new ChunkPublisher(deps.bus, run.id).end(toBinary(RunSchema, ended));
+  await new ChunkPublisher(deps.bus, run.id).end(encodeRun(ended));
   return ended;
 }
 
@@ -512,12 +513,14 @@ class StreamedExecution {
       if (!environment) throw new Error("catalog answered no environment");
       const request = prepared ?? {
         model: run.modelId,
-        messages: (fromValue(run.prompt) ?? []) as unknown as ChatMessage[],
+        messages: (jsonOf(run.promptJson) ?? []) as unknown as ChatMessage[],
         temperature: run.config?.temperature,
         maxTokens: run.config?.maxTokens,
-        schema: run.resultSchema,
+        schema: jsonOf(run.resultSchemaJson) as JsonObject | undefined,
       };
-      const policy = run.cacheKey ? policyOf(run.cachePolicy) : undefined;
+      const policy = run.cacheKey
+        ? policyOf(jsonOf(run.cachePolicyJson) as JsonObject | undefined)
+        : undefined;
       const mode = ResultCache.mode(policy);
       if (mode === "read") {
         const hit = await deps.results.get(run.cacheKey);
@@ -562,7 +565,7 @@ class StreamedExecution {
         publisher.push(typeof hit.result === "string" ? hit.result : JSON.stringify(hit.result));
         await publisher.flush();
         const final = await recordEnd(deps, cachedRun(run, hit, this.startedAt), seq);
-        await untilRecorded(() => publisher.end(toBinary(RunSchema, final)), {
+        await untilRecorded(() => publisher.end(encodeRun(final)), {
           logger: deps.logger,
           what: `the end event of run ${run.id}`,
         });
@@ -599,7 +602,7 @@ class StreamedExecution {
           usage: outcome.usage,
         });
       }
-      const end = toBinary(RunSchema, final);
+      const end = encodeRun(final);
       await untilRecorded(() => publisher.end(end), {
         logger: deps.logger,
         what: `the end event of run ${run.id}`,
@@ -625,7 +628,7 @@ function failedExecution(deps: ExecutorDeps, runId: string, err: unknown): Outco
 function cachedRun(run: Run, hit: CachedResult, startedAt: number): Run {
   return withFields(run, {
     status: RunStatus.COMPLETED,
-    result: toValue(hit.result),
+    resultJson: jsonBytes(hit.result),
     tokenUse: create(TokenUsageSchema, { prompt: 0, result: 0, total: 0 }),
     executionTime: BigInt(Date.now() - startedAt),
     cached: true,

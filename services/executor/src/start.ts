@@ -14,7 +14,6 @@ import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";
 import { startExecutorWork, type ExecutorWork } from "./work.js";
 import { loadTokenizer } from "./providers/tokens.js";
-import { executorJsonCodecs } from "./connect-json.js";
 
 export interface ExecutorProcess {
   server: RunningServer;
@@ -101,7 +100,6 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
     serviceNames: [ExecutorService.typeName],
     isReady: executor.isReady,
     internalToken: config.PIES_INTERNAL_TOKEN,
-    jsonCodecs: executorJsonCodecs,
   });
   return {
     server,

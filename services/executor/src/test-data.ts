@@ -4,7 +4,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import {
   checkGenerationSettings,
   invalid,
-  toValue,
+  jsonBytes,
   type JsonObject,
   type JsonValue,
 } from "@pies/common";
@@ -100,12 +100,12 @@ export async function prepareTestData(
   const parameters: JsonObject = { count, ...(req.message ? { message: req.message } : {}) };
   const run = create(RunSchema, {
     ...newRunOf(caller, interaction, environment, model),
-    parameters,
-    prompt: toValue(messages as unknown as JsonValue),
+    parametersJson: jsonBytes(parameters),
+    promptJson: jsonBytes(messages),
     tags: ["test-data"],
     config: { environmentId: environment.id, model, temperature, maxTokens },
     source: caller.source,
-    resultSchema: schema,
+    resultSchemaJson: jsonBytes(schema),
     createdAt: timestampNow(),
   });
   return {

@@ -1,22 +1,24 @@
-import { clone, create, fromJson, toJson } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import {
   fromTimestamp,
-  fromValue,
+  jsonBytes,
+  jsonOf,
+  jsonTextOf,
+  NO_JSON,
   promptRefJson,
   restRunJson,
   toTimestamp,
-  toValue,
   type JsonObject,
   type JsonValue,
   type PromptRefJson,
   type RunFields,
 } from "@pies/common";
 import {
-  RunAttemptSchema,
   RunSchema,
   RunStatus,
   runStatuses,
   type Run,
+  type RunAttempt,
   type RunUpdate,
 } from "@pies/proto/runs";
 import type { RunRow } from "./tables.js";
@@ -62,9 +64,9 @@ export function runToProto(row: ListedRun & Partial<Pick<StoredRun, Unlisted>>):
     modelId: row.model_id,
     status: statusFromName(row.status),
     stream: row.stream,
-    parameters: row.parameters,
-    result: row.result === null ? undefined : toValue(row.result),
-    prompt: row.prompt === null || row.prompt === undefined ? undefined : toValue(row.prompt),
+    parametersJson: jsonBytes(row.parameters),
+    resultJson: row.result === null ? NO_JSON : jsonBytes(row.result),
+    promptJson: row.prompt === null || row.prompt === undefined ? NO_JSON : jsonBytes(row.prompt),
     tags: row.tags,
     config: {
       environmentId: str(config, "environment"),
@@ -86,16 +88,16 @@ export function runToProto(row: ListedRun & Partial<Pick<StoredRun, Unlisted>>):
       ? {
           code: str(error, "code"),
           message: str(error, "message"),
-          data: error.data === null ? undefined : toValue(error.data),
+          dataJson: error.data === null ? NO_JSON : jsonBytes(error.data),
         }
       : undefined,
     ttl: row.ttl,
     parentId: row.parent_id ?? "",
-    cachePolicy: row.cache_policy ?? undefined,
-    resultSchema: row.result_schema ?? undefined,
+    cachePolicyJson: jsonBytes(row.cache_policy ?? undefined),
+    resultSchemaJson: jsonBytes(row.result_schema ?? undefined),
     cached: row.cached,
     cachedFrom: row.cached_from ?? "",
-    attempts: (row.attempts ?? []).map((a) => fromJson(RunAttemptSchema, a as JsonValue)),
+    attempts: (row.attempts ?? []).map((a) => attemptOfJson(a)),
     createdAt: toTimestamp(row.created_at),
     updatedAt: toTimestamp(row.updated_at),
     interactionStatus: row.interaction_status,
@@ -104,6 +106,48 @@ export function runToProto(row: ListedRun & Partial<Pick<StoredRun, Unlisted>>):
     projectName: row.project_name,
     accountName: row.account_name,
   });
+}
+
+/**
+ * A stored attempt (attemptJson's: the protobuf JSON mapping of RunAttempt as the releases before
+ * decision 0059 stored it, which rows keep) as the run's message has it.
+ */
+function attemptOfJson(json: JsonValue) {
+  const a = (json ?? {}) as JsonObject;
+  const error = a.error as JsonObject | undefined;
+  const usage = a.tokenUse as JsonObject | undefined;
+  return {
+    number: num(a, "number") ?? 0,
+    promptAddedJson: jsonBytes(a.promptAdded),
+    error: error && {
+      code: str(error, "code"),
+      message: str(error, "message"),
+      dataJson: jsonBytes(error.data),
+    },
+    tokenUse: usage && {
+      prompt: num(usage, "prompt") ?? 0,
+      result: num(usage, "result") ?? 0,
+      total: num(usage, "total") ?? 0,
+    },
+  };
+}
+
+/** An attempt as its row keeps it (attemptOfJson reads it back). */
+function attemptJson(a: RunAttempt): JsonObject {
+  const json: JsonObject = {};
+  if (a.number !== 0) json.number = a.number;
+  const added = jsonOf(a.promptAddedJson);
+  if (added !== undefined) json.promptAdded = added;
+  if (a.error) json.error = errorJson(a.error);
+  if (a.tokenUse) {
+    const { prompt, result, total } = a.tokenUse;
+    json.tokenUse = {
+      ...(prompt !== 0 ? { prompt } : {}),
+      ...(result !== 0 ? { result } : {}),
+      ...(total !== 0 ? { total } : {}),
+    };
+  }
+  return json;
 }
 
 /** A stored segment (promptRefJson's) as the run's message has it. */
@@ -189,11 +233,24 @@ export const rowsJson = (rows: ListedRun[]) =>
  * may contain one: it is recorded as U+FFFD rather than failing the write and leaving the run
  * unrecorded. (An escaped backslash followed by "u0000" is left alone.)
  */
-export const jsonColumn = (v: unknown) => {
-  const text = JSON.stringify(v ?? null);
+export const jsonColumn = (v: unknown) => withoutNul(JSON.stringify(v ?? null));
+
+/**
+ * A payload's JSON text (json-bytes.ts) for a jsonb column, as jsonColumn; `none` when empty.
+ * Parsed once to be sure it is JSON: a text that is not would fail the insert of its whole batch,
+ * where a record that throws here is kept aside (record-writer.ts) and a call refused.
+ */
+export function jsonBytesColumn(bytes: Uint8Array, none = "null"): string {
+  const text = jsonTextOf(bytes);
+  if (text === undefined) return none;
+  JSON.parse(text);
+  return withoutNul(text);
+}
+
+function withoutNul(text: string) {
   // Most texts have no NUL: the look-behind scan is skipped for them.
   return text.includes("\\u0000") ? text.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, "$1\\ufffd") : text;
-};
+}
 
 /**
  * Column values of a new run (its dates, when it has them, are its own; the store's clock when
@@ -215,9 +272,9 @@ export function runToRow(run: Run) {
     model_id: run.modelId,
     status: statusName(run.status),
     stream: run.stream,
-    parameters: jsonColumn(run.parameters ?? {}),
-    result: jsonColumn(fromValue(run.result)),
-    prompt: jsonColumn(fromValue(run.prompt)),
+    parameters: jsonBytesColumn(run.parametersJson, "{}"),
+    result: jsonBytesColumn(run.resultJson),
+    prompt: jsonBytesColumn(run.promptJson),
     tags: run.tags,
     config: configColumn(
       run.config?.environmentId ?? run.environmentId,
@@ -238,12 +295,10 @@ export function runToRow(run: Run) {
     error: jsonColumn(run.error ? errorJson(run.error) : null),
     ttl: run.ttl,
     parent_id: run.parentId || null,
-    cache_policy: jsonColumn(run.cachePolicy ?? null),
-    result_schema: jsonColumn(run.resultSchema ?? null),
+    cache_policy: jsonBytesColumn(run.cachePolicyJson),
+    result_schema: jsonBytesColumn(run.resultSchemaJson),
     cached: run.cached,
-    attempts: jsonColumn(
-      run.attempts.length > 0 ? run.attempts.map((a) => toJson(RunAttemptSchema, a)) : null,
-    ),
+    attempts: jsonColumn(run.attempts.length > 0 ? run.attempts.map(attemptJson) : null),
     cached_from: run.cachedFrom || null,
     interaction_status: run.interactionStatus,
     interaction_prompts: jsonColumn(
@@ -303,15 +358,15 @@ function tokenColumns(usage: Run["tokenUse"]) {
 }
 
 function errorJson(error: NonNullable<Run["error"]>) {
-  return { code: error.code, message: error.message, data: fromValue(error.data) ?? null };
+  return { code: error.code, message: error.message, data: jsonOf(error.dataJson) ?? null };
 }
 
 /** The run with an update applied (only the fields it carries). */
 export function applyUpdate(run: Run, update: RunUpdate): Run {
   const next = clone(RunSchema, run);
   if (update.status !== RunStatus.UNSPECIFIED) next.status = update.status;
-  if (update.result !== undefined) next.result = update.result;
-  if (update.prompt !== undefined) next.prompt = update.prompt;
+  if (update.resultJson.length > 0) next.resultJson = update.resultJson;
+  if (update.promptJson.length > 0) next.promptJson = update.promptJson;
   if (update.tokenUse !== undefined) next.tokenUse = update.tokenUse;
   if (update.executionTime !== undefined) next.executionTime = update.executionTime;
   if (update.error !== undefined) next.error = update.error;

@@ -1,8 +1,15 @@
-import { fromBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
-import { promptRefJson, type JsonObject, type JsonValue } from "@pies/common";
-import { RunSchema, RunStatus } from "@pies/proto/runs";
-import { configColumn, jsonColumn, runToRow, sourceColumn, statusName } from "./mappers.js";
+import { jsonOf, NO_JSON, promptRefJson, type JsonValue } from "@pies/common";
+import { decodeStoredRun } from "@pies/common/bus";
+import type { RunStatus } from "@pies/proto/runs";
+import {
+  configColumn,
+  jsonBytesColumn,
+  jsonColumn,
+  runToRow,
+  sourceColumn,
+  statusName,
+} from "./mappers.js";
 
 /** A run's columns as runToRow gives them. */
 export type RunColumns = ReturnType<typeof runToRow>;
@@ -21,12 +28,13 @@ const unhandled = (): never => {
 
 /**
  * A record's columns, read from its protobuf bytes (pies.runs.v1.Run) straight into what runToRow
- * makes of the decoded message. The record writer decodes every record of the log, and decoding
- * the message (reflection, a message object per Struct and Value, then turned into JSON again)
- * was most of its CPU per run. Anything this reader does not handle exactly as fromBinary and
- * runToRow do (a repeated singular message, which the decoder would merge; attempts; a Value
- * without a kind, or not finite, which runToRow rejects; a wire type other than the field's) goes
- * through them instead, so the columns are the same either way; and whatever fromBinary refuses
+ * makes of the decoded message, its JSON payloads as the text they hold. The record writer decodes
+ * every record of the log, and protobuf-es's reflective decoding of the message cost several times
+ * this (docs/decisions/0059-json-payloads-as-bytes.md). Anything this reader does not handle
+ * exactly as fromBinary and runToRow do (a repeated singular message, which the decoder would
+ * merge; attempts; the old payload fields of a record from the release before; a wire type other
+ * than the field's) goes through them instead, so the columns are the same either way; and
+ * whatever fromBinary refuses
  * (invalid UTF-8, nesting past its recursion limit, a field it knows in a wire type it misreads)
  * this reader refuses too, so the record goes to fromBinary, which throws (the writer keeps it
  * aside: see writeRecords).
@@ -35,7 +43,7 @@ export function recordRow(data: Uint8Array): RecordRow {
   const read = readRecordRow(data);
   if (read) return read;
   // Unhandled, or malformed bytes: the full decoder decides (and throws as it did).
-  const run = fromBinary(RunSchema, data);
+  const run = decodeStoredRun(data);
   return { id: run.id, status: run.status, row: runToRow(run) };
 }
 
@@ -62,17 +70,14 @@ const RECURSION_LIMIT = 100;
 export const handledFields: Record<string, number[]> = {
   "pies.runs.v1.Run": [
     1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
-    27, 28, 29, 30, 31, 32, 33, 34, 35,
+    27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
   ],
   "pies.runs.v1.RunPromptRef": [1, 2, 3, 4],
   "pies.runs.v1.RunConfig": [1, 2, 3, 4, 5, 6],
   "pies.runs.v1.RunSource": [1, 2, 3, 4, 5],
   "pies.runs.v1.TokenUsage": [1, 2, 3],
-  "pies.runs.v1.RunError": [1, 2, 3],
+  "pies.runs.v1.RunError": [1, 2, 3, 4],
   "google.protobuf.Timestamp": [1, 2],
-  "google.protobuf.Struct": [1],
-  "google.protobuf.Value": [1, 2, 3, 4, 5, 6],
-  "google.protobuf.ListValue": [1],
 };
 
 /** A nested message's depth, refused past fromBinary's limit. */
@@ -111,19 +116,19 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
   let modelId = "";
   let status = 0;
   let stream = false;
-  let parameters: JsonObject | undefined;
-  let result: JsonValue | undefined;
-  let prompt: JsonValue | undefined;
+  let parameters: Uint8Array = NO_JSON;
+  let result: Uint8Array = NO_JSON;
+  let prompt: Uint8Array = NO_JSON;
   const tags: string[] = [];
   let config: RunConfigFields | undefined;
   let source: string[] | undefined;
   let tokens: [number, number, number] | undefined;
   let executionTime: number | null = null;
-  let error: { code: string; message: string; data: JsonValue | null } | undefined;
+  let error: { code: string; message: string; data: Uint8Array } | undefined;
   let ttl = 0;
   let parentId = "";
-  let cachePolicy: JsonObject | undefined;
-  let resultSchema: JsonObject | undefined;
+  let cachePolicy: Uint8Array = NO_JSON;
+  let resultSchema: Uint8Array = NO_JSON;
   let provider = "";
   let cached = false;
   let createdAt: Date | undefined;
@@ -176,17 +181,13 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
         stream = r.bool();
         break;
       case 11:
-        once(1);
-        parameters = struct(r, end(r, wt), inner);
-        break;
       case 12:
-        once(2);
-        result = value(r, end(r, wt), inner);
-        break;
       case 13:
-        once(4);
-        prompt = value(r, end(r, wt), inner);
-        break;
+      case 22:
+      case 23:
+        // The old payload fields (a record of the release before decision 0059): the full
+        // decoder's, which moves them into their bytes.
+        return unhandled();
       case 14:
         tags.push(str(r, wt));
         break;
@@ -216,14 +217,6 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
         break;
       case 21:
         parentId = str(r, wt);
-        break;
-      case 22:
-        once(128);
-        cachePolicy = struct(r, end(r, wt), inner);
-        break;
-      case 23:
-        once(256);
-        resultSchema = struct(r, end(r, wt), inner);
         break;
       case 24:
         provider = str(r, wt);
@@ -270,6 +263,21 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
       case 35:
         accountName = str(r, wt);
         break;
+      case 36:
+        parameters = bytes(r, wt);
+        break;
+      case 37:
+        result = bytes(r, wt);
+        break;
+      case 38:
+        prompt = bytes(r, wt);
+        break;
+      case 39:
+        cachePolicy = bytes(r, wt);
+        break;
+      case 40:
+        resultSchema = bytes(r, wt);
+        break;
       default:
         skip(r, wt, no, depth);
     }
@@ -289,9 +297,9 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
     model_id: modelId,
     status: statusName(status),
     stream,
-    parameters: jsonColumn(parameters ?? {}),
-    result: jsonColumn(result),
-    prompt: jsonColumn(prompt),
+    parameters: jsonBytesColumn(parameters, "{}"),
+    result: jsonBytesColumn(result),
+    prompt: jsonBytesColumn(prompt),
     tags,
     config: configColumn(
       config ? config.environment : environmentId,
@@ -311,11 +319,13 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
     result_tokens: tokens ? tokens[1] : null,
     total_tokens: tokens ? tokens[2] : null,
     execution_time: executionTime,
-    error: jsonColumn(error ?? null),
+    error: jsonColumn(
+      error ? { code: error.code, message: error.message, data: jsonOf(error.data) ?? null } : null,
+    ),
     ttl,
     parent_id: parentId || null,
-    cache_policy: jsonColumn(cachePolicy ?? null),
-    result_schema: jsonColumn(resultSchema ?? null),
+    cache_policy: jsonBytesColumn(cachePolicy),
+    result_schema: jsonBytesColumn(resultSchema),
     cached,
     attempts: jsonColumn(null),
     cached_from: cachedFrom || null,
@@ -326,6 +336,12 @@ function readRun(r: BinaryReader, depth: number): RecordRow {
     account_name: accountName,
   };
   return { id, status, row };
+}
+
+/** A bytes field: the last one wins, as fromBinary reads it. */
+function bytes(r: BinaryReader, wt: WireType): Uint8Array {
+  expect(wt, WireType.LengthDelimited);
+  return r.bytes();
 }
 
 function str(r: BinaryReader, wt: WireType): string {
@@ -393,20 +409,18 @@ function tokenUse(r: BinaryReader, to: number, depth: number): [number, number, 
 function runError(r: BinaryReader, to: number, depth: number) {
   let code = "";
   let message = "";
-  let data: JsonValue | undefined;
-  let hasData = false;
+  let data: Uint8Array = NO_JSON;
   while (r.pos < to) {
     const [no, wt] = r.tag();
     if (no === 1) code = str(r, wt);
     else if (no === 2) message = str(r, wt);
-    else if (no === 3) {
-      if (hasData) unhandled();
-      hasData = true;
-      data = value(r, end(r, wt), deeper(depth));
-    } else skip(r, wt, no, depth);
+    // The old data field (legacy-payloads.ts) is the full decoder's.
+    else if (no === 3) unhandled();
+    else if (no === 4) data = bytes(r, wt);
+    else skip(r, wt, no, depth);
   }
   if (r.pos !== to) unhandled();
-  return { code, message, data: data ?? null };
+  return { code, message, data };
 }
 
 function timestamp(r: BinaryReader, to: number, depth: number): Date {
@@ -425,90 +439,4 @@ function timestamp(r: BinaryReader, to: number, depth: number): Date {
   if (r.pos !== to) unhandled();
   // As timestampDate computes it.
   return new Date(seconds * 1000 + Math.round(nanos / 1000000));
-}
-
-/** google.protobuf.Struct as JSON (map<string, Value> fields = 1), as toJson gives it. */
-function struct(r: BinaryReader, to: number, depth: number): JsonObject {
-  const json: JsonObject = {};
-  while (r.pos < to) {
-    const [no, wt] = r.tag();
-    if (no !== 1) {
-      skip(r, wt, no, depth);
-      continue;
-    }
-    // A map entry: key = 1, value = 2 (a missing value is a Value without a kind: rejected).
-    const entryEnd = end(r, wt);
-    let key = "";
-    let entry: JsonValue | undefined;
-    let hasValue = false;
-    while (r.pos < entryEnd) {
-      const [eno, ewt] = r.tag();
-      if (eno === 1) key = str(r, ewt);
-      else if (eno === 2) {
-        if (hasValue) unhandled();
-        hasValue = true;
-        entry = value(r, end(r, ewt), deeper(depth));
-        // fromBinary reads a map entry's fields 1 and 2 only, and misreads any other.
-      } else unhandled();
-    }
-    if (r.pos !== entryEnd || !hasValue) unhandled();
-    json[key] = entry as JsonValue;
-  }
-  if (r.pos !== to) unhandled();
-  return json;
-}
-
-/** google.protobuf.Value as JSON, as toJson gives it (one kind, finite numbers). */
-function value(r: BinaryReader, to: number, depth: number): JsonValue {
-  let out: JsonValue | undefined;
-  let kinds = 0;
-  while (r.pos < to) {
-    const [no, wt] = r.tag();
-    switch (no) {
-      case 1:
-        expect(wt, WireType.Varint);
-        r.int32();
-        out = null;
-        break;
-      case 2: {
-        expect(wt, WireType.Bit64);
-        const n = r.double();
-        if (!Number.isFinite(n)) unhandled();
-        out = n;
-        break;
-      }
-      case 3:
-        out = str(r, wt);
-        break;
-      case 4:
-        expect(wt, WireType.Varint);
-        out = r.bool();
-        break;
-      case 5:
-        out = struct(r, end(r, wt), deeper(depth));
-        break;
-      case 6:
-        out = list(r, end(r, wt), deeper(depth));
-        break;
-      default:
-        skip(r, wt, no, depth);
-        continue;
-    }
-    kinds++;
-  }
-  // No kind (rejected by toJson), or more than one (the last wins, merged if the same).
-  if (kinds !== 1 || r.pos !== to) unhandled();
-  return out as JsonValue;
-}
-
-/** google.protobuf.ListValue (repeated Value values = 1). */
-function list(r: BinaryReader, to: number, depth: number): JsonValue[] {
-  const values: JsonValue[] = [];
-  while (r.pos < to) {
-    const [no, wt] = r.tag();
-    if (no === 1) values.push(value(r, end(r, wt), deeper(depth)));
-    else skip(r, wt, no, depth);
-  }
-  if (r.pos !== to) unhandled();
-  return values;
 }

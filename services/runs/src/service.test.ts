@@ -3,7 +3,7 @@ import { Code, createClient, createRouterTransport, type Client } from "@connect
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { PGlite } from "@electric-sql/pglite";
 import { sql, type Kysely } from "kysely";
-import { createLogger, fromValue, newId, toTimestamp, toValue } from "@pies/common";
+import { createLogger, newId, toTimestamp, jsonOf, jsonBytes } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
 import {
@@ -62,9 +62,9 @@ function fullRun(projectId: string, overrides: Partial<RunInit> = {}): RunInit {
     modelId: "gpt-test",
     status: RunStatus.COMPLETED,
     stream: true,
-    parameters: { name: "Ada", nested: { list: [1, "two", null, true], n: 1.5 } },
-    result: toValue({ greeting: "Hello Ada", words: 2, extra: [null, false, { deep: "x" }] }),
-    prompt: toValue([
+    parametersJson: jsonBytes({ name: "Ada", nested: { list: [1, "two", null, true], n: 1.5 } }),
+    resultJson: jsonBytes({ greeting: "Hello Ada", words: 2, extra: [null, false, { deep: "x" }] }),
+    promptJson: jsonBytes([
       { role: "system", content: "be kind" },
       { role: "user", content: "Write a greeting for Ada" },
     ]),
@@ -88,11 +88,11 @@ function fullRun(projectId: string, overrides: Partial<RunInit> = {}): RunInit {
     error: {
       code: "validation_error",
       message: "bad output",
-      data: toValue({ path: "/words", n: 3 }),
+      dataJson: jsonBytes({ path: "/words", n: 3 }),
     },
     ttl: 300,
-    cachePolicy: { type: "cache", ttl: 60, varies_on: ["name"] },
-    resultSchema: { type: "object", required: ["greeting"] },
+    cachePolicyJson: jsonBytes({ type: "cache", ttl: 60, varies_on: ["name"] }),
+    resultSchemaJson: jsonBytes({ type: "object", required: ["greeting"] }),
     cached: true,
     ...overrides,
   };
@@ -128,7 +128,8 @@ describe("CreateRun and GetRun", () => {
     const init = fullRun(projectId, { parentId: parent.id });
     const created = await createRun(init);
     const { run } = await runs.getRun({ projectId, id: init.id! });
-    expect(run).toEqual(created);
+    // The payloads compared as JSON: jsonb keeps an object's keys in an order of its own.
+    expect(payloadsAsJson(run!)).toEqual(payloadsAsJson(created));
     expect(run).toMatchObject({
       id: init.id,
       projectId,
@@ -141,7 +142,6 @@ describe("CreateRun and GetRun", () => {
       modelId: "gpt-test",
       status: RunStatus.COMPLETED,
       stream: true,
-      parameters: { name: "Ada", nested: { list: [1, "two", null, true], n: 1.5 } },
       tags: ["alpha", "beta"],
       config: {
         environmentId: "env-config",
@@ -161,22 +161,26 @@ describe("CreateRun and GetRun", () => {
       executionTime: 1234n,
       ttl: 300,
       parentId: parent.id,
-      cachePolicy: { type: "cache", ttl: 60, varies_on: ["name"] },
-      resultSchema: { type: "object", required: ["greeting"] },
       cached: true,
     });
-    expect(fromValue(run!.result)).toEqual({
+    expect(jsonOf(run!.parametersJson)).toEqual({
+      name: "Ada",
+      nested: { list: [1, "two", null, true], n: 1.5 },
+    });
+    expect(jsonOf(run!.cachePolicyJson)).toEqual({ type: "cache", ttl: 60, varies_on: ["name"] });
+    expect(jsonOf(run!.resultSchemaJson)).toEqual({ type: "object", required: ["greeting"] });
+    expect(jsonOf(run!.resultJson)).toEqual({
       greeting: "Hello Ada",
       words: 2,
       extra: [null, false, { deep: "x" }],
     });
-    expect(fromValue(run!.prompt)).toEqual([
+    expect(jsonOf(run!.promptJson)).toEqual([
       { role: "system", content: "be kind" },
       { role: "user", content: "Write a greeting for Ada" },
     ]);
     expect(run!.error!.code).toBe("validation_error");
     expect(run!.error!.message).toBe("bad output");
-    expect(fromValue(run!.error!.data)).toEqual({ path: "/words", n: 3 });
+    expect(jsonOf(run!.error!.dataJson)).toEqual({ path: "/words", n: 3 });
     expect(run!.createdAt).toBeDefined();
     expect(run!.updatedAt).toBeDefined();
   });
@@ -201,9 +205,9 @@ describe("CreateRun and GetRun", () => {
   it("round-trips scalar results and leaves unset fields unset", async () => {
     const projectId = newProjectId();
     for (const result of ["plain text", 42, true]) {
-      const created = await createRun(minimalRun(projectId, { result: toValue(result) }));
+      const created = await createRun(minimalRun(projectId, { resultJson: jsonBytes(result) }));
       const { run } = await runs.getRun({ projectId, id: created.id });
-      expect(fromValue(run!.result)).toEqual(result);
+      expect(jsonOf(run!.resultJson)).toEqual(result);
     }
     const init = minimalRun(projectId, { environmentId: "env-9", modelId: "m-9" });
     await createRun(init);
@@ -211,7 +215,6 @@ describe("CreateRun and GetRun", () => {
     expect(run).toMatchObject({
       status: RunStatus.CREATED,
       stream: false,
-      parameters: {},
       tags: [],
       parentId: "",
       ttl: 0,
@@ -219,13 +222,14 @@ describe("CreateRun and GetRun", () => {
       // Without a config, the run's own environment and model are its configuration.
       config: { environmentId: "env-9", model: "m-9", formatter: "" },
     });
-    expect(run!.result).toBeUndefined();
-    expect(run!.prompt).toBeUndefined();
+    expect(jsonOf(run!.parametersJson)).toEqual({});
+    expect(jsonOf(run!.resultJson)).toBeUndefined();
+    expect(jsonOf(run!.promptJson)).toBeUndefined();
     expect(run!.tokenUse).toBeUndefined();
     expect(run!.executionTime).toBeUndefined();
     expect(run!.error).toBeUndefined();
-    expect(run!.cachePolicy).toBeUndefined();
-    expect(run!.resultSchema).toBeUndefined();
+    expect(jsonOf(run!.cachePolicyJson)).toBeUndefined();
+    expect(jsonOf(run!.resultSchemaJson)).toBeUndefined();
     expect(run!.config!.temperature).toBeUndefined();
     expect(run!.config!.maxTokens).toBeUndefined();
   });
@@ -304,7 +308,10 @@ describe("UpdateRun", () => {
   it("sets only the fields it carries and advances updated_at", async () => {
     const projectId = newProjectId();
     const run = await createRun(
-      minimalRun(projectId, { prompt: toValue([{ role: "user", content: "hi" }]), tags: ["t"] }),
+      minimalRun(projectId, {
+        promptJson: jsonBytes([{ role: "user", content: "hi" }]),
+        tags: ["t"],
+      }),
     );
     await setUpdatedAt(run.id, new Date(Date.now() - 60_000));
     const { run: updated } = await runs.updateRun({
@@ -312,10 +319,14 @@ describe("UpdateRun", () => {
       id: run.id,
       update: {
         status: RunStatus.FAILED,
-        result: toValue({ partial: true }),
+        resultJson: jsonBytes({ partial: true }),
         tokenUse: { prompt: 3, result: 4, total: 7 },
         executionTime: 987n,
-        error: { code: "timeout", message: "took too long", data: toValue({ after_ms: 987 }) },
+        error: {
+          code: "timeout",
+          message: "took too long",
+          dataJson: jsonBytes({ after_ms: 987 }),
+        },
       },
     });
     expect(updated).toMatchObject({
@@ -324,21 +335,21 @@ describe("UpdateRun", () => {
       executionTime: 987n,
       tags: ["t"],
     });
-    expect(fromValue(updated!.result)).toEqual({ partial: true });
-    expect(fromValue(updated!.prompt)).toEqual([{ role: "user", content: "hi" }]);
+    expect(jsonOf(updated!.resultJson)).toEqual({ partial: true });
+    expect(jsonOf(updated!.promptJson)).toEqual([{ role: "user", content: "hi" }]);
     expect(updated!.error).toMatchObject({ code: "timeout", message: "took too long" });
-    expect(fromValue(updated!.error!.data)).toEqual({ after_ms: 987 });
+    expect(jsonOf(updated!.error!.dataJson)).toEqual({ after_ms: 987 });
     expect(Number(updated!.updatedAt!.seconds)).toBeGreaterThan(Date.now() / 1000 - 30);
 
     // An update without a status keeps it.
     const { run: again } = await runs.updateRun({
       projectId,
       id: run.id,
-      update: { prompt: toValue("rendered") },
+      update: { promptJson: jsonBytes("rendered") },
     });
     expect(again!.status).toBe(RunStatus.FAILED);
-    expect(fromValue(again!.prompt)).toBe("rendered");
-    expect(fromValue(again!.result)).toEqual({ partial: true });
+    expect(jsonOf(again!.promptJson)).toBe("rendered");
+    expect(jsonOf(again!.resultJson)).toEqual({ partial: true });
     const { run: read } = await runs.getRun({ projectId, id: run.id });
     expect(read).toEqual(again);
   });
@@ -383,9 +394,15 @@ describe("ListRuns", () => {
     const full = await createRun(init);
     const { runs: listed } = await runs.listRuns({ projectId });
     expect(listed).toHaveLength(1);
-    expect(listed[0]!.prompt).toBeUndefined();
-    expect(listed[0]!.resultSchema).toBeUndefined();
-    expect({ ...listed[0]!, prompt: full.prompt, resultSchema: full.resultSchema }).toEqual(full);
+    expect(jsonOf(listed[0]!.promptJson)).toBeUndefined();
+    expect(jsonOf(listed[0]!.resultSchemaJson)).toBeUndefined();
+    expect(
+      payloadsAsJson({
+        ...listed[0]!,
+        promptJson: full.promptJson,
+        resultSchemaJson: full.resultSchemaJson,
+      }),
+    ).toEqual(payloadsAsJson(full));
   });
 
   it("defaults to 100 runs and returns at most 1000", async () => {
@@ -594,7 +611,7 @@ describe("SearchRuns on PGlite (the embedded mode)", () => {
       made.push(
         await createRun(
           fullRun(projectId, {
-            parameters: { name, n: i },
+            parametersJson: jsonBytes({ name, n: i }),
             executionTime: BigInt(100 * (i + 1)),
             tags: i === 1 ? ["b"] : ["a"],
           }),
@@ -706,19 +723,19 @@ describe("the facet rollup on PGlite", () => {
 });
 
 describe("values at the edges", () => {
-  it("answers a JSON field that is a Value of no kind with INVALID_ARGUMENT", async () => {
-    const run = fullRun(newProjectId(), { result: {} });
+  it("answers a JSON payload that is not JSON with INVALID_ARGUMENT", async () => {
+    const run = fullRun(newProjectId(), { resultJson: Buffer.from("{not json") });
     await expectCode(runs.createRun({ run }), Code.InvalidArgument, /not JSON/);
   });
 
   it("records a NUL in a model's answer as U+FFFD instead of failing the write", async () => {
     const projectId = newProjectId();
     const run = fullRun(projectId, {
-      result: toValue({ text: "a\u0000b", "k\u0000": ["\\u0000"] }),
+      resultJson: jsonBytes({ text: "a\u0000b", "k\u0000": ["\\u0000"] }),
     });
     await runs.createRun({ run });
     const { run: back } = await runs.getRun({ projectId, id: run.id! });
-    expect(fromValue(back!.result)).toEqual({ text: "a\ufffdb", "k\ufffd": ["\\u0000"] });
+    expect(jsonOf(back!.resultJson)).toEqual({ text: "a\ufffdb", "k\ufffd": ["\\u0000"] });
   });
 
   it("keeps an error without data and an execution time beyond 2^31 ms", async () => {
@@ -731,7 +748,20 @@ describe("values at the edges", () => {
     await runs.createRun({ run });
     const { run: back } = await runs.getRun({ projectId, id: run.id! });
     expect(back!.error).toMatchObject({ code: "timeout", message: "late" });
-    expect(back!.error!.data).toBeUndefined();
+    expect(jsonOf(back!.error!.dataJson)).toBeUndefined();
     expect(back!.executionTime).toBe(3_000_000_000n);
   });
 });
+
+/** A run with its JSON payloads as the values they hold (their bytes' key order set aside). */
+function payloadsAsJson(run: Run) {
+  return {
+    ...run,
+    parametersJson: jsonOf(run.parametersJson),
+    resultJson: jsonOf(run.resultJson),
+    promptJson: jsonOf(run.promptJson),
+    cachePolicyJson: jsonOf(run.cachePolicyJson),
+    resultSchemaJson: jsonOf(run.resultSchemaJson),
+    error: run.error && { ...run.error, dataJson: jsonOf(run.error.dataJson) },
+  };
+}

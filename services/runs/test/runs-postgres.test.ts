@@ -9,7 +9,7 @@ import {
 import { CompiledQuery, Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { createLogger, newId, toTimestamp, toValue, type JsonValue } from "@pies/common";
+import { createLogger, newId, toTimestamp, type JsonValue, jsonBytes } from "@pies/common";
 import { connectNats, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, createTestStream, type TestDatabase } from "@pies/testkit";
@@ -217,7 +217,10 @@ describe("the record log and the store", () => {
     let deep: JsonValue = true;
     for (let i = 0; i < 50; i++) deep = [deep];
     const [a, bad, b, c] = [newId(), newId(), newId(), newId()];
-    const badData = run(bad, { result: toValue(deep), attempts: [{ number: 1 }, { number: 2 }] });
+    const badData = run(bad, {
+      resultJson: jsonBytes(deep),
+      attempts: [{ number: 1 }, { number: 2 }],
+    });
     await put(a, run(a));
     const badSeq = await put(bad, badData);
     await put(b, run(b));

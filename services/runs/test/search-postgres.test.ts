@@ -10,7 +10,7 @@ import {
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { sql, type Kysely } from "kysely";
 import pg from "pg";
-import { newId, toTimestamp, type JsonObject, type JsonValue } from "@pies/common";
+import { newId, toTimestamp, type JsonObject, type JsonValue, jsonOf } from "@pies/common";
 import { MemoryRunRecords, RunLog } from "@pies/common/bus";
 import { buildIndexes, createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, expectCode, seedRuns, type TestDatabase } from "@pies/testkit";
@@ -551,9 +551,11 @@ describe("the seeder", () => {
         limit: 1000,
       });
       expect(acme.runs.length).toBeGreaterThan(0);
-      expect(acme.runs.every((r) => (r.parameters!.customer as JsonObject).name === "Acme")).toBe(
-        true,
-      );
+      expect(
+        acme.runs.every(
+          (r) => ((jsonOf(r.parametersJson) as JsonObject).customer as JsonObject).name === "Acme",
+        ),
+      ).toBe(true);
       // A Lucene field term is served by the GIN index on the input data.
       await sql`analyze runs.runs`.execute(db);
       const { rows } = await sql<{ "QUERY PLAN": string }>`

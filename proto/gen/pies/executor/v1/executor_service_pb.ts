@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pies/executor/v1/executor_service.proto.
  */
 export const file_pies_executor_v1_executor_service: GenFile = /*@__PURE__*/
-  fileDesc("CidwaWVzL2V4ZWN1dG9yL3YxL2V4ZWN1dG9yX3NlcnZpY2UucHJvdG8SEHBpZXMuZXhlY3V0b3IudjEihQEKBkNhbGxlchISCgphY2NvdW50X2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSJwoGc291cmNlGAMgASgLMhcucGllcy5ydW5zLnYxLlJ1blNvdXJjZRIUCgxhY2NvdW50X25hbWUYBCABKAkSFAoMcHJvamVjdF9uYW1lGAUgASgJIvsBCg9FeGVjdXRpb25Db25maWcSFgoOZW52aXJvbm1lbnRfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESEQoJZm9ybWF0dGVyGAUgASgJEjIKDGNhY2hlX3BvbGljeRgGIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5DYWNoZVBvbGljeRIYCgttYXhfcmVwYWlycxgHIAEoBUgCiAEBQg4KDF90ZW1wZXJhdHVyZUINCgtfbWF4X3Rva2Vuc0IOCgxfbWF4X3JlcGFpcnMimwIKDkV4ZWN1dGVSZXF1ZXN0EigKBmNhbGxlchgBIAEoCzIYLnBpZXMuZXhlY3V0b3IudjEuQ2FsbGVyEhgKDmludGVyYWN0aW9uX2lkGAIgASgJSAASGgoQaW50ZXJhY3Rpb25fbmFtZRgDIAEoCUgAEg4KBnN0cmVhbRgEIAEoCBIlCgRkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIMCgR0YWdzGAYgAygJEjEKBmNvbmZpZxgHIAEoCzIhLnBpZXMuZXhlY3V0b3IudjEuRXhlY3V0aW9uQ29uZmlnEhUKDXBhcmVudF9ydW5faWQYCCABKAkSCwoDdHRsGAkgASgFQg0KC2ludGVyYWN0aW9uIjEKD0V4ZWN1dGVSZXNwb25zZRIeCgNydW4YASABKAsyES5waWVzLnJ1bnMudjEuUnVuIjUKD1N0YXJ0UnVuUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSJDChBTdGFydFJ1blJlc3BvbnNlEg8KB3N0YXJ0ZWQYASABKAgSHgoDcnVuGAIgASgLMhEucGllcy5ydW5zLnYxLlJ1biKuAQoXR2VuZXJhdGVUZXN0RGF0YVJlcXVlc3QSKAoGY2FsbGVyGAEgASgLMhgucGllcy5leGVjdXRvci52MS5DYWxsZXISFgoOaW50ZXJhY3Rpb25faWQYAiABKAkSDQoFY291bnQYAyABKAUSDwoHbWVzc2FnZRgEIAEoCRIxCgZjb25maWcYBSABKAsyIS5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGlvbkNvbmZpZyJhChhHZW5lcmF0ZVRlc3REYXRhUmVzcG9uc2USJQoFaXRlbXMYASADKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSHgoDcnVuGAIgASgLMhEucGllcy5ydW5zLnYxLlJ1biJjChNSZW5kZXJQcm9tcHRSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSEQoJcHJvbXB0X2lkGAIgASgJEiUKBGRhdGEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlkKFFJlbmRlclByb21wdFJlc3BvbnNlEi8KBnByb21wdBgBIAEoCzIfLnBpZXMuY2F0YWxvZy52MS5Qcm9tcHRUZW1wbGF0ZRIQCghyZW5kZXJlZBgCIAEoCTKDAwoPRXhlY3V0b3JTZXJ2aWNlEk4KB0V4ZWN1dGUSIC5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGVSZXF1ZXN0GiEucGllcy5leGVjdXRvci52MS5FeGVjdXRlUmVzcG9uc2USUQoIU3RhcnRSdW4SIS5waWVzLmV4ZWN1dG9yLnYxLlN0YXJ0UnVuUmVxdWVzdBoiLnBpZXMuZXhlY3V0b3IudjEuU3RhcnRSdW5SZXNwb25zZRJpChBHZW5lcmF0ZVRlc3REYXRhEikucGllcy5leGVjdXRvci52MS5HZW5lcmF0ZVRlc3REYXRhUmVxdWVzdBoqLnBpZXMuZXhlY3V0b3IudjEuR2VuZXJhdGVUZXN0RGF0YVJlc3BvbnNlEmIKDFJlbmRlclByb21wdBIlLnBpZXMuZXhlY3V0b3IudjEuUmVuZGVyUHJvbXB0UmVxdWVzdBomLnBpZXMuZXhlY3V0b3IudjEuUmVuZGVyUHJvbXB0UmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_struct, file_pies_catalog_v1_resources, file_pies_runs_v1_run]);
+  fileDesc("CidwaWVzL2V4ZWN1dG9yL3YxL2V4ZWN1dG9yX3NlcnZpY2UucHJvdG8SEHBpZXMuZXhlY3V0b3IudjEihQEKBkNhbGxlchISCgphY2NvdW50X2lkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSJwoGc291cmNlGAMgASgLMhcucGllcy5ydW5zLnYxLlJ1blNvdXJjZRIUCgxhY2NvdW50X25hbWUYBCABKAkSFAoMcHJvamVjdF9uYW1lGAUgASgJIvsBCg9FeGVjdXRpb25Db25maWcSFgoOZW52aXJvbm1lbnRfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESEQoJZm9ybWF0dGVyGAUgASgJEjIKDGNhY2hlX3BvbGljeRgGIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5DYWNoZVBvbGljeRIYCgttYXhfcmVwYWlycxgHIAEoBUgCiAEBQg4KDF90ZW1wZXJhdHVyZUINCgtfbWF4X3Rva2Vuc0IOCgxfbWF4X3JlcGFpcnMisgIKDkV4ZWN1dGVSZXF1ZXN0EigKBmNhbGxlchgBIAEoCzIYLnBpZXMuZXhlY3V0b3IudjEuQ2FsbGVyEhgKDmludGVyYWN0aW9uX2lkGAIgASgJSAASGgoQaW50ZXJhY3Rpb25fbmFtZRgDIAEoCUgAEg4KBnN0cmVhbRgEIAEoCBIpCgRkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEICGAESDAoEdGFncxgGIAMoCRIxCgZjb25maWcYByABKAsyIS5waWVzLmV4ZWN1dG9yLnYxLkV4ZWN1dGlvbkNvbmZpZxIVCg1wYXJlbnRfcnVuX2lkGAggASgJEgsKA3R0bBgJIAEoBRIRCglkYXRhX2pzb24YCiABKAxCDQoLaW50ZXJhY3Rpb24iMQoPRXhlY3V0ZVJlc3BvbnNlEh4KA3J1bhgBIAEoCzIRLnBpZXMucnVucy52MS5SdW4iNQoPU3RhcnRSdW5SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJIkMKEFN0YXJ0UnVuUmVzcG9uc2USDwoHc3RhcnRlZBgBIAEoCBIeCgNydW4YAiABKAsyES5waWVzLnJ1bnMudjEuUnVuIq4BChdHZW5lcmF0ZVRlc3REYXRhUmVxdWVzdBIoCgZjYWxsZXIYASABKAsyGC5waWVzLmV4ZWN1dG9yLnYxLkNhbGxlchIWCg5pbnRlcmFjdGlvbl9pZBgCIAEoCRINCgVjb3VudBgDIAEoBRIPCgdtZXNzYWdlGAQgASgJEjEKBmNvbmZpZxgFIAEoCzIhLnBpZXMuZXhlY3V0b3IudjEuRXhlY3V0aW9uQ29uZmlnInkKGEdlbmVyYXRlVGVzdERhdGFSZXNwb25zZRIpCgVpdGVtcxgBIAMoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUICGAESEgoKaXRlbXNfanNvbhgDIAEoDBIeCgNydW4YAiABKAsyES5waWVzLnJ1bnMudjEuUnVuInoKE1JlbmRlclByb21wdFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkSKQoEZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCAhgBEhEKCWRhdGFfanNvbhgEIAEoDCJZChRSZW5kZXJQcm9tcHRSZXNwb25zZRIvCgZwcm9tcHQYASABKAsyHy5waWVzLmNhdGFsb2cudjEuUHJvbXB0VGVtcGxhdGUSEAoIcmVuZGVyZWQYAiABKAkygwMKD0V4ZWN1dG9yU2VydmljZRJOCgdFeGVjdXRlEiAucGllcy5leGVjdXRvci52MS5FeGVjdXRlUmVxdWVzdBohLnBpZXMuZXhlY3V0b3IudjEuRXhlY3V0ZVJlc3BvbnNlElEKCFN0YXJ0UnVuEiEucGllcy5leGVjdXRvci52MS5TdGFydFJ1blJlcXVlc3QaIi5waWVzLmV4ZWN1dG9yLnYxLlN0YXJ0UnVuUmVzcG9uc2USaQoQR2VuZXJhdGVUZXN0RGF0YRIpLnBpZXMuZXhlY3V0b3IudjEuR2VuZXJhdGVUZXN0RGF0YVJlcXVlc3QaKi5waWVzLmV4ZWN1dG9yLnYxLkdlbmVyYXRlVGVzdERhdGFSZXNwb25zZRJiCgxSZW5kZXJQcm9tcHQSJS5waWVzLmV4ZWN1dG9yLnYxLlJlbmRlclByb21wdFJlcXVlc3QaJi5waWVzLmV4ZWN1dG9yLnYxLlJlbmRlclByb21wdFJlc3BvbnNlIgOQAgFiBnByb3RvMw", [file_google_protobuf_struct, file_pies_catalog_v1_resources, file_pies_runs_v1_run]);
 
 /**
  * The authenticated caller on whose behalf the executor acts.
@@ -145,7 +145,10 @@ export type ExecuteRequest = Message<"pies.executor.v1.ExecuteRequest"> & {
   stream: boolean;
 
   /**
-   * @generated from field: google.protobuf.Struct data = 5;
+   * Replaced by data_json: read only from what a release before it wrote (legacy-payloads.ts).
+   *
+   * @generated from field: google.protobuf.Struct data = 5 [deprecated = true];
+   * @deprecated
    */
   data?: JsonObject | undefined;
 
@@ -170,6 +173,13 @@ export type ExecuteRequest = Message<"pies.executor.v1.ExecuteRequest"> & {
    * @generated from field: int32 ttl = 9;
    */
   ttl: number;
+
+  /**
+   * The input data, a JSON object as UTF-8 JSON text (empty: {}).
+   *
+   * @generated from field: bytes data_json = 10;
+   */
+  dataJson: Uint8Array;
 };
 
 /**
@@ -282,11 +292,19 @@ export const GenerateTestDataRequestSchema: GenMessage<GenerateTestDataRequest> 
  */
 export type GenerateTestDataResponse = Message<"pies.executor.v1.GenerateTestDataResponse"> & {
   /**
-   * The objects generated (empty when the run failed).
+   * Replaced by items_json (legacy-payloads.ts).
    *
-   * @generated from field: repeated google.protobuf.Value items = 1;
+   * @generated from field: repeated google.protobuf.Value items = 1 [deprecated = true];
+   * @deprecated
    */
   items: Value[];
+
+  /**
+   * The objects generated, a JSON array as UTF-8 JSON text ([] when the run failed).
+   *
+   * @generated from field: bytes items_json = 3;
+   */
+  itemsJson: Uint8Array;
 
   /**
    * The run that recorded the call (failed when no valid objects came).
@@ -318,9 +336,17 @@ export type RenderPromptRequest = Message<"pies.executor.v1.RenderPromptRequest"
   promptId: string;
 
   /**
-   * @generated from field: google.protobuf.Struct data = 3;
+   * @generated from field: google.protobuf.Struct data = 3 [deprecated = true];
+   * @deprecated
    */
   data?: JsonObject | undefined;
+
+  /**
+   * The data to render with, a JSON object as UTF-8 JSON text (empty: {}).
+   *
+   * @generated from field: bytes data_json = 4;
+   */
+  dataJson: Uint8Array;
 };
 
 /**

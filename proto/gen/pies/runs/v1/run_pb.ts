@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pies/runs/v1/run.proto.
  */
 export const file_pies_runs_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChZwaWVzL3J1bnMvdjEvcnVuLnByb3RvEgxwaWVzLnJ1bnMudjEiOwoKVG9rZW5Vc2FnZRIOCgZwcm9tcHQYASABKAUSDgoGcmVzdWx0GAIgASgFEg0KBXRvdGFsGAMgASgFImkKCVJ1blNvdXJjZRIMCgR0eXBlGAEgASgJEg0KBWxhYmVsGAIgASgJEhYKDnByaW5jaXBhbF90eXBlGAMgASgJEhQKDHByaW5jaXBhbF9pZBgEIAEoCRIRCgljbGllbnRfaXAYBSABKAkiwQEKCVJ1bkNvbmZpZxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIRCglmb3JtYXR0ZXIYAyABKAkSGAoLdGVtcGVyYXR1cmUYBCABKAFIAIgBARIXCgptYXhfdG9rZW5zGAUgASgFSAGIAQESGAoLbWF4X3JlcGFpcnMYBiABKAVIAogBAUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnNCDgoMX21heF9yZXBhaXJzIk8KCFJ1bkVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIkCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlItsICgNSdW4SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRISCgphY2NvdW50X2lkGAMgASgJEhYKDmludGVyYWN0aW9uX2lkGAQgASgJEhgKEGludGVyYWN0aW9uX25hbWUYBSABKAkSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgHIAEoCRIQCghtb2RlbF9pZBgIIAEoCRInCgZzdGF0dXMYCSABKA4yFy5waWVzLnJ1bnMudjEuUnVuU3RhdHVzEg4KBnN0cmVhbRgKIAEoCBIrCgpwYXJhbWV0ZXJzGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgZyZXN1bHQYDCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJgoGcHJvbXB0GA0gASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBHRhZ3MYDiADKAkSJwoGY29uZmlnGA8gASgLMhcucGllcy5ydW5zLnYxLlJ1bkNvbmZpZxInCgZzb3VyY2UYECABKAsyFy5waWVzLnJ1bnMudjEuUnVuU291cmNlEisKCXRva2VuX3VzZRgRIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhsKDmV4ZWN1dGlvbl90aW1lGBIgASgDSACIAQESJQoFZXJyb3IYEyABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISCwoDdHRsGBQgASgFEhEKCXBhcmVudF9pZBgVIAEoCRItCgxjYWNoZV9wb2xpY3kYFiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDXJlc3VsdF9zY2hlbWEYFyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHByb3ZpZGVyGBggASgJEg4KBmNhY2hlZBgZIAEoCBIuCgpjcmVhdGVkX2F0GBogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCghhdHRlbXB0cxgcIAMoCzIYLnBpZXMucnVucy52MS5SdW5BdHRlbXB0EhMKC2NhY2hlZF9mcm9tGB0gASgJEhEKCWNhY2hlX2tleRgeIAEoCRIaChJpbnRlcmFjdGlvbl9zdGF0dXMYHyABKAkSNwoTaW50ZXJhY3Rpb25fcHJvbXB0cxggIAMoCzIaLnBpZXMucnVucy52MS5SdW5Qcm9tcHRSZWYSOgoWaW50ZXJhY3Rpb25fdXBkYXRlZF9hdBghIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMcHJvamVjdF9uYW1lGCIgASgJEhQKDGFjY291bnRfbmFtZRgjIAEoCUIRCg9fZXhlY3V0aW9uX3RpbWUiUAoMUnVuUHJvbXB0UmVmEgoKAmlkGAEgASgJEgwKBHR5cGUYAiABKAkSEwoLdGVtcGxhdGVfaWQYAyABKAkSEQoJY2hhdF9wYXRoGAQgASgJIp4BCgpSdW5BdHRlbXB0Eg4KBm51bWJlchgBIAEoBRIsCgxwcm9tcHRfYWRkZWQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJQoFZXJyb3IYAyABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISKwoJdG9rZW5fdXNlGAQgASgLMhgucGllcy5ydW5zLnYxLlRva2VuVXNhZ2UiiAIKCVJ1blVwZGF0ZRInCgZzdGF0dXMYASABKA4yFy5waWVzLnJ1bnMudjEuUnVuU3RhdHVzEiYKBnJlc3VsdBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIrCgl0b2tlbl91c2UYAyABKAsyGC5waWVzLnJ1bnMudjEuVG9rZW5Vc2FnZRIbCg5leGVjdXRpb25fdGltZRgEIAEoA0gAiAEBEiUKBWVycm9yGAUgASgLMhYucGllcy5ydW5zLnYxLlJ1bkVycm9yEiYKBnByb21wdBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUIRCg9fZXhlY3V0aW9uX3RpbWUqiwEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19DUkVBVEVEEAESGQoVUlVOX1NUQVRVU19QUk9DRVNTSU5HEAISGAoUUlVOX1NUQVRVU19DT01QTEVURUQQAxIVChFSVU5fU1RBVFVTX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZwaWVzL3J1bnMvdjEvcnVuLnByb3RvEgxwaWVzLnJ1bnMudjEiOwoKVG9rZW5Vc2FnZRIOCgZwcm9tcHQYASABKAUSDgoGcmVzdWx0GAIgASgFEg0KBXRvdGFsGAMgASgFImkKCVJ1blNvdXJjZRIMCgR0eXBlGAEgASgJEg0KBWxhYmVsGAIgASgJEhYKDnByaW5jaXBhbF90eXBlGAMgASgJEhQKDHByaW5jaXBhbF9pZBgEIAEoCRIRCgljbGllbnRfaXAYBSABKAkiwQEKCVJ1bkNvbmZpZxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIRCglmb3JtYXR0ZXIYAyABKAkSGAoLdGVtcGVyYXR1cmUYBCABKAFIAIgBARIXCgptYXhfdG9rZW5zGAUgASgFSAGIAQESGAoLbWF4X3JlcGFpcnMYBiABKAVIAogBAUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnNCDgoMX21heF9yZXBhaXJzImYKCFJ1bkVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIoCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQgIYARIRCglkYXRhX2pzb24YBCABKAwi6QkKA1J1bhIKCgJpZBgBIAEoCRISCgpwcm9qZWN0X2lkGAIgASgJEhIKCmFjY291bnRfaWQYAyABKAkSFgoOaW50ZXJhY3Rpb25faWQYBCABKAkSGAoQaW50ZXJhY3Rpb25fbmFtZRgFIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgGIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAcgASgJEhAKCG1vZGVsX2lkGAggASgJEicKBnN0YXR1cxgJIAEoDjIXLnBpZXMucnVucy52MS5SdW5TdGF0dXMSDgoGc3RyZWFtGAogASgIEi8KCnBhcmFtZXRlcnMYCyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARIqCgZyZXN1bHQYDCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCAhgBEioKBnByb21wdBgNIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUICGAESDAoEdGFncxgOIAMoCRInCgZjb25maWcYDyABKAsyFy5waWVzLnJ1bnMudjEuUnVuQ29uZmlnEicKBnNvdXJjZRgQIAEoCzIXLnBpZXMucnVucy52MS5SdW5Tb3VyY2USKwoJdG9rZW5fdXNlGBEgASgLMhgucGllcy5ydW5zLnYxLlRva2VuVXNhZ2USGwoOZXhlY3V0aW9uX3RpbWUYEiABKANIAIgBARIlCgVlcnJvchgTIAEoCzIWLnBpZXMucnVucy52MS5SdW5FcnJvchILCgN0dGwYFCABKAUSEQoJcGFyZW50X2lkGBUgASgJEjEKDGNhY2hlX3BvbGljeRgWIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCAhgBEjIKDXJlc3VsdF9zY2hlbWEYFyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARIQCghwcm92aWRlchgYIAEoCRIOCgZjYWNoZWQYGSABKAgSLgoKY3JlYXRlZF9hdBgaIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgbIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoIYXR0ZW1wdHMYHCADKAsyGC5waWVzLnJ1bnMudjEuUnVuQXR0ZW1wdBITCgtjYWNoZWRfZnJvbRgdIAEoCRIRCgljYWNoZV9rZXkYHiABKAkSGgoSaW50ZXJhY3Rpb25fc3RhdHVzGB8gASgJEjcKE2ludGVyYWN0aW9uX3Byb21wdHMYICADKAsyGi5waWVzLnJ1bnMudjEuUnVuUHJvbXB0UmVmEjoKFmludGVyYWN0aW9uX3VwZGF0ZWRfYXQYISABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHByb2plY3RfbmFtZRgiIAEoCRIUCgxhY2NvdW50X25hbWUYIyABKAkSFwoPcGFyYW1ldGVyc19qc29uGCQgASgMEhMKC3Jlc3VsdF9qc29uGCUgASgMEhMKC3Byb21wdF9qc29uGCYgASgMEhkKEWNhY2hlX3BvbGljeV9qc29uGCcgASgMEhoKEnJlc3VsdF9zY2hlbWFfanNvbhgoIAEoDEIRCg9fZXhlY3V0aW9uX3RpbWUiUAoMUnVuUHJvbXB0UmVmEgoKAmlkGAEgASgJEgwKBHR5cGUYAiABKAkSEwoLdGVtcGxhdGVfaWQYAyABKAkSEQoJY2hhdF9wYXRoGAQgASgJIr0BCgpSdW5BdHRlbXB0Eg4KBm51bWJlchgBIAEoBRIwCgxwcm9tcHRfYWRkZWQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCAhgBEiUKBWVycm9yGAMgASgLMhYucGllcy5ydW5zLnYxLlJ1bkVycm9yEisKCXRva2VuX3VzZRgEIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhkKEXByb21wdF9hZGRlZF9qc29uGAUgASgMIroCCglSdW5VcGRhdGUSJwoGc3RhdHVzGAEgASgOMhcucGllcy5ydW5zLnYxLlJ1blN0YXR1cxIqCgZyZXN1bHQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCAhgBEisKCXRva2VuX3VzZRgDIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhsKDmV4ZWN1dGlvbl90aW1lGAQgASgDSACIAQESJQoFZXJyb3IYBSABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISKgoGcHJvbXB0GAYgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQgIYARITCgtyZXN1bHRfanNvbhgHIAEoDBITCgtwcm9tcHRfanNvbhgIIAEoDEIRCg9fZXhlY3V0aW9uX3RpbWUqiwEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19DUkVBVEVEEAESGQoVUlVOX1NUQVRVU19QUk9DRVNTSU5HEAISGAoUUlVOX1NUQVRVU19DT01QTEVURUQQAxIVChFSVU5fU1RBVFVTX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message pies.runs.v1.TokenUsage
@@ -144,9 +144,19 @@ export type RunError = Message<"pies.runs.v1.RunError"> & {
   message: string;
 
   /**
-   * @generated from field: google.protobuf.Value data = 3;
+   * Replaced by data_json: read only from what a release before it wrote (legacy-payloads.ts).
+   *
+   * @generated from field: google.protobuf.Value data = 3 [deprecated = true];
+   * @deprecated
    */
   data?: Value | undefined;
+
+  /**
+   * Details, as UTF-8 JSON (empty: none).
+   *
+   * @generated from field: bytes data_json = 4;
+   */
+  dataJson: Uint8Array;
 };
 
 /**
@@ -215,19 +225,23 @@ export type Run = Message<"pies.runs.v1.Run"> & {
   stream: boolean;
 
   /**
-   * @generated from field: google.protobuf.Struct parameters = 11;
+   * Replaced by parameters_json, result_json and prompt_json: read only from what a release before
+   * them wrote (common/src/legacy-payloads.ts), as are cache_policy and result_schema.
+   *
+   * @generated from field: google.protobuf.Struct parameters = 11 [deprecated = true];
+   * @deprecated
    */
   parameters?: JsonObject | undefined;
 
   /**
-   * @generated from field: google.protobuf.Value result = 12;
+   * @generated from field: google.protobuf.Value result = 12 [deprecated = true];
+   * @deprecated
    */
   result?: Value | undefined;
 
   /**
-   * The rendered prompt: an array of {role, content}.
-   *
-   * @generated from field: google.protobuf.Value prompt = 13;
+   * @generated from field: google.protobuf.Value prompt = 13 [deprecated = true];
+   * @deprecated
    */
   prompt?: Value | undefined;
 
@@ -276,14 +290,14 @@ export type Run = Message<"pies.runs.v1.Run"> & {
   parentId: string;
 
   /**
-   * @generated from field: google.protobuf.Struct cache_policy = 22;
+   * @generated from field: google.protobuf.Struct cache_policy = 22 [deprecated = true];
+   * @deprecated
    */
   cachePolicy?: JsonObject | undefined;
 
   /**
-   * Output schema the result is validated against (internal: needed to execute a streamed run).
-   *
-   * @generated from field: google.protobuf.Struct result_schema = 23;
+   * @generated from field: google.protobuf.Struct result_schema = 23 [deprecated = true];
+   * @deprecated
    */
   resultSchema?: JsonObject | undefined;
 
@@ -364,6 +378,43 @@ export type Run = Message<"pies.runs.v1.Run"> & {
    * @generated from field: string account_name = 35;
    */
   accountName: string;
+
+  /**
+   * The JSON payloads, each as UTF-8 JSON text; empty when unset (no JSON text is empty, so a
+   * result of null is the four bytes `null`). Bytes rather than Struct/Value: every hop passes
+   * them on or stores them as they are, and protobuf's Struct costs far more to encode
+   * (docs/decisions/0059-json-payloads-as-bytes.md).
+   * The input data, a JSON object.
+   *
+   * @generated from field: bytes parameters_json = 36;
+   */
+  parametersJson: Uint8Array;
+
+  /**
+   * @generated from field: bytes result_json = 37;
+   */
+  resultJson: Uint8Array;
+
+  /**
+   * The rendered prompt: an array of {role, content}.
+   *
+   * @generated from field: bytes prompt_json = 38;
+   */
+  promptJson: Uint8Array;
+
+  /**
+   * The cache policy the run was executed with, a JSON object.
+   *
+   * @generated from field: bytes cache_policy_json = 39;
+   */
+  cachePolicyJson: Uint8Array;
+
+  /**
+   * Output schema the result is validated against (internal: needed to execute a streamed run).
+   *
+   * @generated from field: bytes result_schema_json = 40;
+   */
+  resultSchemaJson: Uint8Array;
 };
 
 /**
@@ -423,9 +474,10 @@ export type RunAttempt = Message<"pies.runs.v1.RunAttempt"> & {
   number: number;
 
   /**
-   * The messages this attempt added to the prompt ([] for the first).
+   * Replaced by prompt_added_json (legacy-payloads.ts).
    *
-   * @generated from field: google.protobuf.Value prompt_added = 2;
+   * @generated from field: google.protobuf.Value prompt_added = 2 [deprecated = true];
+   * @deprecated
    */
   promptAdded?: Value | undefined;
 
@@ -440,6 +492,13 @@ export type RunAttempt = Message<"pies.runs.v1.RunAttempt"> & {
    * @generated from field: pies.runs.v1.TokenUsage token_use = 4;
    */
   tokenUse?: TokenUsage | undefined;
+
+  /**
+   * The messages this attempt added to the prompt ([] for the first), as UTF-8 JSON.
+   *
+   * @generated from field: bytes prompt_added_json = 5;
+   */
+  promptAddedJson: Uint8Array;
 };
 
 /**
@@ -461,7 +520,10 @@ export type RunUpdate = Message<"pies.runs.v1.RunUpdate"> & {
   status: RunStatus;
 
   /**
-   * @generated from field: google.protobuf.Value result = 2;
+   * Replaced by result_json and prompt_json (legacy-payloads.ts).
+   *
+   * @generated from field: google.protobuf.Value result = 2 [deprecated = true];
+   * @deprecated
    */
   result?: Value | undefined;
 
@@ -481,9 +543,22 @@ export type RunUpdate = Message<"pies.runs.v1.RunUpdate"> & {
   error?: RunError | undefined;
 
   /**
-   * @generated from field: google.protobuf.Value prompt = 6;
+   * @generated from field: google.protobuf.Value prompt = 6 [deprecated = true];
+   * @deprecated
    */
   prompt?: Value | undefined;
+
+  /**
+   * UTF-8 JSON, as on Run; empty leaves the run's as it is.
+   *
+   * @generated from field: bytes result_json = 7;
+   */
+  resultJson: Uint8Array;
+
+  /**
+   * @generated from field: bytes prompt_json = 8;
+   */
+  promptJson: Uint8Array;
 };
 
 /**

@@ -1,0 +1,95 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { create, fromBinary, fromJson, toBinary } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { ExecuteRequestSchema, GenerateTestDataResponseSchema } from "@pies/proto/executor";
+import { RunSchema } from "@pies/proto/runs";
+import { decodeStoredRun, encodeRun } from "./bus/run-binary.js";
+import { jsonBytes, jsonOf } from "./json-bytes.js";
+import { setWriteLegacyPayloads, upgradePayloads } from "./legacy-payloads.js";
+
+// A rolling upgrade from the release before decision 0059: what it wrote (Struct/Value fields) is
+// read by this one, and with PIES_WRITE_LEGACY_PAYLOADS this one writes what it reads.
+
+const value = (json: unknown) => fromJson(ValueSchema, json as never);
+
+/** A run as the release before wrote it: its payloads in the old fields only. */
+const oldRun = () =>
+  toBinary(
+    RunSchema,
+    create(RunSchema, {
+      id: "r_old",
+      parameters: { text: "fox", n: [1, null] },
+      result: value({ summary: "a fox" }),
+      prompt: value([{ role: "user", content: "Summarise fox" }]),
+      cachePolicy: { type: "cache", ttl: 60 },
+      resultSchema: { type: "object" },
+      error: { code: "validation_error", message: "m", data: value({ errors: ["x"] }) },
+      attempts: [{ number: 1, promptAdded: value([]), error: { code: "c", data: value(1) } }],
+    }),
+  );
+
+afterEach(() => setWriteLegacyPayloads(false));
+
+describe("the payloads of the release before", () => {
+  it("are read from a stored run into their bytes", () => {
+    const run = decodeStoredRun(oldRun());
+    expect(jsonOf(run.parametersJson)).toEqual({ text: "fox", n: [1, null] });
+    expect(jsonOf(run.resultJson)).toEqual({ summary: "a fox" });
+    expect(jsonOf(run.promptJson)).toEqual([{ role: "user", content: "Summarise fox" }]);
+    expect(jsonOf(run.cachePolicyJson)).toEqual({ type: "cache", ttl: 60 });
+    expect(jsonOf(run.resultSchemaJson)).toEqual({ type: "object" });
+    expect(jsonOf(run.error!.dataJson)).toEqual({ errors: ["x"] });
+    expect(jsonOf(run.attempts[0]!.promptAddedJson)).toEqual([]);
+    expect(jsonOf(run.attempts[0]!.error!.dataJson)).toEqual(1);
+  });
+
+  it("leave a run of this release as it is, and the bytes win over an old field", () => {
+    const run = create(RunSchema, { id: "r", resultJson: jsonBytes("new"), result: value("old") });
+    expect(jsonOf(upgradePayloads(RunSchema, run).resultJson)).toBe("new");
+    const plain = create(RunSchema, { id: "r2" });
+    expect(upgradePayloads(RunSchema, plain)).toEqual(create(RunSchema, { id: "r2" }));
+  });
+
+  it("are read from an execution's request and a test-data answer", () => {
+    const request = fromBinary(
+      ExecuteRequestSchema,
+      toBinary(ExecuteRequestSchema, create(ExecuteRequestSchema, { data: { name: "Ada" } })),
+    );
+    expect(jsonOf(upgradePayloads(ExecuteRequestSchema, request).dataJson)).toEqual({
+      name: "Ada",
+    });
+    const answer = create(GenerateTestDataResponseSchema, { items: [value({ a: 1 }), value(2)] });
+    expect(jsonOf(upgradePayloads(GenerateTestDataResponseSchema, answer).itemsJson)).toEqual([
+      { a: 1 },
+      2,
+    ]);
+  });
+});
+
+describe("PIES_WRITE_LEGACY_PAYLOADS", () => {
+  const run = () =>
+    create(RunSchema, {
+      id: "r_new",
+      parametersJson: jsonBytes({ text: "fox" }),
+      resultJson: jsonBytes(["a", 1]),
+      error: { code: "c", dataJson: jsonBytes(null) },
+    });
+
+  it("off: a run is written with its bytes only", () => {
+    const decoded = fromBinary(RunSchema, encodeRun(run()));
+    expect(decoded.parameters).toBeUndefined();
+    expect(decoded.result).toBeUndefined();
+    expect(decoded.$unknown).toBeUndefined();
+  });
+
+  it("on: a run is written with the old fields too, as the release before reads them", () => {
+    setWriteLegacyPayloads(true);
+    const decoded = fromBinary(RunSchema, encodeRun(run()));
+    // What the release before reads: the old fields.
+    expect(decoded.parameters).toEqual({ text: "fox" });
+    expect(decoded.result).toEqual(value(["a", 1]));
+    expect(decoded.error!.data).toEqual(value(null));
+    // And this release still reads its bytes.
+    expect(jsonOf(decoded.resultJson)).toEqual(["a", 1]);
+  });
+});
