@@ -175,6 +175,11 @@ function fromValue(value: Json): unknown {
       throw new Error(`not a Value: ${JSON.stringify(value)}`);
   }
 }
+/** A JSON payload's bytes (a Buffer, as grpc-js decodes bytes) as JSON; undefined when empty. */
+function jsonOfBytes(bytes: Buffer): unknown {
+  return bytes.length > 0 ? JSON.parse(bytes.toString("utf8")) : undefined;
+}
+
 function fromStruct(struct: Json): Record<string, unknown> {
   return Object.fromEntries(
     Object.entries(struct.fields as Record<string, Json>).map(([k, v]) => [k, fromValue(v)]),
@@ -416,11 +421,13 @@ describe("RunsService over gRPC", () => {
       parent_id: "",
       cached: false,
     });
-    expect(fromStruct(got.parameters)).toEqual(parameters);
-    expect(fromValue(got.result)).toEqual(result);
+    // Written in the old Struct/Value fields (as a client of the release before decision 0059
+    // writes them), answered in their bytes (legacy-payloads.ts).
+    expect(jsonOfBytes(got.parameters_json)).toEqual(parameters);
+    expect(jsonOfBytes(got.result_json)).toEqual(result);
     expect(got.error).toMatchObject({ code: "validation_error", message: "bad" });
-    expect(fromValue(got.error.data)).toEqual({ at: "/words" });
-    expect(fromStruct(got.cache_policy)).toEqual({ type: "no_cache" });
+    expect(jsonOfBytes(got.error.data_json)).toEqual({ at: "/words" });
+    expect(jsonOfBytes(got.cache_policy_json)).toEqual({ type: "no_cache" });
     expect(Number(got.created_at.seconds)).toBeGreaterThan(Date.now() / 1000 - 120);
     expect(Number(got.updated_at.seconds)).toBeGreaterThan(Date.now() / 1000 - 120);
   }
@@ -432,8 +439,8 @@ describe("RunsService over gRPC", () => {
 
     const { run: got } = await call(runs, "GetRun", { project_id: projectId, id });
     expectRun(got, id);
-    expect(fromValue(got.prompt)).toEqual(prompt);
-    expect(fromStruct(got.result_schema)).toEqual({ type: "object" });
+    expect(jsonOfBytes(got.prompt_json)).toEqual(prompt);
+    expect(jsonOfBytes(got.result_schema_json)).toEqual({ type: "object" });
     expect(got.created_at).toEqual(created.run.created_at);
     expect(got.updated_at).toEqual(created.run.updated_at);
 

@@ -243,7 +243,11 @@ export const jsonColumn = (v: unknown) => withoutNul(JSON.stringify(v ?? null));
 export function jsonBytesColumn(bytes: Uint8Array, none = "null"): string {
   const text = jsonTextOf(bytes);
   if (text === undefined) return none;
-  JSON.parse(text);
+  try {
+    JSON.parse(text);
+  } catch (err) {
+    throw new Error(`a payload is not JSON (${(err as Error).message})`);
+  }
   return withoutNul(text);
 }
 
