@@ -1,10 +1,28 @@
 import { jsonBytes } from "../json-bytes.js";
 import { describe, expect, it } from "vitest";
-import { create, fromBinary, fromJson, toBinary } from "@bufbuild/protobuf";
+import {
+  create,
+  fromBinary,
+  fromJson,
+  toBinary,
+  type DescMessage,
+  type Message,
+} from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { RunSchema, RunStatus, type Run } from "@pies/proto/runs";
+import {
+  GetRunResponseSchema,
+  ListRunsResponseSchema,
+  RunSchema,
+  RunStatus,
+  type Run,
+} from "@pies/proto/runs";
+import {
+  ExecuteRequestSchema,
+  ExecuteResponseSchema,
+  StartRunResponseSchema,
+} from "@pies/proto/executor";
 import { seededRandom } from "../json-sample.js";
-import { encodedRunLength, encodeRun } from "./run-binary.js";
+import { encodedRunLength, encodeRun, encodeRunAnswer } from "./run-binary.js";
 import { randomMessageJson } from "../../test/run-samples.js";
 
 const expectSameBytes = (run: Run) => {
@@ -98,5 +116,35 @@ describe("encodeRun", () => {
       error: { code: "c", data: fromJson(ValueSchema, null) },
     });
     expectSameBytes(old);
+  });
+});
+
+describe("encodeRunAnswer", () => {
+  it("writes toBinary's bytes for the answers that hold a run", () => {
+    const random = seededRandom(11);
+    for (let i = 0; i < 100; i++) {
+      const run = fromJson(RunSchema, randomMessageJson(random, RunSchema, 3));
+      const answers: [DescMessage, Message][] = [
+        [ExecuteResponseSchema, create(ExecuteResponseSchema, { run })],
+        [StartRunResponseSchema, create(StartRunResponseSchema, { started: i % 2 === 0, run })],
+        [StartRunResponseSchema, create(StartRunResponseSchema, { started: true })],
+        [GetRunResponseSchema, create(GetRunResponseSchema, { run })],
+        [GetRunResponseSchema, create(GetRunResponseSchema)],
+      ];
+      for (const [schema, answer] of answers) {
+        const bytes = encodeRunAnswer(schema, answer);
+        expect(bytes, schema.typeName).toBeDefined();
+        const same = Buffer.from(bytes!).equals(Buffer.from(toBinary(schema, answer)));
+        expect(same, `${schema.typeName} of run ${i}`).toBe(true);
+      }
+    }
+  });
+
+  it("leaves other messages to protobuf-es", () => {
+    expect(encodeRunAnswer(ListRunsResponseSchema, create(ListRunsResponseSchema))).toBeUndefined();
+    expect(encodeRunAnswer(ExecuteRequestSchema, create(ExecuteRequestSchema))).toBeUndefined();
+    // An answer with fields of a newer writer is protobuf-es's too.
+    const decoded = fromBinary(GetRunResponseSchema, new Uint8Array([0x98, 0x06, 0x01]));
+    expect(encodeRunAnswer(GetRunResponseSchema, decoded)).toBeUndefined();
   });
 });

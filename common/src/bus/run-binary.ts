@@ -1,4 +1,11 @@
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  fromBinary,
+  ScalarType,
+  toBinary,
+  type DescField,
+  type DescMessage,
+  type Message,
+} from "@bufbuild/protobuf";
 import { upgradePayloads, written as writtenPayloads } from "../legacy-payloads.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import {
@@ -33,6 +40,88 @@ export function encodeRun(run: Run): Uint8Array {
   bytes.set(buf.subarray(0, length));
   release();
   return bytes;
+}
+
+/**
+ * An answer that holds a run (ExecuteResponse, StartRunResponse, GetRunResponse and the like: a
+ * Run field and bool or string fields), `toBinary`'s bytes with the run written by encodeRun: a
+ * blocking execution's answer carries its run, which protobuf-es took ~35 µs to encode
+ * (docs/decisions/0059-json-payloads-as-bytes.md). Undefined for any other message, for
+ * protobuf-es to write.
+ */
+export function encodeRunAnswer(desc: DescMessage, message: Message): Uint8Array | undefined {
+  let plan = answerPlans.get(desc);
+  if (plan === undefined) {
+    plan = answerPlan(desc);
+    answerPlans.set(desc, plan);
+  }
+  const m = message as unknown as Record<string, unknown> & { $unknown?: unknown[] };
+  if (plan === null || (m.$unknown !== undefined && m.$unknown.length > 0)) return undefined;
+  const parts: Uint8Array[] = [];
+  for (const field of plan) {
+    const v = m[field.localName];
+    let part: Uint8Array | undefined;
+    if (field.fieldKind === "message") {
+      if (v === undefined) continue;
+      const run = encodeRun(v as Run);
+      part = concat(prefix(field.number, LEN, run.length), run);
+    } else if (field.scalar === ScalarType.BOOL) {
+      if (v === false) continue;
+      if (v !== true) return undefined;
+      part = prefix(field.number, VARINT, 1);
+    } else {
+      if (typeof v !== "string") return undefined;
+      if (v === "") continue;
+      const text = Buffer.from(v, "utf8");
+      part = concat(prefix(field.number, LEN, text.length), text);
+    }
+    parts.push(part);
+  }
+  return concat(...parts);
+}
+
+/** The fields of an answer encodeRunAnswer writes, in number order; null when it does not. */
+function answerPlan(desc: DescMessage): DescField[] | null {
+  if (desc.oneofs.length > 0) return null;
+  const fields = [...desc.fields].sort((a, b) => a.number - b.number);
+  const runs = fields.filter((f) => f.fieldKind === "message" && f.message === RunSchema);
+  const writable = fields.every(
+    (f) =>
+      (f.fieldKind === "message" && f.message === RunSchema) ||
+      (f.fieldKind === "scalar" &&
+        !f.proto.proto3Optional &&
+        (f.scalar === ScalarType.BOOL || f.scalar === ScalarType.STRING)),
+  );
+  return writable && runs.length === 1 ? fields : null;
+}
+
+const answerPlans = new Map<DescMessage, DescField[] | null>();
+
+/** A tag and, for a length-delimited field, its length (a bool's value 1 otherwise). */
+function prefix(no: number, wireType: number, n: number): Uint8Array {
+  const out: number[] = [];
+  const push = (v: number) => {
+    while (v > 0x7f) {
+      out.push((v & 0x7f) | 0x80);
+      v >>>= 7;
+    }
+    out.push(v);
+  };
+  push((no << 3) | wireType);
+  push(n);
+  return Uint8Array.from(out);
+}
+
+function concat(...parts: Uint8Array[]): Uint8Array {
+  let length = 0;
+  for (const p of parts) length += p.length;
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
 
 /**

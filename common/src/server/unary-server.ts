@@ -27,6 +27,7 @@ import {
 import { CALL_ENDED, received, recordingRouter } from "./direct.js";
 import { tooLargeError } from "../retry-after.js";
 import { webHeaders } from "./unary-client.js";
+import { encodeRunAnswer } from "../bus/run-binary.js";
 
 /**
  * The callee's side of unary-client.ts: a Connect unary call (POST, `application/json` or
@@ -292,7 +293,8 @@ function decode(served: ServedMethod, binary: boolean, bytes: Buffer) {
 /** The answer's body. */
 function encode(served: ServedMethod, binary: boolean, message: Message): Uint8Array {
   const output = served.spec.method.output;
-  if (binary) return toBinary(output, message);
+  // An answer that holds a run has its run written by hand (run-binary.ts).
+  if (binary) return encodeRunAnswer(output, message) ?? toBinary(output, message);
   return Buffer.from(toJsonString(output, message));
 }
 
