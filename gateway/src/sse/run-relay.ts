@@ -1,9 +1,8 @@
 import { activeTracer, contextOf, SpanKind } from "@pies/common";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Client } from "@connectrpc/connect";
-import { fromBinary } from "@bufbuild/protobuf";
 import type { Logger } from "@pies/common";
-import type { RunEvent, RunEventBus } from "@pies/common/bus";
+import { decodeStoredRun, type RunEvent, type RunEventBus } from "@pies/common/bus";
 import { RunSchema, RunStatus, type Run, type RunsService } from "@pies/proto/runs";
 import { runJson } from "../json/runs.js";
 import { errorBody, HttpError } from "../errors.js";
@@ -303,7 +302,8 @@ export class RunRelay {
   private async closeWithEnd(data: Uint8Array, seq: number) {
     let final: Run;
     try {
-      final = fromBinary(RunSchema, data);
+      // Written by this release or, during an upgrade, the one before (legacy-payloads.ts).
+      final = decodeStoredRun(data);
     } catch (err) {
       this.options.logger.error(
         { err, runId: this.runId },
