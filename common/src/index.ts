@@ -1,6 +1,7 @@
 // The light entry: configuration, logging, ids, JSON and Connect error helpers. It loads nothing
 // heavy — no pg (whose global type parser this would set), no NATS, no HTTP/2 server — so that the
 // gateway can read its config without them. Those live in @pies/common/db, /bus and /server.
+import "./text-encoding.js";
 export * from "./config.js";
 export * from "./logger.js";
 export * from "./ids.js";
