@@ -18,7 +18,7 @@ import { create, toJsonString, toBinary } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { createClient } from "@connectrpc/connect";
 import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-node";
-import { createLogger } from "@pies/common";
+import { createLogger, jsonBytes } from "@pies/common";
 import {
   errorInterceptor,
   internalAuthInterceptor,
@@ -34,8 +34,6 @@ import { planPinning } from "./lib/pin.mjs";
 
 /** @import { Http2Server } from "node:http2" */
 /** @import { AddressInfo } from "node:net" */
-/** @import { MessageInitShape } from "@bufbuild/protobuf" */
-/** @import { ValueSchema } from "@bufbuild/protobuf/wkt" */
 /** @import { ConnectRouter } from "@connectrpc/connect" */
 
 /** @typedef {{ lean: string, connectNode: string, bare: string }} ServerUrls */
@@ -54,14 +52,9 @@ const source = {
 const request = create(ExecuteRequestSchema, {
   interaction: { case: "interactionId", value: id("i1") },
   caller: { accountId: id("a1"), projectId: id("p1"), source },
-  data: { text: "the quarterly report" },
+  dataJson: jsonBytes({ text: "the quarterly report" }),
   config: {},
 });
-/**
- * @param {string} value
- * @returns {MessageInitShape<typeof ValueSchema>}
- */
-const str = (value) => ({ kind: { case: "stringValue", value } });
 const answer = create(ExecuteResponseSchema, {
   run: create(RunSchema, {
     id: id("r1"),
@@ -73,25 +66,9 @@ const answer = create(ExecuteResponseSchema, {
     environmentName: "bench-upstream",
     modelId: "gpt-4o-mini",
     status: RunStatus.COMPLETED,
-    parameters: { text: "the quarterly report" },
-    result: str("This is the fake upstream's answer, about as long as the bench's one."),
-    prompt: {
-      kind: {
-        case: "listValue",
-        value: {
-          values: [
-            {
-              kind: {
-                case: "structValue",
-                value: {
-                  fields: { role: str("user"), content: str("Summarise the quarterly report") },
-                },
-              },
-            },
-          ],
-        },
-      },
-    },
+    parametersJson: jsonBytes({ text: "the quarterly report" }),
+    resultJson: jsonBytes("This is the fake upstream's answer, about as long as the bench's one."),
+    promptJson: jsonBytes([{ role: "user", content: "Summarise the quarterly report" }]),
     config: { environmentId: id("e1"), model: "gpt-4o-mini" },
     source,
     tokenUse: { prompt: 12, result: 20, total: 32 },

@@ -4,7 +4,7 @@
 // hop) through Connect's in-memory transport (createRouterTransport: what they used, binary
 // protobuf), the same in JSON, and through directTransport (the handler called directly), with
 // the server's errorInterceptor each way. The handler answers the bench's run (the request and the
-// answer of `npm run bench`'s execution: data, prompt, result as Struct/Value), so what differs is
+// answer of `npm run bench`'s execution: data, prompt, result as JSON bytes), so what differs is
 // only what the transport costs. One call at a time and 64 at once, rounds interleaved, the
 // process's CPU time per call (steadier than wall time on a shared machine). Run it pinned:
 //   npx tsc -b tsconfig.build.json && taskset -c 1 node bench/direct.mjs
@@ -13,7 +13,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
-import { createLogger, toValue } from "@pies/common";
+import { createLogger, jsonBytes } from "@pies/common";
 import { directTransport, errorInterceptor } from "@pies/common/server";
 import { ExecuteRequestSchema, ExecutorService } from "@pies/proto/executor";
 import { RunSchema, RunStatus } from "@pies/proto/runs";
@@ -51,9 +51,9 @@ const answered = () =>
     provider: "openai_compatible",
     modelId: "gpt-4o-mini",
     status: RunStatus.COMPLETED,
-    parameters: { text },
-    prompt: toValue(messages),
-    result: toValue("Revenue up 12%, costs down 3%, headcount flat."),
+    parametersJson: jsonBytes({ text }),
+    promptJson: jsonBytes(messages),
+    resultJson: jsonBytes("Revenue up 12%, costs down 3%, headcount flat."),
     config: { environmentId: "01a20b479bb5f0391e77b903", model: "gpt-4o-mini", temperature: 0.7 },
     source: { type: "api", label: "ci" },
     tokenUse: { prompt: 31, result: 12, total: 43 },

@@ -73,7 +73,7 @@ function fromParent(name) {
 /** The catalog (key verification) and runs (getRun) services, answering at once. */
 async function stub() {
   const { create } = await import("@bufbuild/protobuf");
-  const { toValue } = await import("@pies/common");
+  const { jsonBytes } = await import("@pies/common");
   const { CatalogService } = await import("@pies/proto/catalog");
   const { RunsService, RunSchema, RunStatus } = await import("@pies/proto/runs");
   const principal = await benchPrincipal();
@@ -88,9 +88,9 @@ async function stub() {
     environmentName: "test",
     modelId: "gpt-4o-mini",
     status: RunStatus.COMPLETED,
-    parameters: { text: "the quarterly report: revenue grew 12%, costs fell 3%." },
-    result: toValue("Revenue up 12%, costs down 3%, headcount flat."),
-    prompt: toValue([{ role: "user", content: "Summarise the quarterly report: ..." }]),
+    parametersJson: jsonBytes({ text: "the quarterly report: revenue grew 12%, costs fell 3%." }),
+    resultJson: jsonBytes("Revenue up 12%, costs down 3%, headcount flat."),
+    promptJson: jsonBytes([{ role: "user", content: "Summarise the quarterly report: ..." }]),
     tags: ["bench"],
     config: { environmentId: "env_0123456789abcdef", model: "gpt-4o-mini" },
     source: {

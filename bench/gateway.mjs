@@ -68,7 +68,7 @@ function fromParent(name) {
 /** The catalog, runs and executor, answering at once over a real Connect HTTP/2 server. */
 async function stub() {
   const { create } = await import("@bufbuild/protobuf");
-  const { toValue } = await import("@pies/common");
+  const { jsonBytes, jsonOf } = await import("@pies/common");
   const { CatalogService } = await import("@pies/proto/catalog");
   const { ExecutorService } = await import("@pies/proto/executor");
   const { RunsService, RunSchema, RunStatus } = await import("@pies/proto/runs");
@@ -83,7 +83,8 @@ async function stub() {
     router.service(RunsService, {});
     router.service(ExecutorService, {
       async execute(req) {
-        const text = req.data?.text ?? "";
+        const data = /** @type {{ text?: string } | undefined} */ (jsonOf(req.dataJson));
+        const text = data?.text ?? "";
         return {
           run: create(RunSchema, {
             id: `run_${String(++n).padStart(16, "0")}`,
@@ -96,9 +97,9 @@ async function stub() {
             modelId: "gpt-4o-mini",
             status: RunStatus.COMPLETED,
             stream: false,
-            parameters: {},
-            result: toValue("Revenue up 12%, costs down 3%, headcount flat."),
-            prompt: toValue([{ role: "user", content: `Summarise ${text}` }]),
+            parametersJson: req.dataJson,
+            resultJson: jsonBytes("Revenue up 12%, costs down 3%, headcount flat."),
+            promptJson: jsonBytes([{ role: "user", content: `Summarise ${text}` }]),
             tags: req.tags,
             config: { environmentId: "env_0123456789abcdef", model: "gpt-4o-mini" },
             source: req.caller?.source,

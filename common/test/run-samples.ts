@@ -1,6 +1,6 @@
 import { ScalarType, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
 
-// Random runs for the tests of the hand-written codecs of a run (run-binary.ts, run-connect-json.ts):
+// Random runs for the tests of the hand-written encoder of a run (run-binary.ts) and its copy:
 // their JSON is built from the descriptors, so that a field added to Run or to a message in it is
 // set here, and shows in protobuf-es's output, which the codec under test must then match.
 
