@@ -22,7 +22,14 @@ import {
   StartRunResponseSchema,
 } from "@pies/proto/executor";
 import { seededRandom } from "../json-sample.js";
-import { encodedRunLength, encodeRun, encodeRunAnswer } from "./run-binary.js";
+import {
+  decodeRun,
+  decodeRunAnswer,
+  encodedRunLength,
+  encodeRun,
+  encodeRunAnswer,
+  readRunBytes,
+} from "./run-binary.js";
 import { randomMessageJson } from "../../test/run-samples.js";
 
 const expectSameBytes = (run: Run) => {
@@ -146,5 +153,72 @@ describe("encodeRunAnswer", () => {
     // An answer with fields of a newer writer is protobuf-es's too.
     const decoded = fromBinary(GetRunResponseSchema, new Uint8Array([0x98, 0x06, 0x01]));
     expect(encodeRunAnswer(GetRunResponseSchema, decoded)).toBeUndefined();
+  });
+});
+
+/** A random run with every field of this release set (the old payload fields left out). */
+function currentRun(random: () => number): Run {
+  const run = fromJson(RunSchema, randomMessageJson(random, RunSchema, 3));
+  const m = run as unknown as Record<string, unknown>;
+  for (const f of RunSchema.fields) if (f.deprecated) delete m[f.localName];
+  if (run.error) delete (run.error as { data?: unknown }).data;
+  for (const a of run.attempts) {
+    delete (a as { promptAdded?: unknown }).promptAdded;
+    if (a.error) delete (a.error as { data?: unknown }).data;
+  }
+  return run;
+}
+
+describe("decodeRun", () => {
+  it("reads fromBinary's message, by hand, for runs with every field set, at random", () => {
+    const random = seededRandom(13);
+    for (let i = 0; i < 400; i++) {
+      const bytes = toBinary(RunSchema, currentRun(random));
+      const fast = readRunBytes(bytes);
+      expect(fast, `run ${i} went to protobuf-es`).toBeDefined();
+      expect(fast).toEqual(fromBinary(RunSchema, bytes));
+    }
+  });
+
+  it("leaves to protobuf-es what only it reads the same way, and refuses what it refuses", () => {
+    const known = toBinary(RunSchema, create(RunSchema, { id: "r", status: RunStatus.FAILED }));
+    const cases = {
+      // A newer writer's field: protobuf-es keeps it.
+      unknown: new Uint8Array([...known, 0x98, 0x06, 0x01]),
+      // The old result (field 12): read into its bytes by decodeStoredRun.
+      old: toBinary(RunSchema, create(RunSchema, { id: "o", result: fromJson(ValueSchema, 1) })),
+      // A second config: protobuf-es merges the two.
+      merged: new Uint8Array([0x7a, 0x02, 0x0a, 0x00, 0x7a, 0x03, 0x12, 0x01, 0x6d]),
+    };
+    for (const [name, bytes] of Object.entries(cases)) {
+      expect(readRunBytes(bytes), name).toBeUndefined();
+      expect(decodeRun(bytes), name).toEqual(fromBinary(RunSchema, bytes));
+    }
+    for (const bad of [
+      new Uint8Array([0x0a, 0x02, 0x61, 0xff]), // invalid UTF-8 in id
+      new Uint8Array([0x0a, 0x05, 0x61]), // cut short
+    ]) {
+      expect(readRunBytes(bad)).toBeUndefined();
+      expect(() => decodeRun(bad)).toThrow();
+    }
+  });
+
+  it("reads the answers that hold a run as fromBinary does", () => {
+    const random = seededRandom(17);
+    for (let i = 0; i < 50; i++) {
+      const run = currentRun(random);
+      const answers: [DescMessage, Message][] = [
+        [ExecuteResponseSchema, create(ExecuteResponseSchema, { run })],
+        [StartRunResponseSchema, create(StartRunResponseSchema, { started: i % 2 === 0, run })],
+        [GetRunResponseSchema, create(GetRunResponseSchema)],
+      ];
+      for (const [schema, answer] of answers) {
+        const bytes = toBinary(schema, answer);
+        const read = decodeRunAnswer(schema, bytes);
+        expect(read, schema.typeName).toBeDefined();
+        expect(read).toEqual(fromBinary(schema, bytes));
+      }
+    }
+    expect(decodeRunAnswer(ListRunsResponseSchema, new Uint8Array())).toBeUndefined();
   });
 });

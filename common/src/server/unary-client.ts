@@ -7,6 +7,7 @@ import {
   toJsonString,
   type DescMessage,
   type DescMethodUnary,
+  type MessageShape,
 } from "@bufbuild/protobuf";
 import {
   Code,
@@ -25,6 +26,7 @@ import {
   trailerDemux,
 } from "@connectrpc/connect/protocol-connect";
 import { isConnectionError } from "../unavailable.js";
+import { decodeRunAnswer } from "../bus/run-binary.js";
 
 /**
  * Connect's unary protocol over one node:http2 session, for pies' calls to its own services (see
@@ -360,8 +362,9 @@ export function unaryTransport(options: UnaryTransportOptions): UnaryTransport {
     if (!type || type.stream || type.binary !== binary) {
       throw new ConnectError(`unexpected content-type "${headers["content-type"]}"`, Code.Internal);
     }
+    // An answer that holds a run has its run read by hand (run-binary.ts).
     const message = binary
-      ? fromBinary(method.output, bytes)
+      ? (decodeRunAnswer<MessageShape<O>>(method.output, bytes) ?? fromBinary(method.output, bytes))
       : fromJsonString(method.output, bytes.toString("utf8"), { ignoreUnknownFields: true });
     return {
       stream: false,

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Client } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
 import { decodeStoredRun, type RunEvent, type RunEventBus } from "@pies/common/bus";
-import { RunSchema, RunStatus, type Run, type RunsService } from "@pies/proto/runs";
+import { RunStatus, type Run, type RunsService } from "@pies/proto/runs";
 import { runJson } from "../json/runs.js";
 import { errorBody, HttpError } from "../errors.js";
 import type { EventStream } from "./event-stream.js";
