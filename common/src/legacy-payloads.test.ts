@@ -41,11 +41,17 @@ describe("the payloads of the release before", () => {
     expect(jsonOf(run.error!.dataJson)).toEqual({ errors: ["x"] });
     expect(jsonOf(run.attempts[0]!.promptAddedJson)).toEqual([]);
     expect(jsonOf(run.attempts[0]!.error!.dataJson)).toEqual(1);
+    // Moved, not copied.
+    expect(run.parameters).toBeUndefined();
+    expect(run.error!.data).toBeUndefined();
+    expect(run.attempts[0]!.promptAdded).toBeUndefined();
   });
 
   it("leave a run of this release as it is, and the bytes win over an old field", () => {
     const run = create(RunSchema, { id: "r", resultJson: jsonBytes("new"), result: value("old") });
     expect(jsonOf(upgradePayloads(RunSchema, run).resultJson)).toBe("new");
+    // The old field goes: the run is encoded with its payload once.
+    expect(run.result).toBeUndefined();
     const plain = create(RunSchema, { id: "r2" });
     expect(upgradePayloads(RunSchema, plain)).toEqual(create(RunSchema, { id: "r2" }));
   });

@@ -85,15 +85,20 @@ function oldValue(pair: Pair, json: JsonValue): unknown {
 
 function upgrade(plan: Plan, m: Fields) {
   for (const pair of plan.pairs) {
-    if ((m[pair.json.localName] as Uint8Array | undefined)?.length) continue;
-    const json = oldJson(pair, m[pair.old.localName]);
-    if (json !== undefined) m[pair.json.localName] = jsonBytes(json);
+    const old = m[pair.old.localName];
+    if (old === undefined || (Array.isArray(old) && old.length === 0)) continue;
+    // The bytes win when both are set (a process writing both forms).
+    if (!(m[pair.json.localName] as Uint8Array | undefined)?.length) {
+      const json = oldJson(pair, old);
+      if (json !== undefined) m[pair.json.localName] = jsonBytes(json);
+    }
+    // Cleared: a message passed on carries its payload once (`written` adds the old form back
+    // while PIES_WRITE_LEGACY_PAYLOADS asks for it).
+    m[pair.old.localName] = pair.old.fieldKind === "list" ? [] : undefined;
   }
   for (const { field, plan: inner } of plan.nested) {
     forEach(field, m[field.localName], (n) => upgrade(inner, n));
   }
-  // The old fields are left as they are: nothing of this release reads them, and a message passed
-  // on writes them again for whatever old process reads it.
 }
 
 function downgrade(plan: Plan, m: Fields) {
@@ -106,7 +111,10 @@ function downgrade(plan: Plan, m: Fields) {
   }
 }
 
-/** `message` with each old payload field that is set and whose bytes are not, in its bytes. */
+/**
+ * `message` with each old payload field that is set moved into its bytes (unless they are set
+ * too: then the old field is dropped).
+ */
 export function upgradePayloads<T>(desc: DescMessage, message: T): T {
   const plan = planOf(desc);
   if (plan) upgrade(plan, message as Fields);

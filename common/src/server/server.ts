@@ -33,10 +33,12 @@ export interface ServeOptions {
 /**
  * The largest request message a service reads, on either server path: beyond it the call is
  * RESOURCE_EXHAUSTED, unread. Internal requests carry what the gateway took in (its bodies are at
- * most PIES_MAX_BODY_BYTES, 1 MiB by default) as protobuf, where a JSON array of small numbers
- * grows up to 5.5 times (each a google.protobuf.Value); PIES_MAX_BODY_BYTES is bounded by a sixth
- * of this (gateway/src/config.ts), so the largest body allowed still fits. connect-node's own
- * default was 4 GiB, i.e. none.
+ * most PIES_MAX_BODY_BYTES, 1 MiB by default), as JSON bytes: about its own size. A release before
+ * decision 0059 sent it as google.protobuf.Struct, where a JSON array of small numbers grows up to
+ * 5.5 times, and PIES_WRITE_LEGACY_PAYLOADS still writes that form beside the bytes;
+ * PIES_MAX_BODY_BYTES is bounded by a sixth of this (gateway/src/config.ts), so the largest body
+ * allowed fits either way but for that setting's 6.5 times (docs/operations.md, "Upgrading").
+ * connect-node's own default was 4 GiB, i.e. none.
  */
 export const READ_MAX_BYTES = 32 * 1024 * 1024;
 
