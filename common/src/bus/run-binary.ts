@@ -7,10 +7,12 @@ import {
   type Message,
 } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { NO_JSON } from "../json-bytes.js";
 import { upgradePayloads, written as writtenPayloads } from "../legacy-payloads.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   RunSchema,
+  RunStatus,
   type Run,
   type RunAttempt,
   type RunConfig,
@@ -465,6 +467,47 @@ function timestamp(no: number, t: Timestamp) {
 }
 
 /**
+ * `create(RunSchema)`, written out: protobuf-es builds its messages field by field from their
+ * descriptor, and V8 keeps such an object as a dictionary, so that each later read of a field (the
+ * record's encoding, endedRun's copy; docs/decisions/0013-per-call-costs-cut.md) is a hash
+ * lookup; an object literal is of its fast kind. The executor's runs start from it, and decodeRun
+ * fills it. services/executor/src/prepare.test.ts checks that it is create(RunSchema)'s zero
+ * run, field for field.
+ */
+export function zeroRun(): Run {
+  return {
+    $typeName: "pies.runs.v1.Run",
+    id: "",
+    projectId: "",
+    accountId: "",
+    interactionId: "",
+    interactionName: "",
+    environmentId: "",
+    environmentName: "",
+    modelId: "",
+    status: RunStatus.UNSPECIFIED,
+    stream: false,
+    tags: [],
+    ttl: 0,
+    parentId: "",
+    provider: "",
+    cached: false,
+    attempts: [],
+    cachedFrom: "",
+    cacheKey: "",
+    interactionStatus: "",
+    interactionPrompts: [],
+    projectName: "",
+    accountName: "",
+    parametersJson: NO_JSON,
+    resultJson: NO_JSON,
+    promptJson: NO_JSON,
+    cachePolicyJson: NO_JSON,
+    resultSchemaJson: NO_JSON,
+  };
+}
+
+/**
  * `fromBinary(RunSchema, bytes)`, the same message, read by hand: the gateway decodes the run of
  * every execution it answers, and protobuf-es's reflective decoding of it was a quarter of the
  * gateway's CPU per execution (docs/decisions/0059-json-payloads-as-bytes.md). Fields in any
@@ -509,36 +552,8 @@ const i64 = (r: BinaryReader, wt: WireType) => (wire(wt, WireType.Varint), BigIn
 const f64 = (r: BinaryReader, wt: WireType) => (wire(wt, WireType.Bit64), r.double());
 
 function readRun(r: BinaryReader, to: number): Run {
-  const run: Run = {
-    $typeName: "pies.runs.v1.Run",
-    id: "",
-    projectId: "",
-    accountId: "",
-    interactionId: "",
-    interactionName: "",
-    environmentId: "",
-    environmentName: "",
-    modelId: "",
-    status: 0,
-    stream: false,
-    tags: [],
-    ttl: 0,
-    parentId: "",
-    provider: "",
-    cached: false,
-    attempts: [],
-    cachedFrom: "",
-    cacheKey: "",
-    interactionStatus: "",
-    interactionPrompts: [],
-    projectName: "",
-    accountName: "",
-    parametersJson: EMPTY,
-    resultJson: EMPTY,
-    promptJson: EMPTY,
-    cachePolicyJson: EMPTY,
-    resultSchemaJson: EMPTY,
-  };
+  const run = zeroRun();
+
   while (r.pos < to) {
     const [no, wt] = r.tag();
     switch (no) {
@@ -726,7 +741,7 @@ function readError(r: BinaryReader, to: number): RunError {
     $typeName: "pies.runs.v1.RunError",
     code: "",
     message: "",
-    dataJson: EMPTY,
+    dataJson: NO_JSON,
   };
   while (r.pos < to) {
     const [no, wt] = r.tag();
@@ -752,7 +767,11 @@ function readTimestamp(r: BinaryReader, to: number): Timestamp {
 }
 
 function readAttempt(r: BinaryReader, to: number): RunAttempt {
-  const a: RunAttempt = { $typeName: "pies.runs.v1.RunAttempt", number: 0, promptAddedJson: EMPTY };
+  const a: RunAttempt = {
+    $typeName: "pies.runs.v1.RunAttempt",
+    number: 0,
+    promptAddedJson: NO_JSON,
+  };
   while (r.pos < to) {
     const [no, wt] = r.tag();
     if (no === 1) a.number = i32(r, wt);
@@ -788,5 +807,3 @@ function readPromptRef(r: BinaryReader, to: number): RunPromptRef {
   if (r.pos !== to) throw UNEXPECTED;
   return p;
 }
-
-const EMPTY = new Uint8Array(0);

@@ -316,7 +316,7 @@ export function endedRun(run: Run, outcome: Outcome, startedAt: number): Run {
 /**
  * A shallow copy of a run with every field of Run present (those a run may leave unset as
  * undefined, which protobuf-es reads as unset), in one object literal: every copy has one hidden
- * class however the run was built (as prepare.ts's zeroRun), and setting any field of it is a
+ * class however the run was built (as run-binary.ts's zeroRun), and setting any field of it is a
  * plain store (see endedRun).
  * call.test.ts checks that it copies every field.
  */

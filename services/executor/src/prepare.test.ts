@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { RunConfigSchema, RunSchema } from "@pies/proto/runs";
-import { zeroRun, zeroRunConfig } from "./prepare.js";
+import { zeroRun } from "@pies/common/bus";
+import { zeroRunConfig } from "./prepare.js";
 
 describe("the zero messages written out", () => {
   // A field added to Run or RunConfig fails here until zeroRun / zeroRunConfig have it.

@@ -6,7 +6,6 @@ import {
   jsonBytes,
   jsonOf,
   newId,
-  NO_JSON,
   type JsonObject,
   type JsonValue,
 } from "@pies/common";
@@ -18,6 +17,7 @@ import {
   type PromptSegment,
 } from "@pies/proto/catalog";
 import type { ExecuteRequest } from "@pies/proto/executor";
+import { zeroRun } from "@pies/common/bus";
 import { RunStatus, type Run, type RunConfig, type RunPromptRef } from "@pies/proto/runs";
 import { DEFAULT_MAX_REPAIRS } from "./call.js";
 import type { ExecutorDeps } from "./context.js";
@@ -131,46 +131,6 @@ export async function prepareExecution(
   };
 }
 
-/**
- * `create(RunSchema)`, written out: protobuf-es builds its messages field by field from their
- * descriptor, and V8 keeps such an object as a dictionary, so that each later read of a field (the
- * record's encoding, endedRun's copy; docs/decisions/0013-per-call-costs-cut.md) is a hash lookup; an object literal
- * is of its fast kind. prepare.test.ts checks that it is create(RunSchema)'s zero run, field for
- * field.
- */
-export function zeroRun(): Run {
-  return {
-    $typeName: "pies.runs.v1.Run",
-    id: "",
-    projectId: "",
-    accountId: "",
-    interactionId: "",
-    interactionName: "",
-    environmentId: "",
-    environmentName: "",
-    modelId: "",
-    status: RunStatus.UNSPECIFIED,
-    stream: false,
-    tags: [],
-    ttl: 0,
-    parentId: "",
-    provider: "",
-    cached: false,
-    attempts: [],
-    cachedFrom: "",
-    cacheKey: "",
-    interactionStatus: "",
-    interactionPrompts: [],
-    projectName: "",
-    accountName: "",
-    parametersJson: NO_JSON,
-    resultJson: NO_JSON,
-    promptJson: NO_JSON,
-    cachePolicyJson: NO_JSON,
-    resultSchemaJson: NO_JSON,
-  };
-}
-
 /** An execution's data (`{}` when none); INVALID_ARGUMENT unless a JSON object. */
 export function requestData(bytes: Uint8Array): JsonObject {
   let data: JsonValue | undefined;
@@ -185,7 +145,7 @@ export function requestData(bytes: Uint8Array): JsonObject {
   return data;
 }
 
-/** `create(RunConfigSchema)`, written out for the same reason as zeroRun. */
+/** `create(RunConfigSchema)`, written out for the same reason as zeroRun (run-binary.ts). */
 export function zeroRunConfig(): RunConfig {
   return { $typeName: "pies.runs.v1.RunConfig", environmentId: "", model: "", formatter: "" };
 }
