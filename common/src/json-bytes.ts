@@ -18,11 +18,6 @@ export function jsonBytes(value: unknown): Uint8Array {
   return encoder.encode(JSON.stringify(value));
 }
 
-/** UTF-8 JSON text as bytes; empty for undefined. */
-export function jsonTextBytes(text: string | undefined): Uint8Array {
-  return text === undefined ? NO_JSON : encoder.encode(text);
-}
-
 /** The JSON text of `bytes`; undefined when empty. */
 export function jsonTextOf(bytes: Uint8Array): string | undefined {
   if (bytes.length === 0) return undefined;

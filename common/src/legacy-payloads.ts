@@ -122,16 +122,13 @@ export function upgradePayloads<T>(desc: DescMessage, message: T): T {
 }
 
 /** `message` with each payload of bytes in its old field as well (for an old reader). */
-export function downgradePayloads<T>(desc: DescMessage, message: T): T {
+function downgradePayloads<T>(desc: DescMessage, message: T): T {
   const plan = planOf(desc);
   if (plan) downgrade(plan, message as Fields);
   return message;
 }
 
 let writeLegacy = process.env.PIES_WRITE_LEGACY_PAYLOADS === "true";
-
-/** Whether this process writes the old payload fields too (PIES_WRITE_LEGACY_PAYLOADS). */
-export const writesLegacyPayloads = () => writeLegacy;
 
 /** For tests: writes the old payload fields too, or stops. */
 export function setWriteLegacyPayloads(on: boolean) {

@@ -53,11 +53,7 @@ export function encodeRun(run: Run): Uint8Array {
  * protobuf-es to write.
  */
 export function encodeRunAnswer(desc: DescMessage, message: Message): Uint8Array | undefined {
-  let plan = answerPlans.get(desc);
-  if (plan === undefined) {
-    plan = answerPlan(desc);
-    answerPlans.set(desc, plan);
-  }
+  const plan = answerPlanOf(desc);
   const m = message as unknown as Record<string, unknown> & { $unknown?: unknown[] };
   if (plan === null || (m.$unknown !== undefined && m.$unknown.length > 0)) return undefined;
   const parts: Uint8Array[] = [];
@@ -99,6 +95,16 @@ function answerPlan(desc: DescMessage): DescField[] | null {
 }
 
 const answerPlans = new Map<DescMessage, DescField[] | null>();
+
+/** answerPlan's, made once per message type. */
+function answerPlanOf(desc: DescMessage): DescField[] | null {
+  let plan = answerPlans.get(desc);
+  if (plan === undefined) {
+    plan = answerPlan(desc);
+    answerPlans.set(desc, plan);
+  }
+  return plan;
+}
 
 /** A tag and, for a length-delimited field, its length (a bool's value 1 otherwise). */
 function prefix(no: number, wireType: number, n: number): Uint8Array {
@@ -143,11 +149,7 @@ export function decodeRunAnswer<T extends Message>(
   desc: DescMessage,
   bytes: Uint8Array,
 ): T | undefined {
-  let plan = answerPlans.get(desc);
-  if (plan === undefined) {
-    plan = answerPlan(desc);
-    answerPlans.set(desc, plan);
-  }
+  const plan = answerPlanOf(desc);
   if (plan === null) return undefined;
   const answer: Record<string, unknown> = { $typeName: desc.typeName };
   for (const field of plan) {
