@@ -1,11 +1,15 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { create, fromBinary, fromJson, toBinary } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import {
+  ResolveExecutionResponseSchema,
+  UpdateInteractionRequestSchema,
+} from "@pies/proto/catalog";
 import { ExecuteRequestSchema, GenerateTestDataResponseSchema } from "@pies/proto/executor";
 import { RunSchema } from "@pies/proto/runs";
 import { decodeStoredRun, encodeRun } from "./bus/run-binary.js";
 import { jsonBytes, jsonOf } from "./json-bytes.js";
-import { setWriteLegacyPayloads, upgradePayloads } from "./legacy-payloads.js";
+import { setWriteLegacyPayloads, upgradePayloads, written } from "./legacy-payloads.js";
 
 // A rolling upgrade from the release before decision 0059: what it wrote (Struct/Value fields) is
 // read by this one, and with PIES_WRITE_LEGACY_PAYLOADS this one writes what it reads.
@@ -70,6 +74,47 @@ describe("the payloads of the release before", () => {
       2,
     ]);
   });
+
+  it("are read from the catalog's answer: an interaction, its templates and its environment", () => {
+    const answer = fromBinary(
+      ResolveExecutionResponseSchema,
+      toBinary(
+        ResolveExecutionResponseSchema,
+        create(ResolveExecutionResponseSchema, {
+          interaction: {
+            id: "i",
+            testData: { name: "Ada" },
+            resultSchema: { type: "object" },
+            prompts: [{ template: { id: "t", inputSchema: { type: "object" } } }],
+          },
+          environment: { id: "e", config: { max_repairs: 1 } },
+        }),
+      ),
+    );
+    const { interaction, environment } = upgradePayloads(ResolveExecutionResponseSchema, answer);
+    expect(jsonOf(interaction!.testDataJson)).toEqual({ name: "Ada" });
+    expect(jsonOf(interaction!.resultSchemaJson)).toEqual({ type: "object" });
+    expect(jsonOf(interaction!.prompts[0]!.template!.inputSchemaJson)).toEqual({ type: "object" });
+    expect(jsonOf(environment!.configJson)).toEqual({ max_repairs: 1 });
+    expect(interaction!.resultSchema).toBeUndefined();
+    expect(environment!.config).toBeUndefined();
+  });
+
+  it("keep an update's meaning: unset keeps the value, an empty object clears it", () => {
+    const update = (interaction: object) =>
+      upgradePayloads(
+        UpdateInteractionRequestSchema,
+        fromBinary(
+          UpdateInteractionRequestSchema,
+          toBinary(
+            UpdateInteractionRequestSchema,
+            create(UpdateInteractionRequestSchema, { id: "i", interaction }),
+          ),
+        ),
+      ).interaction!;
+    expect(update({ description: "d" }).resultSchemaJson).toBeUndefined();
+    expect(jsonOf(update({ resultSchema: {} }).resultSchemaJson!)).toEqual({});
+  });
 });
 
 describe("PIES_WRITE_LEGACY_PAYLOADS", () => {
@@ -97,5 +142,34 @@ describe("PIES_WRITE_LEGACY_PAYLOADS", () => {
     expect(decoded.error!.data).toEqual(value(null));
     // And this release still reads its bytes.
     expect(jsonOf(decoded.resultJson)).toEqual(["a", 1]);
+  });
+
+  it("on: the catalog's answers and writes carry the old fields too", () => {
+    setWriteLegacyPayloads(true);
+    const answer = written(
+      ResolveExecutionResponseSchema,
+      create(ResolveExecutionResponseSchema, {
+        interaction: {
+          resultSchemaJson: jsonBytes({ type: "object" }),
+          prompts: [{ template: { inputSchemaJson: jsonBytes({ type: "object" }) } }],
+        },
+        environment: { configJson: jsonBytes({ structured_output: false }) },
+      }),
+    );
+    const decoded = fromBinary(
+      ResolveExecutionResponseSchema,
+      toBinary(ResolveExecutionResponseSchema, answer),
+    );
+    expect(decoded.interaction!.resultSchema).toEqual({ type: "object" });
+    expect(decoded.interaction!.testData).toBeUndefined();
+    expect(decoded.interaction!.prompts[0]!.template!.inputSchema).toEqual({ type: "object" });
+    expect(decoded.environment!.config).toEqual({ structured_output: false });
+    // A clearing update reads as one to the release before: an empty Struct.
+    const update = written(
+      UpdateInteractionRequestSchema,
+      create(UpdateInteractionRequestSchema, { interaction: { testDataJson: jsonBytes({}) } }),
+    );
+    expect(update.interaction!.testData).toEqual({});
+    expect(update.interaction!.resultSchema).toBeUndefined();
   });
 });

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pies/catalog/v1/resources.proto.
  */
 export const file_pies_catalog_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("Ch9waWVzL2NhdGFsb2cvdjEvcmVzb3VyY2VzLnByb3RvEg9waWVzLmNhdGFsb2cudjEiggEKC0NhY2hlUG9saWN5EgwKBHR5cGUYASABKAkSEAoDdHRsGAIgASgFSACIAQESEQoJdmFyaWVzX29uGAMgAygJEiAKE3JlZnJlc2hfcHJvYmFiaWxpdHkYBCABKAFIAYgBAUIGCgRfdHRsQhYKFF9yZWZyZXNoX3Byb2JhYmlsaXR5IoMDCg5Qcm9tcHRUZW1wbGF0ZRIKCgJpZBgBIAEoCRISCgpwcm9qZWN0X2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDAoEcm9sZRgEIAEoCRIUCgxjb250ZW50X3R5cGUYBSABKAkSDwoHY29udGVudBgGIAEoCRIqCgl0ZXN0X2RhdGEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei0KDGlucHV0X3NjaGVtYRgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMgoGc3RhdHVzGAkgASgOMiIucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uU3RhdHVzEg8KB3ZlcnNpb24YCiABKAUSDgoGbGF0ZXN0GAsgASgIEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvYBChNQcm9tcHRUZW1wbGF0ZUlucHV0EhEKBG5hbWUYASABKAlIAIgBARIRCgRyb2xlGAIgASgJSAGIAQESGQoMY29udGVudF90eXBlGAMgASgJSAKIAQESFAoHY29udGVudBgEIAEoCUgDiAEBEioKCXRlc3RfZGF0YRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLQoMaW5wdXRfc2NoZW1hGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIHCgVfbmFtZUIHCgVfcm9sZUIPCg1fY29udGVudF90eXBlQgoKCF9jb250ZW50IoQBCg1Qcm9tcHRTZWdtZW50EgoKAmlkGAEgASgJEgwKBHR5cGUYAiABKAkSEwoLdGVtcGxhdGVfaWQYAyABKAkSMQoIdGVtcGxhdGUYBCABKAsyHy5waWVzLmNhdGFsb2cudjEuUHJvbXB0VGVtcGxhdGUSEQoJY2hhdF9wYXRoGAUgASgJIqQFCgtJbnRlcmFjdGlvbhIKCgJpZBgBIAEoCRISCgpwcm9qZWN0X2lkGAIgASgJEgwKBG5hbWUYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSMgoGc3RhdHVzGAUgASgOMiIucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uU3RhdHVzEioKCXRlc3RfZGF0YRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoNcmVzdWx0X3NjaGVtYRgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMgoMY2FjaGVfcG9saWN5GAggASgLMhwucGllcy5jYXRhbG9nLnYxLkNhY2hlUG9saWN5Eg0KBW1vZGVsGAkgASgJEhgKC3RlbXBlcmF0dXJlGAogASgBSACIAQESFwoKbWF4X3Rva2VucxgLIAEoBUgBiAEBEhYKDmVudmlyb25tZW50X2lkGAwgASgJEi8KB3Byb21wdHMYDSADKAsyHi5waWVzLmNhdGFsb2cudjEuUHJvbXB0U2VnbWVudBIPCgd2ZXJzaW9uGA4gASgFEg4KBmxhdGVzdBgPIAEoCBIvCgp2aXNpYmlsaXR5GBAgASgOMhsucGllcy5jYXRhbG9nLnYxLlZpc2liaWxpdHkSDAoEdGFncxgRIAMoCRIRCglwYXJlbnRfaWQYEiABKAkSEQoJZm9ybWF0dGVyGBMgASgJEi4KCmNyZWF0ZWRfYXQYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYFSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQg4KDF90ZW1wZXJhdHVyZUINCgtfbWF4X3Rva2VucyLYBAoQSW50ZXJhY3Rpb25JbnB1dBIRCgRuYW1lGAEgASgJSACIAQESGAoLZGVzY3JpcHRpb24YAiABKAlIAYgBARI3CgZzdGF0dXMYAyABKA4yIi5waWVzLmNhdGFsb2cudjEuSW50ZXJhY3Rpb25TdGF0dXNIAogBARIqCgl0ZXN0X2RhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDXJlc3VsdF9zY2hlbWEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKDGNhY2hlX3BvbGljeRgGIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5DYWNoZVBvbGljeRISCgVtb2RlbBgHIAEoCUgDiAEBEhgKC3RlbXBlcmF0dXJlGAggASgBSASIAQESFwoKbWF4X3Rva2VucxgJIAEoBUgFiAEBEhsKDmVudmlyb25tZW50X2lkGAogASgJSAaIAQESLwoHcHJvbXB0cxgLIAMoCzIeLnBpZXMuY2F0YWxvZy52MS5Qcm9tcHRTZWdtZW50EhMKC3NldF9wcm9tcHRzGAwgASgIEgwKBHRhZ3MYDSADKAkSEAoIc2V0X3RhZ3MYDiABKAgSFgoJZm9ybWF0dGVyGA8gASgJSAeIAQFCBwoFX25hbWVCDgoMX2Rlc2NyaXB0aW9uQgkKB19zdGF0dXNCCAoGX21vZGVsQg4KDF90ZW1wZXJhdHVyZUINCgtfbWF4X3Rva2Vuc0IRCg9fZW52aXJvbm1lbnRfaWRCDAoKX2Zvcm1hdHRlciKxAgoLRW52aXJvbm1lbnQSCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhAKCHByb3ZpZGVyGAQgASgJEhQKDGVuZHBvaW50X3VybBgFIAEoCRIUCgxhcGlfa2V5X2hpbnQYBiABKAkSFQoNZGVmYXVsdF9tb2RlbBgHIAEoCRIWCg5lbmFibGVkX21vZGVscxgIIAMoCRInCgZjb25maWcYCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqsCChBFbnZpcm9ubWVudElucHV0EhEKBG5hbWUYASABKAlIAIgBARIVCghwcm92aWRlchgCIAEoCUgBiAEBEhkKDGVuZHBvaW50X3VybBgDIAEoCUgCiAEBEhQKB2FwaV9rZXkYBCABKAlIA4gBARIaCg1kZWZhdWx0X21vZGVsGAUgASgJSASIAQESFgoOZW5hYmxlZF9tb2RlbHMYBiADKAkSGgoSc2V0X2VuYWJsZWRfbW9kZWxzGAcgASgIEicKBmNvbmZpZxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCBwoFX25hbWVCCwoJX3Byb3ZpZGVyQg8KDV9lbmRwb2ludF91cmxCCgoIX2FwaV9rZXlCEAoOX2RlZmF1bHRfbW9kZWwiUwoHQWNjb3VudBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImcKB1Byb2plY3QSCgoCaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrcBCgZBcGlLZXkSCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRISCgphY2NvdW50X2lkGAMgASgJEgwKBG5hbWUYBCABKAkSEAoIa2V5X2hpbnQYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoEcm9sZRgHIAEoDjIbLnBpZXMuY2F0YWxvZy52MS5BcGlLZXlSb2xlIrQBCglQcmluY2lwYWwSEgoKYWNjb3VudF9pZBgBIAEoCRISCgpwcm9qZWN0X2lkGAIgASgJEhIKCmFwaV9rZXlfaWQYAyABKAkSFAoMYXBpX2tleV9uYW1lGAQgASgJEhQKDGFjY291bnRfbmFtZRgFIAEoCRIUCgxwcm9qZWN0X25hbWUYBiABKAkSKQoEcm9sZRgHIAEoDjIbLnBpZXMuY2F0YWxvZy52MS5BcGlLZXlSb2xlKpgBChFJbnRlcmFjdGlvblN0YXR1cxIiCh5JTlRFUkFDVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIcChhJTlRFUkFDVElPTl9TVEFUVVNfRFJBRlQQARIgChxJTlRFUkFDVElPTl9TVEFUVVNfUFVCTElTSEVEEAISHwobSU5URVJBQ1RJT05fU1RBVFVTX0FSQ0hJVkVEEAMqVwoKVmlzaWJpbGl0eRIaChZWSVNJQklMSVRZX1VOU1BFQ0lGSUVEEAASFgoSVklTSUJJTElUWV9QUklWQVRFEAESFQoRVklTSUJJTElUWV9QVUJMSUMQAipbCgpBcGlLZXlSb2xlEhwKGEFQSV9LRVlfUk9MRV9VTlNQRUNJRklFRBAAEhYKEkFQSV9LRVlfUk9MRV9BRE1JThABEhcKE0FQSV9LRVlfUk9MRV9NRU1CRVIQAmIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch9waWVzL2NhdGFsb2cvdjEvcmVzb3VyY2VzLnByb3RvEg9waWVzLmNhdGFsb2cudjEiggEKC0NhY2hlUG9saWN5EgwKBHR5cGUYASABKAkSEAoDdHRsGAIgASgFSACIAQESEQoJdmFyaWVzX29uGAMgAygJEiAKE3JlZnJlc2hfcHJvYmFiaWxpdHkYBCABKAFIAYgBAUIGCgRfdHRsQhYKFF9yZWZyZXNoX3Byb2JhYmlsaXR5Ir4DCg5Qcm9tcHRUZW1wbGF0ZRIKCgJpZBgBIAEoCRISCgpwcm9qZWN0X2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDAoEcm9sZRgEIAEoCRIUCgxjb250ZW50X3R5cGUYBSABKAkSDwoHY29udGVudBgGIAEoCRIuCgl0ZXN0X2RhdGEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARIxCgxpbnB1dF9zY2hlbWEYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARIyCgZzdGF0dXMYCSABKA4yIi5waWVzLmNhdGFsb2cudjEuSW50ZXJhY3Rpb25TdGF0dXMSDwoHdmVyc2lvbhgKIAEoBRIOCgZsYXRlc3QYCyABKAgSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOdGVzdF9kYXRhX2pzb24YDiABKAwSGQoRaW5wdXRfc2NoZW1hX2pzb24YDyABKAwi5AIKE1Byb21wdFRlbXBsYXRlSW5wdXQSEQoEbmFtZRgBIAEoCUgAiAEBEhEKBHJvbGUYAiABKAlIAYgBARIZCgxjb250ZW50X3R5cGUYAyABKAlIAogBARIUCgdjb250ZW50GAQgASgJSAOIAQESLgoJdGVzdF9kYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEICGAESMQoMaW5wdXRfc2NoZW1hGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEICGAESGwoOdGVzdF9kYXRhX2pzb24YByABKAxIBIgBARIeChFpbnB1dF9zY2hlbWFfanNvbhgIIAEoDEgFiAEBQgcKBV9uYW1lQgcKBV9yb2xlQg8KDV9jb250ZW50X3R5cGVCCgoIX2NvbnRlbnRCEQoPX3Rlc3RfZGF0YV9qc29uQhQKEl9pbnB1dF9zY2hlbWFfanNvbiKEAQoNUHJvbXB0U2VnbWVudBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEhMKC3RlbXBsYXRlX2lkGAMgASgJEjEKCHRlbXBsYXRlGAQgASgLMh8ucGllcy5jYXRhbG9nLnYxLlByb21wdFRlbXBsYXRlEhEKCWNoYXRfcGF0aBgFIAEoCSLgBQoLSW50ZXJhY3Rpb24SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEjIKBnN0YXR1cxgFIAEoDjIiLnBpZXMuY2F0YWxvZy52MS5JbnRlcmFjdGlvblN0YXR1cxIuCgl0ZXN0X2RhdGEYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARIyCg1yZXN1bHRfc2NoZW1hGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEICGAESMgoMY2FjaGVfcG9saWN5GAggASgLMhwucGllcy5jYXRhbG9nLnYxLkNhY2hlUG9saWN5Eg0KBW1vZGVsGAkgASgJEhgKC3RlbXBlcmF0dXJlGAogASgBSACIAQESFwoKbWF4X3Rva2VucxgLIAEoBUgBiAEBEhYKDmVudmlyb25tZW50X2lkGAwgASgJEi8KB3Byb21wdHMYDSADKAsyHi5waWVzLmNhdGFsb2cudjEuUHJvbXB0U2VnbWVudBIPCgd2ZXJzaW9uGA4gASgFEg4KBmxhdGVzdBgPIAEoCBIvCgp2aXNpYmlsaXR5GBAgASgOMhsucGllcy5jYXRhbG9nLnYxLlZpc2liaWxpdHkSDAoEdGFncxgRIAMoCRIRCglwYXJlbnRfaWQYEiABKAkSEQoJZm9ybWF0dGVyGBMgASgJEi4KCmNyZWF0ZWRfYXQYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYFSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnRlc3RfZGF0YV9qc29uGBYgASgMEhoKEnJlc3VsdF9zY2hlbWFfanNvbhgXIAEoDEIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnMiyAUKEEludGVyYWN0aW9uSW5wdXQSEQoEbmFtZRgBIAEoCUgAiAEBEhgKC2Rlc2NyaXB0aW9uGAIgASgJSAGIAQESNwoGc3RhdHVzGAMgASgOMiIucGllcy5jYXRhbG9nLnYxLkludGVyYWN0aW9uU3RhdHVzSAKIAQESLgoJdGVzdF9kYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEICGAESMgoNcmVzdWx0X3NjaGVtYRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCAhgBEjIKDGNhY2hlX3BvbGljeRgGIAEoCzIcLnBpZXMuY2F0YWxvZy52MS5DYWNoZVBvbGljeRISCgVtb2RlbBgHIAEoCUgDiAEBEhgKC3RlbXBlcmF0dXJlGAggASgBSASIAQESFwoKbWF4X3Rva2VucxgJIAEoBUgFiAEBEhsKDmVudmlyb25tZW50X2lkGAogASgJSAaIAQESLwoHcHJvbXB0cxgLIAMoCzIeLnBpZXMuY2F0YWxvZy52MS5Qcm9tcHRTZWdtZW50EhMKC3NldF9wcm9tcHRzGAwgASgIEgwKBHRhZ3MYDSADKAkSEAoIc2V0X3RhZ3MYDiABKAgSFgoJZm9ybWF0dGVyGA8gASgJSAeIAQESGwoOdGVzdF9kYXRhX2pzb24YECABKAxICIgBARIfChJyZXN1bHRfc2NoZW1hX2pzb24YESABKAxICYgBAUIHCgVfbmFtZUIOCgxfZGVzY3JpcHRpb25CCQoHX3N0YXR1c0IICgZfbW9kZWxCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zQhEKD19lbnZpcm9ubWVudF9pZEIMCgpfZm9ybWF0dGVyQhEKD190ZXN0X2RhdGFfanNvbkIVChNfcmVzdWx0X3NjaGVtYV9qc29uIsoCCgtFbnZpcm9ubWVudBIKCgJpZBgBIAEoCRISCgpwcm9qZWN0X2lkGAIgASgJEgwKBG5hbWUYAyABKAkSEAoIcHJvdmlkZXIYBCABKAkSFAoMZW5kcG9pbnRfdXJsGAUgASgJEhQKDGFwaV9rZXlfaGludBgGIAEoCRIVCg1kZWZhdWx0X21vZGVsGAcgASgJEhYKDmVuYWJsZWRfbW9kZWxzGAggAygJEisKBmNvbmZpZxgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCAhgBEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2NvbmZpZ19qc29uGAwgASgMItkCChBFbnZpcm9ubWVudElucHV0EhEKBG5hbWUYASABKAlIAIgBARIVCghwcm92aWRlchgCIAEoCUgBiAEBEhkKDGVuZHBvaW50X3VybBgDIAEoCUgCiAEBEhQKB2FwaV9rZXkYBCABKAlIA4gBARIaCg1kZWZhdWx0X21vZGVsGAUgASgJSASIAQESFgoOZW5hYmxlZF9tb2RlbHMYBiADKAkSGgoSc2V0X2VuYWJsZWRfbW9kZWxzGAcgASgIEisKBmNvbmZpZxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCAhgBEhgKC2NvbmZpZ19qc29uGAkgASgMSAWIAQFCBwoFX25hbWVCCwoJX3Byb3ZpZGVyQg8KDV9lbmRwb2ludF91cmxCCgoIX2FwaV9rZXlCEAoOX2RlZmF1bHRfbW9kZWxCDgoMX2NvbmZpZ19qc29uIlMKB0FjY291bnQSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJnCgdQcm9qZWN0EgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK3AQoGQXBpS2V5EgoKAmlkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSEgoKYWNjb3VudF9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEhAKCGtleV9oaW50GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBHJvbGUYByABKA4yGy5waWVzLmNhdGFsb2cudjEuQXBpS2V5Um9sZSK0AQoJUHJpbmNpcGFsEhIKCmFjY291bnRfaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRISCgphcGlfa2V5X2lkGAMgASgJEhQKDGFwaV9rZXlfbmFtZRgEIAEoCRIUCgxhY2NvdW50X25hbWUYBSABKAkSFAoMcHJvamVjdF9uYW1lGAYgASgJEikKBHJvbGUYByABKA4yGy5waWVzLmNhdGFsb2cudjEuQXBpS2V5Um9sZSqYAQoRSW50ZXJhY3Rpb25TdGF0dXMSIgoeSU5URVJBQ1RJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHAoYSU5URVJBQ1RJT05fU1RBVFVTX0RSQUZUEAESIAocSU5URVJBQ1RJT05fU1RBVFVTX1BVQkxJU0hFRBACEh8KG0lOVEVSQUNUSU9OX1NUQVRVU19BUkNISVZFRBADKlcKClZpc2liaWxpdHkSGgoWVklTSUJJTElUWV9VTlNQRUNJRklFRBAAEhYKElZJU0lCSUxJVFlfUFJJVkFURRABEhUKEVZJU0lCSUxJVFlfUFVCTElDEAIqWwoKQXBpS2V5Um9sZRIcChhBUElfS0VZX1JPTEVfVU5TUEVDSUZJRUQQABIWChJBUElfS0VZX1JPTEVfQURNSU4QARIXChNBUElfS0VZX1JPTEVfTUVNQkVSEAJiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * How results of an interaction are cached (DESIGN.md §4.5).
@@ -95,14 +95,17 @@ export type PromptTemplate = Message<"pies.catalog.v1.PromptTemplate"> & {
   content: string;
 
   /**
-   * @generated from field: google.protobuf.Struct test_data = 7;
+   * Replaced by test_data_json and input_schema_json: read only from what a release before them
+   * wrote (common/src/legacy-payloads.ts).
+   *
+   * @generated from field: google.protobuf.Struct test_data = 7 [deprecated = true];
+   * @deprecated
    */
   testData?: JsonObject | undefined;
 
   /**
-   * JSON Schema of the input data this template reads.
-   *
-   * @generated from field: google.protobuf.Struct input_schema = 8;
+   * @generated from field: google.protobuf.Struct input_schema = 8 [deprecated = true];
+   * @deprecated
    */
   inputSchema?: JsonObject | undefined;
 
@@ -130,6 +133,20 @@ export type PromptTemplate = Message<"pies.catalog.v1.PromptTemplate"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 13;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * Example input data, as UTF-8 JSON (empty: none).
+   *
+   * @generated from field: bytes test_data_json = 14;
+   */
+  testDataJson: Uint8Array;
+
+  /**
+   * JSON Schema of the input data this template reads, as UTF-8 JSON (empty: none).
+   *
+   * @generated from field: bytes input_schema_json = 15;
+   */
+  inputSchemaJson: Uint8Array;
 };
 
 /**
@@ -166,14 +183,28 @@ export type PromptTemplateInput = Message<"pies.catalog.v1.PromptTemplateInput">
   content?: string | undefined;
 
   /**
-   * @generated from field: google.protobuf.Struct test_data = 5;
+   * @generated from field: google.protobuf.Struct test_data = 5 [deprecated = true];
+   * @deprecated
    */
   testData?: JsonObject | undefined;
 
   /**
-   * @generated from field: google.protobuf.Struct input_schema = 6;
+   * @generated from field: google.protobuf.Struct input_schema = 6 [deprecated = true];
+   * @deprecated
    */
   inputSchema?: JsonObject | undefined;
+
+  /**
+   * UTF-8 JSON; unset keeps the value, an empty object (or null) clears it.
+   *
+   * @generated from field: optional bytes test_data_json = 7;
+   */
+  testDataJson?: Uint8Array | undefined;
+
+  /**
+   * @generated from field: optional bytes input_schema_json = 8;
+   */
+  inputSchemaJson?: Uint8Array | undefined;
 };
 
 /**
@@ -262,14 +293,17 @@ export type Interaction = Message<"pies.catalog.v1.Interaction"> & {
   status: InteractionStatus;
 
   /**
-   * @generated from field: google.protobuf.Struct test_data = 6;
+   * Replaced by test_data_json and result_schema_json: read only from what a release before them
+   * wrote (common/src/legacy-payloads.ts).
+   *
+   * @generated from field: google.protobuf.Struct test_data = 6 [deprecated = true];
+   * @deprecated
    */
   testData?: JsonObject | undefined;
 
   /**
-   * JSON Schema that validates the output.
-   *
-   * @generated from field: google.protobuf.Struct result_schema = 7;
+   * @generated from field: google.protobuf.Struct result_schema = 7 [deprecated = true];
+   * @deprecated
    */
   resultSchema?: JsonObject | undefined;
 
@@ -346,6 +380,20 @@ export type Interaction = Message<"pies.catalog.v1.Interaction"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 21;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * Example input data, as UTF-8 JSON (empty: none).
+   *
+   * @generated from field: bytes test_data_json = 22;
+   */
+  testDataJson: Uint8Array;
+
+  /**
+   * JSON Schema that validates the output, as UTF-8 JSON (empty: none).
+   *
+   * @generated from field: bytes result_schema_json = 23;
+   */
+  resultSchemaJson: Uint8Array;
 };
 
 /**
@@ -377,12 +425,14 @@ export type InteractionInput = Message<"pies.catalog.v1.InteractionInput"> & {
   status?: InteractionStatus | undefined;
 
   /**
-   * @generated from field: google.protobuf.Struct test_data = 4;
+   * @generated from field: google.protobuf.Struct test_data = 4 [deprecated = true];
+   * @deprecated
    */
   testData?: JsonObject | undefined;
 
   /**
-   * @generated from field: google.protobuf.Struct result_schema = 5;
+   * @generated from field: google.protobuf.Struct result_schema = 5 [deprecated = true];
+   * @deprecated
    */
   resultSchema?: JsonObject | undefined;
 
@@ -437,6 +487,18 @@ export type InteractionInput = Message<"pies.catalog.v1.InteractionInput"> & {
    * @generated from field: optional string formatter = 15;
    */
   formatter?: string | undefined;
+
+  /**
+   * UTF-8 JSON; unset keeps the value, an empty object (or null) clears it.
+   *
+   * @generated from field: optional bytes test_data_json = 16;
+   */
+  testDataJson?: Uint8Array | undefined;
+
+  /**
+   * @generated from field: optional bytes result_schema_json = 17;
+   */
+  resultSchemaJson?: Uint8Array | undefined;
 };
 
 /**
@@ -497,7 +559,10 @@ export type Environment = Message<"pies.catalog.v1.Environment"> & {
   enabledModels: string[];
 
   /**
-   * @generated from field: google.protobuf.Struct config = 9;
+   * Replaced by config_json: read only from what a release before it wrote (legacy-payloads.ts).
+   *
+   * @generated from field: google.protobuf.Struct config = 9 [deprecated = true];
+   * @deprecated
    */
   config?: JsonObject | undefined;
 
@@ -510,6 +575,13 @@ export type Environment = Message<"pies.catalog.v1.Environment"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 11;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * Provider settings (max_repairs, structured_output, ...), a UTF-8 JSON object (empty: none).
+   *
+   * @generated from field: bytes config_json = 12;
+   */
+  configJson: Uint8Array;
 };
 
 /**
@@ -561,9 +633,17 @@ export type EnvironmentInput = Message<"pies.catalog.v1.EnvironmentInput"> & {
   setEnabledModels: boolean;
 
   /**
-   * @generated from field: google.protobuf.Struct config = 8;
+   * @generated from field: google.protobuf.Struct config = 8 [deprecated = true];
+   * @deprecated
    */
   config?: JsonObject | undefined;
+
+  /**
+   * A UTF-8 JSON object; unset keeps the value.
+   *
+   * @generated from field: optional bytes config_json = 9;
+   */
+  configJson?: Uint8Array | undefined;
 };
 
 /**
