@@ -1,7 +1,8 @@
 import { z } from "zod";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { Environment, EnvironmentInput, EnvironmentInputSchema } from "@pies/proto/catalog";
-import { compact, iso, jsonObject } from "./common.js";
+import type { Environment, EnvironmentInputSchema } from "@pies/proto/catalog";
+import { jsonOf, type JsonObject } from "@pies/common";
+import { compact, iso, jsonObject, payloadBytes } from "./common.js";
 import { shortText, type InputLimits } from "./limits.js";
 
 /** The body of POST /environments, within the limits. */
@@ -30,7 +31,7 @@ export function environmentInput(
     defaultModel: body.default_model,
     enabledModels: body.enabled_models ?? [],
     setEnabledModels: body.enabled_models !== undefined,
-    config: body.config as EnvironmentInput["config"],
+    configJson: payloadBytes(body.config),
   });
 }
 
@@ -44,7 +45,7 @@ export function environmentJson(e: Environment) {
     api_key_hint: e.apiKeyHint || undefined,
     default_model: e.defaultModel,
     enabled_models: e.enabledModels,
-    config: e.config ?? {},
+    config: (jsonOf(e.configJson) as JsonObject | undefined) ?? {},
     project: e.projectId,
     created_at: iso(e.createdAt),
     updated_at: iso(e.updatedAt),

@@ -1,16 +1,15 @@
 import { z } from "zod";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { MIN_MAX_TOKENS } from "@pies/common";
+import { jsonOf, MIN_MAX_TOKENS, type JsonObject } from "@pies/common";
 import {
   interactionStatuses,
   visibilities,
   type Environment,
   type Interaction,
-  type InteractionInput,
   type InteractionInputSchema,
   type PromptTemplateSchema,
 } from "@pies/proto/catalog";
-import { compact, iso, jsonObject, statusNameOf } from "./common.js";
+import { compact, iso, jsonObject, payloadBytes, statusNameOf } from "./common.js";
 import { int32, shortText, shortTextList, type InputLimits } from "./limits.js";
 
 import { promptBody, promptInput, promptJson } from "./prompts.js";
@@ -92,8 +91,8 @@ export function interactionInput(
     name: body.name,
     description: body.description,
     status: body.status ? interactionStatuses.value(body.status) : undefined,
-    testData: (body.test_data === null ? {} : body.test_data) as InteractionInput["testData"],
-    resultSchema: schema as InteractionInput["resultSchema"],
+    testDataJson: payloadBytes(body.test_data === null ? {} : body.test_data),
+    resultSchemaJson: payloadBytes(schema),
     cachePolicy:
       body.cache_policy === null
         ? { type: "", variesOn: [] }
@@ -150,8 +149,8 @@ export function interactionJson(i: Interaction, templateIds = false) {
     name: i.name,
     description: i.description,
     status: statusNameOf(i.status),
-    test_data: i.testData,
-    resultSchema: i.resultSchema,
+    test_data: jsonOf(i.testDataJson) as JsonObject | undefined,
+    resultSchema: jsonOf(i.resultSchemaJson) as JsonObject | undefined,
     cache_policy: i.cachePolicy
       ? compact({
           type: i.cachePolicy.type,

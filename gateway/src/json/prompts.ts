@@ -1,11 +1,8 @@
 import { z } from "zod";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type {
-  PromptTemplate,
-  PromptTemplateInput,
-  PromptTemplateInputSchema,
-} from "@pies/proto/catalog";
-import { compact, iso, jsonObject, statusNameOf } from "./common.js";
+import type { PromptTemplate, PromptTemplateInputSchema } from "@pies/proto/catalog";
+import { jsonOf, type JsonObject } from "@pies/common";
+import { compact, iso, jsonObject, payloadBytes, statusNameOf } from "./common.js";
 import { shortText, type InputLimits } from "./limits.js";
 
 /** The body of POST /prompts, within the limits. */
@@ -34,8 +31,8 @@ export function promptInput(
     role: body.role,
     contentType: body.content_type,
     content: body.content,
-    testData: cleared(body.test_data) as PromptTemplateInput["testData"],
-    inputSchema: cleared(schema) as PromptTemplateInput["inputSchema"],
+    testDataJson: payloadBytes(cleared(body.test_data)),
+    inputSchemaJson: payloadBytes(cleared(schema)),
   });
 }
 
@@ -49,8 +46,8 @@ export function promptJson(p: PromptTemplate) {
     status: statusNameOf(p.status),
     latest: p.latest,
     version: p.version,
-    test_data: p.testData,
-    inputSchema: p.inputSchema,
+    test_data: jsonOf(p.testDataJson) as JsonObject | undefined,
+    inputSchema: jsonOf(p.inputSchemaJson) as JsonObject | undefined,
     project: p.projectId,
     created_at: iso(p.createdAt),
     updated_at: iso(p.updatedAt),

@@ -12,7 +12,8 @@ import {
 import type { CatalogService, EnvironmentInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { environmentToProto } from "./mappers.js";
-import { emptyAsNull, usedBy } from "./prompts.js";
+import { payloadOf } from "./payloads.js";
+import { usedBy } from "./prompts.js";
 import { providerModels } from "./provider-models.js";
 import type { CatalogDatabase } from "./tables.js";
 import { secretHint } from "./secrets.js";
@@ -96,7 +97,7 @@ export function environmentHandlers({
           api_key_hint: input.apiKey ? secretHint(input.apiKey) : "",
           default_model: input.defaultModel ?? "",
           enabled_models: JSON.stringify(input.enabledModels),
-          config: JSON.stringify(input.config ?? {}),
+          config: JSON.stringify(payloadOf("config", input.configJson) ?? {}),
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -122,6 +123,7 @@ export function environmentHandlers({
     async updateEnvironment(req) {
       const projectId = requireProject(req.projectId);
       const input = req.environment ?? ({} as EnvironmentInput);
+      const config = payloadOf("config", input.configJson);
       const row = await db.transaction().execute(async (tx) => {
         const current = await lockEnvironment(tx, projectId, req.id);
         // The stored key goes only where it was given for: moving the environment to another
@@ -153,7 +155,7 @@ export function environmentHandlers({
             ...(input.setEnabledModels
               ? { enabled_models: JSON.stringify(input.enabledModels) }
               : {}),
-            ...(input.config ? { config: JSON.stringify(emptyAsNull(input.config) ?? {}) } : {}),
+            ...(config !== undefined ? { config: JSON.stringify(config ?? {}) } : {}),
             updated_at: new Date(),
           })
           .where("id", "=", current.id)

@@ -29,7 +29,8 @@ import {
   interactionToProto,
   statusName,
 } from "./mappers.js";
-import { emptyAsNull, insertPrompt } from "./prompts.js";
+import { payloadOf } from "./payloads.js";
+import { insertPrompt } from "./prompts.js";
 import { checkJsonSchema } from "./schemas.js";
 import type {
   CatalogDatabase,
@@ -92,8 +93,8 @@ async function storedSegments(
           role: t.role || undefined,
           contentType: t.contentType || undefined,
           content: t.content,
-          testData: t.testData,
-          inputSchema: t.inputSchema,
+          testData: payloadOf("test_data", t.testDataJson),
+          inputSchema: payloadOf("inputSchema", t.inputSchemaJson),
         };
         templateId = (
           await insertPrompt(tx, projectId, fields).catch((err: unknown) => {
@@ -143,7 +144,10 @@ async function checkEnvironment(tx: Kysely<CatalogDatabase>, projectId: string, 
   if (!env) throw notFound("environment", id);
 }
 
-/** What every write of an interaction checks before touching the database. */
+/**
+ * What every write of an interaction checks before touching the database; its JSON payloads, read
+ * (payloadOf: undefined keeps the stored value, null clears it).
+ */
 function checkInput(input: InteractionInput) {
   // `@` separates a name from its version selector (`Name@3`): a name holding one could not be run.
   if (input.name?.includes("@")) {
@@ -154,12 +158,14 @@ function checkInput(input: InteractionInput) {
     throw invalid("status: a draft is draft or archived; publish it to make a published version");
   }
   checkGenerationSettings(input);
-  checkJsonSchema("resultSchema", input.resultSchema);
+  const resultSchema = payloadOf("resultSchema", input.resultSchemaJson);
+  checkJsonSchema("resultSchema", resultSchema ?? undefined);
   if (
     input.cachePolicy?.type &&
     !["cache", "no_cache", "cache_and_refresh"].includes(input.cachePolicy.type)
   )
     throw invalid("cache_policy.type must be one of cache, no_cache, cache_and_refresh");
+  return { testData: payloadOf("test_data", input.testDataJson), resultSchema };
 }
 
 /** An interaction of the project, locked for this transaction, or NOT_FOUND. */
@@ -330,7 +336,7 @@ export function interactionHandlers({
       const input = req.interaction;
       const name = input?.name;
       if (!input || !name) throw invalid("name is required");
-      checkInput(input);
+      const payloads = checkInput(input);
       const row = await db.transaction().execute(async (tx) => {
         const segments = await storedSegments(tx, projectId, input.prompts);
         if (input.environmentId) await checkEnvironment(tx, projectId, input.environmentId);
@@ -342,8 +348,8 @@ export function interactionHandlers({
             name,
             description: input.description ?? "",
             status: statusName(input.status ?? InteractionStatus.DRAFT),
-            test_data: JSON.stringify(emptyAsNull(input.testData ?? {})),
-            result_schema: JSON.stringify(emptyAsNull(input.resultSchema ?? {})),
+            test_data: JSON.stringify(payloads.testData ?? null),
+            result_schema: JSON.stringify(payloads.resultSchema ?? null),
             cache_policy: JSON.stringify(cachePolicyToJson(input.cachePolicy)),
             model: input.model ?? "",
             temperature: input.temperature ?? null,
@@ -408,7 +414,7 @@ export function interactionHandlers({
       const input = req.interaction;
       if (!input) throw invalid("interaction is required");
       if (input.name === "") throw invalid("name must not be empty");
-      checkInput(input);
+      const payloads = checkInput(input);
       const row = await db.transaction().execute(async (tx) => {
         const current = await lockInteraction(tx, projectId, req.id);
         if (current.parent_id) throw immutable(current, "update");
@@ -422,9 +428,11 @@ export function interactionHandlers({
             ...(input.name !== undefined ? { name: input.name } : {}),
             ...(input.description !== undefined ? { description: input.description } : {}),
             ...(input.status !== undefined ? { status: statusName(input.status) } : {}),
-            ...(input.testData ? { test_data: JSON.stringify(emptyAsNull(input.testData)) } : {}),
-            ...(input.resultSchema
-              ? { result_schema: JSON.stringify(emptyAsNull(input.resultSchema)) }
+            ...(payloads.testData !== undefined
+              ? { test_data: JSON.stringify(payloads.testData) }
+              : {}),
+            ...(payloads.resultSchema !== undefined
+              ? { result_schema: JSON.stringify(payloads.resultSchema) }
               : {}),
             ...(input.cachePolicy
               ? {

@@ -1,6 +1,6 @@
 import type { Selectable } from "kysely";
 import { create } from "@bufbuild/protobuf";
-import { toTimestamp, type JsonObject } from "@pies/common";
+import { jsonBytes, toTimestamp, type JsonObject } from "@pies/common";
 import {
   AccountSchema,
   CachePolicySchema,
@@ -45,8 +45,8 @@ export function promptToProto(row: PromptRow): PromptTemplate {
     role: row.role,
     contentType: row.content_type,
     content: row.content,
-    testData: row.test_data ?? undefined,
-    inputSchema: row.input_schema ?? undefined,
+    testDataJson: jsonBytes(row.test_data ?? undefined),
+    inputSchemaJson: jsonBytes(row.input_schema ?? undefined),
     status: statusFromName(row.status),
     version: row.version,
     latest: row.latest,
@@ -88,8 +88,8 @@ export function interactionToProto(
     name: row.name,
     description: row.description,
     status: statusFromName(row.status),
-    testData: row.test_data ?? undefined,
-    resultSchema: row.result_schema ?? undefined,
+    testDataJson: jsonBytes(row.test_data ?? undefined),
+    resultSchemaJson: jsonBytes(row.result_schema ?? undefined),
     cachePolicy: cachePolicyToProto(row.cache_policy),
     model: row.model,
     temperature: row.temperature ?? undefined,
@@ -126,7 +126,7 @@ export function environmentToProto(row: EnvironmentRow) {
     apiKeyHint: row.api_key_hint,
     defaultModel: row.default_model,
     enabledModels: row.enabled_models,
-    config: row.config,
+    configJson: jsonBytes(row.config ?? undefined),
     createdAt: toTimestamp(row.created_at),
     updatedAt: toTimestamp(row.updated_at),
   });

@@ -1,23 +1,47 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { sql, type Kysely } from "kysely";
-import { invalid, newId, notFound, PAGE_SIZE, pageSize, requireProject } from "@pies/common";
+import {
+  invalid,
+  newId,
+  notFound,
+  PAGE_SIZE,
+  pageSize,
+  requireProject,
+  type JsonObject,
+} from "@pies/common";
 import type { CatalogService, PromptTemplateInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
 import { interactionToProto, promptToProto } from "./mappers.js";
+import { payloadOf } from "./payloads.js";
 import { checkJsonSchema } from "./schemas.js";
 import type { CatalogDatabase } from "./tables.js";
 
 const CONTENT_TYPES = ["jst", "handlebars", "text"];
 export const ROLES = ["system", "user", "assistant"];
 
-/** A template's writable fields (a PromptTemplateInput, or a template given inline). */
-export type PromptFields = Partial<
-  Pick<
-    PromptTemplateInput,
-    "name" | "role" | "contentType" | "content" | "testData" | "inputSchema"
-  >
->;
+/**
+ * A template's writable fields (a PromptTemplateInput, or a template given inline), its JSON
+ * payloads read (payloadOf: undefined keeps the stored value, null clears it).
+ */
+export interface PromptFields extends Partial<
+  Pick<PromptTemplateInput, "name" | "role" | "contentType" | "content">
+> {
+  testData?: JsonObject | null;
+  inputSchema?: JsonObject | null;
+}
+
+/** The fields of a PromptTemplateInput. */
+function promptFieldsOf(input: PromptTemplateInput): PromptFields {
+  return {
+    name: input.name,
+    role: input.role,
+    contentType: input.contentType,
+    content: input.content,
+    testData: payloadOf("test_data", input.testDataJson),
+    inputSchema: payloadOf("inputSchema", input.inputSchemaJson),
+  };
+}
 
 function checkPrompt(input: PromptFields | undefined, creating: boolean) {
   if (!input) throw invalid("prompt is required");
@@ -28,7 +52,7 @@ function checkPrompt(input: PromptFields | undefined, creating: boolean) {
   if (input.role !== undefined && !ROLES.includes(input.role)) {
     throw invalid(`role must be one of ${ROLES.join(", ")}`);
   }
-  checkJsonSchema("inputSchema", input.inputSchema);
+  checkJsonSchema("inputSchema", input.inputSchema ?? undefined);
   return input;
 }
 
@@ -74,7 +98,11 @@ export function usedBy(
 export function promptHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
   return {
     async createPrompt(req) {
-      const row = await insertPrompt(db, requireProject(req.projectId), req.prompt);
+      const row = await insertPrompt(
+        db,
+        requireProject(req.projectId),
+        req.prompt && promptFieldsOf(req.prompt),
+      );
       return { prompt: promptToProto(row) };
     },
 
@@ -127,7 +155,7 @@ export function promptHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof 
     // Published versions hold a copy of their templates: editing one never changes them.
     async updatePrompt(req) {
       const projectId = requireProject(req.projectId);
-      const input = checkPrompt(req.prompt ?? {}, false);
+      const input = checkPrompt(req.prompt ? promptFieldsOf(req.prompt) : {}, false);
       if (input.content === "") throw invalid("content must not be empty");
       const row = await db
         .updateTable("catalog.prompts")
@@ -136,9 +164,9 @@ export function promptHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof 
           ...(input.role !== undefined ? { role: input.role } : {}),
           ...(input.contentType !== undefined ? { content_type: input.contentType } : {}),
           ...(input.content !== undefined ? { content: input.content } : {}),
-          ...(input.testData ? { test_data: JSON.stringify(emptyAsNull(input.testData)) } : {}),
-          ...(input.inputSchema
-            ? { input_schema: JSON.stringify(emptyAsNull(input.inputSchema)) }
+          ...(input.testData !== undefined ? { test_data: JSON.stringify(input.testData) } : {}),
+          ...(input.inputSchema !== undefined
+            ? { input_schema: JSON.stringify(input.inputSchema) }
             : {}),
           updated_at: new Date(),
         })
@@ -186,8 +214,3 @@ export function promptHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof 
 /** Interactions and versions whose segments name the template (the segments' GIN index). */
 const usesTemplate = (templateId: string) =>
   sql<boolean>`prompts @> ${JSON.stringify([{ template_id: templateId }])}::jsonb`;
-
-/** An update's empty object clears the field (the JSON null of a REST body arrives as `{}`). */
-export function emptyAsNull<T extends object>(value: T): T | null {
-  return Object.keys(value).length === 0 ? null : value;
-}

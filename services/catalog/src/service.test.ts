@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import type { Kysely } from "kysely";
-import { createLogger, EndpointPolicy } from "@pies/common";
+import { createLogger, EndpointPolicy, jsonBytes, jsonOf, NO_JSON } from "@pies/common";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
 import { ApiKeyRole, CatalogService, InteractionStatus, Visibility } from "@pies/proto/catalog";
@@ -248,9 +248,10 @@ describe("environments", () => {
         apiKey,
         defaultModel: "gpt-4o-mini",
         enabledModels: ["gpt-4o-mini", "gpt-4o"],
-        config: { region: "eu", retries: 2 },
+        configJson: jsonBytes({ region: "eu", retries: 2 }),
       },
     });
+    expect(jsonOf(environment!.configJson)).toEqual({ region: "eu", retries: 2 });
     expect(environment).toMatchObject({
       projectId,
       name: "openai",
@@ -259,7 +260,6 @@ describe("environments", () => {
       apiKeyHint: "…WXYZ",
       defaultModel: "gpt-4o-mini",
       enabledModels: ["gpt-4o-mini", "gpt-4o"],
-      config: { region: "eu", retries: 2 },
     });
     expect(text(environment)).not.toContain("0123456789abcdef");
 
@@ -415,8 +415,8 @@ describe("prompts", () => {
         role: "system",
         contentType: "handlebars",
         content: "You are {{persona}}",
-        testData: { persona: "a pirate" },
-        inputSchema: { type: "object", properties: { persona: { type: "string" } } },
+        testDataJson: jsonBytes({ persona: "a pirate" }),
+        inputSchemaJson: jsonBytes({ type: "object", properties: { persona: { type: "string" } } }),
       },
     });
     expect(prompt).toMatchObject({
@@ -425,9 +425,12 @@ describe("prompts", () => {
       role: "system",
       contentType: "handlebars",
       content: "You are {{persona}}",
-      testData: { persona: "a pirate" },
-      inputSchema: { type: "object", properties: { persona: { type: "string" } } },
       status: InteractionStatus.DRAFT,
+    });
+    expect(jsonOf(prompt!.testDataJson)).toEqual({ persona: "a pirate" });
+    expect(jsonOf(prompt!.inputSchemaJson)).toEqual({
+      type: "object",
+      properties: { persona: { type: "string" } },
     });
     const got = await catalog.getPrompt({ projectId, id: prompt!.id });
     expect(got.prompt).toEqual(prompt);
@@ -439,7 +442,7 @@ describe("prompts", () => {
       contentType: "jst",
       content: "hi",
     });
-    expect(plain!.testData).toBeUndefined();
+    expect(plain!.testDataJson).toEqual(NO_JSON);
 
     const { prompts } = await catalog.listPrompts({ projectId });
     expect(prompts.map((p) => p.id).sort()).toEqual([prompt!.id, plain!.id].sort());
@@ -496,12 +499,14 @@ describe("interactions", () => {
         environmentId: environment.id,
         prompts: [{ type: "template", templateId: prompt.id }],
         tags: ["a", "b"],
-        testData: { name: "Ada" },
-        resultSchema: { type: "object" },
+        testDataJson: jsonBytes({ name: "Ada" }),
+        resultSchemaJson: jsonBytes({ type: "object" }),
         cachePolicy: { type: "cache", ttl: 60, variesOn: ["name"] },
         formatter: "json",
       },
     });
+    expect(jsonOf(interaction!.testDataJson)).toEqual({ name: "Ada" });
+    expect(jsonOf(interaction!.resultSchemaJson)).toEqual({ type: "object" });
     expect(interaction).toMatchObject({
       projectId,
       name: "Greeting",
@@ -512,8 +517,6 @@ describe("interactions", () => {
       maxTokens: 64,
       environmentId: environment.id,
       tags: ["a", "b"],
-      testData: { name: "Ada" },
-      resultSchema: { type: "object" },
       cachePolicy: { type: "cache", ttl: 60, variesOn: ["name"] },
       formatter: "json",
       parentId: "",
@@ -920,23 +923,39 @@ describe("the interaction lifecycle", () => {
     const { interaction: updated } = await catalog.updateInteraction({
       projectId,
       id: interaction.id,
-      interaction: { description: "new", temperature: 0.2, resultSchema: { type: "object" } },
+      interaction: {
+        description: "new",
+        temperature: 0.2,
+        resultSchemaJson: jsonBytes({ type: "object" }),
+      },
     });
     expect(updated).toMatchObject({
       name: "Life",
       description: "new",
       temperature: 0.2,
       tags: ["t"],
-      resultSchema: { type: "object" },
     });
+    expect(jsonOf(updated!.resultSchemaJson)).toEqual({ type: "object" });
     expect(updated!.prompts).toEqual(interaction.prompts);
-    // An empty Struct clears (a REST null).
+    // An empty object clears (a REST null), as does JSON null.
     const { interaction: cleared } = await catalog.updateInteraction({
       projectId,
       id: interaction.id,
-      interaction: { resultSchema: {}, setTags: true, tags: [] },
+      interaction: { resultSchemaJson: jsonBytes({}), setTags: true, tags: [] },
     });
-    expect(cleared!.resultSchema).toBeUndefined();
+    expect(cleared!.resultSchemaJson).toEqual(NO_JSON);
+    const { interaction: withData } = await catalog.updateInteraction({
+      projectId,
+      id: interaction.id,
+      interaction: { testDataJson: jsonBytes({ name: "Bo" }) },
+    });
+    expect(jsonOf(withData!.testDataJson)).toEqual({ name: "Bo" });
+    const { interaction: nulled } = await catalog.updateInteraction({
+      projectId,
+      id: interaction.id,
+      interaction: { testDataJson: jsonBytes(null) },
+    });
+    expect(nulled!.testDataJson).toEqual(NO_JSON);
     expect(cleared!.tags).toEqual([]);
     await expectCode(
       catalog.updateInteraction({ projectId, id: "nope", interaction: {} }),
@@ -955,20 +974,43 @@ describe("the interaction lifecycle", () => {
       catalog.updateInteraction({
         projectId,
         id: interaction.id,
-        interaction: { resultSchema: bad },
+        interaction: { resultSchemaJson: jsonBytes(bad) },
       }),
       Code.InvalidArgument,
       /^resultSchema: not a valid JSON Schema/,
     );
     await expectCode(
-      catalog.createInteraction({ projectId, interaction: { name: "x", resultSchema: bad } }),
+      catalog.createInteraction({
+        projectId,
+        interaction: { name: "x", resultSchemaJson: jsonBytes(bad) },
+      }),
       Code.InvalidArgument,
       /resultSchema/,
     );
     await expectCode(
-      catalog.createPrompt({ projectId, prompt: { content: "x", inputSchema: { required: 3 } } }),
+      catalog.createPrompt({
+        projectId,
+        prompt: { content: "x", inputSchemaJson: jsonBytes({ required: 3 }) },
+      }),
       Code.InvalidArgument,
       /inputSchema/,
+    );
+    // Payloads that are not JSON objects, named by their field.
+    await expectCode(
+      catalog.createInteraction({
+        projectId,
+        interaction: { name: "x", testDataJson: new TextEncoder().encode("{nope") },
+      }),
+      Code.InvalidArgument,
+      /^test_data: not JSON/,
+    );
+    await expectCode(
+      catalog.createEnvironment({
+        projectId,
+        environment: { provider: "test", configJson: jsonBytes([1, 2]) },
+      }),
+      Code.InvalidArgument,
+      /^config: must be a JSON object/,
     );
   });
 
@@ -1232,13 +1274,10 @@ describe("the interaction lifecycle", () => {
     const { prompt: updated } = await catalog.updatePrompt({
       projectId,
       id: prompt.id,
-      prompt: { role: "system", inputSchema: { type: "object" } },
+      prompt: { role: "system", inputSchemaJson: jsonBytes({ type: "object" }) },
     });
-    expect(updated).toMatchObject({
-      role: "system",
-      content: prompt.content,
-      inputSchema: { type: "object" },
-    });
+    expect(updated).toMatchObject({ role: "system", content: prompt.content });
+    expect(jsonOf(updated!.inputSchemaJson)).toEqual({ type: "object" });
     await expectCode(
       catalog.updatePrompt({ projectId, id: prompt.id, prompt: { role: "tool" } }),
       Code.InvalidArgument,

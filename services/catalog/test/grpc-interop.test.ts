@@ -157,33 +157,9 @@ function toValue(json: unknown): Json {
 function toStruct(json: Record<string, unknown>): Json {
   return { fields: Object.fromEntries(Object.entries(json).map(([k, v]) => [k, toValue(v)])) };
 }
-function fromValue(value: Json): unknown {
-  switch (value?.kind) {
-    case "nullValue":
-      return null;
-    case "numberValue":
-      return value.numberValue;
-    case "stringValue":
-      return value.stringValue;
-    case "boolValue":
-      return value.boolValue;
-    case "listValue":
-      return (value.listValue.values as Json[]).map(fromValue);
-    case "structValue":
-      return fromStruct(value.structValue);
-    default:
-      throw new Error(`not a Value: ${JSON.stringify(value)}`);
-  }
-}
 /** A JSON payload's bytes (a Buffer, as grpc-js decodes bytes) as JSON; undefined when empty. */
 function jsonOfBytes(bytes: Buffer): unknown {
   return bytes.length > 0 ? JSON.parse(bytes.toString("utf8")) : undefined;
-}
-
-function fromStruct(struct: Json): Record<string, unknown> {
-  return Object.fromEntries(
-    Object.entries(struct.fields as Record<string, Json>).map(([k, v]) => [k, fromValue(v)]),
-  );
 }
 
 describe("CatalogService over gRPC", () => {
@@ -228,6 +204,8 @@ describe("CatalogService over gRPC", () => {
         api_key: "sk-provider-interop-key-ABCD",
         default_model: "m-1",
         enabled_models: ["m-1", "m-2"],
+        // Written in the old Struct field, as a client of the release before decision 0059 does:
+        // answered in its bytes (legacy-payloads.ts).
         config: toStruct(config),
       },
     });
@@ -240,7 +218,8 @@ describe("CatalogService over gRPC", () => {
       default_model: "m-1",
       enabled_models: ["m-1", "m-2"],
     });
-    expect(fromStruct(environment.config)).toEqual(config);
+    expect(environment.config).toBeNull();
+    expect(jsonOfBytes(environment.config_json)).toEqual(config);
     expect(JSON.stringify(environment)).not.toContain("interop-key");
 
     const got = await call(catalog, "GetEnvironment", {
@@ -248,7 +227,12 @@ describe("CatalogService over gRPC", () => {
       id: environment.id,
     });
     expect(got.environment).toEqual(environment);
-    expect(fromStruct(got.environment.config)).toEqual(config);
+    const updated = await call(catalog, "UpdateEnvironment", {
+      project_id: project.id,
+      id: environment.id,
+      environment: { config_json: Buffer.from(JSON.stringify({ max_repairs: 1 })) },
+    });
+    expect(jsonOfBytes(updated.environment.config_json)).toEqual({ max_repairs: 1 });
 
     const invalid = await callError(catalog, "CreateEnvironment", {
       project_id: project.id,
@@ -300,7 +284,8 @@ describe("CatalogService over gRPC", () => {
       parent_id: interaction.id,
     });
     expect(first.version.prompts[0].template).toMatchObject({ id: prompt.id, content: "Say hi" });
-    expect(fromStruct(first.version.result_schema)).toEqual({ type: "object" });
+    // Written in the old Struct field, answered in its bytes.
+    expect(jsonOfBytes(first.version.result_schema_json)).toEqual({ type: "object" });
     const second = await call(catalog, "PublishInteraction", {
       project_id: project.id,
       id: interaction.id,

@@ -20,6 +20,7 @@ import type { ExecuteRequest } from "@pies/proto/executor";
 import { zeroRun } from "@pies/common/bus";
 import { RunStatus, type Run, type RunConfig, type RunPromptRef } from "@pies/proto/runs";
 import { DEFAULT_MAX_REPAIRS } from "./call.js";
+import { configOf, resultSchemaOf } from "./catalog-payloads.js";
 import type { ExecutorDeps } from "./context.js";
 import { ResultCache, type CacheMode } from "./result-cache.js";
 import type { CompletionRequest } from "./providers/types.js";
@@ -63,7 +64,7 @@ export async function prepareExecution(
 
   const data = requestData(req.dataJson);
   checkInput(deps, interaction, data);
-  const resultSchema = nonEmpty(interaction.resultSchema);
+  const resultSchema = resultSchemaOf(interaction);
   if (resultSchema) compileOutputSchema(deps, resultSchema);
   const messages = await render(deps, interaction, data, caller.projectId);
 
@@ -107,7 +108,8 @@ export async function prepareExecution(
   if (maxTokens !== undefined) config.maxTokens = maxTokens;
   run.config = config;
   if (caller.source) run.source = caller.source;
-  if (resultSchema) run.resultSchemaJson = jsonBytes(resultSchema);
+  // The catalog's own bytes: the schema is recorded as it was stored.
+  if (resultSchema) run.resultSchemaJson = interaction.resultSchemaJson;
   run.createdAt = timestampNow();
   if (req.config?.maxRepairs !== undefined) config.maxRepairs = maxRepairs;
   if (policy && mode) {
@@ -191,7 +193,7 @@ export function repairsOf(requested: number | undefined, environment: Environmen
       throw invalid(`config.max_repairs must be between 0 and ${MAX_REPAIRS}`);
     return requested;
   }
-  const configured = environment.config?.max_repairs;
+  const configured = configOf(environment).max_repairs;
   return typeof configured === "number" &&
     Number.isInteger(configured) &&
     configured >= 0 &&
@@ -213,10 +215,6 @@ export function policyJson(policy: CachePolicy): JsonObject {
       ? { refresh_probability: policy.refreshProbability }
       : {}),
   };
-}
-
-function nonEmpty(schema: JsonObject | undefined): JsonObject | undefined {
-  return schema && Object.keys(schema).length > 0 ? schema : undefined;
 }
 
 function checkInput(deps: ExecutorDeps, interaction: Interaction, data: JsonObject) {

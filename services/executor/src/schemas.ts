@@ -3,6 +3,7 @@ import addFormatsModule from "ajv-formats";
 import { LRUCache } from "lru-cache";
 import type { JsonObject } from "@pies/common";
 import type { Interaction } from "@pies/proto/catalog";
+import { inputSchemaOf } from "./catalog-payloads.js";
 
 // ajv-formats is CommonJS: under ESM its plugin is the `default` property of what is imported.
 const addFormats = (addFormatsModule as unknown as { default: (ajv: Ajv) => Ajv }).default;
@@ -56,8 +57,8 @@ export function formatError(e: ErrorObject): string {
  */
 export function mergedInputSchema(interaction: Interaction): JsonObject | undefined {
   const schemas = interaction.prompts
-    .map((p) => p.template?.inputSchema)
-    .filter((s): s is JsonObject => !!s && Object.keys(s).length > 0);
+    .map((p) => p.template && inputSchemaOf(p.template))
+    .filter((s): s is JsonObject => s !== undefined);
   if (schemas.length === 0) return undefined;
   if (schemas.length === 1) return schemas[0];
   const properties: JsonObject = {};

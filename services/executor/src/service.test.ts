@@ -77,7 +77,7 @@ async function createProject(name: string): Promise<Project> {
       role: "user",
       contentType: "jst",
       content: "return `Write a greeting for ${name}`",
-      inputSchema,
+      inputSchemaJson: jsonBytes(inputSchema),
     },
   });
   const { prompt: system } = await catalog.createPrompt({
@@ -93,7 +93,7 @@ async function createProject(name: string): Promise<Project> {
     interaction: {
       name: "Greeting",
       environmentId: environment!.id,
-      resultSchema,
+      resultSchemaJson: jsonBytes(resultSchema),
       prompts: [
         { type: "template", templateId: system!.id },
         { type: "template", templateId: greet!.id },

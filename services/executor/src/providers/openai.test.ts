@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { EndpointPolicy, type JsonObject } from "@pies/common";
+import { EndpointPolicy, jsonBytes, type JsonObject } from "@pies/common";
 import { startFakeOpenAI, type FakeOpenAI } from "@pies/testkit";
 import { EnvironmentSchema, type Environment } from "@pies/proto/catalog";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -37,7 +37,7 @@ function environment(config?: JsonObject): Environment {
     name: "fake",
     provider: "openai_compatible",
     endpointUrl: fake.url,
-    config,
+    configJson: jsonBytes(config),
   });
 }
 

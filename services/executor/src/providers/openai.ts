@@ -9,6 +9,7 @@ import type {
 import type { CompletionUsage } from "openai/resources/completions";
 import { EndpointRefusedError } from "@pies/common";
 import type { Environment } from "@pies/proto/catalog";
+import { configOf } from "../catalog-payloads.js";
 import type { ChatMessage } from "../templates/render.js";
 import { decoded } from "./guarded-fetch.js";
 import {
@@ -84,12 +85,11 @@ export class OpenAIClient implements LlmClient {
   private readonly agent: Dispatcher;
   private readonly timeoutMs: number;
   private readonly maxRetries: number;
+  /** Whether the output schema goes as the response format (else it is asked for in the prompt). */
+  private readonly structuredOutput: boolean;
 
-  constructor(
-    private readonly environment: Environment,
-    apiKey: string,
-    options: OpenAIProviderOptions,
-  ) {
+  constructor(environment: Environment, apiKey: string, options: OpenAIProviderOptions) {
+    this.structuredOutput = configOf(environment).structured_output !== false;
     this.url = chatUrl(environment.endpointUrl || DEFAULT_BASE_URL);
     this.headers = [
       "content-type",
@@ -228,8 +228,7 @@ export class OpenAIClient implements LlmClient {
 
   private params(request: CompletionRequest, streamed: boolean): ChatCompletionCreateParams {
     // The schema itself when it is sent as the response format.
-    const structured =
-      this.environment.config?.structured_output !== false ? request.schema : undefined;
+    const structured = this.structuredOutput ? request.schema : undefined;
     const messages: ChatMessage[] =
       request.schema && !structured
         ? [
