@@ -12,11 +12,11 @@ import { guardedAgent } from "./guarded-fetch.js";
 import {
   errorMessage,
   EventParser,
-  OpenAIClient,
   retryDelayMs,
   shouldRetry,
-  type OpenAIProviderOptions,
-} from "./openai.js";
+  type ProviderHttpOptions,
+} from "./http-client.js";
+import { OpenAIClient } from "./openai.js";
 import { ProviderError, type CompletionRequest } from "./types.js";
 
 /*
@@ -61,7 +61,7 @@ beforeEach(() => {
   fake.reset();
 });
 
-function client(options: Partial<OpenAIProviderOptions> = {}, endpointUrl = base) {
+function client(options: Partial<ProviderHttpOptions> = {}, endpointUrl = base) {
   const environment = create(EnvironmentSchema, {
     id: "env-wire",
     provider: "openai_compatible",

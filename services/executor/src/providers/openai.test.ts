@@ -7,7 +7,8 @@ import { SchemaValidator } from "../schemas.js";
 import type { ChatMessage } from "../templates/render.js";
 import type { Dispatcher } from "undici";
 import { guardedAgent } from "./guarded-fetch.js";
-import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
+import type { ProviderHttpOptions } from "./http-client.js";
+import { OpenAIClient } from "./openai.js";
 import { ProviderError, type CompletionRequest } from "./types.js";
 
 const API_KEY = "sk-upstream-secret";
@@ -41,11 +42,7 @@ function environment(config?: JsonObject): Environment {
   });
 }
 
-function client(
-  options: Partial<OpenAIProviderOptions> = {},
-  config?: JsonObject,
-  apiKey = API_KEY,
-) {
+function client(options: Partial<ProviderHttpOptions> = {}, config?: JsonObject, apiKey = API_KEY) {
   return new OpenAIClient(environment(config), apiKey, {
     timeoutMs: 5000,
     maxRetries: 0,

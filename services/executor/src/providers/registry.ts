@@ -5,7 +5,8 @@ import type { CatalogEvents } from "@pies/common/bus";
 import type { Environment } from "@pies/proto/catalog";
 import type { Dispatcher } from "undici";
 import { guardedAgent } from "./guarded-fetch.js";
-import { OpenAIClient, type OpenAIProviderOptions } from "./openai.js";
+import type { ProviderHttpOptions } from "./http-client.js";
+import { OpenAIClient } from "./openai.js";
 import { TestClient } from "./test-provider.js";
 import { ProviderError, type LlmClient } from "./types.js";
 
@@ -23,9 +24,9 @@ export class ProviderRegistry {
   });
   private readonly test = new TestClient();
   private readonly agent: Dispatcher;
-  private readonly options: OpenAIProviderOptions;
+  private readonly options: ProviderHttpOptions;
 
-  constructor(options: Omit<OpenAIProviderOptions, "agent">, endpoints: EndpointPolicy) {
+  constructor(options: Omit<ProviderHttpOptions, "agent">, endpoints: EndpointPolicy) {
     this.agent = guardedAgent(endpoints);
     this.options = { ...options, agent: this.agent };
   }
