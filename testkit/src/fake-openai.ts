@@ -1,16 +1,23 @@
 /**
- * A fake OpenAI-compatible HTTP server for loopback tests and benchmarks.
+ * A fake model provider for loopback tests and benchmarks: OpenAI's wire, and
+ * Azure OpenAI's, Anthropic's and Google's (fake-wires.ts), on one server.
  *
  * It speaks the real chat-completions wire protocol (JSON responses, SSE
  * streaming with `data: [DONE]`, OpenAI error bodies, `Retry-After` headers),
  * so production code can talk to it through the official `openai` SDK with
- * `baseURL` set to {@link FakeOpenAI.url}. Only node built-ins (and the
+ * `baseURL` set to {@link FakeOpenAI.url}; the other wires are at their own
+ * paths under {@link FakeOpenAI.origin}, each with its own request shape,
+ * answers, events, error bodies and key header. Only node built-ins (and the
  * dependency-free sampler beside it in @pies/common) are used so it can be
  * imported from any workspace without extra dependencies.
  *
  * Endpoints:
  * - `POST /v1/chat/completions` (also `/chat/completions`): blocking or
  *   streaming (`stream: true`) chat completion.
+ * - `POST /openai/deployments/{deployment}/chat/completions?api-version=…`
+ *   (Azure OpenAI), `POST /v1/messages` (Anthropic),
+ *   `POST /v1beta/models/{model}:generateContent` and
+ *   `:streamGenerateContent?alt=sse` (Gemini).
  * - `GET /v1/models` (also `/models`): a one-model list.
  * - anything else: 404 with an OpenAI-style error body.
  *
@@ -37,6 +44,11 @@
  * - `drop-mid-stream`: streaming sends the role chunk and the first content
  *   chunk, then destroys the socket; non-streaming destroys the socket
  *   without answering.
+ * - `error-mid-stream`: streaming sends the events up to the first content
+ *   chunk, then the wire's error event (Anthropic's `overloaded_error`);
+ *   non-streaming answers 500.
+ * - `refuse-connection`: the socket is destroyed before any answer, streamed
+ *   or not (a connection reset).
  * - `slow-<ms>` (e.g. `slow-200`): waits that many ms before answering.
  * - `invalid-json`: with a `json_schema` response format, returns valid JSON
  *   that violates the schema (missing required properties or wrong types);
@@ -65,6 +77,18 @@ import { createServer } from "node:http";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { sampleJson, seededRandom, seedOf, violateJson, type JsonObject } from "@pies/common";
+import {
+  newAnswerId,
+  openai,
+  routeOf,
+  type ChatCompletionRequestBody,
+  type ChatMessage,
+  type ErrorKind,
+  type FakeWire,
+  type Usage,
+} from "./fake-wires.js";
+
+export type { ChatCompletionRequestBody, ChatMessage, WireName } from "./fake-wires.js";
 
 /** Options for {@link startFakeOpenAI}. */
 export interface FakeOpenAIOptions {
@@ -102,44 +126,23 @@ export interface RecordedRequest {
   method: string;
   /** Request path without the query string, e.g. `"/v1/chat/completions"`. */
   path: string;
+  /** The query string, without its `?` (empty when none). */
+  query: string;
   /** Request headers as parsed by node (lower-case names). */
   headers: IncomingHttpHeaders;
   /** Parsed JSON body; `undefined` when the body was empty or not valid JSON. */
   body: unknown;
 }
 
-/** The subset of a chat-completions request body the fake looks at. */
-export interface ChatCompletionRequestBody {
-  model: string;
-  messages: ChatMessage[];
-  stream?: boolean | null;
-  stream_options?: { include_usage?: boolean | null } | null;
-  response_format?:
-    | { type: "text" }
-    | { type: "json_object" }
-    | {
-        type: "json_schema";
-        json_schema: {
-          name?: string;
-          schema?: unknown;
-          strict?: boolean | null;
-        };
-      }
-    | null;
-  [key: string]: unknown;
-}
-
-/** A chat message; `content` is a string, an array of content parts, or null. */
-export interface ChatMessage {
-  role: string;
-  content?: string | Array<{ type: string; text?: string }> | null;
-  [key: string]: unknown;
-}
-
 /** A running fake server; see {@link startFakeOpenAI}. */
 export interface FakeOpenAI {
   /** Base URL to give the SDK, e.g. `http://127.0.0.1:12345/v1`. */
   readonly url: string;
+  /**
+   * The server's origin, e.g. `http://127.0.0.1:12345`: the endpoint URL of an Anthropic, Google
+   * or Azure OpenAI environment, whose clients add their paths to it.
+   */
+  readonly origin: string;
   /** The port the server listens on. */
   readonly port: number;
   /** Requests received so far (oldest first); the same array across {@link reset}. */
@@ -148,22 +151,6 @@ export interface FakeOpenAI {
   close(): Promise<void>;
   /** Clears {@link requests} and the per-model counters (re-arms `rate-limit-once`). */
   reset(): void;
-}
-
-/** OpenAI's error body shape: `{"error": {message, type, param, code}}`. */
-interface OpenAIErrorBody {
-  error: {
-    message: string;
-    type: string;
-    param: string | null;
-    code: string | null;
-  };
-}
-
-interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
 }
 
 const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
@@ -196,10 +183,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     handle(req, res).catch((err: unknown) => {
       // Last resort: a bug in the handler must not leave the client hanging.
       if (!res.headersSent && !res.destroyed) {
-        sendError(
+        sendJson(
           res,
           500,
-          errorBody(`fake-openai internal error: ${String(err)}`, "server_error"),
+          openai.error(500, `fake-openai internal error: ${String(err)}`, "server"),
         );
       } else {
         res.destroy();
@@ -216,13 +203,18 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const method = req.method ?? "GET";
-    const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    const [path = "/", search = ""] = (req.url ?? "/").split("?", 2);
+    const query = new URLSearchParams(search);
+    const route = routeOf(method, path, query);
+    const wire = route?.wire ?? openai;
+    const fail = (status: number, message: string, kind: ErrorKind) =>
+      sendJson(res, status, wire.error(status, message, kind));
 
     const raw = await readBody(req, config.maxBodyBytes);
     if (raw === undefined) {
       // Too large: answer and close the connection rather than read on.
       res.setHeader("connection", "close");
-      sendError(res, 413, errorBody("Request body too large.", "invalid_request_error"));
+      fail(413, "Request body too large.", "too_large");
       return;
     }
     let body: unknown;
@@ -235,22 +227,17 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       }
     }
     if (requests.length < config.maxRecorded) {
-      requests.push({ method, path, headers: req.headers, body });
+      requests.push({ method, path, query: search, headers: req.headers, body });
     }
 
     if (config.latencyMs > 0 && !(await sleep(config.latencyMs, shutdown.signal))) return;
     if (res.destroyed) return;
 
-    if (config.apiKey !== undefined && req.headers.authorization !== `Bearer ${config.apiKey}`) {
-      sendError(
-        res,
-        401,
-        errorBody("Incorrect API key provided", "invalid_request_error", null, "invalid_api_key"),
-      );
+    if (config.apiKey !== undefined && !wire.authorized(req.headers, query, config.apiKey)) {
+      fail(401, "Incorrect API key provided", "auth");
       return;
     }
 
-    const isChat = path === "/v1/chat/completions" || path === "/chat/completions";
     const isModels = path === "/v1/models" || path === "/models";
     if (method === "GET" && isModels) {
       sendJson(res, 200, {
@@ -266,34 +253,37 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       });
       return;
     }
-    if (method !== "POST" || !isChat) {
-      sendError(res, 404, errorBody(`Invalid URL (${method} ${path})`, "invalid_request_error"));
+    if (!route) {
+      fail(404, `Invalid URL (${method} ${path})`, "not_found");
+      return;
+    }
+    if (wire.name === "anthropic" && !req.headers["anthropic-version"]) {
+      fail(400, "anthropic-version: header is required", "invalid");
       return;
     }
     if (badJson) {
-      sendError(
-        res,
-        400,
-        errorBody(
-          "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly.)",
-          "invalid_request_error",
-        ),
-      );
+      fail(400, "We could not parse the JSON body of your request.", "invalid");
       return;
     }
-    const invalid = validateChatBody(body);
-    if (invalid !== undefined) {
-      sendError(res, 400, invalid);
+    const chat = wire.chat(body, route);
+    if ("invalid" in chat) {
+      fail(400, String(chat.invalid), "invalid");
       return;
     }
-    await handleChat(body as ChatCompletionRequestBody, res);
+    await handleChat(chat, wire, res);
   }
 
-  async function handleChat(body: ChatCompletionRequestBody, res: ServerResponse): Promise<void> {
+  async function handleChat(
+    body: ChatCompletionRequestBody,
+    wire: FakeWire,
+    res: ServerResponse,
+  ): Promise<void> {
     const model = body.model;
     const count = (modelCounts.get(model) ?? 0) + 1;
     modelCounts.set(model, count);
     const streaming = body.stream === true;
+    const fail = (status: number, message: string, kind: ErrorKind) =>
+      sendJson(res, status, wire.error(status, message, kind));
 
     const slow = /^slow-(\d+)$/.exec(model);
     if (slow?.[1] !== undefined && !(await sleep(Number(slow[1]), shutdown.signal))) return;
@@ -301,35 +291,19 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
 
     switch (model) {
       case "fail-500":
-        sendError(
-          res,
+        fail(
           500,
-          errorBody(
-            "The server had an error while processing your request. Sorry about that!",
-            "server_error",
-          ),
+          "The server had an error while processing your request. Sorry about that!",
+          "server",
         );
         return;
       case "fail-400":
-        sendError(
-          res,
-          400,
-          errorBody("Invalid request (simulated by model fail-400).", "invalid_request_error"),
-        );
+        fail(400, "Invalid request (simulated by model fail-400).", "invalid");
         return;
       case "rate-limit-once-1s":
         if (count === 1) {
           res.setHeader("retry-after", "1");
-          sendError(
-            res,
-            429,
-            errorBody(
-              "Rate limit reached (simulated).",
-              "rate_limit_exceeded",
-              null,
-              "rate_limit_exceeded",
-            ),
-          );
+          fail(429, "Rate limit reached (simulated).", "rate_limit");
           return;
         }
         break;
@@ -338,22 +312,26 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           // The SDK prefers retry-after-ms; Retry-After: 0 is the standard fallback.
           res.setHeader("retry-after", "0");
           res.setHeader("retry-after-ms", "10");
-          sendError(
-            res,
+          fail(
             429,
-            errorBody(
-              "Rate limit reached for rate-limit-once (simulated). Please try again later.",
-              "rate_limit_exceeded",
-              null,
-              "rate_limit_exceeded",
-            ),
+            "Rate limit reached for rate-limit-once (simulated). Please try again later.",
+            "rate_limit",
           );
           return;
         }
         break;
+      case "refuse-connection":
+        res.socket?.destroy();
+        return;
       case "drop-mid-stream":
         if (!streaming) {
           res.socket?.destroy();
+          return;
+        }
+        break;
+      case "error-mid-stream":
+        if (!streaming) {
+          fail(500, "Overloaded (simulated by model error-mid-stream).", "server");
           return;
         }
         break;
@@ -369,102 +347,51 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           ? 'Sure! Here is your JSON: {"summary": '
           : generateContent(body, model === "invalid-json-once" && count === 1);
     } catch (err) {
-      sendError(res, 500, errorBody(`respond() threw: ${String(err)}`, "server_error"));
+      fail(500, `respond() threw: ${String(err)}`, "server");
       return;
     }
     if (res.destroyed) return;
 
-    const usage = computeUsage(body.messages, content);
-    const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
-    const created = Math.floor(Date.now() / 1000);
-
+    const answer = {
+      id: `chatcmpl-${newAnswerId()}`,
+      model,
+      content,
+      usage: computeUsage(body.messages, content),
+    };
     if (!streaming) {
-      sendJson(res, 200, {
-        id,
-        object: "chat.completion",
-        created,
-        model,
-        choices: [
-          {
-            index: 0,
-            message: { role: "assistant", content, refusal: null },
-            logprobs: null,
-            finish_reason: "stop",
-          },
-        ],
-        usage,
-        system_fingerprint: "fp_pies_fake",
-      });
+      sendJson(res, 200, wire.answer(answer, body));
       return;
     }
 
-    await streamChat(res, {
-      id,
-      created,
-      model,
-      content,
-      usage,
-      includeUsage: body.stream_options?.include_usage === true,
-      dropAfterFirstContent: model === "drop-mid-stream",
-    });
-  }
-
-  async function streamChat(
-    res: ServerResponse,
-    s: {
-      id: string;
-      created: number;
-      model: string;
-      content: string;
-      usage: Usage;
-      includeUsage: boolean;
-      dropAfterFirstContent: boolean;
-    },
-  ): Promise<void> {
-    const envelope = {
-      id: s.id,
-      object: "chat.completion.chunk",
-      created: s.created,
-      model: s.model,
-      system_fingerprint: "fp_pies_fake",
-    };
-    // Real OpenAI puts `usage: null` on every chunk when usage was requested.
-    const chunk = (delta: Record<string, unknown>, finish: string | null): string =>
-      sse({
-        ...envelope,
-        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-        ...(s.includeUsage ? { usage: null } : {}),
-      });
-
-    const events: string[] = [chunk({ role: "assistant", content: "", refusal: null }, null)];
-    const pieces = splitContent(s.content, config.streamChunkChars);
-    for (const piece of pieces) events.push(chunk({ content: piece }, null));
-    events.push(chunk({}, "stop"));
-    if (s.includeUsage) {
-      events.push(sse({ ...envelope, choices: [], usage: s.usage }));
-    }
-    events.push("data: [DONE]\n\n");
-
+    const { frames, first } = wire.events(
+      answer,
+      splitContent(content, config.streamChunkChars),
+      body,
+    );
     res.writeHead(200, {
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
       "x-request-id": requestId(),
     });
 
-    if (s.dropAfterFirstContent) {
-      // Role chunk plus the first content chunk (if any), flushed, then a hard
-      // close without the chunked terminator: the client sees a truncated body.
-      // Wait for each write to reach the socket: destroy() discards anything
-      // still buffered, and the client must really receive the first chunk.
-      const upTo = pieces.length > 0 ? 2 : 1;
+    if (model === "drop-mid-stream" || model === "error-mid-stream") {
+      // The frames up to the first content chunk (if any), each flushed, then a hard close
+      // without the chunked terminator (the client sees a truncated body), or the wire's error
+      // event. Each write waits to reach the socket: destroy() discards anything still
+      // buffered, and the client must really receive the first chunk.
+      const upTo = Math.min(first + 1, frames.length);
       for (let i = 0; i < upTo; i++) {
         if (
-          i > 0 &&
+          i >= first &&
           config.chunkDelayMs > 0 &&
           !(await sleep(config.chunkDelayMs, shutdown.signal))
         )
           return;
-        if (!(await writeFlushed(res, events[i] ?? ""))) return;
+        if (!(await writeFlushed(res, frames[i] ?? ""))) return;
+      }
+      if (model === "error-mid-stream") {
+        res.end(wire.errorEvent("Overloaded (simulated by model error-mid-stream)."));
+        return;
       }
       res.socket?.destroy();
       return;
@@ -473,12 +400,12 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     if (config.chunkDelayMs <= 0) {
       // No pacing wanted: one write keeps benchmarks cheap; the client still
       // sees separate SSE events.
-      res.end(events.join(""));
+      res.end(frames.join(""));
       return;
     }
-    for (let i = 0; i < events.length; i++) {
+    for (let i = 0; i < frames.length; i++) {
       if (i > 0 && !(await sleep(config.chunkDelayMs, shutdown.signal))) return;
-      if (!(await write(res, events[i] ?? ""))) return;
+      if (!(await write(res, frames[i] ?? ""))) return;
     }
     res.end();
   }
@@ -495,6 +422,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   let closing: Promise<void> | undefined;
   return {
     url: `http://127.0.0.1:${port}/v1`,
+    origin: `http://127.0.0.1:${port}`,
     port,
     requests,
     close() {
@@ -580,23 +508,6 @@ function sendJson(res: ServerResponse, status: number, payload: unknown): void {
   res.end(text);
 }
 
-function sendError(res: ServerResponse, status: number, payload: OpenAIErrorBody): void {
-  sendJson(res, status, payload);
-}
-
-function errorBody(
-  message: string,
-  type: string,
-  param: string | null = null,
-  code: string | null = null,
-): OpenAIErrorBody {
-  return { error: { message, type, param, code } };
-}
-
-function sse(payload: unknown): string {
-  return `data: ${JSON.stringify(payload)}\n\n`;
-}
-
 function requestId(): string {
   return `req_${randomUUID().replaceAll("-", "")}`;
 }
@@ -615,24 +526,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     }, ms);
     signal.addEventListener("abort", onAbort, { once: true });
   });
-}
-
-/** Returns an OpenAI 400 error body when the request is not a usable chat request. */
-function validateChatBody(body: unknown): OpenAIErrorBody | undefined {
-  if (!isRecord(body)) {
-    return errorBody("The request body must be a JSON object.", "invalid_request_error");
-  }
-  if (typeof body.model !== "string" || body.model === "") {
-    return errorBody("you must provide a model parameter", "invalid_request_error", "model");
-  }
-  if (!Array.isArray(body.messages) || !body.messages.every(isRecord)) {
-    return errorBody(
-      "'messages' must be an array of message objects.",
-      "invalid_request_error",
-      "messages",
-    );
-  }
-  return undefined;
 }
 
 // ---------------------------------------------------------------------------
