@@ -222,6 +222,52 @@ describe("four processes over HTTP", () => {
     expect(run).toMatchObject({ status: "failed", error: { code: "provider_error" } });
   });
 
+  it("executes through the native anthropic, google and azure_openai providers", async () => {
+    for (const [provider, model, path] of [
+      ["anthropic", "claude-x", "/v1/messages"],
+      ["google", "gemini-x", "/v1beta/models/gemini-x:streamGenerateContent"],
+      ["azure_openai", "my-deployment", "/openai/deployments/my-deployment/chat/completions"],
+    ] as const) {
+      const environment = await json(
+        await api("/environments", {
+          body: {
+            provider,
+            endpoint_url: upstream.origin,
+            apiKey: "sk-upstream-secret",
+            default_model: model,
+          },
+        }),
+        201,
+      );
+      const interaction = await createInteraction(environment.id, { result_schema: resultSchema });
+      const blocking = await json(
+        await api(`/interactions/${interaction.id}/execute`, { body: { data: { name: "Ada" } } }),
+      );
+      expect(blocking, provider).toMatchObject({ status: "completed", modelId: model });
+      expect(blocking.result, provider).toMatchObject({
+        greeting: expect.any(String),
+        words: expect.any(Number),
+      });
+      expect(blocking.token_use.prompt, provider).toBeGreaterThan(0);
+
+      const created = await json(
+        await api("/runs", {
+          body: { interaction: interaction.id, stream: true, data: { name: "Grace" } },
+        }),
+      );
+      const events = await readSse(await api(`/runs/${created.id}/stream`));
+      const final = JSON.parse(events.at(-1)!.data);
+      expect(final.status, provider).toBe("completed");
+      const messages = events.filter((e) => e.event === "message");
+      expect(JSON.parse(messages.map((m) => JSON.parse(m.data) as string).join(""))).toEqual(
+        final.result,
+      );
+      expect(final.token_use.result, provider).toBeGreaterThan(0);
+      // The last request the upstream saw is the streamed one, on the provider's own path.
+      expect(upstream.requests.at(-1)!.path, provider).toBe(path);
+    }
+  });
+
   it("answers errors as JSON with the right status", async () => {
     expect(await json(await api("/runs", { token: "sk-not-a-key" }), 401)).toMatchObject({
       code: "unauthorized",

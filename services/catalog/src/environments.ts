@@ -55,7 +55,11 @@ async function checkEndpoint(endpoints: EndpointPolicy, url: string): Promise<vo
   }
 }
 
-const PROVIDERS = ["openai", "openai_compatible", "test"];
+const PROVIDERS = ["openai", "openai_compatible", "azure_openai", "anthropic", "google", "test"];
+/** Providers with no endpoint of their own to default to: the environment names its server. */
+const NEEDS_ENDPOINT = ["openai_compatible", "azure_openai"];
+/** Providers whose models the catalog lists from `GET {endpoint}/models` (OpenAI's list). */
+const LISTS_MODELS = ["openai", "openai_compatible"];
 
 /** An environment's provider and endpoint, as they will be stored, checked. */
 async function checkProvider(
@@ -68,8 +72,8 @@ async function checkProvider(
   if (!provider || !PROVIDERS.includes(provider)) {
     throw invalid(`provider must be one of ${PROVIDERS.join(", ")}`);
   }
-  if (provider === "openai_compatible" && !endpointUrl) {
-    throw invalid("endpoint_url is required for provider openai_compatible");
+  if (NEEDS_ENDPOINT.includes(provider) && !endpointUrl) {
+    throw invalid(`endpoint_url is required for provider ${provider}`);
   }
   if (input.endpointUrl) await checkEndpoint(endpoints, input.endpointUrl);
   return provider;
@@ -191,7 +195,7 @@ export function environmentHandlers({
 
     async listEnvironmentModels(req) {
       const env = await findEnvironment(db, requireProject(req.projectId), req.id);
-      if (env.provider !== "test") {
+      if (LISTS_MODELS.includes(env.provider)) {
         const apiKey = env.api_key_enc ? secrets.open(env.api_key_enc) : "";
         const listed = await providerModels(endpoints, env.endpoint_url, apiKey);
         if (listed) return { models: listed, source: "provider" };

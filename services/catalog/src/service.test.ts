@@ -308,9 +308,29 @@ describe("environments", () => {
   it("validates the provider and the endpoint", async () => {
     const { projectId } = await newProject();
     await expectCode(
-      catalog.createEnvironment({ projectId, environment: { name: "x", provider: "anthropic" } }),
+      catalog.createEnvironment({ projectId, environment: { name: "x", provider: "cohere" } }),
       Code.InvalidArgument,
-      /provider must be one of/,
+      /provider must be one of openai, openai_compatible, azure_openai, anthropic, google, test/,
+    );
+    // The native providers: Anthropic's and Gemini's default endpoints, Azure's the resource's.
+    const { projectId: native } = await newProject();
+    for (const provider of ["anthropic", "google"]) {
+      const { environment } = await catalog.createEnvironment({
+        projectId: native,
+        environment: { provider, apiKey: "k-native", enabledModels: ["m-1"] },
+      });
+      expect(environment).toMatchObject({ provider, endpointUrl: "" });
+      // No model list is asked of them (it is OpenAI's API): the enabled models are the list.
+      const listed = await catalog.listEnvironmentModels({
+        projectId: native,
+        id: environment!.id,
+      });
+      expect(listed).toMatchObject({ models: ["m-1"], source: "enabled_models" });
+    }
+    await expectCode(
+      catalog.createEnvironment({ projectId, environment: { provider: "azure_openai" } }),
+      Code.InvalidArgument,
+      /endpoint_url is required for provider azure_openai/,
     );
     await expectCode(
       catalog.createEnvironment({ projectId, environment: { name: "x" } }),

@@ -5,10 +5,25 @@ import type { CatalogEvents } from "@pies/common/bus";
 import type { Environment } from "@pies/proto/catalog";
 import type { Dispatcher } from "undici";
 import { guardedAgent } from "./guarded-fetch.js";
+import { AnthropicClient } from "./anthropic.js";
+import { AzureOpenAIClient } from "./azure-openai.js";
+import { GoogleClient } from "./google.js";
 import type { ProviderHttpOptions } from "./http-client.js";
 import { OpenAIClient } from "./openai.js";
 import { TestClient } from "./test-provider.js";
 import { ProviderError, type LlmClient } from "./types.js";
+
+/** The client of each provider that speaks HTTP, by its name in an environment. */
+const CLIENTS = new Map<
+  string,
+  new (environment: Environment, apiKey: string, options: ProviderHttpOptions) => LlmClient
+>([
+  ["openai", OpenAIClient],
+  ["openai_compatible", OpenAIClient],
+  ["azure_openai", AzureOpenAIClient],
+  ["anthropic", AnthropicClient],
+  ["google", GoogleClient],
+]);
 
 /**
  * Hands out one client per environment version and key, reused across calls, all over one
@@ -52,9 +67,8 @@ export class ProviderRegistry {
 
   client(environment: Environment, apiKey: string): LlmClient {
     if (environment.provider === "test") return this.test;
-    if (environment.provider !== "openai" && environment.provider !== "openai_compatible") {
-      throw new ProviderError(`provider ${environment.provider} is not supported`);
-    }
+    const Client = CLIENTS.get(environment.provider);
+    if (!Client) throw new ProviderError(`provider ${environment.provider} is not supported`);
     // The environment as the catalog resolver keeps it (one object until its project changes):
     // its client's key found again without hashing it.
     const known = this.keys.get(environment);
@@ -70,7 +84,7 @@ export class ProviderRegistry {
     this.keys.set(environment, { apiKey, key });
     const kept = this.clients.get(key);
     if (kept) return kept.client;
-    const client = new OpenAIClient(environment, apiKey, this.options);
+    const client = new Client(environment, apiKey, this.options);
     this.clients.set(key, { client, projectId: environment.projectId });
     return client;
   }
