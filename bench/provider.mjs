@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 // @ts-check
-// CPU per provider call: the executor's OpenAI client against a zero-latency fake upstream, beside
-// the openai SDK and bare undici, blocking and streamed, one call at a time and 16 at once.
+// CPU per provider call: the executor's clients against a zero-latency fake upstream (OpenAI's wire,
+// and Anthropic's and Gemini's), beside the openai and Anthropic SDKs and bare undici, blocking and
+// streamed, one call at a time and 16 at once.
 // Run it pinned, the fake goes to the other CPU:
 //   npx tsc -b tsconfig.build.json && taskset -c 1 node bench/provider.mjs
 // Settings (environment variables, all optional): PROVIDER_BENCH_CALLS=3000 (per cell and round),
 // PROVIDER_BENCH_WARMUP=500, PROVIDER_BENCH_ROUNDS=3 (interleaved; the median is reported),
-// PROVIDER_BENCH_VARIANTS=sdk,executor,floor  PROVIDER_BENCH_FAKE_CPU=0
+// PROVIDER_BENCH_VARIANTS=sdk,executor,floor (also anthropic, anthropic-sdk, google)
+// PROVIDER_BENCH_FAKE_CPU=0
 // PROVIDER_BENCH_CELLS=blocking:1,blocking:16,streamed:1,streamed:16
 // To see where one variant's time goes: PROVIDER_BENCH_VARIANTS=executor PROVIDER_BENCH_CELLS=
 // blocking:16 PROVIDER_BENCH_ROUNDS=1 taskset -c 1 node --cpu-prof bench/provider.mjs
@@ -15,9 +17,12 @@ import { performance } from "node:perf_hooks";
 import { create } from "@bufbuild/protobuf";
 import { EndpointPolicy } from "@pies/common";
 import { EnvironmentSchema } from "@pies/proto/catalog";
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { Agent, fetch as undiciFetch, request } from "undici";
 import { guardedAgent } from "../services/executor/dist/providers/guarded-fetch.js";
+import { AnthropicClient } from "../services/executor/dist/providers/anthropic.js";
+import { GoogleClient } from "../services/executor/dist/providers/google.js";
 import { OpenAIClient } from "../services/executor/dist/providers/openai.js";
 
 /** @import { RequestInfo as UndiciRequestInfo, RequestInit as UndiciRequestInit } from "undici" */
@@ -84,6 +89,8 @@ const messages = [
   { role: "user", content: "Summarise the quick brown fox jumps over the lazy dog" },
 ];
 const completion = { model: "gpt-4o-mini", messages };
+/** The fake's origin: the endpoint of the Anthropic and Gemini clients (they add their paths). */
+const origin = String(fake.url).replace(/\/v1$/, "");
 const policy = new EndpointPolicy("loopback");
 const environment = create(EnvironmentSchema, {
   id: "env-bench",
@@ -153,6 +160,64 @@ const variants = {
       close: () => agent.close(),
     };
   },
+  // The executor's Anthropic client: the same HTTP client as OpenAI's, Anthropic's wire.
+  anthropic() {
+    const agent = guardedAgent(policy);
+    const client = new AnthropicClient(
+      create(EnvironmentSchema, { id: "env-a", provider: "anthropic", endpointUrl: origin }),
+      "sk-bench",
+      { timeoutMs: 30_000, maxRetries: 2, agent },
+    );
+    return { call: (streamed) => viaClient(client, streamed), close: () => agent.close() };
+  },
+  // The Anthropic SDK as its documentation has it, over the guarded pool (as `sdk` for OpenAI).
+  "anthropic-sdk"() {
+    const agent = guardedAgent(policy);
+    const client = new Anthropic({
+      apiKey: "sk-bench",
+      baseURL: origin,
+      timeout: 30_000,
+      maxRetries: 2,
+      fetch: (input, init) =>
+        undiciFetch(/** @type {UndiciRequestInfo} */ (input), {
+          .../** @type {UndiciRequestInit} */ (init),
+          dispatcher: agent,
+        }),
+    });
+    const system = messages.find((m) => m.role === "system")?.content;
+    const params = {
+      model: "claude-bench",
+      max_tokens: 1024,
+      ...(system ? { system } : {}),
+      messages: messages
+        .filter((m) => m.role !== "system")
+        .map((m) => ({ role: /** @type {"user"} */ ("user"), content: m.content })),
+    };
+    /** @param {{ type: string, text?: string }[]} blocks */
+    const textOf = (blocks) => blocks.map((b) => (b.type === "text" ? b.text : "")).join("");
+    /** @param {boolean} streamed */
+    const call = async (streamed) => {
+      if (!streamed) return textOf((await client.messages.create(params)).content);
+      const stream = await client.messages.create({ ...params, stream: true });
+      let content = "";
+      for await (const event of stream) {
+        if (event.type === "content_block_delta" && event.delta.type === "text_delta")
+          content += event.delta.text;
+      }
+      return content;
+    };
+    return { call, close: () => agent.close() };
+  },
+  // The executor's Gemini client.
+  google() {
+    const agent = guardedAgent(policy);
+    const client = new GoogleClient(
+      create(EnvironmentSchema, { id: "env-g", provider: "google", endpointUrl: origin }),
+      "sk-bench",
+      { timeoutMs: 30_000, maxRetries: 2, agent },
+    );
+    return { call: (streamed) => viaClient(client, streamed), close: () => agent.close() };
+  },
   // What the executor uses: its OpenAIClient over the guarded pool.
   executor() {
     const agent = guardedAgent(policy);
@@ -166,7 +231,7 @@ const variants = {
 };
 
 /**
- * @param {OpenAIClient} client
+ * @param {{ complete: OpenAIClient["complete"] }} client
  * @param {boolean} streamed
  */
 async function viaClient(client, streamed) {
