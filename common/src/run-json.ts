@@ -93,6 +93,10 @@ export interface RunAttemptFields {
   promptAdded: JsonValue | undefined;
   error: RunErrorFields | undefined;
   tokenUse: TokenUseFields | undefined;
+  /** "" when the run does not record it (a run of a plain environment's repairs). */
+  environmentId: string;
+  model: string;
+  durationMs: number;
 }
 
 /**
@@ -118,6 +122,9 @@ const attemptJson = (a: RunAttemptFields) =>
     prompt_added: a.promptAdded ?? [],
     error: errorJson(a.error),
     token_use: tokenUseJson(a.tokenUse),
+    environment: a.environmentId || undefined,
+    model: a.model || undefined,
+    duration_ms: a.environmentId ? a.durationMs : undefined,
   });
 
 /**

@@ -457,6 +457,9 @@ function attempt(no: number, a: RunAttempt) {
   if (a.error !== undefined) runError(3, a.error);
   if (a.tokenUse !== undefined) tokenUsage(4, a.tokenUse);
   if (a.promptAddedJson.length > 0) bytes(5, a.promptAddedJson);
+  if (a.environmentId !== "") string(6, a.environmentId);
+  if (a.model !== "") string(7, a.model);
+  if (a.durationMs !== 0) int32(8, a.durationMs);
   close(at);
 }
 
@@ -773,6 +776,9 @@ function readAttempt(r: BinaryReader, to: number): RunAttempt {
     $typeName: "pies.runs.v1.RunAttempt",
     number: 0,
     promptAddedJson: NO_JSON,
+    environmentId: "",
+    model: "",
+    durationMs: 0,
   };
   while (r.pos < to) {
     const [no, wt] = r.tag();
@@ -784,6 +790,9 @@ function readAttempt(r: BinaryReader, to: number): RunAttempt {
       if (a.tokenUse) throw UNEXPECTED;
       a.tokenUse = readUsage(r, endOf(r, wt));
     } else if (no === 5) a.promptAddedJson = blob(r, wt);
+    else if (no === 6) a.environmentId = text(r, wt);
+    else if (no === 7) a.model = text(r, wt);
+    else if (no === 8) a.durationMs = i32(r, wt);
     else throw UNEXPECTED;
   }
   if (r.pos !== to) throw UNEXPECTED;

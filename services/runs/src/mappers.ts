@@ -129,6 +129,9 @@ function attemptOfJson(json: JsonValue) {
       result: num(usage, "result") ?? 0,
       total: num(usage, "total") ?? 0,
     },
+    environmentId: str(a, "environmentId"),
+    model: str(a, "model"),
+    durationMs: num(a, "durationMs") ?? 0,
   };
 }
 
@@ -147,6 +150,9 @@ function attemptJson(a: RunAttempt): JsonObject {
       ...(total !== 0 ? { total } : {}),
     };
   }
+  if (a.environmentId) json.environmentId = a.environmentId;
+  if (a.model) json.model = a.model;
+  if (a.durationMs !== 0) json.durationMs = a.durationMs;
   return json;
 }
 
