@@ -19,4 +19,5 @@ export * from "./endpoint-policy.js";
 export * from "./retry-after.js";
 export * from "./key-slots.js";
 export * from "./int32.js";
+export * from "./routing.js";
 export * from "./tracing.js";

@@ -7,7 +7,10 @@ import {
   newId,
   notFound,
   requireProject,
+  routingOf,
+  VIRTUAL_PROVIDER,
   type EndpointPolicy,
+  type JsonObject,
 } from "@pies/common";
 import type { CatalogService, EnvironmentInput } from "@pies/proto/catalog";
 import type { CatalogDeps } from "./context.js";
@@ -55,7 +58,15 @@ async function checkEndpoint(endpoints: EndpointPolicy, url: string): Promise<vo
   }
 }
 
-const PROVIDERS = ["openai", "openai_compatible", "azure_openai", "anthropic", "google", "test"];
+const PROVIDERS = [
+  "openai",
+  "openai_compatible",
+  "azure_openai",
+  "anthropic",
+  "google",
+  VIRTUAL_PROVIDER,
+  "test",
+];
 /** Providers with no endpoint of their own to default to: the environment names its server. */
 const NEEDS_ENDPOINT = ["openai_compatible", "azure_openai"];
 /** Providers whose models the catalog lists from `GET {endpoint}/models` (OpenAI's list). */
@@ -75,8 +86,66 @@ async function checkProvider(
   if (NEEDS_ENDPOINT.includes(provider) && !endpointUrl) {
     throw invalid(`endpoint_url is required for provider ${provider}`);
   }
+  if (provider === VIRTUAL_PROVIDER && (endpointUrl || input.apiKey)) {
+    throw invalid(
+      "a virtual_lb environment has no endpoint_url or API key of its own: its entries' environments have theirs",
+    );
+  }
   if (input.endpointUrl) await checkEndpoint(endpoints, input.endpointUrl);
   return provider;
+}
+
+/**
+ * A virtual environment's routing, checked against the project's environments: each entry names
+ * one of them, not virtual itself, whose model (the entry's, else its default) it enables. They
+ * are read FOR SHARE: one deleted meanwhile waits, then sees this environment route to it.
+ */
+async function checkRouting(
+  tx: Kysely<CatalogDatabase>,
+  projectId: string,
+  config: JsonObject,
+): Promise<void> {
+  const routing = routingOf(config);
+  if ("invalid" in routing) throw invalid(routing.invalid);
+  const ids = [...new Set(routing.entries.map((e) => e.environmentId))];
+  const rows = await tx
+    .selectFrom("catalog.environments")
+    .select(["id", "provider", "default_model", "enabled_models"])
+    .where("project_id", "=", projectId)
+    .where("id", "in", ids)
+    .forShare()
+    .execute();
+  for (const [i, entry] of routing.entries.entries()) {
+    const at = `config.entries.${i}`;
+    const env = rows.find((r) => r.id === entry.environmentId);
+    // As everywhere: another project's environment reads as unknown.
+    if (!env)
+      throw invalid(`${at}: environment ${entry.environmentId} is not one of this project's`);
+    if (env.provider === VIRTUAL_PROVIDER) {
+      throw invalid(`${at}: environment ${env.id} is virtual itself`);
+    }
+    const model = entry.model || env.default_model;
+    if (!model) throw invalid(`${at}: environment ${env.id} has no default model: name one`);
+    if (env.enabled_models.length > 0 && !env.enabled_models.includes(model)) {
+      throw invalid(`${at}: model ${model} is not enabled in environment ${env.id}`);
+    }
+  }
+}
+
+/** The virtual environments of the project that route to `id` (at most 10, for a 409). */
+async function routedBy(tx: Kysely<CatalogDatabase>, projectId: string, id: string) {
+  const virtual = await tx
+    .selectFrom("catalog.environments")
+    .select(["id", "name", "config"])
+    .where("project_id", "=", projectId)
+    .where("provider", "=", VIRTUAL_PROVIDER)
+    .execute();
+  return virtual
+    .filter((v) => {
+      const routing = routingOf(v.config);
+      return !("invalid" in routing) && routing.entries.some((e) => e.environmentId === id);
+    })
+    .slice(0, 10);
 }
 
 export function environmentHandlers({
@@ -89,22 +158,26 @@ export function environmentHandlers({
       const projectId = requireProject(req.projectId);
       const input = req.environment ?? ({} as EnvironmentInput);
       const provider = await checkProvider(endpoints, input);
-      const row = await db
-        .insertInto("catalog.environments")
-        .values({
-          id: newId(),
-          project_id: projectId,
-          name: input.name || provider,
-          provider,
-          endpoint_url: input.endpointUrl ?? "",
-          api_key_enc: input.apiKey ? secrets.seal(input.apiKey) : null,
-          api_key_hint: input.apiKey ? secretHint(input.apiKey) : "",
-          default_model: input.defaultModel ?? "",
-          enabled_models: JSON.stringify(input.enabledModels),
-          config: JSON.stringify(payloadOf("config", input.configJson) ?? {}),
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      const config = payloadOf("config", input.configJson) ?? {};
+      const row = await db.transaction().execute(async (tx) => {
+        if (provider === VIRTUAL_PROVIDER) await checkRouting(tx, projectId, config);
+        return tx
+          .insertInto("catalog.environments")
+          .values({
+            id: newId(),
+            project_id: projectId,
+            name: input.name || provider,
+            provider,
+            endpoint_url: input.endpointUrl ?? "",
+            api_key_enc: input.apiKey ? secrets.seal(input.apiKey) : null,
+            api_key_hint: input.apiKey ? secretHint(input.apiKey) : "",
+            default_model: input.defaultModel ?? "",
+            enabled_models: JSON.stringify(input.enabledModels),
+            config: JSON.stringify(config),
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      });
       return { environment: environmentToProto(row) };
     },
 
@@ -141,7 +214,20 @@ export function environmentHandlers({
             "apiKey: changing endpoint_url or provider needs the API key again (or an empty one to remove the stored key)",
           );
         }
-        await checkProvider(endpoints, input, current);
+        const provider = await checkProvider(endpoints, input, current);
+        if (provider === VIRTUAL_PROVIDER) {
+          await checkRouting(tx, projectId, config !== undefined ? (config ?? {}) : current.config);
+          // One that others route to must stay one they can: not virtual itself.
+          const routers =
+            current.provider === VIRTUAL_PROVIDER ? [] : await routedBy(tx, projectId, current.id);
+          if (routers.length > 0) {
+            throw invalid(
+              `provider: environment ${current.id} is routed to by virtual environment ${routers
+                .map((v) => v.id)
+                .join(", ")}, so it cannot be virtual itself`,
+            );
+          }
+        }
         return tx
           .updateTable("catalog.environments")
           .set({
@@ -185,6 +271,15 @@ export function environmentHandlers({
         if (users.length > 0) {
           throw new ConnectError(
             `environment ${req.id} is used by ${usedBy(users)}`,
+            Code.FailedPrecondition,
+          );
+        }
+        const routers = await routedBy(tx, projectId, req.id);
+        if (routers.length > 0) {
+          throw new ConnectError(
+            `environment ${req.id} is routed to by virtual environment ${routers
+              .map((v) => `${v.name} (${v.id})`)
+              .join(", ")}`,
             Code.FailedPrecondition,
           );
         }

@@ -10,6 +10,8 @@ import {
   PAGE_SIZE,
   pageSize,
   requireProject,
+  routingOf,
+  VIRTUAL_PROVIDER,
 } from "@pies/common";
 import { hasAnyTag } from "@pies/common/db";
 import {
@@ -17,6 +19,7 @@ import {
   Visibility,
   visibilities,
   type CatalogService,
+  type Environment,
   type Interaction,
   type InteractionInput,
   type PromptSegment,
@@ -330,6 +333,34 @@ export function interactionHandlers({
   secrets,
 }: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
   const apiKeyOf = (env: EnvironmentRow) => (env.api_key_enc ? secrets.open(env.api_key_enc) : "");
+  /**
+   * An environment as an execution needs it: with its key, and for a virtual one the environments
+   * its entries name, each with its key, in one query (an entry whose environment has gone is the
+   * executor's to fail over from).
+   */
+  const resolvedEnvironment = async (projectId: string, env: EnvironmentRow) => {
+    const answer = {
+      environment: environmentToProto(env),
+      apiKey: apiKeyOf(env),
+      routes: [] as { environment: Environment; apiKey: string }[],
+    };
+    if (env.provider !== VIRTUAL_PROVIDER) return answer;
+    const routing = routingOf(env.config);
+    if ("invalid" in routing) {
+      throw new ConnectError(`environment ${env.id}: ${routing.invalid}`, Code.FailedPrecondition);
+    }
+    const rows = await db
+      .selectFrom("catalog.environments")
+      .selectAll()
+      .where("project_id", "=", projectId)
+      .where("id", "in", [...new Set(routing.entries.map((e) => e.environmentId))])
+      .execute();
+    answer.routes = rows.map((row) => ({
+      environment: environmentToProto(row),
+      apiKey: apiKeyOf(row),
+    }));
+    return answer;
+  };
   return {
     async createInteraction(req) {
       const projectId = requireProject(req.projectId);
@@ -694,7 +725,7 @@ export function interactionHandlers({
       if (req.environmentOnly) {
         if (!req.environmentId) throw invalid("environment_id is required");
         const env = await findEnvironment(db, projectId, req.environmentId);
-        return { environment: environmentToProto(env), apiKey: apiKeyOf(env) };
+        return resolvedEnvironment(projectId, env);
       }
       const ref = req.interaction;
       if (!ref.case || !ref.value) throw invalid("interaction is required");
@@ -727,11 +758,7 @@ export function interactionHandlers({
           Code.FailedPrecondition,
         );
       }
-      return {
-        interaction,
-        environment: environmentToProto(env),
-        apiKey: apiKeyOf(env),
-      };
+      return { interaction, ...(await resolvedEnvironment(projectId, env)) };
     },
   };
 }

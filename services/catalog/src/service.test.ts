@@ -305,12 +305,107 @@ describe("environments", () => {
     expect(row.api_key_enc).toBeNull();
   });
 
+  it("checks a virtual environment's entries and resolves the environments they name", async () => {
+    const { projectId } = await newProject();
+    const env = async (environment: object) =>
+      (await catalog.createEnvironment({ projectId, environment }))!.environment!;
+    const a = await env({
+      provider: "test",
+      defaultModel: "test",
+      enabledModels: ["test", "test-500"],
+    });
+    const b = await env({ provider: "openai", apiKey: "sk-b-key", defaultModel: "gpt-4o-mini" });
+    const config = (entries: object[], failover = true) => jsonBytes({ entries, failover });
+    const refused = (entries: object[], message: RegExp) =>
+      expectCode(
+        catalog.createEnvironment({
+          projectId,
+          environment: { provider: "virtual_lb", configJson: config(entries) },
+        }),
+        Code.InvalidArgument,
+        message,
+      );
+    await refused([], /at least one entry/);
+    await refused([{ model: "no-separator" }], /config\.entries\.0\.model must be/);
+    await refused([{ model: `${a.id}::test`, weight: 0 }], /weight must be a positive number/);
+    await refused([{ model: "nope::m" }], /environment nope is not one of this project's/);
+    await refused([{ model: `${a.id}::gpt-9` }], /model gpt-9 is not enabled/);
+    const { projectId: other } = await newProject();
+    const elsewhere = (await catalog.createEnvironment({
+      projectId: other,
+      environment: { provider: "test", defaultModel: "test" },
+    }))!.environment!;
+    await refused([{ model: `${elsewhere.id}::` }], /is not one of this project's/);
+    await expectCode(
+      catalog.createEnvironment({
+        projectId,
+        environment: {
+          provider: "virtual_lb",
+          apiKey: "sk-x",
+          configJson: config([{ model: `${a.id}::` }]),
+        },
+      }),
+      Code.InvalidArgument,
+      /no endpoint_url or API key of its own/,
+    );
+
+    const v = await env({
+      provider: "virtual_lb",
+      configJson: config([{ model: `${a.id}::test-500`, weight: 2 }, { model: `${b.id}::` }]),
+    });
+    await refused([{ model: `${v.id}::` }], /is virtual itself/);
+    // Resolved with the environments it routes to, each with its key.
+    const resolved = await catalog.resolveExecution({
+      projectId,
+      environmentId: v.id,
+      environmentOnly: true,
+    });
+    expect(resolved.apiKey).toBe("");
+    expect(resolved.routes.map((r) => [r.environment!.id, r.apiKey]).sort()).toEqual(
+      [
+        [a.id, ""],
+        [b.id, "sk-b-key"],
+      ].sort(),
+    );
+    // What it routes to cannot go, nor turn virtual itself.
+    await expectCode(
+      catalog.deleteEnvironment({ projectId, id: b.id }),
+      Code.FailedPrecondition,
+      new RegExp(`routed to by virtual environment .*\\(${v.id}\\)`),
+    );
+    await expectCode(
+      catalog.updateEnvironment({
+        projectId,
+        id: a.id,
+        environment: { provider: "virtual_lb", configJson: config([{ model: `${b.id}::` }]) },
+      }),
+      Code.InvalidArgument,
+      /cannot be virtual itself/,
+    );
+    // Its entries are checked again when they change.
+    await expectCode(
+      catalog.updateEnvironment({
+        projectId,
+        id: v.id,
+        environment: { configJson: config([{ model: `${a.id}::gpt-9` }]) },
+      }),
+      Code.InvalidArgument,
+      /model gpt-9 is not enabled/,
+    );
+    await catalog.updateEnvironment({
+      projectId,
+      id: v.id,
+      environment: { configJson: config([{ model: `${a.id}::` }]) },
+    });
+    await catalog.deleteEnvironment({ projectId, id: b.id });
+  });
+
   it("validates the provider and the endpoint", async () => {
     const { projectId } = await newProject();
     await expectCode(
       catalog.createEnvironment({ projectId, environment: { name: "x", provider: "cohere" } }),
       Code.InvalidArgument,
-      /provider must be one of openai, openai_compatible, azure_openai, anthropic, google, test/,
+      /provider must be one of openai, openai_compatible, azure_openai, anthropic, google, virtual_lb, test/,
     );
     // The native providers: Anthropic's and Gemini's default endpoints, Azure's the resource's.
     const { projectId: native } = await newProject();
