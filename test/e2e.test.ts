@@ -268,6 +268,95 @@ describe("four processes over HTTP", () => {
     }
   });
 
+  it("routes a virtual environment's executions, failing over, blocking and streamed", async () => {
+    const member = await json(
+      await api("/environments", {
+        body: {
+          provider: "test",
+          default_model: "test",
+          enabled_models: ["test", "test-refused", "test-500"],
+        },
+      }),
+      201,
+    );
+    const entries = ["test-refused", "test-500", "test"].map((m) => ({
+      model: `${member.id}::${m}`,
+    }));
+    const virtual = await json(
+      await api("/environments", {
+        body: { name: "routed", provider: "virtual_lb", config: { entries, failover: true } },
+      }),
+      201,
+    );
+    const interaction = await createInteraction(virtual.id, { result_schema: resultSchema });
+    const check = (run: any) => {
+      expect(run.status).toBe("completed");
+      expect(run.modelId).toBe("test");
+      expect(run.environment.id).toBe(virtual.id);
+      // Every call, in order: those failed over from (each failed as another provider could
+      // answer), then the one that answered, last.
+      const last = run.attempts.at(-1);
+      expect(last).toMatchObject({ environment: member.id, model: "test" });
+      expect(last.error).toBeUndefined();
+      expect(typeof last.duration_ms).toBe("number");
+      for (const failed of run.attempts.slice(0, -1)) {
+        expect(["test-refused", "test-500"]).toContain(failed.model);
+        expect(failed.error.code).toBe("provider_error");
+      }
+      expect(run.attempts.map((a: any) => a.number)).toEqual(
+        run.attempts.map((_: any, n: number) => n + 1),
+      );
+    };
+    const blocking = await json(
+      await api(`/interactions/${interaction.id}/execute`, { body: { data: { name: "Ada" } } }),
+    );
+    check(blocking);
+    check(await json(await api(`/runs/${blocking.id}`)));
+
+    const created = await json(
+      await api("/runs", {
+        body: { interaction: interaction.id, stream: true, data: { name: "Bo" } },
+      }),
+    );
+    const events = await readSse(await api(`/runs/${created.id}/stream`));
+    expect(events.at(-1)!.event).toBe("close");
+    check(JSON.parse(events.at(-1)!.data));
+
+    // Without failover, the first entry's failure is the run's.
+    const single = await json(
+      await api("/environments", {
+        body: {
+          provider: "virtual_lb",
+          config: { entries: [{ model: `${member.id}::test-500` }] },
+        },
+      }),
+      201,
+    );
+    const failing = await createInteraction(single.id);
+    const error = await json(
+      await api(`/interactions/${failing.id}/execute`, { body: { data: { name: "x" } } }),
+      502,
+    );
+    const failed = await json(await api(`/runs/${error.details.run_id}`));
+    expect(failed).toMatchObject({
+      status: "failed",
+      modelId: "test-500",
+      error: { code: "provider_error" },
+      attempts: [{ number: 1, environment: member.id, model: "test-500" }],
+    });
+    // An entry naming an environment of no one's is refused when it is written.
+    expect(
+      (
+        await json(
+          await api("/environments", {
+            body: { provider: "virtual_lb", config: { entries: [{ model: "nope::test" }] } },
+          }),
+          400,
+        )
+      ).message,
+    ).toMatch(/environment nope is not one of this project's/);
+  });
+
   it("answers errors as JSON with the right status", async () => {
     expect(await json(await api("/runs", { token: "sk-not-a-key" }), 401)).toMatchObject({
       code: "unauthorized",

@@ -4,6 +4,7 @@ import {
   MAX_JSON_DEPTH,
   SpanKind,
   jsonBytes,
+  VIRTUAL_PROVIDER,
   type JsonValue,
 } from "@pies/common";
 import { create } from "@bufbuild/protobuf";
@@ -15,8 +16,9 @@ import {
   type Run,
   type RunAttempt,
 } from "@pies/proto/runs";
-import type { Environment } from "@pies/proto/catalog";
+import type { Environment, RoutedEnvironment } from "@pies/proto/catalog";
 import type { ExecutorDeps } from "./context.js";
+import type { RouteTry } from "./providers/router.js";
 import { REPAIR_MARK } from "./providers/test-provider.js";
 import { countUsage } from "./providers/tokens.js";
 import {
@@ -35,8 +37,13 @@ export type Outcome = (
   | { ok: true; result: JsonValue; usage: TokenUsage }
   | { ok: false; code: string; message: string; data?: JsonValue; usage?: TokenUsage }
 ) & {
-  /** Every provider call, when an answer failed validation (a repair, or the run failed). */
+  /**
+   * Every provider call, when an answer failed validation (a repair, or the run failed), and
+   * every call of a virtual environment.
+   */
   attempts?: RunAttempt[];
+  /** The model that answered (or was called last), when a virtual environment chose it. */
+  model?: string;
 };
 
 /** Repairs of an answer that fails the output schema, unless the environment or request says. */
@@ -50,6 +57,8 @@ export interface CallOptions {
   /** Aborts the provider call (the blocking caller went away). */
   signal?: AbortSignal;
   maxRepairs?: number;
+  /** A virtual environment's: the environments its entries name (the catalog's answer). */
+  routes?: RoutedEnvironment[];
 }
 
 /**
@@ -65,9 +74,14 @@ export async function callProvider(
   request: CompletionRequest,
   options: CallOptions = {},
 ): Promise<Outcome> {
+  // A virtual environment's calls, each to one of its entries (several when it fails over).
+  const tries: RouteTry[] = [];
   let client: LlmClient;
   try {
-    client = deps.providers.client(environment, apiKey);
+    client =
+      environment.provider === VIRTUAL_PROVIDER
+        ? deps.providers.router.client(environment, options.routes ?? [], tries)
+        : deps.providers.client(environment, apiKey);
   } catch (err) {
     return failure(deps, environment, err);
   }
@@ -76,9 +90,10 @@ export async function callProvider(
   let usage: TokenUsage | undefined;
   let messages = request.messages;
   let added: ChatMessage[] = [];
-  for (let number = 1; ; number++) {
+  for (let round = 1; ; round++) {
     let answer: CompletionResult;
     const partial: string[] = [];
+    const before = tries.length;
     try {
       answer = await completeWithRetries(deps, client, { ...request, messages }, options, partial);
     } catch (err) {
@@ -87,15 +102,34 @@ export async function callProvider(
       const used = partial.length > 0 ? countUsage(messages, partial.join("")) : undefined;
       if (used) usage = usage ? sum(usage, used) : used;
       const failed = failure(deps, environment, err, usage);
-      if (attempts.length > 0) {
-        attempts.push(attempt(number, added, used, { code: failed.code, message: failed.message }));
-        failed.attempts = attempts;
+      const routed = tries.slice(before);
+      if (routed.length > 0) {
+        // Every call of the round failed: each is an attempt, the last one with what arrived.
+        for (const [i, t] of routed.entries()) {
+          const last = i === routed.length - 1;
+          attempts.push(
+            routeAttempt(attempts.length + 1, i === 0 ? added : [], last ? used : undefined, t),
+          );
+        }
+        failed.model = routed[routed.length - 1]?.model;
+      } else if (attempts.length > 0) {
+        attempts.push(
+          attempt(attempts.length + 1, added, used, { code: failed.code, message: failed.message }),
+        );
       }
+      if (attempts.length > 0) failed.attempts = attempts;
       return failed;
     }
     const content = answer.content;
     const used = answer.usage ?? countUsage(messages, content);
     usage = usage ? sum(usage, used) : used;
+    // The calls a virtual environment failed over from, then the one that answered.
+    const routed = tries.slice(before);
+    const answered = routed.pop();
+    for (const [i, t] of routed.entries()) {
+      attempts.push(routeAttempt(attempts.length + 1, i === 0 ? added : [], undefined, t));
+    }
+    const ownAdded = routed.length > 0 ? [] : added;
     let checked: Checked;
     try {
       checked = check(deps, request, content);
@@ -103,23 +137,25 @@ export async function callProvider(
       // A schema that does not compile (prepare compiles them first): the run fails, never hangs.
       return failure(deps, environment, err, usage);
     }
+    const model = answered?.model;
     if (checked.ok) {
-      if (attempts.length === 0) return { ok: true, result: checked.result, usage };
-      attempts.push(attempt(number, added, used));
-      return { ok: true, result: checked.result, usage, attempts };
+      if (attempts.length === 0 && !answered) return { ok: true, result: checked.result, usage };
+      attempts.push(withRoute(attempt(attempts.length + 1, ownAdded, used), answered));
+      return { ok: true, result: checked.result, usage, attempts, model };
     }
-    attempts.push(attempt(number, added, used, checked));
-    if (number > maxRepairs) {
+    attempts.push(withRoute(attempt(attempts.length + 1, ownAdded, used, checked), answered));
+    if (round > maxRepairs) {
       return {
         ok: false,
         code: "validation_error",
         message:
-          number > 1
-            ? `the answer still does not match the result schema after ${number - 1} repair${number > 2 ? "s" : ""}: ${checked.message}`
+          round > 1
+            ? `the answer still does not match the result schema after ${round - 1} repair${round > 2 ? "s" : ""}: ${checked.message}`
             : checked.message,
         data: checked.data,
         usage,
         attempts,
+        model,
       };
     }
     added = [
@@ -127,7 +163,7 @@ export async function callProvider(
       { role: "user", content: repairMessage(checked.errors) },
     ];
     messages = [...messages, ...added];
-    options.onRepair?.({ attempt: number + 1, errors: checked.errors });
+    options.onRepair?.({ attempt: round + 1, errors: checked.errors });
   }
 }
 
@@ -258,6 +294,28 @@ function attempt(
   });
 }
 
+/** An attempt with the environment, model and time of the call a virtual environment made. */
+function withRoute(a: RunAttempt, t: RouteTry | undefined): RunAttempt {
+  if (t) {
+    a.environmentId = t.environmentId;
+    a.model = t.model;
+    a.durationMs = t.durationMs;
+  }
+  return a;
+}
+
+/** A call of a virtual environment as an attempt (its failure, when it failed). */
+const routeAttempt = (
+  number: number,
+  added: ChatMessage[],
+  usage: TokenUsage | undefined,
+  t: RouteTry,
+): RunAttempt =>
+  withRoute(
+    attempt(number, added, usage, t.error && { code: t.error.code, message: t.error.message }),
+    t,
+  );
+
 const sum = (a: TokenUsage, b: TokenUsage): TokenUsage => ({
   prompt: a.prompt + b.prompt,
   result: a.result + b.result,
@@ -299,6 +357,7 @@ export function endedRun(run: Run, outcome: Outcome, startedAt: number): Run {
   ended.executionTime = BigInt(Date.now() - startedAt);
   ended.tokenUse = outcome.usage && create(TokenUsageSchema, outcome.usage);
   if (outcome.attempts) ended.attempts = outcome.attempts;
+  if (outcome.model) ended.modelId = outcome.model;
   if (outcome.ok) {
     ended.status = RunStatus.COMPLETED;
     ended.resultJson = jsonBytes(outcome.result);

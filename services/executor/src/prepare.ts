@@ -6,6 +6,7 @@ import {
   jsonBytes,
   jsonOf,
   newId,
+  VIRTUAL_PROVIDER,
   type JsonObject,
   type JsonValue,
 } from "@pies/common";
@@ -15,6 +16,7 @@ import {
   type Environment,
   type Interaction,
   type PromptSegment,
+  type RoutedEnvironment,
 } from "@pies/proto/catalog";
 import type { ExecuteRequest } from "@pies/proto/executor";
 import { zeroRun } from "@pies/common/bus";
@@ -34,6 +36,8 @@ export interface PreparedExecution {
   run: Run;
   environment: Environment;
   apiKey: string;
+  /** A virtual environment's: the environments its entries name. */
+  routes: RoutedEnvironment[];
   request: CompletionRequest;
   /** Repairs allowed when the answer fails the output schema. */
   maxRepairs: number;
@@ -54,7 +58,7 @@ export async function prepareExecution(
   const caller = req.caller;
   if (!caller?.projectId) throw invalid("caller project is required");
   if (!req.interaction.case || !req.interaction.value) throw invalid("interaction is required");
-  const { interaction, environment, apiKey } = await deps.resolver.resolve({
+  const { interaction, environment, apiKey, routes } = await deps.resolver.resolve({
     projectId: caller.projectId,
     interaction: req.interaction,
     environmentId: req.config?.environmentId ?? "",
@@ -68,8 +72,10 @@ export async function prepareExecution(
   if (resultSchema) compileOutputSchema(deps, resultSchema);
   const messages = await render(deps, interaction, data, caller.projectId);
 
-  const model = req.config?.model || interaction.model || environment.defaultModel;
-  if (!model)
+  // A virtual environment's entries name their models (the run names the one that answers).
+  const virtual = environment.provider === VIRTUAL_PROVIDER;
+  const model = virtual ? "" : req.config?.model || interaction.model || environment.defaultModel;
+  if (!model && !virtual)
     throw invalid(
       `no model: neither the request, interaction ${interaction.id} nor environment ${environment.id} names one`,
     );
@@ -127,6 +133,7 @@ export async function prepareExecution(
     run,
     environment,
     apiKey,
+    routes,
     request,
     maxRepairs,
     cache: policy && mode ? { policy, mode } : undefined,

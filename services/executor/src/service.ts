@@ -323,6 +323,7 @@ async function executeBlocking(
     outcome = await callProvider(deps, prepared.environment, prepared.apiKey, prepared.request, {
       signal,
       maxRepairs: prepared.maxRepairs,
+      routes: prepared.routes,
     });
   } finally {
     clearTimeout(startTimer);
@@ -505,7 +506,7 @@ class StreamedExecution {
   private async call(prepared: CompletionRequest | undefined): Promise<Called> {
     const { deps, run, publisher } = this;
     try {
-      const { environment, apiKey } = await deps.resolver.resolve({
+      const { environment, apiKey, routes } = await deps.resolver.resolve({
         projectId: run.projectId,
         environmentId: run.environmentId,
         environmentOnly: true,
@@ -532,6 +533,7 @@ class StreamedExecution {
         onRepair: (repair) => publisher.repair(JSON.stringify(repair)),
         maxRepairs: repairsOf(run.config?.maxRepairs, environment),
         signal: this.cancel.signal,
+        routes,
       });
       return { outcome, cacheable: outcome.ok && policy && mode ? policy : undefined };
     } catch (err) {

@@ -5,6 +5,7 @@ import {
   checkGenerationSettings,
   invalid,
   jsonBytes,
+  VIRTUAL_PROVIDER,
   type JsonObject,
   type JsonValue,
 } from "@pies/common";
@@ -40,7 +41,7 @@ export async function prepareTestData(
   if (count < 1 || count > MAX_TEST_DATA_COUNT) {
     throw invalid(`count must be between 1 and ${MAX_TEST_DATA_COUNT}`);
   }
-  const { interaction, environment, apiKey } = await deps.resolver.resolve({
+  const { interaction, environment, apiKey, routes } = await deps.resolver.resolve({
     projectId: caller.projectId,
     interaction: { case: "interactionId", value: req.interactionId },
     environmentId,
@@ -53,8 +54,10 @@ export async function prepareTestData(
       `interaction ${interaction.id} has no input schema (none of its templates declares one): there is nothing to generate test data from`,
     );
   }
-  const model = req.config?.model || environment.defaultModel;
-  if (!model)
+  // A virtual environment's entries name their models.
+  const virtual = environment.provider === VIRTUAL_PROVIDER;
+  const model = virtual ? "" : req.config?.model || environment.defaultModel;
+  if (!model && !virtual)
     throw invalid(`no model: neither the request nor environment ${environment.id} names one`);
   if (environment.enabledModels.length > 0 && !environment.enabledModels.includes(model)) {
     throw invalid(`model ${model} is not enabled in environment ${environment.id}`);
@@ -112,6 +115,7 @@ export async function prepareTestData(
     run,
     environment,
     apiKey,
+    routes,
     request: { model, messages, temperature, maxTokens, schema },
     maxRepairs: repairsOf(req.config?.maxRepairs, environment),
   };

@@ -145,7 +145,8 @@ export class HttpProviderClient implements LlmClient {
     }
     const body = this.wire.body(request, streamed);
     const progress: Progress = { content: "" };
-    for (let retriesLeft = this.maxRetries; ; retriesLeft--) {
+    const maxRetries = options.maxRetries ?? this.maxRetries;
+    for (let retriesLeft = maxRetries; ; retriesLeft--) {
       if (options.signal?.aborted) throw providerAborted(options.signal.reason);
       let failure: Failure;
       try {
@@ -163,7 +164,7 @@ export class HttpProviderClient implements LlmClient {
         );
       }
       if (!failure.retry || retriesLeft <= 0) throw failure.error;
-      await pause(retryDelayMs(failure.headers, this.maxRetries - retriesLeft), options.signal);
+      await pause(retryDelayMs(failure.headers, maxRetries - retriesLeft), options.signal);
     }
   }
 
@@ -365,20 +366,18 @@ function failureOf(err: unknown, signal: AbortSignal | undefined): Failure {
   if (signal?.aborted) return { error: providerAborted(err), retry: false };
   if (err instanceof ProviderError) return { error: err, retry: false };
   if (err instanceof StatusError) {
-    return {
-      error: new ProviderError(err.message, "provider_error", err),
-      retry: err.retry,
-      headers: err.headers,
-    };
+    const error = new ProviderError(err.message, "provider_error", err);
+    // Another provider could answer a busy or failing one, even one that asks for a long pause.
+    error.failover = err.status === 408 || err.status === 429 || err.status >= 500;
+    return { error, retry: err.retry, headers: err.headers };
   }
   if (err instanceof BadAnswer) {
     return { error: new ProviderError(err.message, "provider_error", err.cause), retry: false };
   }
   if (err instanceof TimedOut || timeoutIn(err)) {
-    return {
-      error: new ProviderError("the provider did not answer in time", "timeout", err),
-      retry: true,
-    };
+    const error = new ProviderError("the provider did not answer in time", "timeout", err);
+    error.failover = true;
+    return { error, retry: true };
   }
   const invalid = findCause(err, (e) => e.code === "UND_ERR_INVALID_ARG");
   if (invalid) {
@@ -409,8 +408,10 @@ function failureOf(err: unknown, signal: AbortSignal | undefined): Failure {
       retry: false,
     };
   }
+  const unreachable = new ProviderError("the provider could not be reached", "provider_error", err);
+  unreachable.failover = true;
   return {
-    error: new ProviderError("the provider could not be reached", "provider_error", err),
+    error: unreachable,
     retry: true,
   };
 }

@@ -10,6 +10,7 @@ import { AzureOpenAIClient } from "./azure-openai.js";
 import { GoogleClient } from "./google.js";
 import type { ProviderHttpOptions } from "./http-client.js";
 import { OpenAIClient } from "./openai.js";
+import { Router } from "./router.js";
 import { TestClient } from "./test-provider.js";
 import { ProviderError, type LlmClient } from "./types.js";
 
@@ -38,6 +39,8 @@ export class ProviderRegistry {
     max: 200,
   });
   private readonly test = new TestClient();
+  /** Routes the executions of virtual environments over this registry's clients. */
+  readonly router: Router = new Router(this);
   private readonly agent: Dispatcher;
   private readonly options: ProviderHttpOptions;
 

@@ -27,6 +27,9 @@ export const REPAIR_MARK = "Your previous answer was not accepted";
  * - `test-429-once`: the first call with a prompt is refused as a 429 with `Retry-After: 0`
  *   (retried by the executor like any provider's), later ones answer;
  * - `test-fail-midstream`: the answer breaks off after its first chunk (`stream_error`);
+ * - `test-refused`, `test-429`, `test-500`, `test-timeout`: every call fails as a refused
+ *   connection, a 429 (without Retry-After), a 500 or a timeout would, each a failure another
+ *   provider could answer (what a virtual environment fails over on; `npm start` can show it);
  * - `test-slow`: 50 ms between chunks; `test-latency-<ms>`: that long before the first chunk;
  * - anything else: a normal answer.
  */
@@ -43,6 +46,12 @@ export class TestClient implements LlmClient {
     if (latency) await pause(Number(latency[1]), options.signal);
     if (model === "test-fail")
       throw new ProviderError("test provider: model test-fail always fails");
+    const failure = FAILURES.get(model);
+    if (failure) {
+      const error = new ProviderError(failure[0], failure[1]);
+      error.failover = true;
+      throw error;
+    }
     const seed = seedOf(request.messages);
     if (model === "test-429-once" && !this.refused.has(seed)) {
       this.refused.set(seed, true);
@@ -74,6 +83,14 @@ export class TestClient implements LlmClient {
     return { content };
   }
 }
+
+/** The failures another provider could answer, by model: the message and the code of each. */
+const FAILURES = new Map<string, [string, "provider_error" | "timeout"]>([
+  ["test-refused", ["the provider could not be reached", "provider_error"]],
+  ["test-429", ["provider answered 429: rate limited (test-429)", "provider_error"]],
+  ["test-500", ["provider answered 500: server error (test-500)", "provider_error"]],
+  ["test-timeout", ["the provider did not answer in time", "timeout"]],
+]);
 
 const isRepair = (request: CompletionRequest) =>
   request.messages.some((m) => m.role === "user" && m.content.startsWith(REPAIR_MARK));

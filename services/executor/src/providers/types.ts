@@ -26,6 +26,11 @@ export interface CompletionOptions {
   signal?: AbortSignal;
   /** Streams: called with each piece of the content as it arrives. */
   onChunk?: (text: string) => void;
+  /**
+   * Retries of this call, in place of the client's own (a virtual environment's entry with a next
+   * entry to fail over to is tried once: the next entry is its retry).
+   */
+  maxRetries?: number;
 }
 
 /** A failed provider call, with the run error code it records. */
@@ -43,6 +48,13 @@ export class ProviderError extends Error {
   ) {
     super(message, cause === undefined ? undefined : { cause });
   }
+
+  /**
+   * Another provider could answer the call (a 429, a 5xx, a timeout, a refused or reset
+   * connection): what a virtual environment fails over on. Never for what the request itself
+   * causes (a 400, a bad key) or for an answer that broke off.
+   */
+  failover = false;
 }
 
 /** The caller went away: its provider call ends so. */

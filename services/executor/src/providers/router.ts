@@ -1,0 +1,239 @@
+import { routingOf, type Routing } from "@pies/common";
+import type { Environment, RoutedEnvironment } from "@pies/proto/catalog";
+import { configOf } from "../catalog-payloads.js";
+import {
+  ProviderError,
+  type CompletionOptions,
+  type CompletionRequest,
+  type CompletionResult,
+  type LlmClient,
+} from "./types.js";
+
+/** One call a virtual environment made to one of its entries. */
+export interface RouteTry {
+  environmentId: string;
+  model: string;
+  durationMs: number;
+  /** Unset for the call that answered. */
+  error?: ProviderError;
+}
+
+/** What the router needs of the provider registry. */
+export interface ClientSource {
+  client(environment: Environment, apiKey: string): LlmClient;
+}
+
+export interface BreakerOptions {
+  /** Consecutive failures that open an entry's circuit. */
+  failures: number;
+  /** How long an open circuit skips its entry before one call probes it. */
+  coolDownMs: number;
+}
+
+export const DEFAULT_BREAKER: BreakerOptions = { failures: 5, coolDownMs: 30_000 };
+
+/** An entry's circuit: closed (called), open (skipped until its cool-down ends), or probing. */
+export type BreakerState = "closed" | "open" | "half_open";
+
+/**
+ * One entry's circuit breaker, in this executor: it opens after `failures` failures in a row
+ * that another provider could have answered, skips the entry for `coolDownMs`, then lets one
+ * call through (half open): its success closes the circuit, its failure opens it again.
+ */
+class Breaker {
+  private failures = 0;
+  private openedAt: number | undefined;
+  private probing = false;
+
+  constructor(private readonly options: BreakerOptions) {}
+
+  state(now: number): BreakerState {
+    if (this.openedAt === undefined) return "closed";
+    return this.probing || now - this.openedAt >= this.options.coolDownMs ? "half_open" : "open";
+  }
+
+  /** Whether a call may go to the entry now (a half-open circuit lets one through at a time). */
+  admit(now: number): boolean {
+    const state = this.state(now);
+    if (state === "closed") return true;
+    if (state === "open" || this.probing) return false;
+    this.probing = true;
+    return true;
+  }
+
+  succeeded(): void {
+    this.failures = 0;
+    this.openedAt = undefined;
+    this.probing = false;
+  }
+
+  failed(now: number): void {
+    this.failures++;
+    if (this.probing || this.failures >= this.options.failures) this.openedAt = now;
+    this.probing = false;
+  }
+
+  /** A call admitted that ended for another reason (the caller left): the probe is free again. */
+  released(): void {
+    this.probing = false;
+  }
+}
+
+/**
+ * Routes the executions of virtual environments (`virtual_lb`, DESIGN.md §7): each picks its
+ * entries in a weighted random order; with `failover`, a failure before the first chunk that
+ * another provider could answer (429, 5xx, a timeout, a refused or reset connection) moves on to
+ * the next entry, each at most once. An entry that keeps failing is skipped for a while (its
+ * circuit breaker). Every call is kept (RouteTry) for the run's attempts.
+ */
+export class Router {
+  private readonly breakers = new Map<string, Breaker>();
+  private readonly routings = new WeakMap<Environment, Routing | { invalid: string }>();
+
+  constructor(
+    private readonly clients: ClientSource,
+    private readonly options: BreakerOptions = DEFAULT_BREAKER,
+    private readonly random: () => number = Math.random,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * The client of one execution of `environment`, over the environments its entries name
+   * (`routes`, the catalog's answer); each call it makes goes into `tries`.
+   */
+  client(environment: Environment, routes: RoutedEnvironment[], tries: RouteTry[]): LlmClient {
+    return {
+      complete: (request, options) => this.complete(environment, routes, tries, request, options),
+    };
+  }
+
+  /** Each entry's circuit, by `<virtual environment>|<environment>|<model>` (for metrics and tests). */
+  states(): Map<string, BreakerState> {
+    const now = this.now();
+    return new Map([...this.breakers].map(([key, breaker]) => [key, breaker.state(now)]));
+  }
+
+  /** Entry indexes in a weighted random order, without repeats (weights need not sum to 1). */
+  order(routing: Routing): number[] {
+    const left = routing.entries.map((e, i) => ({ i, weight: e.weight }));
+    const order: number[] = [];
+    while (left.length > 0) {
+      let total = 0;
+      for (const e of left) total += e.weight;
+      let pick = this.random() * total;
+      let at = left.length - 1;
+      for (const [k, e] of left.entries()) {
+        pick -= e.weight;
+        if (pick < 0) {
+          at = k;
+          break;
+        }
+      }
+      const [picked] = left.splice(at, 1);
+      if (picked) order.push(picked.i);
+    }
+    return order;
+  }
+
+  private routingOf(environment: Environment): Routing {
+    let routing = this.routings.get(environment);
+    if (!routing) {
+      routing = routingOf(configOf(environment));
+      this.routings.set(environment, routing);
+    }
+    if ("invalid" in routing) {
+      throw new ProviderError(`virtual environment ${environment.id}: ${routing.invalid}`);
+    }
+    return routing;
+  }
+
+  private breaker(key: string): Breaker {
+    let breaker = this.breakers.get(key);
+    if (!breaker) {
+      breaker = new Breaker(this.options);
+      this.breakers.set(key, breaker);
+    }
+    return breaker;
+  }
+
+  private async complete(
+    environment: Environment,
+    routes: RoutedEnvironment[],
+    tries: RouteTry[],
+    request: CompletionRequest,
+    options: CompletionOptions,
+  ): Promise<CompletionResult> {
+    const routing = this.routingOf(environment);
+    const order = this.order(routing);
+    const candidates = routing.failover ? order : order.slice(0, 1);
+    let chunked = false;
+    const given = options.onChunk;
+    const onChunk =
+      given &&
+      ((text: string) => {
+        chunked = true;
+        given(text);
+      });
+    let last: ProviderError | undefined;
+    let skipped = 0;
+    for (const [n, index] of candidates.entries()) {
+      const entry = routing.entries[index];
+      if (!entry) continue;
+      const route = routes.find((r) => r.environment?.id === entry.environmentId);
+      const model = entry.model || route?.environment?.defaultModel || "";
+      const breaker = this.breaker(`${environment.id}|${entry.environmentId}|${model}`);
+      const started = this.now();
+      if (!breaker.admit(started)) {
+        skipped++;
+        continue;
+      }
+      const tried: RouteTry = { environmentId: entry.environmentId, model, durationMs: 0 };
+      tries.push(tried);
+      try {
+        if (!route?.environment) {
+          throw failover(
+            new ProviderError(`environment ${entry.environmentId} of the route no longer exists`),
+          );
+        }
+        const client = this.clients.client(route.environment, route.apiKey);
+        // An entry with a next one to fail over to is tried once: the next one is the retry.
+        const hasNext = routing.failover && n < candidates.length - 1;
+        const result = await client.complete(
+          { ...request, model },
+          { ...options, onChunk, ...(hasNext ? { maxRetries: 0 } : {}) },
+        );
+        tried.durationMs = this.now() - started;
+        breaker.succeeded();
+        return result;
+      } catch (err) {
+        tried.durationMs = this.now() - started;
+        const error =
+          err instanceof ProviderError
+            ? err
+            : new ProviderError("the provider call failed unexpectedly", "provider_error", err);
+        tried.error = error;
+        last = error;
+        if (error.code === "cancelled" || options.signal?.aborted) {
+          breaker.released();
+          throw error;
+        }
+        if (error.failover) breaker.failed(this.now());
+        else breaker.released();
+        // Never after a chunk: the caller has part of an answer.
+        if (!routing.failover || !error.failover || chunked) throw error;
+      }
+    }
+    if (last) throw last;
+    throw failover(
+      new ProviderError(
+        `every entry of virtual environment ${environment.id} is cooling down after failures (${skipped} skipped)`,
+      ),
+    );
+  }
+}
+
+/** `error`, marked as one another provider could answer. */
+function failover(error: ProviderError): ProviderError {
+  error.failover = true;
+  return error;
+}
