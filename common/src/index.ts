@@ -20,4 +20,5 @@ export * from "./retry-after.js";
 export * from "./key-slots.js";
 export * from "./int32.js";
 export * from "./routing.js";
+export * from "./prices.js";
 export * from "./tracing.js";

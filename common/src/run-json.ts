@@ -64,6 +64,8 @@ export interface RunFields {
   cachedFrom: string;
   cachePolicy: JsonObject | undefined;
   attempts: RunAttemptFields[];
+  /** USD; undefined for a run of a model of no known price. */
+  cost: RunCostFields | undefined;
   createdAt: Date | undefined;
   updatedAt: Date | undefined;
 }
@@ -86,6 +88,14 @@ export interface RunErrorFields {
   message: string;
   /** undefined and null alike are left out. */
   data: JsonValue | undefined;
+}
+
+export interface RunCostFields {
+  input: number;
+  output: number;
+  total: number;
+  currency: string;
+  estimated: boolean;
 }
 
 export interface RunAttemptFields {
@@ -178,6 +188,13 @@ export function restRunJson(run: RunFields) {
     temperature: run.config?.temperature,
     max_tokens: run.config?.max_tokens,
     token_use: tokenUseJson(run.tokenUse),
+    cost: run.cost && {
+      input: run.cost.input,
+      output: run.cost.output,
+      total: run.cost.total,
+      currency: run.cost.currency,
+      estimated: run.cost.estimated,
+    },
     execution_time: run.executionTime,
     error: errorJson(run.error),
     source: run.source

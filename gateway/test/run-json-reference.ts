@@ -45,6 +45,15 @@ export function referenceRunJson(run: Run) {
     token_use: run.tokenUse
       ? { prompt: run.tokenUse.prompt, result: run.tokenUse.result, total: run.tokenUse.total }
       : undefined,
+    cost: run.cost
+      ? {
+          input: run.cost.input,
+          output: run.cost.output,
+          total: run.cost.total,
+          currency: run.cost.currency,
+          estimated: run.cost.estimated,
+        }
+      : undefined,
     execution_time: run.executionTime === undefined ? undefined : Number(run.executionTime),
     error: run.error
       ? compact({
@@ -90,6 +99,9 @@ function attemptJson(a: RunAttempt) {
     token_use: a.tokenUse
       ? { prompt: a.tokenUse.prompt, result: a.tokenUse.result, total: a.tokenUse.total }
       : undefined,
+    environment: a.environmentId || undefined,
+    model: a.model || undefined,
+    duration_ms: a.environmentId ? a.durationMs : undefined,
   });
 }
 

@@ -15,6 +15,7 @@ import {
   RunStatus,
   type Run,
   type RunAttempt,
+  type RunCost,
   type RunConfig,
   type RunError,
   type RunPromptRef,
@@ -395,6 +396,18 @@ function writeRun(r: Run) {
   if (r.promptJson.length > 0) bytes(38, r.promptJson);
   if (r.cachePolicyJson.length > 0) bytes(39, r.cachePolicyJson);
   if (r.resultSchemaJson.length > 0) bytes(40, r.resultSchemaJson);
+  if (r.cost !== undefined) runCost(41, r.cost);
+}
+
+function runCost(no: number, c: RunCost) {
+  known(c);
+  const at = open(no);
+  if (c.input !== 0) double(1, c.input);
+  if (c.output !== 0) double(2, c.output);
+  if (c.total !== 0) double(3, c.total);
+  if (c.currency !== "") string(4, c.currency);
+  if (c.estimated) bool(5);
+  close(at);
 }
 
 function promptRef(no: number, p: RunPromptRef) {
@@ -676,6 +689,10 @@ function readRun(r: BinaryReader, to: number): Run {
       case 40:
         run.resultSchemaJson = blob(r, wt);
         break;
+      case 41:
+        if (run.cost) throw UNEXPECTED;
+        run.cost = readCost(r, endOf(r, wt));
+        break;
       // The old payload fields (11, 12, 13, 22, 23) and unknown ones: protobuf-es's.
       default:
         throw UNEXPECTED;
@@ -726,6 +743,30 @@ function readSource(r: BinaryReader, to: number): RunSource {
   }
   if (r.pos !== to) throw UNEXPECTED;
   return s;
+}
+
+function readCost(r: BinaryReader, to: number): RunCost {
+  const c: RunCost = {
+    $typeName: "pies.runs.v1.RunCost",
+    input: 0,
+    output: 0,
+    total: 0,
+    currency: "",
+    estimated: false,
+  };
+  while (r.pos < to) {
+    const [no, wt] = r.tag();
+    if (no === 1) c.input = f64(r, wt);
+    else if (no === 2) c.output = f64(r, wt);
+    else if (no === 3) c.total = f64(r, wt);
+    else if (no === 4) c.currency = text(r, wt);
+    else if (no === 5) {
+      wire(wt, WireType.Varint);
+      c.estimated = r.bool();
+    } else throw UNEXPECTED;
+  }
+  if (r.pos !== to) throw UNEXPECTED;
+  return c;
 }
 
 function readUsage(r: BinaryReader, to: number): TokenUsage {

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pies/runs/v1/run.proto.
  */
 export const file_pies_runs_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChZwaWVzL3J1bnMvdjEvcnVuLnByb3RvEgxwaWVzLnJ1bnMudjEiOwoKVG9rZW5Vc2FnZRIOCgZwcm9tcHQYASABKAUSDgoGcmVzdWx0GAIgASgFEg0KBXRvdGFsGAMgASgFImkKCVJ1blNvdXJjZRIMCgR0eXBlGAEgASgJEg0KBWxhYmVsGAIgASgJEhYKDnByaW5jaXBhbF90eXBlGAMgASgJEhQKDHByaW5jaXBhbF9pZBgEIAEoCRIRCgljbGllbnRfaXAYBSABKAkiwQEKCVJ1bkNvbmZpZxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIRCglmb3JtYXR0ZXIYAyABKAkSGAoLdGVtcGVyYXR1cmUYBCABKAFIAIgBARIXCgptYXhfdG9rZW5zGAUgASgFSAGIAQESGAoLbWF4X3JlcGFpcnMYBiABKAVIAogBAUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnNCDgoMX21heF9yZXBhaXJzImYKCFJ1bkVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIoCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQgIYARIRCglkYXRhX2pzb24YBCABKAwi6QkKA1J1bhIKCgJpZBgBIAEoCRISCgpwcm9qZWN0X2lkGAIgASgJEhIKCmFjY291bnRfaWQYAyABKAkSFgoOaW50ZXJhY3Rpb25faWQYBCABKAkSGAoQaW50ZXJhY3Rpb25fbmFtZRgFIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgGIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAcgASgJEhAKCG1vZGVsX2lkGAggASgJEicKBnN0YXR1cxgJIAEoDjIXLnBpZXMucnVucy52MS5SdW5TdGF0dXMSDgoGc3RyZWFtGAogASgIEi8KCnBhcmFtZXRlcnMYCyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARIqCgZyZXN1bHQYDCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCAhgBEioKBnByb21wdBgNIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUICGAESDAoEdGFncxgOIAMoCRInCgZjb25maWcYDyABKAsyFy5waWVzLnJ1bnMudjEuUnVuQ29uZmlnEicKBnNvdXJjZRgQIAEoCzIXLnBpZXMucnVucy52MS5SdW5Tb3VyY2USKwoJdG9rZW5fdXNlGBEgASgLMhgucGllcy5ydW5zLnYxLlRva2VuVXNhZ2USGwoOZXhlY3V0aW9uX3RpbWUYEiABKANIAIgBARIlCgVlcnJvchgTIAEoCzIWLnBpZXMucnVucy52MS5SdW5FcnJvchILCgN0dGwYFCABKAUSEQoJcGFyZW50X2lkGBUgASgJEjEKDGNhY2hlX3BvbGljeRgWIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCAhgBEjIKDXJlc3VsdF9zY2hlbWEYFyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARIQCghwcm92aWRlchgYIAEoCRIOCgZjYWNoZWQYGSABKAgSLgoKY3JlYXRlZF9hdBgaIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgbIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoIYXR0ZW1wdHMYHCADKAsyGC5waWVzLnJ1bnMudjEuUnVuQXR0ZW1wdBITCgtjYWNoZWRfZnJvbRgdIAEoCRIRCgljYWNoZV9rZXkYHiABKAkSGgoSaW50ZXJhY3Rpb25fc3RhdHVzGB8gASgJEjcKE2ludGVyYWN0aW9uX3Byb21wdHMYICADKAsyGi5waWVzLnJ1bnMudjEuUnVuUHJvbXB0UmVmEjoKFmludGVyYWN0aW9uX3VwZGF0ZWRfYXQYISABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHByb2plY3RfbmFtZRgiIAEoCRIUCgxhY2NvdW50X25hbWUYIyABKAkSFwoPcGFyYW1ldGVyc19qc29uGCQgASgMEhMKC3Jlc3VsdF9qc29uGCUgASgMEhMKC3Byb21wdF9qc29uGCYgASgMEhkKEWNhY2hlX3BvbGljeV9qc29uGCcgASgMEhoKEnJlc3VsdF9zY2hlbWFfanNvbhgoIAEoDEIRCg9fZXhlY3V0aW9uX3RpbWUiUAoMUnVuUHJvbXB0UmVmEgoKAmlkGAEgASgJEgwKBHR5cGUYAiABKAkSEwoLdGVtcGxhdGVfaWQYAyABKAkSEQoJY2hhdF9wYXRoGAQgASgJIvkBCgpSdW5BdHRlbXB0Eg4KBm51bWJlchgBIAEoBRIwCgxwcm9tcHRfYWRkZWQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCAhgBEiUKBWVycm9yGAMgASgLMhYucGllcy5ydW5zLnYxLlJ1bkVycm9yEisKCXRva2VuX3VzZRgEIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhkKEXByb21wdF9hZGRlZF9qc29uGAUgASgMEhYKDmVudmlyb25tZW50X2lkGAYgASgJEg0KBW1vZGVsGAcgASgJEhMKC2R1cmF0aW9uX21zGAggASgFIroCCglSdW5VcGRhdGUSJwoGc3RhdHVzGAEgASgOMhcucGllcy5ydW5zLnYxLlJ1blN0YXR1cxIqCgZyZXN1bHQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCAhgBEisKCXRva2VuX3VzZRgDIAEoCzIYLnBpZXMucnVucy52MS5Ub2tlblVzYWdlEhsKDmV4ZWN1dGlvbl90aW1lGAQgASgDSACIAQESJQoFZXJyb3IYBSABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISKgoGcHJvbXB0GAYgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQgIYARITCgtyZXN1bHRfanNvbhgHIAEoDBITCgtwcm9tcHRfanNvbhgIIAEoDEIRCg9fZXhlY3V0aW9uX3RpbWUqiwEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19DUkVBVEVEEAESGQoVUlVOX1NUQVRVU19QUk9DRVNTSU5HEAISGAoUUlVOX1NUQVRVU19DT01QTEVURUQQAxIVChFSVU5fU1RBVFVTX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZwaWVzL3J1bnMvdjEvcnVuLnByb3RvEgxwaWVzLnJ1bnMudjEiOwoKVG9rZW5Vc2FnZRIOCgZwcm9tcHQYASABKAUSDgoGcmVzdWx0GAIgASgFEg0KBXRvdGFsGAMgASgFImkKCVJ1blNvdXJjZRIMCgR0eXBlGAEgASgJEg0KBWxhYmVsGAIgASgJEhYKDnByaW5jaXBhbF90eXBlGAMgASgJEhQKDHByaW5jaXBhbF9pZBgEIAEoCRIRCgljbGllbnRfaXAYBSABKAkiwQEKCVJ1bkNvbmZpZxIWCg5lbnZpcm9ubWVudF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIRCglmb3JtYXR0ZXIYAyABKAkSGAoLdGVtcGVyYXR1cmUYBCABKAFIAIgBARIXCgptYXhfdG9rZW5zGAUgASgFSAGIAQESGAoLbWF4X3JlcGFpcnMYBiABKAVIAogBAUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnNCDgoMX21heF9yZXBhaXJzImYKCFJ1bkVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIoCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlQgIYARIRCglkYXRhX2pzb24YBCABKAwijgoKA1J1bhIKCgJpZBgBIAEoCRISCgpwcm9qZWN0X2lkGAIgASgJEhIKCmFjY291bnRfaWQYAyABKAkSFgoOaW50ZXJhY3Rpb25faWQYBCABKAkSGAoQaW50ZXJhY3Rpb25fbmFtZRgFIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgGIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAcgASgJEhAKCG1vZGVsX2lkGAggASgJEicKBnN0YXR1cxgJIAEoDjIXLnBpZXMucnVucy52MS5SdW5TdGF0dXMSDgoGc3RyZWFtGAogASgIEi8KCnBhcmFtZXRlcnMYCyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARIqCgZyZXN1bHQYDCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCAhgBEioKBnByb21wdBgNIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUICGAESDAoEdGFncxgOIAMoCRInCgZjb25maWcYDyABKAsyFy5waWVzLnJ1bnMudjEuUnVuQ29uZmlnEicKBnNvdXJjZRgQIAEoCzIXLnBpZXMucnVucy52MS5SdW5Tb3VyY2USKwoJdG9rZW5fdXNlGBEgASgLMhgucGllcy5ydW5zLnYxLlRva2VuVXNhZ2USGwoOZXhlY3V0aW9uX3RpbWUYEiABKANIAIgBARIlCgVlcnJvchgTIAEoCzIWLnBpZXMucnVucy52MS5SdW5FcnJvchILCgN0dGwYFCABKAUSEQoJcGFyZW50X2lkGBUgASgJEjEKDGNhY2hlX3BvbGljeRgWIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCAhgBEjIKDXJlc3VsdF9zY2hlbWEYFyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARIQCghwcm92aWRlchgYIAEoCRIOCgZjYWNoZWQYGSABKAgSLgoKY3JlYXRlZF9hdBgaIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgbIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoIYXR0ZW1wdHMYHCADKAsyGC5waWVzLnJ1bnMudjEuUnVuQXR0ZW1wdBITCgtjYWNoZWRfZnJvbRgdIAEoCRIRCgljYWNoZV9rZXkYHiABKAkSGgoSaW50ZXJhY3Rpb25fc3RhdHVzGB8gASgJEjcKE2ludGVyYWN0aW9uX3Byb21wdHMYICADKAsyGi5waWVzLnJ1bnMudjEuUnVuUHJvbXB0UmVmEjoKFmludGVyYWN0aW9uX3VwZGF0ZWRfYXQYISABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHByb2plY3RfbmFtZRgiIAEoCRIUCgxhY2NvdW50X25hbWUYIyABKAkSFwoPcGFyYW1ldGVyc19qc29uGCQgASgMEhMKC3Jlc3VsdF9qc29uGCUgASgMEhMKC3Byb21wdF9qc29uGCYgASgMEhkKEWNhY2hlX3BvbGljeV9qc29uGCcgASgMEhoKEnJlc3VsdF9zY2hlbWFfanNvbhgoIAEoDBIjCgRjb3N0GCkgASgLMhUucGllcy5ydW5zLnYxLlJ1bkNvc3RCEQoPX2V4ZWN1dGlvbl90aW1lIlwKB1J1bkNvc3QSDQoFaW5wdXQYASABKAESDgoGb3V0cHV0GAIgASgBEg0KBXRvdGFsGAMgASgBEhAKCGN1cnJlbmN5GAQgASgJEhEKCWVzdGltYXRlZBgFIAEoCCJQCgxSdW5Qcm9tcHRSZWYSCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRITCgt0ZW1wbGF0ZV9pZBgDIAEoCRIRCgljaGF0X3BhdGgYBCABKAki+QEKClJ1bkF0dGVtcHQSDgoGbnVtYmVyGAEgASgFEjAKDHByb21wdF9hZGRlZBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUICGAESJQoFZXJyb3IYAyABKAsyFi5waWVzLnJ1bnMudjEuUnVuRXJyb3ISKwoJdG9rZW5fdXNlGAQgASgLMhgucGllcy5ydW5zLnYxLlRva2VuVXNhZ2USGQoRcHJvbXB0X2FkZGVkX2pzb24YBSABKAwSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSDQoFbW9kZWwYByABKAkSEwoLZHVyYXRpb25fbXMYCCABKAUiugIKCVJ1blVwZGF0ZRInCgZzdGF0dXMYASABKA4yFy5waWVzLnJ1bnMudjEuUnVuU3RhdHVzEioKBnJlc3VsdBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZUICGAESKwoJdG9rZW5fdXNlGAMgASgLMhgucGllcy5ydW5zLnYxLlRva2VuVXNhZ2USGwoOZXhlY3V0aW9uX3RpbWUYBCABKANIAIgBARIlCgVlcnJvchgFIAEoCzIWLnBpZXMucnVucy52MS5SdW5FcnJvchIqCgZwcm9tcHQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCAhgBEhMKC3Jlc3VsdF9qc29uGAcgASgMEhMKC3Byb21wdF9qc29uGAggASgMQhEKD19leGVjdXRpb25fdGltZSqLAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX0NSRUFURUQQARIZChVSVU5fU1RBVFVTX1BST0NFU1NJTkcQAhIYChRSVU5fU1RBVFVTX0NPTVBMRVRFRBADEhUKEVJVTl9TVEFUVVNfRkFJTEVEEARiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message pies.runs.v1.TokenUsage
@@ -415,6 +415,13 @@ export type Run = Message<"pies.runs.v1.Run"> & {
    * @generated from field: bytes result_schema_json = 40;
    */
   resultSchemaJson: Uint8Array;
+
+  /**
+   * What the run's tokens cost (DESIGN.md §7); unset for a model with no known price.
+   *
+   * @generated from field: pies.runs.v1.RunCost cost = 41;
+   */
+  cost?: RunCost | undefined;
 };
 
 /**
@@ -423,6 +430,50 @@ export type Run = Message<"pies.runs.v1.Run"> & {
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
   messageDesc(file_pies_runs_v1_run, 4);
+
+/**
+ * The cost of a run's tokens at its model's price (the environment's `config.prices`, else the
+ * list prices pies ships), summed over its provider calls.
+ *
+ * @generated from message pies.runs.v1.RunCost
+ */
+export type RunCost = Message<"pies.runs.v1.RunCost"> & {
+  /**
+   * @generated from field: double input = 1;
+   */
+  input: number;
+
+  /**
+   * @generated from field: double output = 2;
+   */
+  output: number;
+
+  /**
+   * @generated from field: double total = 3;
+   */
+  total: number;
+
+  /**
+   * ISO 4217; USD.
+   *
+   * @generated from field: string currency = 4;
+   */
+  currency: string;
+
+  /**
+   * Some of the tokens were counted by the tokenizer (the provider reported no usage).
+   *
+   * @generated from field: bool estimated = 5;
+   */
+  estimated: boolean;
+};
+
+/**
+ * Describes the message pies.runs.v1.RunCost.
+ * Use `create(RunCostSchema)` to create a new message.
+ */
+export const RunCostSchema: GenMessage<RunCost> = /*@__PURE__*/
+  messageDesc(file_pies_runs_v1_run, 5);
 
 /**
  * A prompt segment of the interaction a run executed, its template by id (SPEC.md's interaction
@@ -459,7 +510,7 @@ export type RunPromptRef = Message<"pies.runs.v1.RunPromptRef"> & {
  * Use `create(RunPromptRefSchema)` to create a new message.
  */
 export const RunPromptRefSchema: GenMessage<RunPromptRef> = /*@__PURE__*/
-  messageDesc(file_pies_runs_v1_run, 5);
+  messageDesc(file_pies_runs_v1_run, 6);
 
 /**
  * One provider call of a run. The first is the prompt itself; each repair adds messages to it
@@ -526,7 +577,7 @@ export type RunAttempt = Message<"pies.runs.v1.RunAttempt"> & {
  * Use `create(RunAttemptSchema)` to create a new message.
  */
 export const RunAttemptSchema: GenMessage<RunAttempt> = /*@__PURE__*/
-  messageDesc(file_pies_runs_v1_run, 6);
+  messageDesc(file_pies_runs_v1_run, 7);
 
 /**
  * Fields an update may set; unset fields keep their value.
@@ -586,7 +637,7 @@ export type RunUpdate = Message<"pies.runs.v1.RunUpdate"> & {
  * Use `create(RunUpdateSchema)` to create a new message.
  */
 export const RunUpdateSchema: GenMessage<RunUpdate> = /*@__PURE__*/
-  messageDesc(file_pies_runs_v1_run, 7);
+  messageDesc(file_pies_runs_v1_run, 8);
 
 /**
  * SPEC.md "Execution run status".
