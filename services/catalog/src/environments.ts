@@ -6,6 +6,7 @@ import {
   invalid,
   newId,
   notFound,
+  pricesOf,
   requireProject,
   routingOf,
   VIRTUAL_PROVIDER,
@@ -132,6 +133,12 @@ async function checkRouting(
   }
 }
 
+/** An environment's `config.prices`, checked (INVALID_ARGUMENT naming what is wrong). */
+function checkPrices(config: JsonObject): void {
+  const prices = pricesOf(config);
+  if ("invalid" in prices) throw invalid(prices.invalid);
+}
+
 /** The virtual environments of the project that route to `id` (at most 10, for a 409). */
 async function routedBy(tx: Kysely<CatalogDatabase>, projectId: string, id: string) {
   const virtual = await tx
@@ -159,6 +166,7 @@ export function environmentHandlers({
       const input = req.environment ?? ({} as EnvironmentInput);
       const provider = await checkProvider(endpoints, input);
       const config = payloadOf("config", input.configJson) ?? {};
+      checkPrices(config);
       const row = await db.transaction().execute(async (tx) => {
         if (provider === VIRTUAL_PROVIDER) await checkRouting(tx, projectId, config);
         return tx
@@ -201,6 +209,7 @@ export function environmentHandlers({
       const projectId = requireProject(req.projectId);
       const input = req.environment ?? ({} as EnvironmentInput);
       const config = payloadOf("config", input.configJson);
+      if (config) checkPrices(config);
       const row = await db.transaction().execute(async (tx) => {
         const current = await lockEnvironment(tx, projectId, req.id);
         // The stored key goes only where it was given for: moving the environment to another

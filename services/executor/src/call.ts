@@ -15,11 +15,13 @@ import {
   TokenUsageSchema,
   type Run,
   type RunAttempt,
+  type RunCost,
 } from "@pies/proto/runs";
 import type { Environment, RoutedEnvironment } from "@pies/proto/catalog";
 import type { ExecutorDeps } from "./context.js";
 import type { RouteTry } from "./providers/router.js";
 import { REPAIR_MARK } from "./providers/test-provider.js";
+import { RunCostSum } from "./run-cost.js";
 import { countUsage } from "./providers/tokens.js";
 import {
   pause,
@@ -44,6 +46,8 @@ export type Outcome = (
   attempts?: RunAttempt[];
   /** The model that answered (or was called last), when a virtual environment chose it. */
   model?: string;
+  /** What the calls' tokens cost, when every model called has a known price. */
+  cost?: RunCost;
 };
 
 /** Repairs of an answer that fails the output schema, unless the environment or request says. */
@@ -87,6 +91,7 @@ export async function callProvider(
   }
   const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
   const attempts: RunAttempt[] = [];
+  const cost = new RunCostSum(environment, options.routes);
   let usage: TokenUsage | undefined;
   let messages = request.messages;
   let added: ChatMessage[] = [];
@@ -103,6 +108,9 @@ export async function callProvider(
       if (used) usage = usage ? sum(usage, used) : used;
       const failed = failure(deps, environment, err, usage);
       const routed = tries.slice(before);
+      const lastTry = routed[routed.length - 1];
+      if (used) cost.add(lastTry?.model ?? request.model, used, true, lastTry?.environmentId);
+      failed.cost = cost.result();
       if (routed.length > 0) {
         // Every call of the round failed: each is an attempt, the last one with what arrived.
         for (const [i, t] of routed.entries()) {
@@ -126,6 +134,7 @@ export async function callProvider(
     // The calls a virtual environment failed over from, then the one that answered.
     const routed = tries.slice(before);
     const answered = routed.pop();
+    cost.add(answered?.model ?? request.model, used, !answer.usage, answered?.environmentId);
     for (const [i, t] of routed.entries()) {
       attempts.push(routeAttempt(attempts.length + 1, i === 0 ? added : [], undefined, t));
     }
@@ -139,9 +148,11 @@ export async function callProvider(
     }
     const model = answered?.model;
     if (checked.ok) {
-      if (attempts.length === 0 && !answered) return { ok: true, result: checked.result, usage };
+      if (attempts.length === 0 && !answered) {
+        return { ok: true, result: checked.result, usage, cost: cost.result() };
+      }
       attempts.push(withRoute(attempt(attempts.length + 1, ownAdded, used), answered));
-      return { ok: true, result: checked.result, usage, attempts, model };
+      return { ok: true, result: checked.result, usage, attempts, model, cost: cost.result() };
     }
     attempts.push(withRoute(attempt(attempts.length + 1, ownAdded, used, checked), answered));
     if (round > maxRepairs) {
@@ -156,6 +167,7 @@ export async function callProvider(
         usage,
         attempts,
         model,
+        cost: cost.result(),
       };
     }
     added = [
@@ -358,6 +370,7 @@ export function endedRun(run: Run, outcome: Outcome, startedAt: number): Run {
   ended.tokenUse = outcome.usage && create(TokenUsageSchema, outcome.usage);
   if (outcome.attempts) ended.attempts = outcome.attempts;
   if (outcome.model) ended.modelId = outcome.model;
+  if (outcome.cost) ended.cost = outcome.cost;
   if (outcome.ok) {
     ended.status = RunStatus.COMPLETED;
     ended.resultJson = jsonBytes(outcome.result);
@@ -417,6 +430,7 @@ export function copyRun(run: Run): Run {
     promptJson: run.promptJson,
     cachePolicyJson: run.cachePolicyJson,
     resultSchemaJson: run.resultSchemaJson,
+    cost: run.cost,
   };
   // Fields of a newer writer, kept by fromBinary (a run read back from the log).
   if (run.$unknown !== undefined) copy.$unknown = run.$unknown;

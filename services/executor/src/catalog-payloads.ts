@@ -1,5 +1,11 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { jsonOf, type JsonObject, type JsonValue } from "@pies/common";
+import {
+  jsonOf,
+  pricesOf as parsePrices,
+  type JsonObject,
+  type JsonValue,
+  type Price,
+} from "@pies/common";
 import { deepFreeze } from "@pies/common/server";
 import type { Environment, Interaction, PromptTemplate } from "@pies/proto/catalog";
 
@@ -51,3 +57,17 @@ const NO_CONFIG: JsonObject = Object.freeze({});
 /** An environment's provider settings (max_repairs, structured_output, ...); `{}` when none. */
 export const configOf = (environment: Environment): JsonObject =>
   objectOf(environment.configJson) ?? NO_CONFIG;
+
+const prices = new WeakMap<Environment, ReadonlyMap<string, Price>>();
+const NO_PRICES: ReadonlyMap<string, Price> = new Map();
+
+/** An environment's `config.prices` (the catalog checked them when it was written). */
+export function pricesOf(environment: Environment): ReadonlyMap<string, Price> {
+  let known = prices.get(environment);
+  if (!known) {
+    const parsed = parsePrices(configOf(environment));
+    known = "invalid" in parsed ? NO_PRICES : parsed;
+    prices.set(environment, known);
+  }
+  return known;
+}
