@@ -357,6 +357,113 @@ describe("four processes over HTTP", () => {
     ).toMatch(/environment nope is not one of this project's/);
   });
 
+  it("records what each run cost, and lists, searches and facets runs by it", async () => {
+    const environment = await json(
+      await api("/environments", {
+        body: {
+          provider: "openai_compatible",
+          endpoint_url: upstream.url,
+          apiKey: "sk-upstream-secret",
+          default_model: "gpt-4o-mini",
+          config: { prices: { "house-model": { input: 1, output: 2 } } },
+        },
+      }),
+      201,
+    );
+    const interaction = await createInteraction(environment.id);
+    const execute = (config?: object) =>
+      api(`/interactions/${interaction.id}/execute`, {
+        body: { data: { name: "Ada" }, ...(config ? { config } : {}) },
+      }).then((r) => json(r));
+    const usd = (tokens: number, perMillion: number) =>
+      Math.round(((tokens * perMillion) / 1e6) * 1e10) / 1e10;
+    const expected = (run: any, input: number, output: number, estimated = false) => {
+      const i = usd(run.token_use.prompt, input);
+      const o = usd(run.token_use.result, output);
+      return {
+        input: i,
+        output: o,
+        total: Math.round((i + o) * 1e10) / 1e10,
+        currency: "USD",
+        estimated,
+      };
+    };
+    // The list price of gpt-4o-mini ($0.15 / $0.60 per million), the provider's usage.
+    const listed = await execute();
+    expect(listed.cost).toEqual(expected(listed, 0.15, 0.6));
+    // The environment's own price.
+    const house = await execute({ model: "house-model" });
+    expect(house.cost).toEqual(expected(house, 1, 2));
+    // No known price: no cost.
+    const unknown = await execute({ model: "some-local-model" });
+    expect(unknown.status).toBe("completed");
+    expect(unknown.cost).toBeUndefined();
+    // Tokens the tokenizer counted (the test provider reports none): estimated.
+    const local = await json(
+      await api("/environments", {
+        body: {
+          provider: "test",
+          default_model: "test",
+          config: { prices: { test: { input: 3, output: 4 } } },
+        },
+      }),
+      201,
+    );
+    const counted = await json(
+      await api(`/interactions/${(await createInteraction(local.id)).id}/execute`, {
+        body: { data: { name: "Ada" } },
+      }),
+    );
+    expect(counted.cost).toEqual(expected(counted, 3, 4, true));
+    expect(
+      (
+        await json(
+          await api("/environments", {
+            body: { provider: "test", config: { prices: { test: { input: "cheap" } } } },
+          }),
+          400,
+        )
+      ).message,
+    ).toMatch(/^config\.prices\.test\.input must be a number/);
+
+    // Read back, listed by cost (the store, a batch behind), searched and faceted by it.
+    expect((await json(await api(`/runs/${house.id}`))).cost).toEqual(house.cost);
+    const ids = (runs: any[]) => runs.map((r) => r.id).sort();
+    await expect
+      .poll(
+        async () =>
+          ids(await json(await api(`/runs?interaction=${interaction.id}&min_cost=0.0000001`))),
+        { timeout: 10_000, interval: 50 },
+      )
+      .toEqual(ids([listed, house]));
+    const cheap = await json(
+      await api(`/runs?interaction=${interaction.id}&max_cost=${listed.cost.total}`),
+    );
+    expect(ids(cheap)).toEqual([listed.id]);
+    const found = await json(
+      await api("/runs/search", {
+        body: {
+          filters: { interaction: [interaction.id], cost: { gt: listed.cost.total } },
+          facets: {
+            spend: { type: "number", path: "cost", boundaries: [0, house.cost.total, 1] },
+          },
+        },
+      }),
+    );
+    expect(ids(found.results)).toEqual([house.id]);
+    expect(found.meta.facet.spend.buckets).toEqual([
+      { _id: 0, count: 0 },
+      { _id: house.cost.total, count: 1 },
+    ]);
+    // And counted by project and model in the gateway's metrics.
+    const metrics = await (await fetch(`${stack.gatewayUrl}/metrics`)).text();
+    expect(metrics).toMatch(
+      new RegExp(
+        `pies_cost_usd_total\\{project="${listed.project.id}",model="gpt-4o-mini"\\} [0-9.e-]+`,
+      ),
+    );
+  });
+
   it("answers errors as JSON with the right status", async () => {
     expect(await json(await api("/runs", { token: "sk-not-a-key" }), 401)).toMatchObject({
       code: "unauthorized",

@@ -16,6 +16,8 @@ import { RunStatus, type Run } from "@pies/proto/runs";
  *   store, by why (gateway/src/sse/run-relay.ts ReplayReason).
  * - `pies_executions_total{status,provider}`: executions answered (blocking) or ended (streamed,
  *   when the gateway relays the end), by the run's final status and its environment's provider.
+ * - `pies_cost_usd_total{project,model}`: what those executions' tokens cost (RunCost.total), by
+ *   project and the model that answered; runs of a model of no known price add nothing.
  * - `pies_event_bus_runs`, `pies_event_bus_bytes`, `pies_event_bus_max_bytes`: what an in-memory
  *   event bus (the embedded mode's) holds, and its bound; absent with JetStream (whose store NATS's
  *   own monitoring shows).
@@ -52,6 +54,13 @@ export class GatewayMetrics {
     name: "pies_executions_total",
     help: "Executions by final status and provider",
     labelNames: ["status", "provider"] as const,
+    registers: [this.registry],
+  });
+
+  private readonly cost = new Counter({
+    name: "pies_cost_usd_total",
+    help: "What executions' tokens cost, USD, by project and model",
+    labelNames: ["project", "model"] as const,
     registers: [this.registry],
   });
 
@@ -116,10 +125,13 @@ export class GatewayMetrics {
   }
 
   /** An execution's end as the gateway saw it. */
-  execution(run: Pick<Run, "status" | "provider">) {
+  execution(run: Pick<Run, "status" | "provider" | "cost" | "projectId" | "modelId">) {
     this.executions.inc({
       status: (RunStatus[run.status] ?? "unknown").toLowerCase(),
       provider: run.provider || "unknown",
     });
+    if (run.cost && run.cost.total > 0) {
+      this.cost.inc({ project: run.projectId, model: run.modelId || "unknown" }, run.cost.total);
+    }
   }
 }

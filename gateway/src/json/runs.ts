@@ -99,6 +99,7 @@ export function runFields(run: Run): RunFields {
       model: a.model,
       durationMs: a.durationMs,
     })),
+    cost: run.cost,
     createdAt: fromTimestamp(run.createdAt),
     updatedAt: fromTimestamp(run.updatedAt),
   };
@@ -110,16 +111,22 @@ export const runJson = (run: Run) => restRunJson(runFields(run));
 /** What the execute routes read of the run an execution answered, and its REST JSON. */
 export interface AnsweredRun {
   id: string;
+  projectId: string;
   status: RunStatus;
   provider: string;
+  modelId: string;
+  cost: Run["cost"];
   error: { code: string; message: string } | undefined;
   json(): ReturnType<typeof restRunJson>;
 }
 
 export const answeredRun = (run: Run): AnsweredRun => ({
   id: run.id,
+  projectId: run.projectId,
   status: run.status,
   provider: run.provider,
+  modelId: run.modelId,
+  cost: run.cost,
   error: run.error,
   json: () => runJson(run),
 });
@@ -210,6 +217,9 @@ export const listRunsQuery = (limits: InputLimits) =>
     parent: shortText(limits).optional(),
     // @vertesia/client's spelling of parent=false.
     is_root: z.enum(["true", "false"]).optional(),
+    // Cost bounds in USD, inclusive.
+    min_cost: z.coerce.number().finite().min(0).optional(),
+    max_cost: z.coerce.number().finite().min(0).optional(),
   });
 
 export function runFilters(
@@ -227,6 +237,10 @@ export function runFilters(
     parentId: q.parent && q.parent !== "false" ? q.parent : "",
     anchorDate: toTimestamp(q.anchorDate),
     anchorDirection: anchorDirections.value(q.anchorDateDirection) ?? AnchorDirection.AFTER,
+    costAbove: q.min_cost,
+    costAboveInclusive: q.min_cost !== undefined,
+    costBelow: q.max_cost,
+    costBelowInclusive: q.max_cost !== undefined,
   };
 }
 
@@ -281,6 +295,19 @@ const updatedAtRange = z
   .refine((r) => Object.keys(r).length > 0, "give at least one of gt, gte, lt, lte")
   .refine((r) => !(r.gt && r.gte), "give gt or gte, not both")
   .refine((r) => !(r.lt && r.lte), "give lt or lte, not both");
+
+/** A cost range in USD: lower and upper bounds, each inclusive or exclusive. */
+const costRange = z
+  .object({
+    gt: z.number().finite().optional(),
+    gte: z.number().finite().optional(),
+    lt: z.number().finite().optional(),
+    lte: z.number().finite().optional(),
+  })
+  .strict()
+  .refine((r) => Object.keys(r).length > 0, "give at least one of gt, gte, lt, lte")
+  .refine((r) => !(r.gt !== undefined && r.gte !== undefined), "give gt or gte, not both")
+  .refine((r) => !(r.lt !== undefined && r.lte !== undefined), "give lt or lte, not both");
 
 /**
  * A facet as @vertesia/client's current release names one (`{name, field}`): a string facet of that
@@ -363,6 +390,7 @@ export const searchRunsBody = (limits: InputLimits) =>
           tags: shortTextList(limits).optional(),
           modelId: shortTextList(limits).optional(),
           updated_at: updatedAtRange.optional(),
+          cost: costRange.optional(),
         })
         .strict()
         .optional(),
@@ -452,6 +480,10 @@ export function searchRunsRequest(
       updatedAfterInclusive: range.gte !== undefined,
       updatedBefore: timestampOf(range.lt ?? range.lte),
       updatedBeforeInclusive: range.lte !== undefined,
+      costAbove: f.cost?.gt ?? f.cost?.gte,
+      costAboveInclusive: f.cost?.gte !== undefined,
+      costBelow: f.cost?.lt ?? f.cost?.lte,
+      costBelowInclusive: f.cost?.lte !== undefined,
     },
   };
 }

@@ -39,5 +39,11 @@ export function applyFilters<O>(
   if (before) {
     query = query.where("updated_at", filters.updatedBeforeInclusive ? "<=" : "<", before);
   }
+  if (filters.costAbove !== undefined) {
+    query = query.where("cost_total", filters.costAboveInclusive ? ">=" : ">", filters.costAbove);
+  }
+  if (filters.costBelow !== undefined) {
+    query = query.where("cost_total", filters.costBelowInclusive ? "<=" : "<", filters.costBelow);
+  }
   return query;
 }

@@ -47,6 +47,18 @@ const tokenUseOf = (row: ListedRun) =>
     ? undefined
     : { prompt: row.prompt_tokens ?? 0, result: row.result_tokens ?? 0, total: row.total_tokens };
 
+/** A run's cost, from its columns (none without a total). */
+const costOf = (row: ListedRun) =>
+  row.cost_total === null
+    ? undefined
+    : {
+        input: row.cost_input ?? 0,
+        output: row.cost_output ?? 0,
+        total: row.cost_total,
+        currency: "USD",
+        estimated: row.cost_estimated ?? false,
+      };
+
 /** A run row as a message; a listed one has no prompt, output schema or attempts. */
 export function runToProto(row: ListedRun & Partial<Pick<StoredRun, Unlisted>>): Run {
   const config = row.config ?? {};
@@ -84,6 +96,7 @@ export function runToProto(row: ListedRun & Partial<Pick<StoredRun, Unlisted>>):
     },
     tokenUse: tokenUseOf(row),
     executionTime: row.execution_time === null ? undefined : BigInt(row.execution_time),
+    cost: costOf(row),
     error: error
       ? {
           code: str(error, "code"),
@@ -208,6 +221,7 @@ export function rowFields(row: ListedRun): RunFields {
     },
     tokenUse: tokenUseOf(row),
     executionTime: row.execution_time === null ? undefined : Number(row.execution_time),
+    cost: costOf(row),
     error: error
       ? { code: str(error, "code"), message: str(error, "message"), data: error.data ?? undefined }
       : undefined,
@@ -302,6 +316,10 @@ export function runToRow(run: Run) {
     ),
     ...tokenColumns(run.tokenUse),
     execution_time: run.executionTime === undefined ? null : Number(run.executionTime),
+    cost_input: run.cost ? run.cost.input : null,
+    cost_output: run.cost ? run.cost.output : null,
+    cost_total: run.cost ? run.cost.total : null,
+    cost_estimated: run.cost ? run.cost.estimated : null,
     error: jsonColumn(run.error ? errorJson(run.error) : null),
     ttl: run.ttl,
     parent_id: run.parentId || null,

@@ -36,9 +36,11 @@ const FACET_PATHS = {
   tags: { type: FacetType.STRING, column: "tags" },
   updated_at: { type: FacetType.DATE, column: "updated_at" },
   execution_time: { type: FacetType.NUMBER, column: "execution_time" },
+  cost: { type: FacetType.NUMBER, column: "cost_total" },
 } as const;
 type FacetPath = keyof typeof FACET_PATHS;
 type StringPath = "interaction" | "environment" | "modelId" | "status" | "tags";
+type RangePath = "updated_at" | "execution_time" | "cost";
 
 /** The facets whose buckets are named, and the column of the name (namedBuckets). */
 export const NAMED_FACETS = {
@@ -57,7 +59,7 @@ export type FacetPlan =
   | {
       name: string;
       kind: "range";
-      path: "updated_at" | "execution_time";
+      path: RangePath;
       /** Bucket ids: the lower boundary of each adjacent pair (ISO string or number). */
       ids: (string | number)[];
       /** The boundaries as SQL sees them (ISO strings or numbers). */
@@ -109,7 +111,7 @@ export function planFacet(name: string, facet: Facet): FacetPlan {
   return {
     name,
     kind: "range",
-    path: path as "updated_at" | "execution_time",
+    path: path as RangePath,
     ids: boundaries.slice(0, -1),
     boundaries,
     ...(facet.defaultBucket ? { defaultBucket: facet.defaultBucket } : {}),
@@ -225,9 +227,11 @@ export function indexPresence(db: Kysely<RunsDatabase>, name: string, ttlMs: num
 
 /** SQL of the value a range facet groups by: its width_bucket index (null when no value). */
 function bucketIndex(plan: Extract<FacetPlan, { kind: "range" }>): RawBuilder<number | null> {
-  return plan.path === "updated_at"
-    ? sql`width_bucket(updated_at, ${plan.boundaries as string[]}::timestamptz[])`
-    : sql`width_bucket(execution_time::float8, ${plan.boundaries as number[]}::float8[])`;
+  if (plan.path === "updated_at") {
+    return sql`width_bucket(updated_at, ${plan.boundaries as string[]}::timestamptz[])`;
+  }
+  const column = sql.ref(FACET_PATHS[plan.path].column);
+  return sql`width_bucket(${column}::float8, ${plan.boundaries as number[]}::float8[])`;
 }
 
 /** A facet other than tags: counted by the one grouping statement. */
@@ -366,7 +370,12 @@ export const MAX_ROLLUP_CUT_HOURS = 200;
 export function planRollup(req: SearchRunsRequest, plans: FacetPlan[]): RollupPlan | undefined {
   if (req.query.trim() !== "") return undefined;
   // The rollup counts by status, model and hour: nothing else.
-  if (plans.some((p) => p.path === "execution_time" || Object.hasOwn(NAMED_FACETS, p.path)))
+  if (
+    plans.some(
+      (p) =>
+        p.path === "execution_time" || p.path === "cost" || Object.hasOwn(NAMED_FACETS, p.path),
+    )
+  )
     return undefined;
   const f = req.filters;
   if (
@@ -374,7 +383,9 @@ export function planRollup(req: SearchRunsRequest, plans: FacetPlan[]): RollupPl
     (f.interactionIds.length > 0 ||
       f.environmentIds.length > 0 ||
       f.tags.length > 0 ||
-      f.parentId !== "")
+      f.parentId !== "" ||
+      f.costAbove !== undefined ||
+      f.costBelow !== undefined)
   ) {
     return undefined;
   }

@@ -47,6 +47,11 @@ export interface RunsTable {
   updated_at: ColumnType<Date, Date | undefined, Date>;
   /** Position in the record log of the record this row holds (0: written directly). */
   record_seq: ColumnType<number, number | undefined, number>;
+  /** What the run's tokens cost, USD; null without a known price (RunCost). */
+  cost_input: number | null;
+  cost_output: number | null;
+  cost_total: number | null;
+  cost_estimated: boolean | null;
   /** Last sign of life from the executor of a processing run. */
   heartbeat_at: ColumnType<Date, Date | undefined, Date>;
 }

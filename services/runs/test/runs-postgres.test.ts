@@ -51,7 +51,7 @@ const INDEXES = [
   "runs_parent_idx",
   "runs_pkey",
   "runs_project_strings_trgm_idx",
-  "runs_project_updated_cover_idx",
+  "runs_project_updated_cost_cover_idx",
   "runs_status_idx",
   "runs_tags_idx",
 ];
@@ -317,13 +317,13 @@ describe("the list query", () => {
     ["a models filter", { models: ["model-4"] }, "runs_model_idx"],
     ["an environment_ids filter", { environmentIds: ["env-4"] }, "runs_environment_idx"],
     ["a parent_id filter", { parentId: "parent-40" }, "runs_parent_idx"],
-    ["no filter", {}, "runs_project_updated_cover_idx"],
-    ["top level only", { topLevelOnly: true }, "runs_project_updated_cover_idx"],
+    ["no filter", {}, "runs_project_updated_cost_cover_idx"],
+    ["top level only", { topLevelOnly: true }, "runs_project_updated_cost_cover_idx"],
     ["a tags filter", { tags: ["tag-8"] }, "runs_"],
     [
       "an anchor date",
       { anchorDate: toTimestamp("2026-01-01T05:00:00Z") },
-      "runs_project_updated_cover_idx",
+      "runs_project_updated_cost_cover_idx",
     ],
   ] as const)("uses an index with %s", async (_name, filters, index) => {
     const plan = await planOf(filters as FiltersInit);

@@ -14,15 +14,15 @@ export const indexBuilds: readonly IndexBuild[] = [
     table: "runs.runs",
     definition: () => "using gin (parameters jsonb_path_ops)",
   },
-  // The project's index in the default order, covering what the facets group by (status, model,
-  // execution time; updated_at is in the key): facets over a project are an index-only scan. It
-  // replaces the index of the same key.
+  // The project's index in the default order, covering what the facets group by and the range
+  // filters test (status, model, execution time, cost; updated_at is in the key): facets over a
+  // project are an index-only scan. It replaces the indexes of the same key.
   {
-    name: "runs_project_updated_cover_idx",
+    name: "runs_project_updated_cost_cover_idx",
     table: "runs.runs",
     definition: () =>
-      "(project_id, updated_at desc, id desc) include (status, model_id, execution_time)",
-    replaces: ["runs_project_updated_idx"],
+      "(project_id, updated_at desc, id desc) include (status, model_id, execution_time, cost_total)",
+    replaces: ["runs_project_updated_idx", "runs_project_updated_cover_idx"],
   },
   // Trigrams of the input data's strings (SEARCH_TEXT: its strings as a JSON array), under the
   // project: what the jsonpath index cannot serve (wildcards, bare terms over any value, string

@@ -9,6 +9,7 @@ import * as rollupUpdateSameHour from "./2026-11-26T00-00_rollup_update_same_hou
 import * as deadRecords from "./2026-11-27T00-00_dead_records.js";
 import * as runReferences from "./2026-11-28T00-00_run_references.js";
 import * as runsAutovacuum from "./2026-11-28T12-00_runs_autovacuum.js";
+import * as runCost from "./2026-12-07T00-00_run_cost.js";
 
 /** Every migration of the runs schema, by name (names sort in the order they apply). */
 export const migrations: Record<string, Migration> = {
@@ -22,4 +23,5 @@ export const migrations: Record<string, Migration> = {
   "2026-11-27T00-00_dead_records": deadRecords,
   "2026-11-28T00-00_run_references": runReferences,
   "2026-11-28T12-00_runs_autovacuum": runsAutovacuum,
+  "2026-12-07T00-00_run_cost": runCost,
 };
