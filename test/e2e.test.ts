@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   expectJson,
+  freePort,
   gatewayApi,
   readSse,
   startFakeOpenAI,
@@ -16,12 +17,15 @@ import {
 let stack: Stack;
 let upstream: FakeOpenAI;
 let api: ApiClient;
+/** The executor's own metrics port (PIES_METRICS_PORT). */
+let executorMetrics: number;
 
 beforeAll(async () => {
   upstream = await startFakeOpenAI({ apiKey: "sk-upstream-secret" });
+  executorMetrics = await freePort();
   stack = await startTestStack("e2e", {
     // The fake upstream listens on loopback, which the deployed default refuses.
-    env: { PIES_ALLOWED_ENDPOINTS: "127.0.0.1" },
+    env: { PIES_ALLOWED_ENDPOINTS: "127.0.0.1", PIES_METRICS_PORT: String(executorMetrics) },
   });
   api = gatewayApi(stack.gatewayUrl, stack.bootstrap.key);
 });
@@ -320,7 +324,23 @@ describe("four processes over HTTP", () => {
     );
     const events = await readSse(await api(`/runs/${created.id}/stream`));
     expect(events.at(-1)!.event).toBe("close");
-    check(JSON.parse(events.at(-1)!.data));
+    const streamed = JSON.parse(events.at(-1)!.data);
+    check(streamed);
+
+    // The executor's metrics: each entry's circuit, and the calls that failed over (each failed
+    // attempt but a run's last).
+    const metrics = await (await fetch(`http://127.0.0.1:${executorMetrics}/metrics`)).text();
+    expect(metrics).toContain(
+      `pies_route_breaker_state{virtual_environment="${virtual.id}",environment="${member.id}",model="test",state="closed"} 1`,
+    );
+    const failedOver = [blocking, streamed].reduce(
+      (n, run) => n + run.attempts.filter((a: any) => a.error).length,
+      0,
+    );
+    const counted = new RegExp(
+      `pies_route_failovers_total\\{virtual_environment="${virtual.id}"\\} (\\d+)`,
+    ).exec(metrics);
+    expect(Number(counted?.[1] ?? 0)).toBe(failedOver);
 
     // Without failover, the first entry's failure is the run's.
     const single = await json(

@@ -13,7 +13,7 @@ import {
   peersServing,
   serviceClient,
 } from "@pies/common/server";
-import { connectExecutor, executorSettingsSchema } from "@pies/executor";
+import { connectExecutor, executorSettingsSchema, registerRouteMetrics } from "@pies/executor";
 import {
   closeGracefully,
   createGateway,
@@ -77,6 +77,7 @@ export async function startEdge(
       logger,
       options: gatewayOptions(config),
       tokenKey: tokenKeyFrom(config),
+      metrics: (registry) => registerRouteMetrics(executor.router, registry),
       // Asked together: a probe waits for the slowest, not for the sum.
       isReady: async () =>
         (await Promise.all([executor.isReady(), peersServing([catalog, runs], "readiness")])).every(

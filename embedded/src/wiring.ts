@@ -10,7 +10,12 @@ import {
 import { migrateToLatest, pingDatabase, prepareIndexBuilds } from "@pies/common/db";
 import { directTransport, errorInterceptor, serviceClient } from "@pies/common/server";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
-import { createExecutorDeps, startExecutorWork, type ExecutorSettings } from "@pies/executor";
+import {
+  createExecutorDeps,
+  registerRouteMetrics,
+  startExecutorWork,
+  type ExecutorSettings,
+} from "@pies/executor";
 import {
   runsIndexBuilds,
   runsMigrations,
@@ -106,6 +111,7 @@ export async function createInMemoryPies(options: {
     logger,
     options: options.gateway,
     tokenKey: options.tokenKey,
+    metrics: (registry) => registerRouteMetrics(executorDeps.providers.router, registry),
     // Asked together: a probe waits for the slowest, not for the sum.
     isReady: async () =>
       (await Promise.all([pingDatabase(db), bus.ready(), options.records.ready()])).every(Boolean),

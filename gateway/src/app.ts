@@ -86,6 +86,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
   }
   installRequestTracing(app);
   const metrics = new GatewayMetrics(deps.bus);
+  deps.metrics?.(metrics.registry);
   metrics.install(app);
   const ctx = { deps, auth, metrics };
   if (deps.options.corsOrigins.length > 0) {

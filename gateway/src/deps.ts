@@ -1,3 +1,4 @@
+import type { Registry } from "prom-client";
 import type { Client } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
 import type { CatalogEvents, RunEventBus } from "@pies/common/bus";
@@ -20,6 +21,11 @@ export interface GatewayDeps {
   options: GatewayOptions;
   /** The key that signs and verifies the JWTs of token exchange (tokens.ts: tokenKeyFrom). */
   tokenKey: Uint8Array;
+  /**
+   * More metrics for GET /metrics, registered in its registry: an executor in the same process
+   * (the edge, the embedded mode) adds its routing's.
+   */
+  metrics?: (registry: Registry) => void;
 }
 
 export interface GatewayOptions extends InputLimits {

@@ -123,6 +123,40 @@ describe("GET /metrics", () => {
     expect(after).toContain("pies_gateway_nodejs_eventloop_lag_seconds");
   });
 
+  it("shows the routing of virtual environments: breakers and failovers", async () => {
+    const environment = (body: object) =>
+      request(app, "POST", "/environments", { key: pies.key, body }).then((r) => {
+        expect(r.status, r.text).toBe(201);
+        return r.json.id as string;
+      });
+    const member = await environment({ provider: "test", default_model: "test" });
+    const virtual = await environment({
+      provider: "virtual_lb",
+      config: {
+        failover: true,
+        entries: [
+          { model: `${member}::test-refused`, weight: 1_000_000 },
+          { model: `${member}::` },
+        ],
+      },
+    });
+    const id = await interaction();
+    const executed = await request(app, "POST", `/interactions/${id}/execute`, {
+      key: pies.key,
+      body: { data: { w: "hi" }, config: { environment: virtual } },
+    });
+    expect(executed.status, executed.text).toBe(200);
+    const failedOver = executed.json.attempts.length - 1;
+    const after = await metrics();
+    const entry = { virtual_environment: virtual, environment: member };
+    expect(
+      sample(after, "pies_route_breaker_state", { ...entry, model: "test", state: "closed" }),
+    ).toBe(1);
+    expect(sample(after, "pies_route_failovers_total", { virtual_environment: virtual })).toBe(
+      failedOver,
+    );
+  });
+
   it("counts 404s of unknown paths as one route", async () => {
     await request(app, "GET", "/no/such/path/1", { key: pies.key });
     await request(app, "GET", "/no/such/path/2", { key: pies.key });

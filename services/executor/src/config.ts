@@ -39,6 +39,8 @@ export const executorSettingsSchema = {
 export const executorConfigSchema = z.object({
   HOST: env.host(),
   PORT: env.port(50053),
+  // GET /metrics over HTTP/1.1 on a port of its own (the service's port is HTTP/2); 0: none.
+  PIES_METRICS_PORT: env.int(0, 0),
   CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
   RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
   ...natsConfigSchema,

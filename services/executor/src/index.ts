@@ -16,3 +16,4 @@ export {
   type ExecutorWiringConfig,
 } from "./start.js";
 export { loadTokenizer } from "./providers/tokens.js";
+export { registerRouteMetrics, serveExecutorMetrics } from "./metrics.js";

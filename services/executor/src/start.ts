@@ -12,16 +12,23 @@ import { ExecutorService } from "@pies/proto/executor";
 import type { Transport } from "@connectrpc/connect";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";
+import { serveExecutorMetrics, type MetricsServer } from "./metrics.js";
+import type { Router } from "./providers/router.js";
 import { startExecutorWork, type ExecutorWork } from "./work.js";
 import { loadTokenizer } from "./providers/tokens.js";
 
 export interface ExecutorProcess {
   server: RunningServer;
+  /** GET /metrics, when PIES_METRICS_PORT asks for it. */
+  metrics: MetricsServer | undefined;
   stop(): Promise<void>;
 }
 
 /** What an executor needs of its process's settings: peers, NATS and how it executes. */
-export type ExecutorWiringConfig = Omit<ExecutorConfig, "HOST" | "PORT" | "LOG_LEVEL">;
+export type ExecutorWiringConfig = Omit<
+  ExecutorConfig,
+  "HOST" | "PORT" | "LOG_LEVEL" | "PIES_METRICS_PORT"
+>;
 
 /** An executor at work in a process, over NATS and its peers, not yet serving anything. */
 export interface ConnectedExecutor {
@@ -31,6 +38,8 @@ export interface ConnectedExecutor {
   catalog: Transport;
   runs: Transport;
   work: ExecutorWork;
+  /** Routes virtual environments (its breakers' state is in the metrics). */
+  router: Router;
   /** Whether NATS and the peers answer. */
   isReady(): Promise<boolean>;
   /** Lets the runs in flight end (streamed ones publish their end), then drains NATS. */
@@ -74,6 +83,7 @@ export async function connectExecutor(
       catalog,
       runs,
       work,
+      router: deps.providers.router,
       isReady: async () => (await bus.ready()) && (await peersServing([catalog, runs], "")),
       async stop(graceMs) {
         await work.stop(graceMs);
@@ -101,9 +111,15 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
     isReady: executor.isReady,
     internalToken: config.PIES_INTERNAL_TOKEN,
   });
+  const metrics =
+    config.PIES_METRICS_PORT > 0
+      ? await serveExecutorMetrics(executor.router, config.HOST, config.PIES_METRICS_PORT)
+      : undefined;
   return {
     server,
+    metrics,
     async stop() {
+      await metrics?.close();
       await server.close();
       // Streamed runs already started finish and publish their end before NATS is drained.
       await executor.stop(config.PIES_PROVIDER_TIMEOUT_MS);

@@ -88,6 +88,8 @@ class Breaker {
  */
 export class Router {
   private readonly breakers = new Map<string, Breaker>();
+  /** Told of each call that moves on to a next entry (metrics.ts counts them). */
+  onFailover: ((virtualEnvironmentId: string) => void) | undefined;
   private readonly routings = new WeakMap<Environment, Routing | { invalid: string }>();
 
   constructor(
@@ -221,6 +223,7 @@ export class Router {
         else breaker.released();
         // Never after a chunk: the caller has part of an answer.
         if (!routing.failover || !error.failover || chunked) throw error;
+        if (n < candidates.length - 1) this.onFailover?.(environment.id);
       }
     }
     if (last) throw last;
