@@ -92,6 +92,14 @@ for (const d of deployments) {
     `${component(d)}: rolls when the chart's Secret changes`,
   );
 }
+const executorPod = deployments.find((d) => component(d) === "executor")?.spec.template.spec;
+expect(
+  executorPod?.containers[0].env.some(
+    (e) => e.name === "PIES_METRICS_PORT" && e.value === "9464",
+  ) &&
+    executorPod.containers[0].ports.some((p) => p.name === "metrics" && p.containerPort === 9464),
+  "executor: serves its metrics on port 9464 (executor.metricsPort)",
+);
 const secret = kinds("Secret")[0];
 const token = Buffer.from(secret?.data?.["internal-token"] ?? "", "base64").toString();
 expect(token.length >= 32, "the chart's Secret holds a generated internal token of 32+ characters");
@@ -102,13 +110,21 @@ const expectedCallers = {
   runs: ["gateway", "executor"],
   executor: ["gateway"],
 };
+// The executor's metrics port (its only other rule) admits networkPolicy.metricsFrom.
+const metricsPorts = { executor: 9464 };
 for (const [name, callers] of Object.entries(expectedCallers)) {
   const rule = policies[name]?.spec.ingress;
   const from = (rule?.[0]?.from ?? []).map(
     (peer) => peer.podSelector?.matchLabels?.["app.kubernetes.io/component"],
   );
+  const others = (rule ?? []).slice(1);
   expect(
-    rule?.length === 1 && JSON.stringify(from.sort()) === JSON.stringify([...callers].sort()),
+    others.every((r) => r.ports?.length === 1 && r.ports[0].port === metricsPorts[name]),
+    `${name}: NetworkPolicy's other rules are for its metrics port only`,
+  );
+  expect(
+    rule?.length === (metricsPorts[name] ? 2 : 1) &&
+      JSON.stringify(from.sort()) === JSON.stringify([...callers].sort()),
     `${name}: NetworkPolicy admits only ${callers.join(", ")} (got ${JSON.stringify(from)})`,
   );
   const selector = policies[name]?.spec.podSelector.matchLabels;

@@ -29,6 +29,8 @@ Call with a dict:
 {{- /* An HTTP component with a probePort answers its probes there, from a thread of their own. */}}
 {{- $probePort := ternary 0 ($v.probePort | default 0 | int64) $grpc }}
 {{- $probePortName := ternary "probe" "http" (gt $probePort 0) }}
+{{- /* A component with a metricsPort serves GET /metrics there over HTTP/1.1 (the executor). */}}
+{{- $metricsPort := $v.metricsPort | default 0 | int64 }}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -82,6 +84,11 @@ spec:
               containerPort: {{ $probePort }}
               protocol: TCP
             {{- end }}
+            {{- if gt $metricsPort 0 }}
+            - name: metrics
+              containerPort: {{ $metricsPort }}
+              protocol: TCP
+            {{- end }}
           env:
             - name: PORT
               value: {{ $port | quote }}
@@ -92,6 +99,10 @@ spec:
             {{- if gt $probePort 0 }}
             - name: PIES_PROBE_PORT
               value: {{ $probePort | quote }}
+            {{- end }}
+            {{- if gt $metricsPort 0 }}
+            - name: PIES_METRICS_PORT
+              value: {{ $metricsPort | quote }}
             {{- end }}
             {{- with $root.Values.tracing.otlpEndpoint }}
             - name: OTEL_EXPORTER_OTLP_ENDPOINT
