@@ -7,16 +7,18 @@
 //   npx tsc -b tsconfig.build.json && taskset -c 1 node bench/provider.mjs
 // Settings (environment variables, all optional): PROVIDER_BENCH_CALLS=3000 (per cell and round),
 // PROVIDER_BENCH_WARMUP=500, PROVIDER_BENCH_ROUNDS=3 (interleaved; the median is reported),
-// PROVIDER_BENCH_VARIANTS=sdk,executor,floor (also anthropic, anthropic-sdk, google)
+// PROVIDER_BENCH_VARIANTS=sdk,executor,floor (also anthropic, anthropic-sdk, google, and virtual
+// and failover: a virtual environment whose first entry answers, or refuses connections)
 // PROVIDER_BENCH_FAKE_CPU=0
 // PROVIDER_BENCH_CELLS=blocking:1,blocking:16,streamed:1,streamed:16
 // To see where one variant's time goes: PROVIDER_BENCH_VARIANTS=executor PROVIDER_BENCH_CELLS=
 // blocking:16 PROVIDER_BENCH_ROUNDS=1 taskset -c 1 node --cpu-prof bench/provider.mjs
 import { spawn } from "node:child_process";
+import { createServer } from "node:net";
 import { performance } from "node:perf_hooks";
 import { create } from "@bufbuild/protobuf";
 import { EndpointPolicy } from "@pies/common";
-import { EnvironmentSchema } from "@pies/proto/catalog";
+import { EnvironmentSchema, RoutedEnvironmentSchema } from "@pies/proto/catalog";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { Agent, fetch as undiciFetch, request } from "undici";
@@ -24,6 +26,7 @@ import { guardedAgent } from "../services/executor/dist/providers/guarded-fetch.
 import { AnthropicClient } from "../services/executor/dist/providers/anthropic.js";
 import { GoogleClient } from "../services/executor/dist/providers/google.js";
 import { OpenAIClient } from "../services/executor/dist/providers/openai.js";
+import { Router } from "../services/executor/dist/providers/router.js";
 
 /** @import { RequestInfo as UndiciRequestInfo, RequestInit as UndiciRequestInit } from "undici" */
 /** @import { ChatMessage } from "../services/executor/dist/templates/render.js" */
@@ -96,6 +99,15 @@ const environment = create(EnvironmentSchema, {
   id: "env-bench",
   provider: "openai_compatible",
   endpointUrl: fake.url,
+});
+/** The routes of the virtual environments: the OpenAI environment. */
+const routes = [create(RoutedEnvironmentSchema, { environment })];
+/** A port nothing listens on (taken, then freed): connections to it are refused. */
+const closedPort = await new Promise((resolve) => {
+  const server = createServer().listen(0, "127.0.0.1", () => {
+    const { port } = /** @type {import("node:net").AddressInfo} */ (server.address());
+    server.close(() => resolve(port));
+  });
 });
 /**
  * Each variant: { call(streamed): Promise<content>, close() }.
@@ -218,6 +230,54 @@ const variants = {
     );
     return { call: (streamed) => viaClient(client, streamed), close: () => agent.close() };
   },
+  // A virtual environment of one entry, the same OpenAI environment: the router's own cost.
+  virtual() {
+    const agent = guardedAgent(policy);
+    const member = new OpenAIClient(environment, "sk-bench", {
+      timeoutMs: 30_000,
+      maxRetries: 2,
+      agent,
+    });
+    const router = new Router({ client: () => member });
+    const routed = virtualOver([`${environment.id}::gpt-4o-mini`]);
+    return {
+      call: (streamed) => viaClient(router.client(routed, routes, []), streamed),
+      close: () => agent.close(),
+    };
+  },
+  // Its first entry refuses connections (a closed port), the second answers: every call fails
+  // over (the breaker is kept closed, so that every call pays it).
+  failover() {
+    const agent = guardedAgent(policy);
+    const refused = create(EnvironmentSchema, {
+      id: "env-refused",
+      provider: "openai_compatible",
+      endpointUrl: `http://127.0.0.1:${closedPort}/v1`,
+    });
+    const clients = new Map([
+      [
+        refused.id,
+        new OpenAIClient(refused, "sk-bench", { timeoutMs: 30_000, maxRetries: 2, agent }),
+      ],
+      [
+        environment.id,
+        new OpenAIClient(environment, "sk-bench", { timeoutMs: 30_000, maxRetries: 2, agent }),
+      ],
+    ]);
+    const router = new Router(
+      { client: (env) => /** @type {OpenAIClient} */ (clients.get(env.id)) },
+      { failures: Number.POSITIVE_INFINITY, coolDownMs: 0 },
+    );
+    const routed = virtualOver(
+      [`${refused.id}::gpt-4o-mini`, `${environment.id}::gpt-4o-mini`],
+      [1e9, 1],
+    );
+    const withRefused = [...routes, create(RoutedEnvironmentSchema, { environment: refused })];
+    return {
+      call: (streamed) => viaClient(router.client(routed, withRefused, []), streamed),
+      close: () => agent.close(),
+    };
+  },
   // What the executor uses: its OpenAIClient over the guarded pool.
   executor() {
     const agent = guardedAgent(policy);
@@ -231,6 +291,24 @@ const variants = {
 };
 
 /**
+ * A virtual environment with failover over `models` ("<environment id>::<model>"), by `weights`.
+ * @param {string[]} models
+ * @param {number[]} [weights]
+ */
+function virtualOver(models, weights = []) {
+  return create(EnvironmentSchema, {
+    id: "env-virtual",
+    provider: "virtual_lb",
+    configJson: new TextEncoder().encode(
+      JSON.stringify({
+        failover: true,
+        entries: models.map((model, i) => ({ model, weight: weights[i] ?? 1 })),
+      }),
+    ),
+  });
+}
+
+/**
  * @param {{ complete: OpenAIClient["complete"] }} client
  * @param {boolean} streamed
  */
@@ -238,6 +316,10 @@ async function viaClient(client, streamed) {
   const result = await client.complete(completion, streamed ? { onChunk: () => {} } : {});
   return result.content;
 }
+
+/** @param {number[]} values at least one */
+const median = (values) =>
+  /** @type {number} */ (values.sort((a, b) => a - b)[Math.floor(values.length / 2)]);
 
 /**
  * `total` calls, `concurrency` at a time: µs of CPU per call and calls/s.
@@ -248,9 +330,13 @@ async function viaClient(client, streamed) {
  */
 async function cell(variant, streamed, concurrency, total) {
   let next = 0;
+  /** @type {number[]} */
+  const times = [];
   const worker = async () => {
     while (next++ < total) {
+      const began = performance.now();
       const content = await variant.call(streamed);
+      times.push(performance.now() - began);
       if (!content.startsWith("echo: ")) throw new Error(`unexpected content ${content}`);
     }
   };
@@ -259,7 +345,11 @@ async function cell(variant, streamed, concurrency, total) {
   await Promise.all(Array.from({ length: concurrency }, worker));
   const seconds = (performance.now() - start) / 1000;
   const used = process.cpuUsage(cpu);
-  return { cpuUs: (used.user + used.system) / total, perSecond: total / seconds };
+  return {
+    cpuUs: (used.user + used.system) / total,
+    perSecond: total / seconds,
+    p50Ms: median(times),
+  };
 }
 
 const made = Object.fromEntries(
@@ -290,10 +380,9 @@ try {
   fake.close();
 }
 
-/** @param {number[]} values at least one (PROVIDER_BENCH_ROUNDS ≥ 1) */
-const median = (values) =>
-  /** @type {number} */ (values.sort((a, b) => a - b)[Math.floor(values.length / 2)]);
-console.log(`${calls} calls per cell, median of ${rounds} rounds; µs CPU per call (calls/s)`);
+console.log(
+  `${calls} calls per cell, median of ${rounds} rounds; µs CPU per call (calls/s, p50 latency)`,
+);
 const header = [
   "variant",
   ...cells.map((c) => `${c.streamed ? "streamed" : "blocking"} c=${c.concurrency}`),
@@ -304,7 +393,8 @@ const rows = variantNames.map((name) => [
     const runs = results.get(`${name}|${streamed ? "streamed" : "blocking"}|${concurrency}`) ?? [];
     const cpu = median(runs.map((r) => r.cpuUs));
     const rate = median(runs.map((r) => r.perSecond));
-    return `${cpu.toFixed(0)} µs (${rate.toFixed(0)}/s)`;
+    const p50 = median(runs.map((r) => r.p50Ms));
+    return `${cpu.toFixed(0)} µs (${rate.toFixed(0)}/s, p50 ${p50.toFixed(2)} ms)`;
   }),
 ]);
 for (const row of [header, header.map(() => "---"), ...rows]) console.log(`| ${row.join(" | ")} |`);
