@@ -4,7 +4,7 @@
 // and Anthropic's and Gemini's), beside the openai and Anthropic SDKs and bare undici, blocking and
 // streamed, one call at a time and 16 at once.
 // Run it pinned, the fake goes to the other CPU:
-//   npx tsc -b tsconfig.build.json && taskset -c 1 node bench/provider.mjs
+//   npm run build && taskset -c 1 node bench/provider.mjs   (npm run bench:provider, unpinned)
 // Settings (environment variables, all optional): PROVIDER_BENCH_CALLS=3000 (per cell and round),
 // PROVIDER_BENCH_WARMUP=500, PROVIDER_BENCH_ROUNDS=3 (interleaved; the median is reported),
 // PROVIDER_BENCH_VARIANTS=sdk,executor,floor (also anthropic, anthropic-sdk, google, and virtual

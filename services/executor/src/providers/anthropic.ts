@@ -10,7 +10,7 @@ import {
   HttpProviderClient,
   joinUrl,
   notAnAnswer,
-  USER_AGENT,
+  jsonHeaders,
   type ProviderHttpOptions,
   type StreamState,
   type Wire,
@@ -46,18 +46,7 @@ function anthropicWire(environment: Environment, apiKey: string): Wire {
   const structuredOutput = configOf(environment).structured_output !== false;
   return {
     url: () => url,
-    headers: [
-      "content-type",
-      "application/json",
-      "accept",
-      "application/json",
-      "user-agent",
-      USER_AGENT,
-      "anthropic-version",
-      API_VERSION,
-      "x-api-key",
-      apiKey.trim(),
-    ],
+    headers: jsonHeaders("anthropic-version", API_VERSION, "x-api-key", apiKey.trim()),
     body: (request, streamed) => JSON.stringify(params(request, streamed, structuredOutput)),
     completion,
     event,

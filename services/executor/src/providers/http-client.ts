@@ -36,6 +36,17 @@ const MAX_RETRY_PAUSE_MS = 60_000;
 /** A provider's error text past this is cut: it ends up in the run's record. */
 const MAX_ERROR_CHARS = 2000;
 
+/** A JSON request's headers, as undici's flat list, with the provider's key headers after them. */
+export const jsonHeaders = (...keyHeaders: string[]): string[] => [
+  "content-type",
+  "application/json",
+  "accept",
+  "application/json",
+  "user-agent",
+  USER_AGENT,
+  ...keyHeaders,
+];
+
 /** What a streamed event says the answer is complete: what follows is read and ignored. */
 export const DONE = Symbol("done");
 

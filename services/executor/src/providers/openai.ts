@@ -16,7 +16,7 @@ import {
   HttpProviderClient,
   joinUrl,
   notAnAnswer,
-  USER_AGENT,
+  jsonHeaders,
   type ProviderHttpOptions,
   type StreamState,
   type Wire,
@@ -56,15 +56,7 @@ export function chatCompletionsWire(
   const structuredOutput = configOf(environment).structured_output !== false;
   return {
     url,
-    headers: [
-      "content-type",
-      "application/json",
-      "accept",
-      "application/json",
-      "user-agent",
-      USER_AGENT,
-      ...keyHeaders,
-    ],
+    headers: jsonHeaders(...keyHeaders),
     body: (request, streamed) => JSON.stringify(params(request, streamed, structuredOutput)),
     completion,
     event,

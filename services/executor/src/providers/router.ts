@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import { routingOf, type Routing } from "@pies/common";
 import type { Environment, RoutedEnvironment } from "@pies/proto/catalog";
 import { configOf } from "../catalog-payloads.js";
@@ -87,7 +88,11 @@ class Breaker {
  * circuit breaker). Every call is kept (RouteTry) for the run's attempts.
  */
 export class Router {
-  private readonly breakers = new Map<string, Breaker>();
+  /**
+   * By `<virtual environment>|<environment>|<model>`; the least recently used go past 10,000 (an
+   * entry of a deleted environment is never asked for again).
+   */
+  private readonly breakers = new LRUCache<string, Breaker>({ max: 10_000 });
   /** Told of each call that moves on to a next entry (metrics.ts counts them). */
   onFailover: ((virtualEnvironmentId: string) => void) | undefined;
   private readonly routings = new WeakMap<Environment, Routing | { invalid: string }>();
@@ -112,7 +117,7 @@ export class Router {
   /** Each entry's circuit, by `<virtual environment>|<environment>|<model>` (for metrics and tests). */
   states(): Map<string, BreakerState> {
     const now = this.now();
-    return new Map([...this.breakers].map(([key, breaker]) => [key, breaker.state(now)]));
+    return new Map([...this.breakers.entries()].map(([key, breaker]) => [key, breaker.state(now)]));
   }
 
   /** Entry indexes in a weighted random order, without repeats (weights need not sum to 1). */
