@@ -24,6 +24,8 @@ export const LIST_PRICES: Readonly<Record<string, Price>> = Object.freeze({
   "gpt-4.1-mini": { input: 0.4, output: 1.6 },
   "gpt-4.1-nano": { input: 0.1, output: 0.4 },
   "gpt-4o": { input: 2.5, output: 10 },
+  // The first snapshot, listed at its own (higher) price.
+  "gpt-4o-2024-05-13": { input: 5, output: 15 },
   "gpt-4o-mini": { input: 0.15, output: 0.6 },
   o3: { input: 2, output: 8 },
   "o3-mini": { input: 1.1, output: 4.4 },
@@ -67,25 +69,36 @@ export function pricesOf(config: JsonObject): Map<string, Price> | { invalid: st
   return prices;
 }
 
+/** The suffix of a dated snapshot: OpenAI's `-2024-08-06`, Anthropic's `-20250929`, Gemini's `-001`. */
+const SNAPSHOT = /^-(\d{4}-\d{2}-\d{2}|\d{8}|\d{3})$/;
+
 /**
- * The price of `model`: the environment's, else the list's. A dated snapshot of a listed model
- * (`gpt-4o-2024-08-06`, `claude-sonnet-4-5-20250929`, `gemini-2.0-flash-001`) is priced as it;
- * Gemini's `models/` prefix is dropped. Undefined for a model of no known price.
+ * The listed model `model` is priced as: itself, or the listed model it is a dated snapshot of
+ * (`gpt-4o-2024-08-06`, `claude-sonnet-4-5-20250929`, `gemini-2.0-flash-001`), Gemini's `models/`
+ * prefix dropped. Undefined for a model the list does not price. One of the list's few names, so
+ * fit for a metric's label.
+ */
+export function listedModelOf(model: string): string | undefined {
+  const id = model.startsWith("models/") ? model.slice("models/".length) : model;
+  if (Object.hasOwn(LIST_PRICES, id)) return id;
+  let best: string | undefined;
+  for (const known of Object.keys(LIST_PRICES)) {
+    if (id.startsWith(known) && SNAPSHOT.test(id.slice(known.length))) {
+      if (!best || known.length > best.length) best = known;
+    }
+  }
+  return best;
+}
+
+/**
+ * The price of `model`: the environment's (by its exact name), else the list's (listedModelOf).
+ * Undefined for a model of no known price.
  */
 export function priceOf(model: string, configured?: ReadonlyMap<string, Price>): Price | undefined {
   const own = configured?.get(model);
   if (own) return own;
-  const id = model.startsWith("models/") ? model.slice("models/".length) : model;
-  const listed = LIST_PRICES[id];
-  if (listed && Object.hasOwn(LIST_PRICES, id)) return listed;
-  // The longest listed id the model is a snapshot of: the id, then "-" and digits.
-  let best: string | undefined;
-  for (const known of Object.keys(LIST_PRICES)) {
-    if (id.startsWith(known) && /^-\d[\d-]*$/.test(id.slice(known.length))) {
-      if (!best || known.length > best.length) best = known;
-    }
-  }
-  return best === undefined ? undefined : LIST_PRICES[best];
+  const listed = listedModelOf(model);
+  return listed === undefined ? undefined : LIST_PRICES[listed];
 }
 
 /** A cost in USD, to a tenth of a nanodollar (no float noise in what a run records). */

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { RunEventBus } from "@pies/common/bus";
+import { listedModelOf } from "@pies/common";
 import { RunStatus, type Run } from "@pies/proto/runs";
 
 /**
@@ -131,7 +132,10 @@ export class GatewayMetrics {
       provider: run.provider || "unknown",
     });
     if (run.cost && run.cost.total > 0) {
-      this.cost.inc({ project: run.projectId, model: run.modelId || "unknown" }, run.cost.total);
+      // A listed model by its listed name (its snapshots are many), another by its own: priced,
+      // so named in its environment's config.prices, by an admin.
+      const model = listedModelOf(run.modelId) ?? (run.modelId || "unknown");
+      this.cost.inc({ project: run.projectId, model }, run.cost.total);
     }
   }
 }

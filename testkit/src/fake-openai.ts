@@ -49,6 +49,9 @@
  *   non-streaming answers 500.
  * - `refuse-connection`: the socket is destroyed before any answer, streamed
  *   or not (a connection reset).
+ * - `error-before-content-once`: the first streamed request for this model
+ *   (per server, until {@link FakeOpenAI.reset}) gets the events before the
+ *   first content chunk, then the wire's error event; later ones succeed.
  * - `slow-<ms>` (e.g. `slow-200`): waits that many ms before answering.
  * - `invalid-json`: with a `json_schema` response format, returns valid JSON
  *   that violates the schema (missing required properties or wrong types);
@@ -374,6 +377,12 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       "x-request-id": requestId(),
     });
 
+    if (model === "error-before-content-once" && count === 1) {
+      // The frames before the first content chunk, then the wire's error event.
+      for (const frame of frames.slice(0, first)) if (!(await writeFlushed(res, frame))) return;
+      res.end(wire.errorEvent("Overloaded (simulated by model error-before-content-once)."));
+      return;
+    }
     if (model === "drop-mid-stream" || model === "error-mid-stream") {
       // The frames up to the first content chunk (if any), each flushed, then a hard close
       // without the chunked terminator (the client sees a truncated body), or the wire's error

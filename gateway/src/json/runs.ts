@@ -218,8 +218,8 @@ export const listRunsQuery = (limits: InputLimits) =>
     // @vertesia/client's spelling of parent=false.
     is_root: z.enum(["true", "false"]).optional(),
     // Cost bounds in USD, inclusive.
-    min_cost: z.coerce.number().finite().min(0).optional(),
-    max_cost: z.coerce.number().finite().min(0).optional(),
+    min_cost: z.string().min(1).pipe(z.coerce.number().finite().min(0)).optional(),
+    max_cost: z.string().min(1).pipe(z.coerce.number().finite().min(0)).optional(),
   });
 
 export function runFilters(

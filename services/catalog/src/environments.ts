@@ -77,7 +77,12 @@ const LISTS_MODELS = ["openai", "openai_compatible"];
 async function checkProvider(
   endpoints: EndpointPolicy,
   input: EnvironmentInput,
-  stored?: { provider: string; endpoint_url: string },
+  stored?: {
+    provider: string;
+    endpoint_url: string;
+    default_model: string;
+    enabled_models: string[];
+  },
 ) {
   const provider = input.provider ?? stored?.provider;
   const endpointUrl = input.endpointUrl ?? stored?.endpoint_url ?? "";
@@ -90,6 +95,13 @@ async function checkProvider(
   if (provider === VIRTUAL_PROVIDER && (endpointUrl || input.apiKey)) {
     throw invalid(
       "a virtual_lb environment has no endpoint_url or API key of its own: its entries' environments have theirs",
+    );
+  }
+  const models = input.setEnabledModels ? input.enabledModels : (stored?.enabled_models ?? []);
+  const defaultModel = input.defaultModel ?? stored?.default_model ?? "";
+  if (provider === VIRTUAL_PROVIDER && (models.length > 0 || defaultModel)) {
+    throw invalid(
+      "a virtual_lb environment has no default_model or enabled_models of its own: its entries name their models",
     );
   }
   if (input.endpointUrl) await checkEndpoint(endpoints, input.endpointUrl);

@@ -348,6 +348,18 @@ describe("environments", () => {
       Code.InvalidArgument,
       /no endpoint_url or API key of its own/,
     );
+    await expectCode(
+      catalog.createEnvironment({
+        projectId,
+        environment: {
+          provider: "virtual_lb",
+          defaultModel: "test",
+          configJson: config([{ model: `${a.id}::` }]),
+        },
+      }),
+      Code.InvalidArgument,
+      /no default_model or enabled_models of its own/,
+    );
 
     const v = await env({
       provider: "virtual_lb",
@@ -377,7 +389,13 @@ describe("environments", () => {
       catalog.updateEnvironment({
         projectId,
         id: a.id,
-        environment: { provider: "virtual_lb", configJson: config([{ model: `${b.id}::` }]) },
+        environment: {
+          provider: "virtual_lb",
+          defaultModel: "",
+          setEnabledModels: true,
+          enabledModels: [],
+          configJson: config([{ model: `${b.id}::` }]),
+        },
       }),
       Code.InvalidArgument,
       /cannot be virtual itself/,

@@ -139,14 +139,21 @@ export async function callProvider(
       attempts.push(routeAttempt(attempts.length + 1, i === 0 ? added : [], undefined, t));
     }
     const ownAdded = routed.length > 0 ? [] : added;
+    const model = answered?.model;
     let checked: Checked;
     try {
       checked = check(deps, request, content);
     } catch (err) {
-      // A schema that does not compile (prepare compiles them first): the run fails, never hangs.
-      return failure(deps, environment, err, usage);
+      // A schema that does not compile (prepare compiles them first): the run fails, never hangs,
+      // and keeps what its calls were and cost.
+      const failed = failure(deps, environment, err, usage);
+      if (answered)
+        attempts.push(withRoute(attempt(attempts.length + 1, ownAdded, used), answered));
+      if (attempts.length > 0) failed.attempts = attempts;
+      failed.model = model;
+      failed.cost = cost.result();
+      return failed;
     }
-    const model = answered?.model;
     if (checked.ok) {
       if (attempts.length === 0 && !answered) {
         return { ok: true, result: checked.result, usage, cost: cost.result() };

@@ -79,7 +79,11 @@ export async function prepareExecution(
     throw invalid(
       `no model: neither the request, interaction ${interaction.id} nor environment ${environment.id} names one`,
     );
-  if (environment.enabledModels.length > 0 && !environment.enabledModels.includes(model)) {
+  if (
+    !virtual &&
+    environment.enabledModels.length > 0 &&
+    !environment.enabledModels.includes(model)
+  ) {
     throw invalid(`model ${model} is not enabled in environment ${environment.id}`);
   }
   const temperature = req.config?.temperature ?? interaction.temperature ?? DEFAULT_TEMPERATURE;

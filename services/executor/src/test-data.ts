@@ -59,7 +59,11 @@ export async function prepareTestData(
   const model = virtual ? "" : req.config?.model || environment.defaultModel;
   if (!model && !virtual)
     throw invalid(`no model: neither the request nor environment ${environment.id} names one`);
-  if (environment.enabledModels.length > 0 && !environment.enabledModels.includes(model)) {
+  if (
+    !virtual &&
+    environment.enabledModels.length > 0 &&
+    !environment.enabledModels.includes(model)
+  ) {
     throw invalid(`model ${model} is not enabled in environment ${environment.id}`);
   }
   const temperature = req.config?.temperature ?? DEFAULT_TEMPERATURE;

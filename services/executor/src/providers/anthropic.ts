@@ -10,6 +10,7 @@ import {
   HttpProviderClient,
   joinUrl,
   notAnAnswer,
+  TransientAnswer,
   jsonHeaders,
   type ProviderHttpOptions,
   type StreamState,
@@ -135,6 +136,14 @@ function completion(json: unknown): CompletionResult {
   };
 }
 
+/** The error types of Anthropic's API that are the provider's, not the request's. */
+const TRANSIENT_ERRORS = new Set([
+  "overloaded_error",
+  "api_error",
+  "rate_limit_error",
+  "timeout_error",
+]);
+
 interface StreamEvent {
   type?: string;
   message?: Message;
@@ -163,8 +172,14 @@ function event(data: string, type: string, state: StreamState): string | typeof 
     }
     case "message_stop":
       return DONE;
-    case "error":
-      throw new BadAnswer(`the provider reported an error: ${cut(errorOf(e) ?? data)}`);
+    case "error": {
+      const message = `the provider reported an error: ${cut(errorOf(e) ?? data)}`;
+      // Overloaded, rate limited, its own failure: another attempt may not meet it.
+      const type = (e as { error?: { type?: unknown } }).error?.type;
+      throw TRANSIENT_ERRORS.has(String(type))
+        ? new TransientAnswer(message)
+        : new BadAnswer(message);
+    }
     default:
       // ping, content_block_start, content_block_stop, and kinds added later.
       return "";

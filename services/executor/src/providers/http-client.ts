@@ -269,7 +269,7 @@ export class HttpProviderClient implements LlmClient {
     } catch (err) {
       throw new BadAnswer("the provider's answer is not JSON", { cause: err });
     }
-    return this.wire.completion(json);
+    return readBy(() => this.wire.completion(json));
   }
 }
 
@@ -360,6 +360,25 @@ class TimedOut extends Error {
 /** The provider's answer is an error, or not an answer: never retried. */
 export class BadAnswer extends Error {}
 
+/**
+ * An error the provider reports inside its answer that another attempt, or another provider, may
+ * not meet (Anthropic's overloaded_error in a stream): retried before the first chunk like a 5xx.
+ */
+export class TransientAnswer extends BadAnswer {}
+
+/**
+ * What a wire reads of an answer; an answer it cannot read (a field of the wrong type) is a bad
+ * answer, not a failure to reach the provider.
+ */
+function readBy<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof BadAnswer) throw err;
+    throw new BadAnswer("the provider's answer is not one its API gives", { cause: err });
+  }
+}
+
 interface Failure {
   error: ProviderError;
   retry: boolean;
@@ -381,6 +400,11 @@ function failureOf(err: unknown, signal: AbortSignal | undefined): Failure {
     // Another provider could answer a busy or failing one, even one that asks for a long pause.
     error.failover = err.status === 408 || err.status === 429 || err.status >= 500;
     return { error, retry: err.retry, headers: err.headers };
+  }
+  if (err instanceof TransientAnswer) {
+    const error = new ProviderError(err.message, "provider_error", err.cause);
+    error.failover = true;
+    return { error, retry: true };
   }
   if (err instanceof BadAnswer) {
     return { error: new ProviderError(err.message, "provider_error", err.cause), retry: false };
@@ -573,7 +597,7 @@ function readEvents(
       // After the answer's end, the rest of the body is read, and ignored, so that its connection
       // is kept.
       if (done) return;
-      const delta = wire.event(data, event, state);
+      const delta = readBy(() => wire.event(data, event, state));
       if (delta === DONE) {
         done = true;
         return;

@@ -322,6 +322,29 @@ describe("the native wires' own details", () => {
     expect(fake.requests[0]!.body).not.toHaveProperty("system");
   });
 
+  it("anthropic: an overloaded error event before any text is retried, as a 5xx would be", async () => {
+    const client = new AnthropicClient(environment("anthropic", fake.origin), API_KEY, {
+      ...options(),
+      maxRetries: 1,
+    });
+    const pieces: string[] = [];
+    const result = await client.complete(
+      { model: "error-before-content-once", messages },
+      { onChunk: (t) => pieces.push(t) },
+    );
+    expect(result.content).toBe("echo: hello world");
+    expect(pieces.join("")).toBe("echo: hello world");
+    expect(fake.requests).toHaveLength(2);
+    // Without a retry left, it fails as one another provider could answer.
+    fake.reset();
+    const once = new AnthropicClient(environment("anthropic", fake.origin), API_KEY, options());
+    const error = await providerError(
+      once.complete({ model: "error-before-content-once", messages }, { onChunk: () => {} }),
+    );
+    expect(error).toMatchObject({ code: "provider_error", failover: true });
+    expect(error.message).toContain("Overloaded (simulated");
+  });
+
   it("google: a model named models/… and an api_version of the environment's", async () => {
     const client = new GoogleClient(
       environment("google", fake.origin, { api_version: "v1" }),

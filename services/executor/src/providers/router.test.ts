@@ -203,6 +203,69 @@ describe("a virtual environment's routing", () => {
     expect(r.states().get("v|a|m")).toBe("closed");
   });
 
+  it("skips an entry whose circuit is open, with failover or without, and keeps retries for the last it calls", async () => {
+    const now = 0;
+    const retries: (number | undefined)[] = [];
+    const r = new Router(
+      {
+        client: (environment) => ({
+          complete: (req, opts) => {
+            retries.push(opts.maxRetries);
+            return environment.id === "a"
+              ? test.complete({ ...req, model: "test-500" }, opts)
+              : test.complete(req, opts);
+          },
+        }),
+      },
+      { failures: 1, coolDownMs: 1000 },
+      seededRandom(11),
+      () => now,
+    );
+    const routes = [member("a"), member("b")];
+    const failing = virtual({ entries: [{ model: "a::m", weight: 1_000_000 }, { model: "b::" }] });
+    // One failure opens a's circuit (failures: 1); without failover that call fails.
+    expect((await run(r, failing, routes)).error?.code).toBe("provider_error");
+    expect(r.states().get("v|a|m")).toBe("open");
+    // Without failover, the next admissible entry is the one called while a is open.
+    const skipped = await run(r, failing, routes);
+    expect(skipped.value?.content).toMatch(/^Test answer/);
+    expect(skipped.tries.map((t) => t.environmentId)).toEqual(["b"]);
+    // With failover, b has no admissible successor: it is called with its own retries.
+    retries.length = 0;
+    await run(
+      r,
+      virtual({
+        entries: [{ model: "b::", weight: 1_000_000 }, { model: "a::m" }],
+        failover: true,
+      }),
+      routes,
+    );
+    expect(retries).toEqual([undefined]);
+  });
+
+  it("fails over from an entry whose model its environment no longer enables", async () => {
+    const narrowed = create(RoutedEnvironmentSchema, {
+      environment: create(EnvironmentSchema, {
+        id: "a",
+        provider: "test",
+        defaultModel: "test",
+        enabledModels: ["test"],
+      }),
+    });
+    const environment = virtual({
+      entries: [{ model: "a::test-500", weight: 1_000_000 }, { model: "b::" }],
+      failover: true,
+    });
+    const { value, tries } = await run(router({ random: seededRandom(2) }).router, environment, [
+      narrowed,
+      member("b"),
+    ]);
+    expect(value?.content).toMatch(/^Test answer/);
+    expect(tries[0]!.error?.message).toBe(
+      "model test-500 is no longer enabled in environment a of the route",
+    );
+  });
+
   it("says so when every entry is cooling down", async () => {
     let now = 0;
     const { router: r } = router({ now: () => now });

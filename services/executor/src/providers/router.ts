@@ -1,5 +1,5 @@
 import { LRUCache } from "lru-cache";
-import { routingOf, type Routing } from "@pies/common";
+import { routingOf, type RouteEntry, type Routing } from "@pies/common";
 import type { Environment, RoutedEnvironment } from "@pies/proto/catalog";
 import { configOf } from "../catalog-payloads.js";
 import {
@@ -51,6 +51,12 @@ class Breaker {
   state(now: number): BreakerState {
     if (this.openedAt === undefined) return "closed";
     return this.probing || now - this.openedAt >= this.options.coolDownMs ? "half_open" : "open";
+  }
+
+  /** Whether admit would let a call through now, without claiming a half-open circuit's probe. */
+  open(now: number): boolean {
+    const state = this.state(now);
+    return state === "open" || (state === "half_open" && this.probing);
   }
 
   /** Whether a call may go to the entry now (a half-open circuit lets one through at a time). */
@@ -171,8 +177,25 @@ export class Router {
     options: CompletionOptions,
   ): Promise<CompletionResult> {
     const routing = this.routingOf(environment);
-    const order = this.order(routing);
-    const candidates = routing.failover ? order : order.slice(0, 1);
+    // The entries in their weighted order, those whose circuit is open left out: without failover
+    // the first of the others is the one called, with it each in turn.
+    const now = this.now();
+    const order = this.order(routing).map((index) => {
+      const entry = routing.entries[index] as RouteEntry;
+      const route = routes.find((r) => r.environment?.id === entry.environmentId);
+      const model = entry.model || route?.environment?.defaultModel || "";
+      const breaker = this.breaker(`${environment.id}|${entry.environmentId}|${model}`);
+      return { entry, route, model, breaker };
+    });
+    const admissible = order.filter((c) => !c.breaker.open(now));
+    const candidates = routing.failover ? admissible : admissible.slice(0, 1);
+    if (candidates.length === 0) {
+      throw failover(
+        new ProviderError(
+          `every entry of virtual environment ${environment.id} is cooling down after failures (${order.length} skipped)`,
+        ),
+      );
+    }
     let chunked = false;
     const given = options.onChunk;
     const onChunk =
@@ -182,29 +205,33 @@ export class Router {
         given(text);
       });
     let last: ProviderError | undefined;
-    let skipped = 0;
-    for (const [n, index] of candidates.entries()) {
-      const entry = routing.entries[index];
-      if (!entry) continue;
-      const route = routes.find((r) => r.environment?.id === entry.environmentId);
-      const model = entry.model || route?.environment?.defaultModel || "";
-      const breaker = this.breaker(`${environment.id}|${entry.environmentId}|${model}`);
+    for (const [n, { entry, route, model, breaker }] of candidates.entries()) {
       const started = this.now();
-      if (!breaker.admit(started)) {
-        skipped++;
-        continue;
-      }
+      // Another execution may have taken a half-open circuit's one probe meanwhile.
+      if (!breaker.admit(started)) continue;
       const tried: RouteTry = { environmentId: entry.environmentId, model, durationMs: 0 };
       tries.push(tried);
+      // An entry with a next one to fail over to is tried once: the next one is its retry.
+      const hasNext = n < candidates.length - 1;
       try {
-        if (!route?.environment) {
+        const called = route?.environment;
+        if (!called) {
           throw failover(
             new ProviderError(`environment ${entry.environmentId} of the route no longer exists`),
           );
         }
-        const client = this.clients.client(route.environment, route.apiKey);
-        // An entry with a next one to fail over to is tried once: the next one is the retry.
-        const hasNext = routing.failover && n < candidates.length - 1;
+        // The catalog checked the entry when the virtual environment was written; the environment
+        // it names may have changed since.
+        if (!model || (called.enabledModels.length > 0 && !called.enabledModels.includes(model))) {
+          throw failover(
+            new ProviderError(
+              model
+                ? `model ${model} is no longer enabled in environment ${called.id} of the route`
+                : `environment ${called.id} of the route has no default model any more`,
+            ),
+          );
+        }
+        const client = this.clients.client(called, route.apiKey);
         const result = await client.complete(
           { ...request, model },
           { ...options, onChunk, ...(hasNext ? { maxRetries: 0 } : {}) },
@@ -228,14 +255,16 @@ export class Router {
         else breaker.released();
         // Never after a chunk: the caller has part of an answer.
         if (!routing.failover || !error.failover || chunked) throw error;
-        if (n < candidates.length - 1) this.onFailover?.(environment.id);
+        if (hasNext) this.onFailover?.(environment.id);
       }
     }
-    if (last) throw last;
-    throw failover(
-      new ProviderError(
-        `every entry of virtual environment ${environment.id} is cooling down after failures (${skipped} skipped)`,
-      ),
+    throw (
+      last ??
+      failover(
+        new ProviderError(
+          `every entry of virtual environment ${environment.id} is cooling down after failures`,
+        ),
+      )
     );
   }
 }
