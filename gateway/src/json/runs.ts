@@ -283,31 +283,25 @@ const facet = (limits: InputLimits) =>
     { errorMap: () => ({ message: "type must be string, number or date" }) },
   );
 
-/** An updated_at range: one or two of gt/gte/lt/lte, not both of a side. */
-const updatedAtRange = z
-  .object({
-    gt: isoDate.optional(),
-    gte: isoDate.optional(),
-    lt: isoDate.optional(),
-    lte: isoDate.optional(),
-  })
-  .strict()
-  .refine((r) => Object.keys(r).length > 0, "give at least one of gt, gte, lt, lte")
-  .refine((r) => !(r.gt && r.gte), "give gt or gte, not both")
-  .refine((r) => !(r.lt && r.lte), "give lt or lte, not both");
+/** A range of `bound`s: one or two of gt/gte/lt/lte, not both of a side. */
+const bounds = <T extends z.ZodTypeAny>(bound: T) =>
+  z
+    .object({
+      gt: bound.optional(),
+      gte: bound.optional(),
+      lt: bound.optional(),
+      lte: bound.optional(),
+    })
+    .strict()
+    .refine((r) => Object.keys(r).length > 0, "give at least one of gt, gte, lt, lte")
+    .refine((r) => !(r.gt !== undefined && r.gte !== undefined), "give gt or gte, not both")
+    .refine((r) => !(r.lt !== undefined && r.lte !== undefined), "give lt or lte, not both");
 
-/** A cost range in USD: lower and upper bounds, each inclusive or exclusive. */
-const costRange = z
-  .object({
-    gt: z.number().finite().optional(),
-    gte: z.number().finite().optional(),
-    lt: z.number().finite().optional(),
-    lte: z.number().finite().optional(),
-  })
-  .strict()
-  .refine((r) => Object.keys(r).length > 0, "give at least one of gt, gte, lt, lte")
-  .refine((r) => !(r.gt !== undefined && r.gte !== undefined), "give gt or gte, not both")
-  .refine((r) => !(r.lt !== undefined && r.lte !== undefined), "give lt or lte, not both");
+/** An updated_at range (ISO dates). */
+const updatedAtRange = bounds(isoDate);
+
+/** A cost range in USD. */
+const costRange = bounds(z.number().finite());
 
 /**
  * A facet as @vertesia/client's current release names one (`{name, field}`): a string facet of that

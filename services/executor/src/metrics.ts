@@ -55,6 +55,8 @@ export async function serveExecutorMetrics(
   router: Router,
   host: string,
   port: number,
+  /** Told of the server's errors once it listens (they must not end the process). */
+  onError: (err: unknown) => void,
 ): Promise<MetricsServer> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "pies_executor_" });
@@ -73,6 +75,7 @@ export async function serveExecutorMetrics(
     server.once("error", reject);
     server.listen(port, host, () => {
       server.off("error", reject);
+      server.on("error", onError);
       resolve();
     });
   });

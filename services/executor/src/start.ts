@@ -113,7 +113,9 @@ export async function startExecutor(config: ExecutorConfig): Promise<ExecutorPro
   });
   const metrics =
     config.PIES_METRICS_PORT > 0
-      ? await serveExecutorMetrics(executor.router, config.HOST, config.PIES_METRICS_PORT)
+      ? await serveExecutorMetrics(executor.router, config.HOST, config.PIES_METRICS_PORT, (err) =>
+          logger.error({ err }, "the metrics server failed"),
+        )
       : undefined;
   return {
     server,

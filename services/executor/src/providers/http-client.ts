@@ -269,7 +269,11 @@ export class HttpProviderClient implements LlmClient {
     } catch (err) {
       throw new BadAnswer("the provider's answer is not JSON", { cause: err });
     }
-    return readBy(() => this.wire.completion(json));
+    try {
+      return this.wire.completion(json);
+    } catch (err) {
+      throw unreadable(err);
+    }
   }
 }
 
@@ -367,16 +371,13 @@ export class BadAnswer extends Error {}
 export class TransientAnswer extends BadAnswer {}
 
 /**
- * What a wire reads of an answer; an answer it cannot read (a field of the wrong type) is a bad
- * answer, not a failure to reach the provider.
+ * What a wire threw reading an answer: an answer it cannot read (a field of the wrong type) is a
+ * bad answer, not a failure to reach the provider.
  */
-function readBy<T>(read: () => T): T {
-  try {
-    return read();
-  } catch (err) {
-    if (err instanceof BadAnswer) throw err;
-    throw new BadAnswer("the provider's answer is not one its API gives", { cause: err });
-  }
+function unreadable(err: unknown): BadAnswer {
+  return err instanceof BadAnswer
+    ? err
+    : new BadAnswer("the provider's answer is not one its API gives", { cause: err });
 }
 
 interface Failure {
@@ -597,7 +598,12 @@ function readEvents(
       // After the answer's end, the rest of the body is read, and ignored, so that its connection
       // is kept.
       if (done) return;
-      const delta = readBy(() => wire.event(data, event, state));
+      let delta: string | typeof DONE;
+      try {
+        delta = wire.event(data, event, state);
+      } catch (err) {
+        throw unreadable(err);
+      }
       if (delta === DONE) {
         done = true;
         return;

@@ -4,6 +4,7 @@ import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from "@pies/te
 import { EnvironmentSchema } from "@pies/proto/catalog";
 import type { Dispatcher } from "undici";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { messages, providerError, schema } from "../../test/provider-fixtures.js";
 import { SchemaValidator } from "../schemas.js";
 import type { ChatMessage } from "../templates/render.js";
 import { AnthropicClient, DEFAULT_MAX_TOKENS } from "./anthropic.js";
@@ -12,7 +13,7 @@ import { GoogleClient } from "./google.js";
 import { guardedAgent } from "./guarded-fetch.js";
 import type { ProviderHttpOptions } from "./http-client.js";
 import { OpenAIClient } from "./openai.js";
-import { ProviderError, type CompletionRequest, type LlmClient } from "./types.js";
+import type { CompletionRequest, LlmClient } from "./types.js";
 
 // Each provider's own wire, against the fake that speaks it on loopback (testkit's fake-wires.ts):
 // what pies sends (path, key header, body), how it reads each answer, and the guarantees every
@@ -126,31 +127,13 @@ const wires: WireCase[] = [
   },
 ];
 
-const messages: ChatMessage[] = [
-  { role: "system", content: "Be brief." },
-  { role: "user", content: "hello world" },
-];
 const request = (extra: Partial<CompletionRequest> = {}): CompletionRequest => ({
   model: "m-1",
   messages,
   ...extra,
 });
-const schema: JsonObject = {
-  type: "object",
-  required: ["greeting", "words"],
-  properties: { greeting: { type: "string" }, words: { type: "integer", minimum: 1 } },
-};
 // The fake counts ceil(characters / 4): "Be brief." + "hello world" is 20 characters.
 const usage = (result: number) => ({ prompt: 5, result, total: 5 + result });
-
-async function providerError(promise: Promise<unknown>): Promise<ProviderError> {
-  const error = await promise.then(
-    (value) => new Error(`resolved ${JSON.stringify(value)} instead of failing`),
-    (err: unknown) => err,
-  );
-  expect(error).toBeInstanceOf(ProviderError);
-  return error as ProviderError;
-}
 
 describe.each(wires)("the $provider wire", (wire) => {
   const client = (options: Partial<ProviderHttpOptions> = {}, config?: JsonObject, key = API_KEY) =>

@@ -8,6 +8,7 @@ import { startFakeOpenAI, type FakeOpenAI } from "@pies/testkit";
 import { EnvironmentSchema } from "@pies/proto/catalog";
 import type { Dispatcher } from "undici";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { providerError as failure } from "../../test/provider-fixtures.js";
 import { guardedAgent } from "./guarded-fetch.js";
 import {
   errorMessage,
@@ -17,7 +18,7 @@ import {
   type ProviderHttpOptions,
 } from "./http-client.js";
 import { OpenAIClient } from "./openai.js";
-import { ProviderError, type CompletionRequest } from "./types.js";
+import type { CompletionRequest } from "./types.js";
 
 /*
  * What the openai SDK did for us and the client now does by hand (openai.test.ts holds the cases
@@ -108,15 +109,6 @@ const refuse = (res: ServerResponse, status: number, headers: Record<string, str
   res
     .writeHead(status, { "content-type": "application/json", ...headers })
     .end(JSON.stringify({ error: { message: `refused with ${status}`, type: "x" } }));
-
-async function failure(promise: Promise<unknown>): Promise<ProviderError> {
-  const error = await promise.then(
-    (value) => new Error(`resolved ${JSON.stringify(value)} instead of failing`),
-    (err: unknown) => err,
-  );
-  expect(error).toBeInstanceOf(ProviderError);
-  return error as ProviderError;
-}
 
 async function timed<T>(promise: Promise<T>): Promise<{ value: T; ms: number }> {
   const start = performance.now();

@@ -3,13 +3,14 @@ import { EndpointPolicy, jsonBytes, type JsonObject } from "@pies/common";
 import { startFakeOpenAI, type FakeOpenAI } from "@pies/testkit";
 import { EnvironmentSchema, type Environment } from "@pies/proto/catalog";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { messages, providerError, schema } from "../../test/provider-fixtures.js";
 import { SchemaValidator } from "../schemas.js";
 import type { ChatMessage } from "../templates/render.js";
 import type { Dispatcher } from "undici";
 import { guardedAgent } from "./guarded-fetch.js";
 import type { ProviderHttpOptions } from "./http-client.js";
 import { OpenAIClient } from "./openai.js";
-import { ProviderError, type CompletionRequest } from "./types.js";
+import type { CompletionRequest } from "./types.js";
 
 const API_KEY = "sk-upstream-secret";
 let fake: FakeOpenAI;
@@ -51,36 +52,17 @@ function client(options: Partial<ProviderHttpOptions> = {}, config?: JsonObject,
   });
 }
 
-const messages: ChatMessage[] = [
-  { role: "system", content: "Be brief." },
-  { role: "user", content: "hello world" },
-];
 const request = (extra: Partial<CompletionRequest> = {}): CompletionRequest => ({
   model: "gpt-4o-mini",
   messages,
   ...extra,
 });
 
-const schema: JsonObject = {
-  type: "object",
-  required: ["greeting", "words"],
-  properties: { greeting: { type: "string" }, words: { type: "integer", minimum: 1 } },
-};
-
 /** The JSON body of the only chat request the fake received. */
 function onlyBody(): Record<string, unknown> {
   const chats = fake.requests.filter((r) => r.path === "/v1/chat/completions");
   expect(chats).toHaveLength(1);
   return chats[0]!.body as Record<string, unknown>;
-}
-
-async function providerError(promise: Promise<unknown>): Promise<ProviderError> {
-  const error = await promise.then(
-    (value) => new Error(`resolved ${JSON.stringify(value)} instead of failing`),
-    (err: unknown) => err,
-  );
-  expect(error).toBeInstanceOf(ProviderError);
-  return error as ProviderError;
 }
 
 const usage = (prompt: number, result: number) => ({ prompt, result, total: prompt + result });

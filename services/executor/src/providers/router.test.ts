@@ -266,6 +266,20 @@ describe("a virtual environment's routing", () => {
     );
   });
 
+  it("keeps a bounded number of breakers, however many virtual environments it routes", async () => {
+    const { router: r } = router();
+    const routes = [member("a")];
+    for (let n = 0; n < 10_050; n++) {
+      const environment = create(EnvironmentSchema, {
+        id: `v${n}`,
+        provider: "virtual_lb",
+        configJson: jsonBytes({ entries: [{ model: "a::test" }] }),
+      });
+      await r.client(environment, routes, []).complete(request, {});
+    }
+    expect(r.states().size).toBe(10_000);
+  });
+
   it("says so when every entry is cooling down", async () => {
     let now = 0;
     const { router: r } = router({ now: () => now });

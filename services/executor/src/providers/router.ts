@@ -189,13 +189,7 @@ export class Router {
     });
     const admissible = order.filter((c) => !c.breaker.open(now));
     const candidates = routing.failover ? admissible : admissible.slice(0, 1);
-    if (candidates.length === 0) {
-      throw failover(
-        new ProviderError(
-          `every entry of virtual environment ${environment.id} is cooling down after failures (${order.length} skipped)`,
-        ),
-      );
-    }
+    if (candidates.length === 0) throw coolingDown(environment, order.length);
     let chunked = false;
     const given = options.onChunk;
     const onChunk =
@@ -258,16 +252,18 @@ export class Router {
         if (hasNext) this.onFailover?.(environment.id);
       }
     }
-    throw (
-      last ??
-      failover(
-        new ProviderError(
-          `every entry of virtual environment ${environment.id} is cooling down after failures`,
-        ),
-      )
-    );
+    // None called: another execution took each half-open circuit's probe meanwhile.
+    throw last ?? coolingDown(environment, candidates.length);
   }
 }
+
+/** No entry of `environment` may be called now: their circuits are open. */
+const coolingDown = (environment: Environment, skipped: number) =>
+  failover(
+    new ProviderError(
+      `every entry of virtual environment ${environment.id} is cooling down after failures (${skipped} skipped)`,
+    ),
+  );
 
 /** `error`, marked as one another provider could answer. */
 function failover(error: ProviderError): ProviderError {
