@@ -120,6 +120,10 @@ async function startOn(
       leaseSeconds: config.PIES_RUN_LEASE_SECONDS,
       intervalMs: config.PIES_SWEEP_INTERVAL_SECONDS * 1000,
     },
+    lifecycle: {
+      retentionDays: config.PIES_RUN_RETENTION_DAYS,
+      maintenanceIntervalMs: config.PIES_RUN_MAINTENANCE_SECONDS * 1000,
+    },
     faults,
   });
   const { app, catalog } = pies;

@@ -17,8 +17,12 @@ import {
   type ExecutorSettings,
 } from "@pies/executor";
 import {
+  boundLegacyRuns,
+  makePartitions,
+  projectRetention,
   runsIndexBuilds,
   runsMigrations,
+  startMaintenance,
   runsRoutes,
   startRunsStore,
   startSweeper,
@@ -55,6 +59,8 @@ export async function createInMemoryPies(options: {
   /** Signs the JWTs of token exchange. */
   tokenKey: Uint8Array;
   sweep: { leaseSeconds: number; intervalMs: number };
+  /** How long runs are kept (days; 0: for ever) and how often the store's upkeep runs. */
+  lifecycle?: { retentionDays: number; maintenanceIntervalMs: number };
   /** Where the database's failures are noted (give the pool's too, as createDatabase's `faults`). */
   faults?: DatabaseFaults;
   /**
@@ -74,7 +80,14 @@ export async function createInMemoryPies(options: {
       freezeMessages: options.checkIsolation,
     });
   await migrateToLatest(db, "catalog", catalogMigrations);
-  await migrateToLatest(db, "runs", runsMigrations);
+  // As the runs service: its table bounded online first, the next days' partitions after.
+  const bounded = await boundLegacyRuns(db, logger);
+  await migrateToLatest(db, "runs", runsMigrations).catch(async (err: unknown) => {
+    await bounded.abandon().catch(() => undefined);
+    throw err;
+  });
+  await makePartitions(db, { logger });
+  const lifecycle = options.lifecycle ?? { retentionDays: 90, maintenanceIntervalMs: 600_000 };
   // The runs service's search indexes: built concurrently in the background on a PostgreSQL
   // server, as the service does; on PGlite (in this process) before serving.
   const indexes = await prepareIndexBuilds(db, "runs", runsIndexBuilds, logger);
@@ -87,7 +100,9 @@ export async function createInMemoryPies(options: {
       events: catalogEvents,
     }),
   );
-  const store = startRunsStore(db, options.records, logger, faults);
+  const store = startRunsStore(db, options.records, logger, faults, {
+    retentionDays: lifecycle.retentionDays,
+  });
   const log = store.log;
   const runsTransport = local(runsRoutes({ db, log }));
   const executorDeps = await createExecutorDeps({
@@ -102,6 +117,13 @@ export async function createInMemoryPies(options: {
   const executor = startExecutorWork(executorDeps, options.executor.PIES_RUN_HEARTBEAT_SECONDS);
   const sweeper = startSweeper(db, log, logger, options.sweep, faults);
   const catalog = serviceClient(CatalogService, catalogTransport);
+  const maintenance = startMaintenance(db, {
+    intervalMs: lifecycle.maintenanceIntervalMs,
+    retentionDays: lifecycle.retentionDays,
+    projectDays: () => projectRetention(catalog),
+    logger,
+  });
+  void maintenance.runOnce();
   const app = createGateway({
     catalog,
     runs: serviceClient(RunsService, runsTransport),
@@ -121,6 +143,7 @@ export async function createInMemoryPies(options: {
     catalog,
     async stop(graceMs) {
       await executor.stop(graceMs);
+      await maintenance.stop();
       await sweeper.stop();
       await store.stop();
       await indexes.stop();

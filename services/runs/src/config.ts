@@ -13,6 +13,14 @@ export const runsSweepSettingsSchema = {
   PIES_SWEEP_INTERVAL_SECONDS: env.int(10, 1),
 };
 
+/** How long runs are kept, and how often the store's upkeep runs (shared with the embedded mode). */
+export const runsLifecycleSettingsSchema = {
+  // Days a run is kept after its creation (DESIGN.md §8); 0 keeps runs for ever.
+  PIES_RUN_RETENTION_DAYS: env.int(90, 0, 36_500),
+  // Seconds between two passes of the upkeep: partitions made ahead, the retention applied.
+  PIES_RUN_MAINTENANCE_SECONDS: env.int(600, 1),
+};
+
 export const runsConfigSchema = z.object({
   HOST: env.host(),
   PORT: env.port(50052),
@@ -22,6 +30,9 @@ export const runsConfigSchema = z.object({
   ...natsConfigSchema,
   ...internalAuthConfigSchema,
   ...runsSweepSettingsSchema,
+  ...runsLifecycleSettingsSchema,
+  // The catalog, asked for the projects that keep their runs for less than the deployment does.
+  CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
   // The least time between the starts of two batches of the record writer under a steady flow
   // of records (a full batch, or a record after a pause, is written at once).
   PIES_RECORD_BATCH_INTERVAL_MS: env.int(10, 0, 1000),

@@ -5,9 +5,12 @@ export type { RunsDatabase } from "./tables.js";
 export {
   runsConfigSchema,
   runsSweepSettingsSchema,
+  runsLifecycleSettingsSchema,
   loadRunsConfig,
   type RunsConfig,
 } from "./config.js";
 export { startRuns, type RunsProcess } from "./start.js";
 export { leaseObserved, startSweeper, sweepRuns, type SweepOptions } from "./sweeper.js";
 export { startRecordWriter, startRunsStore, writeRecords } from "./record-writer.js";
+export { boundLegacyRuns, makePartitions, listPartitions, idPrefix } from "./partitions.js";
+export { applyRetention, projectRetention, startMaintenance } from "./retention.js";
