@@ -89,6 +89,9 @@ beforeAll(async () => {
     PIES_RUN_LEASE_SECONDS: 60,
     PIES_SWEEP_INTERVAL_SECONDS: 10,
     PIES_RECORD_BATCH_INTERVAL_MS: 10,
+    PIES_RUN_RETENTION_DAYS: 90,
+    PIES_RUN_MAINTENANCE_SECONDS: 600,
+    CATALOG_URL: `http://127.0.0.1:${catalogProcess.server.port}`,
   });
   const credentials = grpc.credentials.createInsecure();
   const catalogAddress = `127.0.0.1:${catalogProcess.server.port}`;
