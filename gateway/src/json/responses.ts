@@ -287,7 +287,18 @@ export const searchRunsResponse = z.object({
   results: z.array(runResponse).optional().describe("Absent when onlyMeta is true"),
   meta: z
     .object({
-      count: z.object({ total: z.number().int() }),
+      count: z
+        .object({
+          total: z.number().int().optional().describe("The runs that match"),
+          lower_bound: z
+            .number()
+            .int()
+            .optional()
+            .describe(
+              "In place of total: at least this many match (counting stopped; exactTotal counts them all)",
+            ),
+        })
+        .describe("`total`, or `lower_bound` past 10,000 matches counted over the runs"),
       facet: z
         .record(
           z.string(),

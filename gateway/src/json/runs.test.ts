@@ -3,8 +3,17 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { jsonBytes, jsonOf } from "@pies/common";
 import { ExecuteRequestSchema, type CallerSchema } from "@pies/proto/executor";
-import { RunSchema, RunStatus } from "@pies/proto/runs";
-import { answeredRun, executeBody, executeRequest, runJson, type ExecuteBody } from "./runs.js";
+import { RunSchema, RunStatus, SearchMetaSchema } from "@pies/proto/runs";
+import {
+  answeredRun,
+  executeBody,
+  executeRequest,
+  facetsSearch,
+  runJson,
+  searchMetaJson,
+  searchRunsRequest,
+  type ExecuteBody,
+} from "./runs.js";
 import { referenceRunJson } from "../../test/run-json-reference.js";
 
 // The execute routes' run (the executor's answer) rendered as the REST API's JSON, byte for byte
@@ -207,5 +216,26 @@ describe("the execute request", () => {
     visit(ExecuteRequestSchema, requests, "");
     // `ttl` is for internal callers: the REST body has none (the service's default applies).
     expect(unset).toEqual(["ttl"]);
+  });
+});
+
+describe("a search's meta", () => {
+  const meta = (total: bigint, lowerBound: boolean) =>
+    create(SearchMetaSchema, { total, lowerBound, facets: {} });
+
+  it("counts the runs that match, or says at least how many past the count's bound", () => {
+    expect(searchMetaJson({ onlyMeta: true }, meta(42n, false))).toEqual({ count: { total: 42 } });
+    expect(searchMetaJson({ onlyMeta: true }, meta(10_000n, true))).toEqual({
+      count: { lower_bound: 10_000 },
+    });
+  });
+
+  it("asks for an exact total when told to, and always for POST /runs/facets", () => {
+    expect(searchRunsRequest({ exactTotal: true }, "p").exactTotal).toBe(true);
+    expect(searchRunsRequest({}, "p").exactTotal).toBe(false);
+    const facets = facetsSearch({
+      facets: [{ name: "t", facet: { type: "string", path: "tags" } }],
+    });
+    expect(searchRunsRequest(facets, "p").exactTotal).toBe(true);
   });
 });

@@ -371,6 +371,10 @@ export const searchRunsBody = (limits: InputLimits) =>
       limit: int32(1, PAGE_SIZE.max).optional(),
       offset: int32(0).optional(),
       onlyMeta: z.boolean().optional(),
+      exactTotal: z
+        .boolean()
+        .optional()
+        .describe("Count every match for meta.count.total (past 10,000, a lower bound otherwise)"),
       query: z.union([z.string().max(4096), objectQuery(limits)]).optional(),
       defaultQueryPath: z.string().max(1000).optional(),
       facets: facets(limits).optional(),
@@ -439,6 +443,7 @@ export function searchRunsRequest(
     limit: body.limit ?? q?.limit ?? 0,
     offset: body.offset ?? q?.offset ?? 0,
     onlyMeta: body.onlyMeta ?? false,
+    exactTotal: body.exactTotal ?? false,
     query: (typeof body.query === "string" ? body.query : q?.query) ?? "",
     defaultQueryPath: body.defaultQueryPath ?? q?.default_query_path ?? "",
     facets: Object.fromEntries(
@@ -487,7 +492,10 @@ export function searchMetaJson(body: SearchRunsBody, answered: SearchMeta | unde
   const facets = body.facets ?? {};
   return (
     answered && {
-      count: { total: Number(answered.total) },
+      // Past 10,000 matches counted one by one, a lower bound (@vertesia/client's count).
+      count: answered.lowerBound
+        ? { lower_bound: Number(answered.total) }
+        : { total: Number(answered.total) },
       ...(Object.keys(facets).length > 0 && {
         facet: Object.fromEntries(
           Object.entries(facets).map(([name, facet]) => [
@@ -519,6 +527,8 @@ export const runFacetsBody = (limits: InputLimits) =>
 /** A facets body as a search body that asks for its meta only. */
 export const facetsSearch = (body: z.infer<ReturnType<typeof runFacetsBody>>): SearchRunsBody => ({
   onlyMeta: true,
+  // Its answer's total is a number, however large.
+  exactTotal: true,
   query: body.query,
   facets: Object.fromEntries(body.facets.map(({ name, facet }) => [name, facet])),
 });

@@ -270,7 +270,7 @@ export function runDeletionRoutes(instance: FastifyInstance, ctx: RouteContext) 
     },
     async (request) => {
       const body = request.body;
-      for (const key of ["facets", "limit", "offset", "onlyMeta"] as const) {
+      for (const key of ["facets", "limit", "offset", "onlyMeta", "exactTotal"] as const) {
         if (body[key] !== undefined) {
           throw badRequest(`${key}: a deletion takes a search's query and filters only`);
         }

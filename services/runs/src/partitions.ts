@@ -232,15 +232,26 @@ export async function dropPartitionsBelow(
     try {
       await db.transaction().execute(async (tx) => {
         await sql.raw(`lock table runs."${p.name}" in share mode`).execute(tx);
+        const bucket = `(case when h.hours = 1 then date_trunc('hour', updated_at at time zone 'UTC')
+                     else date_trunc('day', updated_at at time zone 'UTC') end) at time zone 'UTC'`;
+        const levels = "cross join (values (1::smallint), (24::smallint)) as h (hours)";
         await sql
           .raw(
             `create temp table expired_keys on commit drop as
-             select project_id, h.hours,
-               (case when h.hours = 1 then date_trunc('hour', updated_at at time zone 'UTC')
-                     else date_trunc('day', updated_at at time zone 'UTC') end) at time zone 'UTC' as bucket,
+             select project_id, h.hours, ${bucket} as bucket,
                status, model_id, parent_id is null as top_level, -count(*) as n
-             from runs."${p.name}" cross join (values (1::smallint), (24::smallint)) as h (hours)
+             from runs."${p.name}" ${levels}
              group by 1, 2, 3, 4, 5, 6`,
+          )
+          .execute(tx);
+        await sql
+          .raw(
+            `create temp table expired_tag_keys on commit drop as
+             select project_id, h.hours, ${bucket} as bucket, t.tag,
+               status, model_id, parent_id is null as top_level, -count(*) as n
+             from runs."${p.name}" as r ${levels}
+             cross join lateral (select distinct unnest(r.tags) as tag) as t
+             group by 1, 2, 3, 4, 5, 6, 7`,
           )
           .execute(tx);
         await sql
@@ -252,6 +263,11 @@ export async function dropPartitionsBelow(
           insert into runs.run_rollups as r (project_id, hours, bucket, status, model_id, top_level, n)
           select * from expired_keys order by 1, 2, 3, 4, 5, 6
           on conflict (project_id, hours, bucket, status, model_id, top_level)
+          do update set n = r.n + excluded.n`.execute(tx);
+        await sql`
+          insert into runs.run_tag_rollups as r (project_id, hours, bucket, tag, status, model_id, top_level, n)
+          select * from expired_tag_keys order by 1, 2, 3, 4, 5, 6, 7
+          on conflict (project_id, hours, bucket, tag, status, model_id, top_level)
           do update set n = r.n + excluded.n`.execute(tx);
         await sql.raw(`drop table runs."${p.name}"`).execute(tx);
       });

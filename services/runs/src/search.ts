@@ -320,12 +320,35 @@ async function tagFacets(db: Kysely<RunsDatabase>, base: Base, plans: StringPlan
 const isKeyed = (p: FacetPlan): p is KeyedPlan => p.path !== "tags";
 const isTags = (p: FacetPlan): p is StringPlan => p.path === "tags";
 
+/** Matches counted for a total over the runs, past which it is a lower bound (facetMeta). */
+export const TOTAL_EXACT_UP_TO = 10_000;
+
 /**
  * The total and every facet's buckets, over all the runs that match (not the page). One scan
  * counts the matches by each facet but tags (the covering index serves it without reading the
- * table); the tags have a query of their own (tagFacets).
+ * table); the tags have a query of their own (tagFacets). Without a facet that needs every match
+ * (but tags) nor `exactTotal`, the total is counted up to TOTAL_EXACT_UP_TO and a lower bound past it.
  */
-export async function facetMeta(db: Kysely<RunsDatabase>, base: Base, plans: FacetPlan[]) {
+export async function facetMeta(
+  db: Kysely<RunsDatabase>,
+  base: Base,
+  plans: FacetPlan[],
+  options: { exactTotal?: boolean } = {},
+): Promise<{ total: number; lowerBound?: boolean; facets: Record<string, Bucket[]> }> {
+  const keyed = plans.filter(isKeyed);
+  if (keyed.length === 0 && !options.exactTotal) {
+    // No facet counts every match: the total stops one past TOTAL_EXACT_UP_TO, as search engines'
+    // do (a common term's total would read every match of the project, which grows with it).
+    const { rows } = await sql<{ n: string | number }>`
+      select count(*) as n from (${base.select(sql<number>`1`.as("one")).limit(TOTAL_EXACT_UP_TO + 1)}) as m`.execute(
+      db,
+    );
+    const n = Number(rows[0]?.n ?? 0);
+    const tags = await tagFacets(db, base, plans.filter(isTags));
+    return n > TOTAL_EXACT_UP_TO
+      ? { total: TOTAL_EXACT_UP_TO, lowerBound: true, facets: tags }
+      : { total: n, facets: tags };
+  }
   const { total, facets } = await groupedCounts(
     db,
     plans.filter(isKeyed),
@@ -459,37 +482,34 @@ export async function rollupMeta(
   rollup: RollupPlan,
   plans: FacetPlan[],
 ) {
-  /** The rollup's rows of buckets `width` ms wide that the filters keep whole, bar `partial` ones. */
-  const whole = (width: number, partial: number[]) => {
-    let q = db
-      .selectFrom("runs.run_rollups")
-      .select(["status", "model_id", sql<Date>`bucket`.as("updated_at"), "n"])
-      .where("project_id", "=", projectId)
-      .where("hours", "=", width / HOUR_MS)
-      .where("n", ">", 0);
-    if (rollup.status !== undefined) q = q.where("status", "=", rollup.status);
-    if (rollup.models.length > 0) q = q.where("model_id", "in", rollup.models);
-    if (rollup.topLevelOnly) q = q.where("top_level", "=", true);
-    for (const b of rollup.lower) q = q.where("bucket", b.inclusive ? ">=" : ">", new Date(b.ms));
-    for (const u of rollup.upper) q = q.where("bucket", "<=", new Date(u - width));
-    if (partial.length > 0) q = q.where(sql<boolean>`bucket <> all(${instants(partial)})`);
-    return q;
+  /** Which rows of a rollup stand for buckets `width` ms wide that the filters keep whole. */
+  const wholeBuckets = (width: number, only: { not?: number[]; in?: number[] }) => {
+    const c: RawBuilder<boolean>[] = [
+      sql`project_id = ${projectId}`,
+      sql`hours = ${width / HOUR_MS}`,
+      sql`n > 0`,
+    ];
+    if (rollup.status !== undefined) c.push(sql`status = ${rollup.status}`);
+    if (rollup.models.length > 0) c.push(sql`model_id = any(${rollup.models}::text[])`);
+    if (rollup.topLevelOnly) c.push(sql`top_level`);
+    for (const b of rollup.lower) {
+      c.push(sql`bucket ${sql.raw(b.inclusive ? ">=" : ">")} ${new Date(b.ms)}`);
+    }
+    for (const u of rollup.upper) c.push(sql`bucket <= ${new Date(u - width)}`);
+    if (only.not?.length) c.push(sql`bucket <> all(${instants(only.not)})`);
+    if (only.in) c.push(sql`bucket = any(${instants(only.in)})`);
+    return sql.join(c, sql` and `);
   };
-  const parts = [sql`${whole(DAY_MS, rollup.partialDays)}`];
   // The hours of the days cut, bar the hours cut: looked up by key (an index scan with the list,
   // whatever the table's statistics say).
   const cutHours = new Set(rollup.partialHours);
   const wholeHours = rollup.partialDays.flatMap((day) =>
     Array.from({ length: 24 }, (_, h) => day + h * HOUR_MS).filter((h) => !cutHours.has(h)),
   );
-  if (wholeHours.length > 0) {
-    parts.push(
-      sql`${whole(HOUR_MS, []).where(sql<boolean>`bucket = any(${instants(wholeHours)})`)}`,
-    );
-  }
-  if (rollup.partialHours.length > 0) {
+  /** `from` the runs of the hours cut (`r`: their status, model, updated_at and tags). */
+  const runsOfCutHours = () => {
     let runsOfHour = filtered
-      .select(["status", "model_id", "updated_at", sql<number>`1::bigint`.as("n")])
+      .select(["status", "model_id", "updated_at", "tags"])
       .where(sql<boolean>`updated_at >= p.b and updated_at < p.b + interval '1 hour'`);
     // The partitions of those hours' runs only (the hours are known here: pruned when planned).
     const first = rollup.partialHours[0]!;
@@ -497,10 +517,24 @@ export async function rollupMeta(
     for (const b of idBounds(new Date(first), new Date(last + HOUR_MS))) {
       runsOfHour = runsOfHour.where(b);
     }
-    parts.push(sql`select r.* from unnest(${instants(rollup.partialHours)}) as p(b)
-      cross join lateral (${runsOfHour}) as r`);
-  }
-  const union = sql.join(parts, sql` union all `);
+    return sql`from unnest(${instants(rollup.partialHours)}) as p(b)
+      cross join lateral (${runsOfHour}) as r`;
+  };
+  /** The rows of a rollup (`select`, from `table`) and of the runs of the hours cut (`fromRuns`). */
+  const rolled = (table: string, select: string, fromRuns: RawBuilder<unknown> | undefined) => {
+    const from = sql.raw(`select ${select} from runs.${table} where `);
+    const parts = [sql`${from}${wholeBuckets(DAY_MS, { not: rollup.partialDays })}`];
+    if (wholeHours.length > 0) {
+      parts.push(sql`${from}${wholeBuckets(HOUR_MS, { in: wholeHours })}`);
+    }
+    if (fromRuns && rollup.partialHours.length > 0) parts.push(fromRuns);
+    return sql.join(parts, sql` union all `);
+  };
+  const union = rolled(
+    "run_rollups",
+    "status, model_id, bucket as updated_at, n",
+    sql`select r.status, r.model_id, r.updated_at, 1::bigint as n ${runsOfCutHours()}`,
+  );
   const { total, facets } = await groupedCounts(
     db,
     plans.filter(isKeyed),
@@ -508,7 +542,24 @@ export async function rollupMeta(
       sql`select ${selected.length ? sql`${sql.join(selected)},` : sql``} n from (${union}) as u`,
     sql`sum(n)`,
   );
-  return { total, facets: { ...facets, ...(await tagFacets(db, filtered, plans.filter(isTags))) } };
+  const tagPlans = plans.filter(isTags);
+  if (tagPlans.length === 0) return { total, facets };
+  // The tags from their rollup, as tagFacets counts them over the runs (a run's tag once).
+  const tags = rolled(
+    "run_tag_rollups",
+    "tag, n",
+    sql`select t.tag, 1::bigint as n ${runsOfCutHours()}
+      cross join lateral (select distinct unnest(r.tags) as tag) as t`,
+  );
+  const keep = Math.max(...tagPlans.map((p) => p.numBuckets)) + 1;
+  const tagged = await sql<{ tag: string; n: string | number }>`
+    select tag, sum(n) as n from (${tags}) as u group by tag having sum(n) > 0
+    order by n desc, tag collate "C" limit ${keep}`.execute(db);
+  const tagCounts = new Map(tagged.rows.map((r) => [r.tag, Number(r.n)]));
+  const tagFacetsOf = Object.fromEntries(
+    tagPlans.map((p) => [p.name, topBuckets(tagCounts, p.numBuckets)]),
+  );
+  return { total, facets: { ...facets, ...tagFacetsOf } };
 }
 
 /** The deepest page a search serves. */

@@ -258,7 +258,7 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       const countMeta = (tx: Kysely<RunsDatabase>) =>
         rollup
           ? rollupMeta(tx, projectId, parts.filtered, rollup, plans)
-          : facetMeta(tx, base, plans);
+          : facetMeta(tx, base, plans, { exactTotal: req.exactTotal });
       const [rows, meta] = await Promise.all([
         req.onlyMeta ? [] : bounded(readPage),
         wantMeta ? bounded(countMeta) : undefined,
@@ -277,6 +277,7 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
         ...pageOf(rows, req.asJson),
         meta: meta && {
           total: BigInt(meta.total),
+          lowerBound: "lowerBound" in meta && meta.lowerBound === true,
           facets: Object.fromEntries(
             Object.entries(meta.facets).map(([name, buckets]) => [
               name,

@@ -68,9 +68,15 @@ export interface RunRollupsTable {
   n: ColumnType<string | number, number, number>;
 }
 
+/** Runs counted as in run_rollups, and by each of their tags (by triggers). */
+export interface RunTagRollupsTable extends RunRollupsTable {
+  tag: string;
+}
+
 export interface RunsDatabase {
   "runs.runs": RunsTable;
   "runs.run_rollups": RunRollupsTable;
+  "runs.run_tag_rollups": RunTagRollupsTable;
 }
 
 export type RunRow = Selectable<RunsTable>;

@@ -25,10 +25,26 @@ export async function expectRecount(db: Kysely<RunsDatabase>): Promise<number> {
       from runs.runs group by 1, 2, 3, 4, 5 order by 1, 2, 3, 4, 5`.execute(db);
     expect(stored).toEqual(recount);
     rows += stored.length;
+    // And by tag (a run's tag once).
+    const { rows: storedTags } = await sql`
+      select project_id, bucket, tag, status, model_id, top_level, n::int as n
+      from runs.run_tag_rollups where hours = ${hours} and n <> 0 order by 1, 2, 3, 4, 5, 6`.execute(
+      db,
+    );
+    const { rows: recountTags } = await sql`
+      select project_id, date_trunc(${unit}, updated_at at time zone 'UTC') at time zone 'UTC' as bucket,
+        t.tag, status, model_id, parent_id is null as top_level, count(*)::int as n
+      from runs.runs as r cross join lateral (select distinct unnest(r.tags) as tag) as t
+      group by 1, 2, 3, 4, 5, 6 order by 1, 2, 3, 4, 5, 6`.execute(db);
+    expect(storedTags).toEqual(recountTags);
+    rows += storedTags.length;
   }
   const { rows: other } = await sql`
     select * from runs.run_rollups where n < 0 or hours not in (1, 24)`.execute(db);
   expect(other).toEqual([]);
+  const { rows: otherTags } = await sql`
+    select * from runs.run_tag_rollups where n < 0 or hours not in (1, 24)`.execute(db);
+  expect(otherTags).toEqual([]);
   return rows;
 }
 

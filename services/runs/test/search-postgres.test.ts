@@ -24,6 +24,7 @@ import {
 } from "@pies/proto/runs";
 import { indexBuilds } from "../src/migrations/index-builds.js";
 import { migrations } from "../src/migrations/index.js";
+import { TOTAL_EXACT_UP_TO } from "../src/search.js";
 import { runsRoutes } from "../src/service.js";
 import type { RunsDatabase } from "../src/tables.js";
 
@@ -1204,5 +1205,44 @@ describe("property: a page looked for in a window of the newest runs first is th
       ),
       { numRuns: 150, seed: 20261125 },
     );
+  });
+});
+
+describe("the total of a search counted over the runs", () => {
+  it("is exact up to TOTAL_EXACT_UP_TO matches, a lower bound past it unless exactTotal", async () => {
+    const projectId = `total-${newId()}`;
+    const n = TOTAL_EXACT_UP_TO + 50;
+    await sql`insert into runs.runs (id, project_id, account_id, interaction_id, status, parameters, tags)
+      select lpad(to_hex(${Date.now()}::bigint), 12, '0') || lpad(to_hex(i), 12, '0'), ${projectId},
+        'acc', 'i', 'completed', jsonb_build_object('customer', case when i <= 20 then 'Rare' else 'Acme' end),
+        case when i % 2 = 0 then array['even'] else array['odd'] end
+      from generate_series(1, ${n}) as i`.execute(db);
+    const meta = async (req: Omit<SearchInit, "projectId">) =>
+      (await search(projectId, { onlyMeta: true, ...req })).meta!;
+    expect(await meta({ query: "customer:Rare" })).toMatchObject({ total: 20n, lowerBound: false });
+    expect(await meta({ query: "customer:Acme" })).toMatchObject({
+      total: BigInt(TOTAL_EXACT_UP_TO),
+      lowerBound: true,
+    });
+    expect(await meta({ query: "customer:Acme", exactTotal: true })).toMatchObject({
+      total: BigInt(n - 20),
+      lowerBound: false,
+    });
+    // A facet that counts every match counts the total with it: exact.
+    const faceted = await meta({
+      query: "customer:Acme",
+      facets: { s: { type: FacetType.STRING, path: "status" } },
+    });
+    expect(faceted).toMatchObject({ total: BigInt(n - 20), lowerBound: false });
+    // The tags facet counts its buckets exactly, whatever the total.
+    const tagged = await meta({
+      query: "customer:Acme",
+      facets: { t: { type: FacetType.STRING, path: "tags" } },
+    });
+    expect(tagged.lowerBound).toBe(true);
+    expect(tagged.facets.t!.buckets.map((b) => [b.id, b.count])).toEqual([
+      ["even", BigInt((n - 20) / 2)],
+      ["odd", BigInt((n - 20) / 2)],
+    ]);
   });
 });

@@ -64,13 +64,14 @@ export async function up(db: Kysely<any>): Promise<void> {
   if (empty) await sql`drop table runs.runs_legacy`.execute(db);
   else if (!checked) {
     // Rows at or past the cutover (today's runs, ids of no time) wait in the default partition.
-    await sql
-      .raw(
-        `insert into runs.runs_default select * from runs.runs_legacy where id >= '${cutover}';
-         delete from runs.runs_legacy where id >= '${cutover}';
-         alter table runs.runs_legacy add constraint ${LEGACY_BOUND} check (id < '${cutover}')`,
-      )
-      .execute(db);
+    // One statement each: PGlite's queries take one.
+    for (const statement of [
+      `insert into runs.runs_default select * from runs.runs_legacy where id >= '${cutover}'`,
+      `delete from runs.runs_legacy where id >= '${cutover}'`,
+      `alter table runs.runs_legacy add constraint ${LEGACY_BOUND} check (id < '${cutover}')`,
+    ]) {
+      await sql.raw(statement).execute(db);
+    }
   }
   if (!empty) {
     await sql
