@@ -234,7 +234,7 @@ describe("a search's meta", () => {
     expect(searchRunsRequest({ exactTotal: true }, "p").exactTotal).toBe(true);
     expect(searchRunsRequest({}, "p").exactTotal).toBe(false);
     const facets = facetsSearch({
-      facets: [{ name: "t", facet: { type: "string", path: "tags" } }],
+      facets: [{ name: "t", facet: { type: "string", path: "tags", numBuckets: 10 } }],
     });
     expect(searchRunsRequest(facets, "p").exactTotal).toBe(true);
   });
