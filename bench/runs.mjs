@@ -36,7 +36,16 @@ import {
   RunStatus,
   SearchRunsRequestSchema,
 } from "@pies/proto/runs";
-import { createRunsService, runsIndexBuilds, runsMigrations, writeRecords } from "@pies/runs";
+import {
+  createRunsService,
+  dropPartitionsBelow,
+  idPrefix,
+  listPartitions,
+  makePartitions,
+  runsIndexBuilds,
+  runsMigrations,
+  writeRecords,
+} from "@pies/runs";
 import { percentile } from "./lib/stats.mjs";
 
 /** @import { MessageInitShape } from "@bufbuild/protobuf" */
@@ -95,6 +104,11 @@ const fmt = (n) => n.toLocaleString("en-US");
 
 const ROUNDS = int("BENCH_RUNS_WRITE_ROUNDS", 3);
 
+/** When the bench started: its written runs' ids are of this time, as pies makes them (newId). */
+const T_WRITE = Date.now();
+/** @param {number} i */
+const wid = (i) => idPrefix(T_WRITE) + i.toString(16).padStart(12, "0");
+
 /**
  * Run i as the executor records it: `processing` (no result yet), or `completed`.
  * @param {number} i
@@ -102,7 +116,7 @@ const ROUNDS = int("BENCH_RUNS_WRITE_ROUNDS", 3);
 function benchRun(i, status = RunStatus.COMPLETED) {
   const ended = status === RunStatus.COMPLETED;
   return create(RunSchema, {
-    id: `w_${i}`,
+    id: wid(i),
     projectId: `bench-w${i % 4}`,
     accountId: "acc",
     interactionId: `int-${i % 24}`,
@@ -138,7 +152,7 @@ function recordBatch(from, count, status = RunStatus.COMPLETED, seqBase = 0) {
   const records = [];
   for (let i = from; i < from + count; i++) {
     records.push({
-      runId: `w_${i}`,
+      runId: wid(i),
       seq: seqBase + i + 1,
       data: toBinary(RunSchema, benchRun(i, status)),
     });
@@ -171,7 +185,7 @@ function recordLog(pattern) {
    * @param {RunStatus} status
    */
   const record = (i, status) => ({
-    runId: `w_${i}`,
+    runId: wid(i),
     seq: seq++,
     data: toBinary(RunSchema, benchRun(i, status)),
   });
@@ -196,11 +210,11 @@ function recordLog(pattern) {
  * @param {boolean} withIndexes
  * @param {"fast" | "slow"} pattern
  */
-async function writeRound(withIndexes, pattern) {
+async function writeRound(withIndexes, pattern, layout = PARTITIONED) {
   const t = await createTestDatabase("runswrite");
   const db = createDatabase({ url: t.url, poolMax: 1 });
   try {
-    await migrateToLatest(db, "runs", runsMigrations);
+    await migrateLayout(db, layout);
     if (withIndexes) {
       const report = await buildIndexes(db, "runs", runsIndexBuilds);
       if (report.built.length !== runsIndexBuilds.length) throw new Error("indexes not built");
@@ -213,7 +227,7 @@ async function writeRound(withIndexes, pattern) {
     const ms = performance.now() - started;
     const cpuAfter = backend();
     return {
-      label: withIndexes ? "after" : "before",
+      label: layout === PARTITIONED ? (withIndexes ? "after" : "before") : ONE_TABLE,
       runsPerSecond: Math.round((WRITE / ms) * 1000),
       dbCpuMs: cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore,
     };
@@ -221,6 +235,33 @@ async function writeRound(withIndexes, pattern) {
     await db.destroy();
     await t.drop();
   }
+}
+
+const PARTITIONED = "partitioned";
+const ONE_TABLE = "one table";
+const PARTITIONING = "2026-12-07T06-00_runs_partitioned";
+
+/**
+ * The runs schema as it is (`partitioned`, with the partitions of the next days made), or as one
+ * table (every migration but the one that partitions it, and the tombstones it adds: the record
+ * writer's statement reads them).
+ * @param {Kysely<RunsDatabase>} db
+ * @param {string} layout
+ */
+async function migrateLayout(db, layout) {
+  if (layout === PARTITIONED) {
+    await migrateToLatest(db, "runs", runsMigrations);
+    await makePartitions(db);
+    return;
+  }
+  await migrateToLatest(
+    db,
+    "runs",
+    Object.fromEntries(Object.entries(runsMigrations).filter(([name]) => name !== PARTITIONING)),
+  );
+  await sql`create table runs.deleted_runs (id text primary key, deleted_at timestamptz not null default now())`.execute(
+    db,
+  );
 }
 
 /**
@@ -245,15 +286,21 @@ async function backendCpu(db) {
   };
 }
 
-/** @param {"fast" | "slow"} pattern */
-async function writeThroughput(pattern) {
+/**
+ * @param {"fast" | "slow"} pattern
+ * @param {"indexes" | "partitions"} compare without and with the search indexes (partitioned),
+ *   or one table and partitioned (with the indexes)
+ */
+async function writeThroughput(pattern, compare = "indexes") {
   /** @type {Awaited<ReturnType<typeof writeRound>>[]} */
   const rounds = [];
   // Alternated, ROUNDS rounds each, so that a noisy neighbour hits both alike.
   for (let r = 0; r < ROUNDS; r++) {
-    rounds.push(await writeRound(false, pattern));
+    if (compare === "indexes") rounds.push(await writeRound(false, pattern));
+    else rounds.push(await writeRound(true, pattern, ONE_TABLE));
     rounds.push(await writeRound(true, pattern));
   }
+  const first = compare === "indexes" ? "before" : ONE_TABLE;
   /**
    * @param {string} label
    * @param {"runsPerSecond" | "dbCpuMs"} key
@@ -272,11 +319,11 @@ async function writeThroughput(pattern) {
     Math.max(...rounds.filter((x) => x.label === label).map((x) => x.runsPerSecond));
   return {
     // runsPerSecond is never null.
-    before: /** @type {number} */ (median("before", "runsPerSecond")),
+    before: /** @type {number} */ (median(first, "runsPerSecond")),
     after: /** @type {number} */ (median("after", "runsPerSecond")),
-    bestBefore: best("before"),
+    bestBefore: best(first),
     bestAfter: best("after"),
-    cpuBefore: median("before", "dbCpuMs"),
+    cpuBefore: median(first, "dbCpuMs"),
     cpuAfter: median("after", "dbCpuMs"),
     rounds: rounds
       .map(
@@ -437,6 +484,7 @@ async function trigramPart() {
     const { rows } = await client.query("select count(*)::int as n from runs.runs");
     let seedMs = 0;
     if (rows[0].n === 0) {
+      await makePartitions(db, { from: Date.now() - 91 * DAY_MS });
       log(`trgm: seeding ${fmt(TRGM_N)} runs into a scratch database`);
       seedMs = await seedRuns(client, { count: TRGM_N });
       await client.query("vacuum analyze runs.runs");
@@ -496,6 +544,83 @@ async function trigramPart() {
     await client.end();
     await db.destroy();
     if (!given) await t.drop();
+  }
+  return lines;
+}
+
+// --- 2b. Dropping a day's partition while the record writer writes --------------------------
+
+const DAY_MS = 86_400_000;
+const DROP_N = int("BENCH_RUNS_DROP_N", 1_000_000);
+const DROP_DAYS = 10;
+
+/**
+ * DROP_N runs seeded over DROP_DAYS daily partitions (with the search indexes), then the oldest
+ * three partitions dropped one by one (the retention's dropPartitionsBelow: the rollups' counts of
+ * its runs taken out, then the drop) while the record writer's statement keeps writing new runs in
+ * batches of WRITE_BATCH: each drop's time, and the writer's batch latencies during the drops and
+ * outside them.
+ */
+async function dropPart() {
+  const t = await createTestDatabase("runsdrop");
+  const db = createDatabase({ url: t.url, poolMax: 4 });
+  const client = new pg.Client({ connectionString: t.url });
+  await client.connect();
+  const lines = [];
+  try {
+    await migrateToLatest(db, "runs", runsMigrations);
+    await buildIndexes(db, "runs", runsIndexBuilds);
+    const now = Date.now();
+    await makePartitions(db, { now, from: now - (DROP_DAYS + 1) * DAY_MS });
+    log(`drop: seeding ${fmt(DROP_N)} runs over ${DROP_DAYS} days`);
+    await seedRuns(client, { count: DROP_N, spanDays: DROP_DAYS, end: new Date(now) });
+    await client.query("vacuum analyze runs.runs");
+    /** @type {{ at: number, ms: number }[]} */
+    const batches = [];
+    let writing = true;
+    const writer = (async () => {
+      for (let i = 0; writing; i += WRITE_BATCH) {
+        const started = performance.now();
+        await writeRecords(db, recordBatch(20_000_000 + i, WRITE_BATCH));
+        batches.push({ at: started, ms: performance.now() - started });
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    /** @type {{ name: string, runs: number, ms: number, from: number, to: number }[]} */
+    const drops = [];
+    for (const p of (await listPartitions(db)).filter((x) => !x.isDefault).slice(0, 3)) {
+      const { rows } = await client.query(`select count(*)::int as n from runs."${p.name}"`);
+      const from = performance.now();
+      const dropped = await dropPartitionsBelow(db, /** @type {string} */ (p.to), {
+        lockTimeoutMs: 1000,
+      });
+      const to = performance.now();
+      if (!dropped.includes(p.name)) throw new Error(`${p.name} not dropped: ${dropped}`);
+      drops.push({ name: p.name, runs: rows[0].n, ms: to - from, from, to });
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+    writing = false;
+    await writer;
+    const during = batches.filter((b) => drops.some((d) => b.at + b.ms >= d.from && b.at <= d.to));
+    const outside = batches.filter((b) => !during.includes(b));
+    /** @param {{ ms: number }[]} xs */
+    const stats = (xs) => {
+      const sorted = xs.map((x) => x.ms).sort((a, b) => a - b);
+      return `p50 ${ms(percentile(sorted, 50) ?? 0)}, max ${ms(sorted.at(-1) ?? 0)} (${sorted.length} batches)`;
+    };
+    lines.push(
+      `Dropping a day's partition (${fmt(DROP_N)} runs over ${DROP_DAYS} daily partitions, search ` +
+        `indexes built; the record writer's statement writing batches of ${WRITE_BATCH} new runs ` +
+        `5 ms apart throughout; load ${load()}): ` +
+        drops.map((d) => `${d.name} (${fmt(d.runs)} runs) ${ms(d.ms)}`).join(", ") +
+        `. The writer's batches during the drops: ${stats(during)}; outside them: ${stats(outside)}.`,
+      "",
+    );
+  } finally {
+    await client.end();
+    await db.destroy();
+    await t.drop();
   }
   return lines;
 }
@@ -778,6 +903,25 @@ async function main() {
       );
     }
   }
+  if (PARTS.includes("partwrite")) {
+    for (const pattern of /** @type {const} */ (["fast", "slow"])) {
+      log(`partitioned write, ${pattern} runs: ${fmt(WRITE)} runs, ${ROUNDS} rounds each`);
+      const loadBefore = load();
+      const write = await writeThroughput(pattern, "partitions");
+      /** @param {number | null} ms */
+      const perRun = (ms) => (ms === null ? "?" : `${((ms * 1000) / WRITE).toFixed(1)} µs`);
+      lines.push(
+        `Record writer with the search indexes, ${fmt(WRITE)} ${pattern} runs in batches of ` +
+          `${WRITE_BATCH}, one table against partitioned (today's partition), ${ROUNDS} ` +
+          `alternated rounds, load ${loadBefore} → ${load()}: median ${fmt(write.before)} runs/s ` +
+          `one table, ${fmt(write.after)} partitioned (×${(write.after / write.before).toFixed(2)}); ` +
+          `best ${fmt(write.bestBefore)} and ${fmt(write.bestAfter)}; backend CPU per run ` +
+          `${perRun(write.cpuBefore)} and ${perRun(write.cpuAfter)} (${write.rounds}).`,
+        "",
+      );
+    }
+  }
+  if (PARTS.includes("drop")) lines.push(...(await dropPart()));
   if (PARTS.includes("rollupwrite")) {
     log(`rollup write cost: ${fmt(WRITE)} runs, each written twice, ${ROUNDS} rounds each`);
     const loadBefore = load();
@@ -799,15 +943,29 @@ async function main() {
   log("starting the stack (catalog, runs, executor, gateway)");
   const database = await createTestDatabase("runsbench");
   const stream = createTestStream();
-  const stack = await startStack({ databaseUrl: database.url, natsEnv: stream.env });
+  // Nothing of the seed is dropped meanwhile (90 days of runs, up to now).
+  const stack = await startStack({
+    databaseUrl: database.url,
+    natsEnv: stream.env,
+    env: { PIES_RUN_RETENTION_DAYS: "0" },
+  });
   const project = stack.bootstrap.project;
   const projects = [project, "bench-p2", "bench-p3", "bench-p4"];
   const client = new pg.Client({ connectionString: database.url });
   await client.connect();
-  const sizes = N > 100_000 ? [100_000, N] : [N];
+  const sizes = process.env.BENCH_RUNS_SIZES
+    ? process.env.BENCH_RUNS_SIZES.split(",").map(Number)
+    : N > 100_000
+      ? [100_000, N]
+      : [N];
+  // The partitions of the seed's 90 days, as a deployment of that age has them.
+  const partitioner = createDatabase({ url: database.url, poolMax: 1 });
+  await makePartitions(partitioner, { from: Date.now() - 91 * DAY_MS });
+  await partitioner.destroy();
   /**
-   * @type {({ size: number, projectRuns: number, seedMs: number, analyzeMs: number, load: string,
-   *   rollup: { rows: number, project_rows: number, bytes: number, run_bytes: number } }
+   * @type {({ size: number, projectRuns: number, seedMs: number, seededRuns: number,
+   *   analyzeMs: number, load: string, rollup: { rows: number, project_rows: number,
+   *   bytes: number, run_bytes: number, partitions: number } }
    *   & Awaited<ReturnType<typeof measureAll>>)[]}
    */
   const results = [];
@@ -816,6 +974,7 @@ async function main() {
   try {
     for (const size of sizes) {
       log(`seeding to ${fmt(size)} runs (${fmt(size - seeded)} more), four projects`);
+      const more = size - seeded;
       const ms = await seedRuns(client, {
         count: size - seeded,
         from: seeded,
@@ -838,8 +997,10 @@ async function main() {
       const { rows: rollupSize } = await client.query(
         `select (select count(*)::int from runs.run_rollups) as rows,
            (select count(*)::int from runs.run_rollups where project_id = $1) as project_rows,
-           pg_total_relation_size('runs.run_rollups') as bytes,
-           pg_total_relation_size('runs.runs') as run_bytes`,
+           pg_total_relation_size('runs.run_rollups') + pg_total_relation_size('runs.run_tag_rollups') as bytes,
+           (select sum(pg_total_relation_size(i.inhrelid)) from pg_inherits i
+            where i.inhparent = 'runs.runs'::regclass)::bigint as run_bytes,
+           (select count(*)::int from pg_inherits i where i.inhparent = 'runs.runs'::regclass) as partitions`,
         [project],
       );
       const loadBefore = load();
@@ -848,6 +1009,7 @@ async function main() {
         size,
         projectRuns: rows[0].n,
         seedMs: ms,
+        seededRuns: more,
         analyzeMs,
         load: `${loadBefore} → ${load()}`,
         rollup: rollupSize[0],
@@ -875,9 +1037,12 @@ async function main() {
   }
   for (const r of results) {
     lines.push(
-      `Rollup at ${fmt(r.size)} runs: ${fmt(r.rollup.rows)} rows (the key's project ` +
-        `${fmt(r.rollup.project_rows)}), ${(r.rollup.bytes / 1048576).toFixed(1)} MiB with its ` +
-        `index, beside ${(r.rollup.run_bytes / 1048576).toFixed(0)} MiB of runs.runs with its indexes.`,
+      `Rollups at ${fmt(r.size)} runs: ${fmt(r.rollup.rows)} rows of run_rollups (the key's project ` +
+        `${fmt(r.rollup.project_rows)}), ${(r.rollup.bytes / 1048576).toFixed(1)} MiB with the tags' ` +
+        `and their indexes, beside ${(r.rollup.run_bytes / 1048576).toFixed(0)} MiB of runs.runs ` +
+        `(${r.rollup.partitions} partitions) with its indexes: ` +
+        `${fmt(Math.round(Number(r.rollup.run_bytes) / r.size))} bytes a run on disk; seeded at ` +
+        `${fmt(Math.round(r.seededRuns / (r.seedMs / 1000)))} runs/s.`,
     );
   }
   lines.push(`Seeding ${fmt(seeded)} runs in all: ${(seedMs / 1000).toFixed(1)} s.`);

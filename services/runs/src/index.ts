@@ -12,5 +12,11 @@ export {
 export { startRuns, type RunsProcess } from "./start.js";
 export { leaseObserved, startSweeper, sweepRuns, type SweepOptions } from "./sweeper.js";
 export { startRecordWriter, startRunsStore, writeRecords } from "./record-writer.js";
-export { boundLegacyRuns, makePartitions, listPartitions, idPrefix } from "./partitions.js";
+export {
+  boundLegacyRuns,
+  dropPartitionsBelow,
+  idPrefix,
+  listPartitions,
+  makePartitions,
+} from "./partitions.js";
 export { applyRetention, projectRetention, startMaintenance } from "./retention.js";

@@ -3,7 +3,7 @@ import { sql, type CompiledQuery, type Kysely } from "kysely";
 import { invalid, notFound, pageSize, requireProject } from "@pies/common";
 import { RecordConflict, type RunLog } from "@pies/common/bus";
 import { RunsService, RunStatus } from "@pies/proto/runs";
-import { applyFilters } from "./filters.js";
+import { applyFilters, newestFirst } from "./filters.js";
 import {
   applyUpdate,
   rowsJson,
@@ -198,12 +198,16 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
         .selectFrom("runs.runs")
         .select(listColumns)
         .where("project_id", "=", requireProject(req.projectId));
-      const rows = await applyFilters(query, req.filters)
+      const filtered = applyFilters(query, req.filters)
         .orderBy("updated_at", "desc")
         .orderBy("id", "desc")
         .limit(limit)
-        .offset(Math.max(0, req.offset))
-        .execute();
+        .offset(Math.max(0, req.offset));
+      const rows = await newestFirst(
+        (floorId) => (floorId ? filtered.where("id", ">=", floorId) : filtered).execute(),
+        limit,
+        req.filters,
+      );
       return pageOf(rows, req.asJson);
     },
 
@@ -220,13 +224,16 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       const parts = searchParts(db, projectId, req);
       const patterns = parts.condition !== null && (await trigramIndex());
       const base = parts.where(parts.filtered, { patterns });
-      const page = base
-        .select(listColumns)
-        .orderBy("updated_at", "desc")
-        .orderBy("id", "desc")
-        .limit(limit)
-        .offset(req.offset)
-        .compile();
+      /** The page's statement, over the partitions from `floorId` on (newestFirst) or all. */
+      const pageFrom = (floorId?: string) =>
+        (floorId ? base.where("id", ">=", floorId) : base)
+          .select(listColumns)
+          .orderBy("updated_at", "desc")
+          .orderBy("id", "desc")
+          .limit(limit)
+          .offset(req.offset)
+          .compile();
+      const page = pageFrom();
       // With trigram patterns, the planner may take a common term for a rare one (it estimates
       // the patterns from statistics) and sort every match instead of reading the project in
       // order to the page. So the page is first looked for among the newest `pageWindow` runs the
@@ -235,23 +242,32 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       // with the patterns (a rare term: the trigram index). Exact either way: the window is the
       // start of the ordered matches' superset, so its first matches are the first matches.
       type PageRow = typeof page extends CompiledQuery<infer R> ? R : never;
-      const windowed =
-        patterns && parts.condition
-          ? sql<PageRow>`select * from (${parts.filtered
-              .select(listColumns)
-              .orderBy("updated_at", "desc")
-              .orderBy("id", "desc")
-              .limit(pageWindow)}) as w
-          where ${exprToSql(parts.condition, { patterns: false })}
-          order by updated_at desc, id desc limit ${limit} offset ${req.offset}`
-          : undefined;
-      const readPage = async (tx: Kysely<RunsDatabase>) => {
-        if (patterns && windowed) {
-          const first = await windowed.execute(tx);
-          if (first.rows.length === limit) return first.rows;
-        }
-        return (await tx.executeQuery(page)).rows;
-      };
+      const condition = patterns ? parts.condition : null;
+      const windowedFrom = (floorId?: string) =>
+        condition &&
+        sql<PageRow>`select * from (${(floorId
+          ? parts.filtered.where("id", ">=", floorId)
+          : parts.filtered
+        )
+          .select(listColumns)
+          .orderBy("updated_at", "desc")
+          .orderBy("id", "desc")
+          .limit(pageWindow)}) as w
+          where ${exprToSql(condition, { patterns: false })}
+          order by updated_at desc, id desc limit ${limit} offset ${req.offset}`;
+      const readPage = (tx: Kysely<RunsDatabase>) =>
+        newestFirst(
+          async (floorId) => {
+            const windowed = windowedFrom(floorId);
+            if (windowed) {
+              const first = await windowed.execute(tx);
+              if (first.rows.length === limit) return first.rows;
+            }
+            return (await tx.executeQuery(floorId ? pageFrom(floorId) : page)).rows;
+          },
+          limit,
+          req.filters,
+        );
       // The total and facets from the rollup when it can answer them (planRollup), exact
       // either way; otherwise counted over every match.
       const rollup = wantMeta && deps.facetRollups !== false ? planRollup(req, plans) : undefined;

@@ -108,8 +108,10 @@ describe("daily partitions", () => {
       const list = queries.find((q) => /^select .* from "runs"\."runs"/.test(q.sql));
       return partitionsRead(list!);
     };
-    const all = (await listPartitions(db)).map((p) => p.name).sort();
-    expect(await readBy({})).toEqual(all);
+    // Unbounded, the first page comes from the last days' (newestFirst, below).
+    const all = (await listPartitions(db)).map((p) => p.name);
+    expect(all.length).toBeGreaterThan(30);
+    expect((await readBy({})).length).toBeLessThan(14);
     // The last hour: runs created in the week before it at most (a run's span) and after.
     const recent = await readBy({ updatedAfter: toTimestamp(new Date(NOW - 3_600_000)) });
     expect(recent.length).toBeLessThan(14);
@@ -141,6 +143,44 @@ describe("daily partitions", () => {
       order by updated_at desc, id desc`.execute(db);
     expect(pruned.map((r) => r.id)).toEqual(rows.map((r) => r.id));
     expect(rows.length).toBeGreaterThan(50);
+  });
+});
+
+describe("a newest-first page", () => {
+  it("is read from the last days' partitions when they hold it, from all of them otherwise", async () => {
+    const runs = createClient(
+      RunsService,
+      createRouterTransport(runsRoutes({ db: logged, log: new RunLog(new MemoryRunRecords()) })),
+    );
+    const truth = async (limit: number, offset = 0) =>
+      (
+        await sql<{ id: string }>`select id from runs.runs where project_id = 'p1'
+          order by updated_at desc, id desc limit ${limit} offset ${offset}`.execute(db)
+      ).rows.map((r) => r.id);
+    const listed = async (limit: number, offset = 0) => {
+      queries.length = 0;
+      const { runs: page } = await runs.listRuns({ projectId: "p1", limit, offset });
+      const statements = queries.filter((q) => /^select .* from "runs"\."runs"/.test(q.sql));
+      return { ids: page.map((r) => r.id), statements };
+    };
+    // The seed's last day holds some 50 of the project's runs: a page of 20 is theirs.
+    const recent = await listed(20);
+    expect(recent.ids).toEqual(await truth(20));
+    expect(recent.statements).toHaveLength(1);
+    expect(await partitionsRead(recent.statements[0]!)).not.toContain(
+      partitionName(dayOf(NOW - 20 * DAY_MS)),
+    );
+    // A page reaching further back than the window can answer for: read over every partition.
+    const deep = await listed(100, 400);
+    expect(deep.ids).toEqual(await truth(100, 400));
+    expect(deep.statements).toHaveLength(2);
+    // Searches too.
+    queries.length = 0;
+    const { runs: found } = await runs.searchRuns({ projectId: "p1", limit: 20, query: "lang:en" });
+    const { rows } = await sql<{ id: string }>`select id from runs.runs
+      where project_id = 'p1' and parameters @> '{"lang": "en"}'
+      order by updated_at desc, id desc limit 20`.execute(db);
+    expect(found.map((r) => r.id)).toEqual(rows.map((r) => r.id));
   });
 });
 
