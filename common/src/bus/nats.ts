@@ -7,12 +7,23 @@ import {
 } from "@nats-io/jetstream";
 
 /**
- * The process's one NATS connection, reconnecting forever. The run-event bus, the run records and
- * the catalog's change events all ride on it.
+ * The servers of a NATS_URL: one URL, or a comma-separated list (the nodes of a cluster), of which
+ * the client tries each in turn; a cluster tells it of its other nodes once connected.
+ */
+export function natsServers(url: string): string[] {
+  return url
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+/**
+ * The process's one NATS connection, reconnecting forever (to any node of `url`'s list). The
+ * run-event bus, the run records and the catalog's change events all ride on it.
  */
 export function connectNats(url: string, name: string): Promise<NatsConnection> {
   return connect({
-    servers: url,
+    servers: natsServers(url),
     name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
