@@ -67,6 +67,10 @@ export const natsConfigSchema = {
     .string()
     .regex(/^[A-Za-z0-9_-]+$/)
     .default("pies"),
+  // How many nodes of a NATS cluster keep each stream pies makes (run events, record log, result
+  // cache); 3 on a three-node cluster keeps every stream through the loss of any one node. More
+  // than the cluster has nodes (any more than 1 on a single server) stops the process at start.
+  PIES_NATS_REPLICAS: env.int(1, 1, 5),
   PIES_STREAM_MAX_AGE_SECONDS: env.int(3600, 1),
   // How long the record log keeps a run's last record: the longest the runs store may fall
   // behind (runs service or PostgreSQL down) without losing a record. Each run in that window is

@@ -21,6 +21,7 @@ const embeddedConfigSchema = z.object({
   NATS_URL: z.string().optional(),
   PIES_NATS_STREAM: natsConfigSchema.PIES_NATS_STREAM,
   PIES_NATS_SUBJECT_PREFIX: natsConfigSchema.PIES_NATS_SUBJECT_PREFIX,
+  PIES_NATS_REPLICAS: natsConfigSchema.PIES_NATS_REPLICAS,
   PIES_STREAM_MAX_AGE_SECONDS: natsConfigSchema.PIES_STREAM_MAX_AGE_SECONDS,
   PIES_RECORD_MAX_AGE_SECONDS: natsConfigSchema.PIES_RECORD_MAX_AGE_SECONDS,
   // Unset: generated once into the data dir.

@@ -86,9 +86,10 @@ async function startOn(
     const jetstream = await JetStreamRunEventBus.fromConfig(
       { ...config, NATS_URL: config.NATS_URL },
       "pies-embedded",
+      logger,
     );
     bus = jetstream;
-    records = await recordsFromConfig(jetstream.connection, config);
+    records = await recordsFromConfig(jetstream.connection, config, logger);
     // With NATS, other pies processes on it see this one's catalog changes, and the other way.
     catalogEvents = await catalogEventsFromConfig(jetstream.connection, config, logger);
   } else {

@@ -24,6 +24,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { ensureStream, maxDataBytes, natsReady } from "./nats.js";
 import { traceHeaders } from "./jetstream-bus.js";
 import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
+import type { Logger } from "../logger.js";
 import {
   RecordConflict,
   MAX_BATCH,
@@ -43,6 +44,10 @@ export interface JetStreamRecordsOptions {
   subjectPrefix: string;
   /** How long a record is kept: the longest the runs store may fall behind without losing one. */
   maxAgeSeconds: number;
+  /** How many nodes of the NATS cluster keep the log (PIES_NATS_REPLICAS; default 1). */
+  replicas?: number;
+  /** Told when the log's replicas change. */
+  logger?: Logger;
 }
 
 /** How long a put waits for JetStream's acknowledgement (nats.js's JetStream default). */
@@ -160,15 +165,21 @@ export class JetStreamRunRecords implements RunRecords {
   }
 
   private ensureStream() {
-    return ensureStream(this.jsm, {
-      name: this.options.stream,
-      subjects: [`${this.options.subjectPrefix}.record.>`],
-      max_msgs_per_subject: 1,
-      max_age: nanos(this.options.maxAgeSeconds * 1000),
-      discard: DiscardPolicy.Old,
-      storage: StorageType.File,
-      duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
-    });
+    const replicas = this.options.replicas ?? 1;
+    return ensureStream(
+      this.jsm,
+      {
+        name: this.options.stream,
+        subjects: [`${this.options.subjectPrefix}.record.>`],
+        max_msgs_per_subject: 1,
+        max_age: nanos(this.options.maxAgeSeconds * 1000),
+        discard: DiscardPolicy.Old,
+        storage: StorageType.File,
+        duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
+        num_replicas: replicas,
+      },
+      { settings: { PIES_NATS_REPLICAS: replicas }, logger: this.options.logger },
+    );
   }
 
   /** Puts waiting for the end of this turn of the event loop (see put). */
@@ -433,12 +444,16 @@ export function recordsFromConfig(
     PIES_NATS_STREAM: string;
     PIES_NATS_SUBJECT_PREFIX: string;
     PIES_RECORD_MAX_AGE_SECONDS: number;
+    PIES_NATS_REPLICAS?: number;
   },
+  logger?: Logger,
 ): Promise<JetStreamRunRecords> {
   return JetStreamRunRecords.over(nc, {
     stream: `${config.PIES_NATS_STREAM}_RECORDS`,
     subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
     maxAgeSeconds: config.PIES_RECORD_MAX_AGE_SECONDS,
+    replicas: config.PIES_NATS_REPLICAS,
+    logger,
   });
 }
 

@@ -4,7 +4,10 @@ import {
   JetStreamApiError,
   type JetStreamManager,
   type StreamConfig,
+  type StreamInfo,
 } from "@nats-io/jetstream";
+import { ConfigError } from "../config.js";
+import type { Logger } from "../logger.js";
 
 /**
  * The servers of a NATS_URL: one URL, or a comma-separated list (the nodes of a cluster), of which
@@ -84,18 +87,84 @@ export function maxDataBytes(nc: NatsConnection): number | undefined {
 /** A stream's settings: its name, subjects and limits (see JetStream's StreamConfig). */
 export type StreamSettings = Partial<StreamConfig> & Pick<StreamConfig, "name" | "subjects">;
 
+/** Where a stream's settings come from: named when NATS refuses them, and told what changed. */
+export interface StreamOrigin {
+  /** The settings that shape the stream, as the operator set them (`{ PIES_NATS_REPLICAS: 3 }`). */
+  settings: Record<string, string | number>;
+  /** Told when an existing stream's replicas change. */
+  logger?: Logger;
+}
+
 /**
- * Creates the stream, or updates its limits to these, so that any component may start first and
- * a changed setting (a maximum age) takes effect on the next start.
+ * NATS's answers that refuse a stream as configured rather than for the moment: more replicas
+ * than the servers can place, or more bytes than they can reserve.
  */
-export async function ensureStream(jsm: JetStreamManager, config: StreamSettings): Promise<void> {
+const REFUSALS = new Set([
+  10005, // no suitable peers for placement
+  10023, // insufficient resources
+  10047, // insufficient storage resources available
+  10074, // replicas > 1 not supported in non-clustered mode
+]);
+
+function refused(name: string, origin: StreamOrigin | undefined, why: string): ConfigError {
+  const settings = Object.entries(origin?.settings ?? {})
+    .map(([k, v]) => `${k}=${v}`)
+    .join(", ");
+  return new ConfigError(
+    `NATS refused the stream ${name}${settings ? ` as configured (${settings})` : ""}: ${why}`,
+  );
+}
+
+/**
+ * Creates the stream, or updates its limits and replicas to these, so that any component may
+ * start first and a changed setting (a maximum age, PIES_NATS_REPLICAS) takes effect on the next
+ * start. A stream NATS cannot make as configured (more replicas than nodes, more bytes than it
+ * can reserve) is a ConfigError naming the settings: the process does not start.
+ */
+export async function ensureStream(
+  jsm: JetStreamManager,
+  config: StreamSettings,
+  origin?: StreamOrigin,
+): Promise<void> {
+  const replicas = config.num_replicas ?? 1;
+  let existing: StreamInfo | undefined;
   try {
-    await jsm.streams.info(config.name);
-    await jsm.streams.update(config.name, config);
+    existing = await jsm.streams.info(config.name);
   } catch (err) {
     if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
       throw err;
     }
-    await jsm.streams.add(config);
+  }
+  try {
+    if (!existing) {
+      await jsm.streams.add(config);
+      return;
+    }
+    // nats-server 2.9 takes an update to more replicas on a server outside a cluster without a
+    // word, and goes on keeping one copy.
+    if (replicas > 1 && !existing.cluster) {
+      throw refused(
+        config.name,
+        origin,
+        `the NATS server is not part of a cluster, which ${replicas} replicas need (PIES_NATS_REPLICAS is 1 for a single server)`,
+      );
+    }
+    await jsm.streams.update(config.name, config);
+    const before = existing.config.num_replicas;
+    if (before !== replicas) {
+      origin?.logger?.info(
+        { stream: config.name, from: before, to: replicas },
+        "changed the stream's replicas to PIES_NATS_REPLICAS",
+      );
+    }
+  } catch (err) {
+    if (err instanceof JetStreamApiError && REFUSALS.has(err.code)) {
+      const hint =
+        replicas > 1 && err.code !== 10047
+          ? " (PIES_NATS_REPLICAS is at most the number of nodes of the NATS cluster)"
+          : "";
+      throw refused(config.name, origin, `${err.message} (${err.code})${hint}`);
+    }
+    throw err;
   }
 }

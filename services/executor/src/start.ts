@@ -56,11 +56,11 @@ export async function connectExecutor(
   logger: Logger,
   name: string,
 ): Promise<ConnectedExecutor> {
-  const bus = await JetStreamRunEventBus.fromConfig(config, name);
+  const bus = await JetStreamRunEventBus.fromConfig(config, name, logger);
   try {
-    const log = new RunLog(await recordsFromConfig(bus.connection, config));
+    const log = new RunLog(await recordsFromConfig(bus.connection, config, logger));
     const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
-    const resultCache = await resultCacheFromConfig(bus.connection, config);
+    const resultCache = await resultCacheFromConfig(bus.connection, config, logger);
     const catalog = peerTransport(config.CATALOG_URL, "catalog", config.PIES_INTERNAL_TOKEN);
     const runs = peerTransport(config.RUNS_URL, "runs", config.PIES_INTERNAL_TOKEN);
     const deps = await createExecutorDeps({

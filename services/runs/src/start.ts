@@ -1,3 +1,4 @@
+import { createLogger } from "@pies/common";
 import { connectNats, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { startDatabaseService, type ServiceProcess } from "@pies/common/db";
 import { RunsService } from "@pies/proto/runs";
@@ -18,7 +19,9 @@ export type RunsProcess = ServiceProcess;
 export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
   const nc = await connectNats(config.NATS_URL, "pies-runs");
   try {
-    const log = new RunLog(await recordsFromConfig(nc, config));
+    const log = new RunLog(
+      await recordsFromConfig(nc, config, createLogger("runs", config.LOG_LEVEL)),
+    );
     const service = await startDatabaseService<RunsDatabase>({
       name: "runs",
       schema: "runs",
