@@ -23,7 +23,8 @@ import {
   type RunEventBus,
   type SubscribeOptions,
 } from "./bus.js";
-import { connectNats, ensureStream, maxDataBytes, natsReady, onReconnect } from "./nats.js";
+import { ensureStream } from "./ensure-stream.js";
+import { connectNats, maxDataBytes, natsReady, onReconnect } from "./nats.js";
 
 export interface NatsSettings {
   NATS_URL: string;

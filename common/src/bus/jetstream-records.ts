@@ -21,7 +21,8 @@ import {
   type JsMsg,
 } from "@nats-io/jetstream";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ensureStream, maxDataBytes, natsReady } from "./nats.js";
+import { ensureStream } from "./ensure-stream.js";
+import { maxDataBytes, natsReady } from "./nats.js";
 import { traceHeaders } from "./jetstream-bus.js";
 import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
 import type { Logger } from "../logger.js";

@@ -8,7 +8,7 @@ import {
   type JetStreamManager,
 } from "@nats-io/jetstream";
 import { LRUCache } from "lru-cache";
-import { ensureStream } from "./nats.js";
+import { ensureStream } from "./ensure-stream.js";
 import type { Logger } from "../logger.js";
 
 /**
