@@ -202,6 +202,25 @@ expect(
   `runs: database.preparedStatements and runs.recordBatchIntervalMs reach its env (got ${settings(changed)})`,
 );
 
+// PIES_NATS_REPLICAS (nats.replicas) reaches every component, as each may make a stream.
+const replicasOf = (rendered) =>
+  rendered.docs
+    .filter((d) => d.kind === "Deployment")
+    .map((d) => `${component(d)}=${plainEnv(rendered, component(d)).PIES_NATS_REPLICAS}`)
+    .sort()
+    .join(" ");
+const everyComponent = (n) =>
+  ["catalog", "executor", "gateway", "runs"].map((c) => `${c}=${n}`).join(" ");
+expect(
+  replicasOf({ docs }) === everyComponent(1),
+  `PIES_NATS_REPLICAS 1 in every component by default (got ${replicasOf({ docs })})`,
+);
+const replicated = render("gateway.embedExecutor=false", "nats.replicas=3");
+expect(
+  replicasOf(replicated) === everyComponent(3),
+  `nats.replicas reaches every component (got ${replicasOf(replicated)})`,
+);
+
 // The default, the edge (gateway.embedExecutor): the gateway pods run the edge with the executor's
 // settings, and nothing of the executor is deployed (no Deployment, Service, policy, budget or
 // autoscaler); catalog and runs admit only the gateway.
