@@ -202,6 +202,16 @@ expect(
   `runs: database.preparedStatements and runs.recordBatchIntervalMs reach its env (got ${settings(changed)})`,
 );
 
+// The record log's bounds reach both components that make it (executor, runs), alike.
+const recordBounds = (name) => {
+  const env = plainEnv({ docs }, name);
+  return `${env.PIES_RECORD_MAX_AGE_SECONDS} ${env.PIES_RECORD_MAX_BYTES}`;
+};
+expect(
+  recordBounds("runs") === "3600 4294967296" && recordBounds("executor") === "3600 4294967296",
+  `runs and executor: the record log's age and bytes (got ${recordBounds("runs")}, ${recordBounds("executor")})`,
+);
+
 // PIES_NATS_REPLICAS (nats.replicas) reaches every component, as each may make a stream.
 const replicasOf = (rendered) =>
   rendered.docs
@@ -234,9 +244,12 @@ expect(
   `gateway.embedExecutor runs the edge (got ${edgeContainer?.command?.join(" ")})`,
 );
 expect(
-  ["PIES_TEMPLATE_WORKERS", "PIES_PROVIDER_TIMEOUT_MS", "PIES_RECORD_MAX_AGE_SECONDS"].every((n) =>
-    edgeEnv.includes(n),
-  ) && !edgeEnv.includes("EXECUTOR_URL"),
+  [
+    "PIES_TEMPLATE_WORKERS",
+    "PIES_PROVIDER_TIMEOUT_MS",
+    "PIES_RECORD_MAX_AGE_SECONDS",
+    "PIES_RECORD_MAX_BYTES",
+  ].every((n) => edgeEnv.includes(n)) && !edgeEnv.includes("EXECUTOR_URL"),
   "the edge takes the executor's settings and no executor address",
 );
 expect(

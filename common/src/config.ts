@@ -77,4 +77,8 @@ export const natsConfigSchema = {
   // a subject NATS keeps in memory, so the window is sized by the rate of runs; what it costs per
   // run and per hour: docs/decisions/0002-record-log-subjects.md.
   PIES_RECORD_MAX_AGE_SECONDS: env.int(3600, 60),
+  // The most disk the record log takes on each NATS node (0: bounded by its age alone). When it is
+  // full a put is refused, and retried by the executor, rather than an unwritten record dropped.
+  // NATS reserves it at start: a node with less free storage refuses the log (ConfigError).
+  PIES_RECORD_MAX_BYTES: env.int(4 * 1024 ** 3, 0),
 };

@@ -24,6 +24,7 @@ const embeddedConfigSchema = z.object({
   PIES_NATS_REPLICAS: natsConfigSchema.PIES_NATS_REPLICAS,
   PIES_STREAM_MAX_AGE_SECONDS: natsConfigSchema.PIES_STREAM_MAX_AGE_SECONDS,
   PIES_RECORD_MAX_AGE_SECONDS: natsConfigSchema.PIES_RECORD_MAX_AGE_SECONDS,
+  PIES_RECORD_MAX_BYTES: natsConfigSchema.PIES_RECORD_MAX_BYTES,
   // Unset: generated once into the data dir.
   PIES_SECRET_KEY: z.string().optional(),
   // Token exchange's signing key (base64, 32+ bytes); default: generated into the data dir.

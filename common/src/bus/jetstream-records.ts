@@ -45,6 +45,11 @@ export interface JetStreamRecordsOptions {
   subjectPrefix: string;
   /** How long a record is kept: the longest the runs store may fall behind without losing one. */
   maxAgeSeconds: number;
+  /**
+   * The most bytes the log keeps (PIES_RECORD_MAX_BYTES; 0 or none: bounded by age alone); past it
+   * a put is refused, so that no record is dropped before it is written.
+   */
+  maxBytes?: number;
   /** How many nodes of the NATS cluster keep the log (PIES_NATS_REPLICAS; default 1). */
   replicas?: number;
   /** Told when the log's replicas change. */
@@ -135,7 +140,8 @@ function settle(batch: JsMsg[], tell: (m: JsMsg) => void) {
 
 /**
  * The run record log on NATS JetStream: subject `<prefix>.record.<runId>`, one message kept per
- * subject (each run's last record; an earlier one is replaced), for `maxAgeSeconds`. A put is an
+ * subject (each run's last record; an earlier one is replaced), for `maxAgeSeconds` and within
+ * `maxBytes` (a put to a full log is refused rather than the oldest record dropped). A put is an
  * acknowledged publish, so it is durable once it resolves; conditional puts use JetStream's
  * expected last subject sequence. The runs service consumes the stream through one durable
  * consumer, in batches.
@@ -167,6 +173,7 @@ export class JetStreamRunRecords implements RunRecords {
 
   private ensureStream() {
     const replicas = this.options.replicas ?? 1;
+    const maxBytes = this.options.maxBytes || -1;
     return ensureStream(
       this.jsm,
       {
@@ -174,12 +181,21 @@ export class JetStreamRunRecords implements RunRecords {
         subjects: [`${this.options.subjectPrefix}.record.>`],
         max_msgs_per_subject: 1,
         max_age: nanos(this.options.maxAgeSeconds * 1000),
-        discard: DiscardPolicy.Old,
+        max_bytes: maxBytes,
+        // Full, the log refuses a put (the executor retries it) rather than drop the oldest record,
+        // written or not. A run's record still replaces its earlier one (the subject's limit).
+        discard: DiscardPolicy.New,
         storage: StorageType.File,
         duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
         num_replicas: replicas,
       },
-      { settings: { PIES_NATS_REPLICAS: replicas }, logger: this.options.logger },
+      {
+        settings: {
+          PIES_NATS_REPLICAS: replicas,
+          PIES_RECORD_MAX_BYTES: this.options.maxBytes ?? 0,
+        },
+        logger: this.options.logger,
+      },
     );
   }
 
@@ -445,6 +461,7 @@ export function recordsFromConfig(
     PIES_NATS_STREAM: string;
     PIES_NATS_SUBJECT_PREFIX: string;
     PIES_RECORD_MAX_AGE_SECONDS: number;
+    PIES_RECORD_MAX_BYTES?: number;
     PIES_NATS_REPLICAS?: number;
   },
   logger?: Logger,
@@ -453,6 +470,7 @@ export function recordsFromConfig(
     stream: `${config.PIES_NATS_STREAM}_RECORDS`,
     subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
     maxAgeSeconds: config.PIES_RECORD_MAX_AGE_SECONDS,
+    maxBytes: config.PIES_RECORD_MAX_BYTES,
     replicas: config.PIES_NATS_REPLICAS,
     logger,
   });
