@@ -7,12 +7,18 @@ import {
   resultCacheFromConfig,
   RunLog,
 } from "@pies/common/bus";
-import { peerTransport, peersServing, serveConnect, type RunningServer } from "@pies/common/server";
+import {
+  peerTransport,
+  peersServing,
+  serveConnect,
+  type MetricsServer,
+  type RunningServer,
+} from "@pies/common/server";
 import { ExecutorService } from "@pies/proto/executor";
 import type { Transport } from "@connectrpc/connect";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";
-import { serveExecutorMetrics, type MetricsServer } from "./metrics.js";
+import { serveExecutorMetrics } from "./metrics.js";
 import type { Router } from "./providers/router.js";
 import { startExecutorWork, type ExecutorWork } from "./work.js";
 import { loadTokenizer } from "./providers/tokens.js";
