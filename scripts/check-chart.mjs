@@ -100,6 +100,12 @@ expect(
     executorPod.containers[0].ports.some((p) => p.name === "metrics" && p.containerPort === 9464),
   "executor: serves its metrics on port 9464 (executor.metricsPort)",
 );
+const runsPod = deployments.find((d) => component(d) === "runs")?.spec.template.spec;
+expect(
+  runsPod?.containers[0].env.some((e) => e.name === "PIES_METRICS_PORT" && e.value === "9464") &&
+    runsPod.containers[0].ports.some((p) => p.name === "metrics" && p.containerPort === 9464),
+  "runs: serves its metrics on port 9464 (runs.metricsPort)",
+);
 const secret = kinds("Secret")[0];
 const token = Buffer.from(secret?.data?.["internal-token"] ?? "", "base64").toString();
 expect(token.length >= 32, "the chart's Secret holds a generated internal token of 32+ characters");
@@ -111,7 +117,7 @@ const expectedCallers = {
   executor: ["gateway"],
 };
 // The executor's metrics port (its only other rule) admits networkPolicy.metricsFrom.
-const metricsPorts = { executor: 9464 };
+const metricsPorts = { executor: 9464, runs: 9464 };
 for (const [name, callers] of Object.entries(expectedCallers)) {
   const rule = policies[name]?.spec.ingress;
   const from = (rule?.[0]?.from ?? []).map(
@@ -186,20 +192,27 @@ const plainEnv = (rendered, name) =>
   );
 const settings = (rendered) => {
   const env = plainEnv(rendered, "runs");
-  return `${env.DATABASE_PREPARED_STATEMENTS} ${env.PIES_RECORD_BATCH_INTERVAL_MS}`;
+  return [
+    env.DATABASE_PREPARED_STATEMENTS,
+    env.PIES_RECORD_BATCH_INTERVAL_MS,
+    env.PIES_DEAD_RECORDS_MAX,
+    env.PIES_DEAD_RECORDS_MAX_AGE_DAYS,
+  ].join(" ");
 };
 expect(
-  settings({ docs }) === "true 10",
-  `runs: DATABASE_PREPARED_STATEMENTS true and PIES_RECORD_BATCH_INTERVAL_MS 10 by default (got ${settings({ docs })})`,
+  settings({ docs }) === "true 10 10000 30",
+  `runs: DATABASE_PREPARED_STATEMENTS, PIES_RECORD_BATCH_INTERVAL_MS, PIES_DEAD_RECORDS_MAX and _MAX_AGE_DAYS by default (got ${settings({ docs })})`,
 );
 const changed = render(
   "gateway.embedExecutor=false",
   "database.preparedStatements=false",
   "runs.recordBatchIntervalMs=25",
+  "runs.deadRecordsMax=50",
+  "runs.deadRecordsMaxAgeDays=0",
 );
 expect(
-  settings(changed) === "false 25",
-  `runs: database.preparedStatements and runs.recordBatchIntervalMs reach its env (got ${settings(changed)})`,
+  settings(changed) === "false 25 50 0",
+  `runs: database.preparedStatements, runs.recordBatchIntervalMs and the dead records' bounds reach its env (got ${settings(changed)})`,
 );
 
 // The record log's bounds reach both components that make it (executor, runs), alike.

@@ -7,7 +7,7 @@ import {
   natsConfigSchema,
 } from "@pies/common";
 import { executorSettingsSchema } from "@pies/executor";
-import { runsSweepSettingsSchema } from "@pies/runs";
+import { deadRecordSettingsSchema, runsSweepSettingsSchema } from "@pies/runs";
 import { gatewayConfigSchema, gatewaySettingsSchema } from "@pies/gateway";
 
 /** The embedded mode's configuration: everything optional, defaults for a laptop. */
@@ -33,6 +33,7 @@ const embeddedConfigSchema = z.object({
   // Local models (Ollama, LM Studio, llama.cpp) listen on loopback.
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting("loopback"),
   ...runsSweepSettingsSchema,
+  ...deadRecordSettingsSchema,
   ...gatewaySettingsSchema,
   // One user on a laptop: no rate limit unless asked for.
   PIES_RATE_LIMIT_PER_MINUTE: gatewaySettingsSchema.PIES_RATE_LIMIT_PER_MINUTE.default(0),

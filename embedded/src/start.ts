@@ -121,6 +121,10 @@ async function startOn(
       leaseSeconds: config.PIES_RUN_LEASE_SECONDS,
       intervalMs: config.PIES_SWEEP_INTERVAL_SECONDS * 1000,
     },
+    deadRecords: {
+      maxRows: config.PIES_DEAD_RECORDS_MAX,
+      maxAgeDays: config.PIES_DEAD_RECORDS_MAX_AGE_DAYS,
+    },
     faults,
   });
   const { app, catalog } = pies;

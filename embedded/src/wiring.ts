@@ -20,8 +20,10 @@ import {
   runsIndexBuilds,
   runsMigrations,
   runsRoutes,
+  startDeadRecordsPruner,
   startRunsStore,
   startSweeper,
+  type DeadRecordBounds,
 } from "@pies/runs";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
@@ -32,7 +34,7 @@ import { createGateway, type GatewayOptions } from "@pies/gateway";
 export interface InMemoryPies {
   app: FastifyInstance;
   catalog: ReturnType<typeof serviceClient<typeof CatalogService>>;
-  /** Stops the background work (sweeper, heartbeats) after the runs in flight end. */
+  /** Stops the background work (sweeper, pruner, heartbeats) after the runs in flight end. */
   stop(graceMs: number): Promise<void>;
 }
 
@@ -55,6 +57,8 @@ export async function createInMemoryPies(options: {
   /** Signs the JWTs of token exchange. */
   tokenKey: Uint8Array;
   sweep: { leaseSeconds: number; intervalMs: number };
+  /** How many dead records (undecodable) are kept; unbounded when not given (tests). */
+  deadRecords?: DeadRecordBounds;
   /** Where the database's failures are noted (give the pool's too, as createDatabase's `faults`). */
   faults?: DatabaseFaults;
   /**
@@ -101,6 +105,7 @@ export async function createInMemoryPies(options: {
   });
   const executor = startExecutorWork(executorDeps, options.executor.PIES_RUN_HEARTBEAT_SECONDS);
   const sweeper = startSweeper(db, log, logger, options.sweep, faults);
+  const pruner = options.deadRecords && startDeadRecordsPruner(db, logger, options.deadRecords);
   const catalog = serviceClient(CatalogService, catalogTransport);
   const app = createGateway({
     catalog,
@@ -121,6 +126,7 @@ export async function createInMemoryPies(options: {
     catalog,
     async stop(graceMs) {
       await executor.stop(graceMs);
+      await pruner?.stop();
       await sweeper.stop();
       await store.stop();
       await indexes.stop();

@@ -56,6 +56,16 @@ export interface JetStreamRecordsOptions {
   logger?: Logger;
 }
 
+/** What the record log holds, for the runs service's metrics (JetStreamRunRecords.state). */
+export interface RecordLogState {
+  messages: number;
+  bytes: number;
+  /** The log's byte bound; -1: none. */
+  maxBytes: number;
+  /** Records the writers have not acknowledged: the writers' lag, in records. */
+  pending?: number;
+}
+
 /** How long a put waits for JetStream's acknowledgement (nats.js's JetStream default). */
 const PUT_TIMEOUT_MS = 5000;
 
@@ -312,6 +322,28 @@ export class JetStreamRunRecords implements RunRecords {
     return msg
       ? { runId, seq: msg.seq, data: msg.data, ...(traceparent ? { traceparent } : {}) }
       : undefined;
+  }
+
+  /**
+   * What the log holds now (its records and their bytes, and its byte bound: -1 for none) and how
+   * many of them the writers have not acknowledged yet (`pending`: not delivered, or delivered and
+   * not yet written; absent before the runs service made its consumer). Two JetStream requests, to
+   * the stream's leader: for a metrics scrape, not for a hot path.
+   */
+  async state(): Promise<RecordLogState> {
+    const info = await this.jsm.streams.info(this.options.stream);
+    const writer = await this.jsm.consumers.info(this.options.stream, WRITER).catch((err) => {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound) {
+        return undefined;
+      }
+      throw err;
+    });
+    return {
+      messages: info.state.messages,
+      bytes: info.state.bytes,
+      maxBytes: info.config.max_bytes,
+      ...(writer ? { pending: writer.num_pending + writer.num_ack_pending } : {}),
+    };
   }
 
   consume(write: RecordBatchWriter, options: ConsumeOptions) {

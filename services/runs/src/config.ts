@@ -13,15 +13,28 @@ export const runsSweepSettingsSchema = {
   PIES_SWEEP_INTERVAL_SECONDS: env.int(10, 1),
 };
 
+/**
+ * How many records the writer cannot decode (runs.dead_records) are kept for a replay: the newest
+ * PIES_DEAD_RECORDS_MAX, none older than PIES_DEAD_RECORDS_MAX_AGE_DAYS (0: no age bound). Shared
+ * with the embedded mode.
+ */
+export const deadRecordSettingsSchema = {
+  PIES_DEAD_RECORDS_MAX: env.int(10_000, 1),
+  PIES_DEAD_RECORDS_MAX_AGE_DAYS: env.int(30, 0),
+};
+
 export const runsConfigSchema = z.object({
   HOST: env.host(),
   PORT: env.port(50052),
+  // GET /metrics over HTTP/1.1 on a port of its own (the service's port is HTTP/2); 0: none.
+  PIES_METRICS_PORT: env.int(0, 0),
   DATABASE_URL: z.string().min(1, "DATABASE_URL is required"),
   DATABASE_POOL_MAX: env.int(10, 1),
   ...databaseSettingsSchema,
   ...natsConfigSchema,
   ...internalAuthConfigSchema,
   ...runsSweepSettingsSchema,
+  ...deadRecordSettingsSchema,
   // The least time between the starts of two batches of the record writer under a steady flow
   // of records (a full batch, or a record after a pause, is written at once).
   PIES_RECORD_BATCH_INTERVAL_MS: env.int(10, 0, 1000),
@@ -32,3 +45,14 @@ export type RunsConfig = z.infer<typeof runsConfigSchema>;
 
 export const loadRunsConfig = (source?: Record<string, string | undefined>) =>
   loadConfig(runsConfigSchema, source);
+
+/** The runs CLI's configuration (cli.ts): the database only. */
+const runsCliConfigSchema = runsConfigSchema.pick({
+  DATABASE_URL: true,
+  DATABASE_PREPARED_STATEMENTS: true,
+});
+
+export type RunsCliConfig = z.infer<typeof runsCliConfigSchema>;
+
+export const loadRunsCliConfig = (source?: Record<string, string | undefined>) =>
+  loadConfig(runsCliConfigSchema, source);

@@ -5,9 +5,17 @@ export type { RunsDatabase } from "./tables.js";
 export {
   runsConfigSchema,
   runsSweepSettingsSchema,
+  deadRecordSettingsSchema,
   loadRunsConfig,
   type RunsConfig,
 } from "./config.js";
 export { startRuns, type RunsProcess } from "./start.js";
 export { leaseObserved, startSweeper, sweepRuns, type SweepOptions } from "./sweeper.js";
 export { startRecordWriter, startRunsStore, writeRecords } from "./record-writer.js";
+export {
+  countDeadRecords,
+  pruneDeadRecords,
+  startDeadRecordsPruner,
+  type DeadRecordBounds,
+} from "./dead-records.js";
+export { replayDeadRecords, type DeadRecordsReplay } from "./dead-records-replay.js";
