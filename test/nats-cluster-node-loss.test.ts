@@ -5,6 +5,7 @@ import {
   checkRuns,
   createLoadInteractions,
   createTestDatabase,
+  freePort,
   gatewayApi,
   Load,
   startNatsCluster,
@@ -33,9 +34,12 @@ let db: TestDatabase | undefined;
 let stack: Stack | undefined;
 let nc: NatsConnection | undefined;
 let interactions: { blocking: { id: string }; streamed: { id: string } };
+/** The runs service's metrics port: the record log's state, read from the cluster. */
+let runsMetricsPort: number;
 
 beforeAll(async () => {
   [cluster, db] = await Promise.all([startNatsCluster(3), createTestDatabase("nats_cluster")]);
+  runsMetricsPort = await freePort();
   stack = await startStack({
     databaseUrl: db.url,
     natsEnv: { ...cluster.env, PIES_NATS_REPLICAS: "3" },
@@ -46,6 +50,7 @@ beforeAll(async () => {
       PIES_SSE_HEARTBEAT_SECONDS: "1",
       PIES_RUN_TTL_SECONDS: String(TTL_SECONDS),
     },
+    processEnv: { runs: { PIES_METRICS_PORT: String(runsMetricsPort) } },
   });
   const running = stack;
   interactions = await createLoadInteractions(
@@ -173,6 +178,17 @@ describe("pies on a three-node NATS cluster", () => {
     }
     expect.soft(check.stuck, JSON.stringify(check.byStatus)).toBe(0);
     expect.soft(check.lost, context).toEqual([]);
+
+    // The runs service reads the log's state from the cluster's new leaders: all written.
+    const metrics = await (await fetch(`http://127.0.0.1:${runsMetricsPort}/metrics`)).text();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1]);
+    const records = value("pies_record_log_messages");
+    console.log(
+      `record log: ${records} records, ${value("pies_record_log_bytes")} bytes; ` +
+        `writers pending ${value("pies_record_writer_pending")}`,
+    );
+    expect.soft(records).toBeGreaterThanOrEqual(report.completedRunIds.length);
+    expect.soft(value("pies_record_writer_pending")).toBe(0);
     expect(report.completedRunIds.length).toBeGreaterThan(CLIENTS * 4);
   }, 360_000);
 });
