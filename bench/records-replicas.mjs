@@ -44,6 +44,7 @@ async function logOf(nc, replicas) {
 
 /** @param {RunLog} log */
 async function measure(log) {
+  /** @type {number[]} */
   const latencies = [];
   for (let i = 0; i < SEQUENTIAL; i++) {
     const started = performance.now();
@@ -73,6 +74,7 @@ async function killRound() {
     const log = await logOf(nc, 3);
     const jsm = await jetstreamManager(nc);
     const leader = (await jsm.streams.info("BENCH_R3_RECORDS")).cluster?.leader;
+    /** @type {string[]} */
     const acked = [];
     let failedAttempts = 0;
     let stopping = false;

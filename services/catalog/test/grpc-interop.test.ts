@@ -78,6 +78,8 @@ beforeAll(async () => {
     PIES_NATS_STREAM: stream.stream,
     PIES_STREAM_MAX_AGE_SECONDS: 60,
     PIES_RECORD_MAX_AGE_SECONDS: 600,
+    PIES_RECORD_MAX_BYTES: 0,
+    PIES_NATS_REPLICAS: 1,
   });
   runsProcess = await startRuns({
     ...common,
@@ -86,9 +88,14 @@ beforeAll(async () => {
     PIES_NATS_SUBJECT_PREFIX: stream.subjectPrefix,
     PIES_STREAM_MAX_AGE_SECONDS: 600,
     PIES_RECORD_MAX_AGE_SECONDS: 600,
+    PIES_RECORD_MAX_BYTES: 0,
+    PIES_NATS_REPLICAS: 1,
     PIES_RUN_LEASE_SECONDS: 60,
     PIES_SWEEP_INTERVAL_SECONDS: 10,
     PIES_RECORD_BATCH_INTERVAL_MS: 10,
+    PIES_DEAD_RECORDS_MAX: 10_000,
+    PIES_DEAD_RECORDS_MAX_AGE_DAYS: 30,
+    PIES_METRICS_PORT: 0,
   });
   const credentials = grpc.credentials.createInsecure();
   const catalogAddress = `127.0.0.1:${catalogProcess.server.port}`;
