@@ -112,7 +112,8 @@ expect(token.length >= 32, "the chart's Secret holds a generated internal token 
 
 const policies = Object.fromEntries(kinds("NetworkPolicy").map((p) => [component(p), p]));
 const expectedCallers = {
-  catalog: ["gateway", "executor"],
+  // The runs service asks the catalog for the projects' retention.
+  catalog: ["gateway", "executor", "runs"],
   runs: ["gateway", "executor"],
   executor: ["gateway"],
 };
@@ -278,14 +279,17 @@ expect(
   edge.docs.filter((d) => d.kind === "Deployment").length === 3,
   "the edge: 3 Deployments (gateway, catalog, runs)",
 );
-for (const name of ["catalog", "runs"]) {
+for (const [name, callers] of [
+  ["catalog", ["gateway", "runs"]],
+  ["runs", ["gateway"]],
+]) {
   const policy = edge.docs.find((d) => d.kind === "NetworkPolicy" && component(d) === name);
   const from = (policy?.spec.ingress?.[0]?.from ?? []).map(
     (peer) => peer.podSelector?.matchLabels?.["app.kubernetes.io/component"],
   );
   expect(
-    JSON.stringify(from) === JSON.stringify(["gateway"]),
-    `the edge: ${name}'s NetworkPolicy admits only the gateway (got ${JSON.stringify(from)})`,
+    JSON.stringify(from) === JSON.stringify(callers),
+    `the edge: ${name}'s NetworkPolicy admits only ${callers.join(", ")} (got ${JSON.stringify(from)})`,
   );
 }
 // The gateway's probes go to a port of their own (a thread that answers while the API's port is

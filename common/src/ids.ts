@@ -6,16 +6,18 @@ let used = pool.length;
 
 /**
  * A 24-hex-character identifier, time-ordered like a MongoDB ObjectId (which the clients of this
- * API are used to): 6 bytes of milliseconds then 6 random bytes.
+ * API are used to): 6 bytes of milliseconds then 6 random bytes. A run's id starts with its
+ * creation time, which the runs store partitions by (`at`: another time than now, for tests and
+ * data made for a past time).
  */
-export function newId(): string {
+export function newId(at = Date.now()): string {
   if (used === pool.length) {
     randomFillSync(pool);
     used = 0;
   }
   const random = pool.toString("hex", used, used + 6);
   used += 6;
-  return Date.now().toString(16).padStart(12, "0") + random;
+  return Math.max(0, Math.floor(at)).toString(16).padStart(12, "0") + random;
 }
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";

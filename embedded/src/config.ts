@@ -7,7 +7,11 @@ import {
   natsConfigSchema,
 } from "@pies/common";
 import { executorSettingsSchema } from "@pies/executor";
-import { deadRecordSettingsSchema, runsSweepSettingsSchema } from "@pies/runs";
+import {
+  deadRecordSettingsSchema,
+  runsLifecycleSettingsSchema,
+  runsSweepSettingsSchema,
+} from "@pies/runs";
 import { gatewayConfigSchema, gatewaySettingsSchema } from "@pies/gateway";
 
 /** The embedded mode's configuration: everything optional, defaults for a laptop. */
@@ -34,6 +38,7 @@ const embeddedConfigSchema = z.object({
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting("loopback"),
   ...runsSweepSettingsSchema,
   ...deadRecordSettingsSchema,
+  ...runsLifecycleSettingsSchema,
   ...gatewaySettingsSchema,
   // One user on a laptop: no rate limit unless asked for.
   PIES_RATE_LIMIT_PER_MINUTE: gatewaySettingsSchema.PIES_RATE_LIMIT_PER_MINUTE.default(0),

@@ -125,6 +125,10 @@ async function startOn(
       maxRows: config.PIES_DEAD_RECORDS_MAX,
       maxAgeDays: config.PIES_DEAD_RECORDS_MAX_AGE_DAYS,
     },
+    lifecycle: {
+      retentionDays: config.PIES_RUN_RETENTION_DAYS,
+      maintenanceIntervalMs: config.PIES_RUN_MAINTENANCE_SECONDS * 1000,
+    },
     faults,
   });
   const { app, catalog } = pies;

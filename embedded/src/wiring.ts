@@ -17,8 +17,12 @@ import {
   type ExecutorSettings,
 } from "@pies/executor";
 import {
+  boundLegacyRuns,
+  makePartitions,
+  projectRetention,
   runsIndexBuilds,
   runsMigrations,
+  startMaintenance,
   runsRoutes,
   startDeadRecordsPruner,
   startRunsStore,
@@ -59,6 +63,8 @@ export async function createInMemoryPies(options: {
   sweep: { leaseSeconds: number; intervalMs: number };
   /** How many dead records (undecodable) are kept; unbounded when not given (tests). */
   deadRecords?: DeadRecordBounds;
+  /** How long runs are kept (days; 0: for ever) and how often the store's upkeep runs. */
+  lifecycle?: { retentionDays: number; maintenanceIntervalMs: number };
   /** Where the database's failures are noted (give the pool's too, as createDatabase's `faults`). */
   faults?: DatabaseFaults;
   /**
@@ -78,7 +84,14 @@ export async function createInMemoryPies(options: {
       freezeMessages: options.checkIsolation,
     });
   await migrateToLatest(db, "catalog", catalogMigrations);
-  await migrateToLatest(db, "runs", runsMigrations);
+  // As the runs service: its table bounded online first, the next days' partitions after.
+  const bounded = await boundLegacyRuns(db, logger);
+  await migrateToLatest(db, "runs", runsMigrations).catch(async (err: unknown) => {
+    await bounded.abandon().catch(() => undefined);
+    throw err;
+  });
+  await makePartitions(db, { logger });
+  const lifecycle = options.lifecycle ?? { retentionDays: 90, maintenanceIntervalMs: 600_000 };
   // The runs service's search indexes: built concurrently in the background on a PostgreSQL
   // server, as the service does; on PGlite (in this process) before serving.
   const indexes = await prepareIndexBuilds(db, "runs", runsIndexBuilds, logger);
@@ -91,7 +104,9 @@ export async function createInMemoryPies(options: {
       events: catalogEvents,
     }),
   );
-  const store = startRunsStore(db, options.records, logger, faults);
+  const store = startRunsStore(db, options.records, logger, faults, {
+    retentionDays: lifecycle.retentionDays,
+  });
   const log = store.log;
   const runsTransport = local(runsRoutes({ db, log }));
   const executorDeps = await createExecutorDeps({
@@ -107,6 +122,13 @@ export async function createInMemoryPies(options: {
   const sweeper = startSweeper(db, log, logger, options.sweep, faults);
   const pruner = options.deadRecords && startDeadRecordsPruner(db, logger, options.deadRecords);
   const catalog = serviceClient(CatalogService, catalogTransport);
+  const maintenance = startMaintenance(db, {
+    intervalMs: lifecycle.maintenanceIntervalMs,
+    retentionDays: lifecycle.retentionDays,
+    projectDays: () => projectRetention(catalog),
+    logger,
+  });
+  void maintenance.runOnce();
   const app = createGateway({
     catalog,
     runs: serviceClient(RunsService, runsTransport),
@@ -127,6 +149,7 @@ export async function createInMemoryPies(options: {
     async stop(graceMs) {
       await executor.stop(graceMs);
       await pruner?.stop();
+      await maintenance.stop();
       await sweeper.stop();
       await store.stop();
       await indexes.stop();

@@ -22,7 +22,7 @@ import { environmentRoutes } from "./routes/environments.js";
 import { interactionRoutes } from "./routes/interactions.js";
 import { tenancyRoutes } from "./routes/tenancy.js";
 import { promptRoutes } from "./routes/prompts.js";
-import { runRoutes } from "./routes/runs.js";
+import { runDeletionRoutes, runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
 import { tokenRoutes } from "./routes/tokens.js";
 import { testDataRoutes } from "./routes/test-data.js";
@@ -184,6 +184,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
       environmentRoutes(api, ctx);
       tenancyRoutes(api, ctx);
       runRoutes(api, ctx);
+      runDeletionRoutes(api, ctx);
       streamRoutes(api, ctx);
       testDataRoutes(api, ctx);
     },

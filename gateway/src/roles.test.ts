@@ -57,6 +57,9 @@ describe("key roles", () => {
       ["POST", "/environments", { provider: "test" }],
       ["PUT", `/environments/${env}`, { name: "renamed" }],
       ["DELETE", `/environments/${env}`, undefined],
+      ["PUT", `/projects/${pies.projectId}`, { retention_days: 1 }],
+      ["DELETE", "/runs/000000000000000000000000", undefined],
+      ["POST", "/runs/delete", {}],
       // A role check says nothing of existence: an unknown id is 403 too.
       ["DELETE", "/apikeys/000000000000000000000000", undefined],
     ] as const) {

@@ -193,6 +193,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         ...options.natsEnv,
         PORT: String(runsPort),
         DATABASE_URL: options.databaseUrl,
+        // Asked for the projects' retention.
+        CATALOG_URL: catalogUrl,
       },
     },
     ...(options.edge

@@ -7,7 +7,8 @@
  * Run i (0-based, continuing across calls by `from`): project `projects[i % projects.length]`,
  * one of 24 interactions, 3 environments, 6 models (skewed), statuses about 80% completed, 12%
  * failed, 5% processing, 3% created; 0 to 2 of 8 tags; every 10th run a child of an earlier run of
- * its project; updated_at spread over `spanDays` up to `end`; input data nested, with text:
+ * its project; created_at and updated_at spread over `spanDays` up to `end`, the id made of the
+ * time as pies makes ids (the run lands in its day's partition); input data nested, with text:
  * `{customer: {name, tier, id}, message, lang, priority, items: [{sku, qty}…], channel}`.
  */
 export interface SeedRunsOptions {
@@ -135,17 +136,22 @@ function statement(projects: string[]): string {
     when ${statusU} < 97 then 'processing' else 'created' end`;
   const tags = `(select coalesce(array_agg(t), '{}') from unnest(${lit(SEED_TAGS)}) with ordinality as x(t, n)
     where n = 1 + ${h(4)} % 12 or n = 1 + ${h(5)} % 16)`;
+  // Run i's time, and its id as pies makes them (ids.ts newId): 12 hex digits of that time in ms,
+  // then (in place of random ones) 12 of i, so that the runs land in their day's partition.
+  const at = (i: string) =>
+    `($4::timestamptz - make_interval(secs => ($3::bigint - 1 - (${i})) * $5::double precision))`;
+  const id = (i: string) =>
+    `lpad(to_hex(floor(extract(epoch from ${at(i)}) * 1000)::bigint), 12, '0') || lpad(to_hex(${i}), 12, '0')`;
   return `
   with g as (
-    select i, ${statusU} as su,
-      $4::timestamptz - make_interval(secs => ($3::bigint - 1 - i) * $5::double precision) as at
+    select i, ${statusU} as su, ${at("i")} as at
     from generate_series($1::bigint, $2::bigint) as i
   )
   insert into runs.runs (id, project_id, account_id, interaction_id, interaction_name,
     environment_id, environment_name, provider, model_id, status, stream, parameters, result,
     tags, config, source, prompt_tokens, result_tokens, total_tokens, execution_time, error, ttl,
     parent_id, created_at, updated_at, heartbeat_at)
-  select 'seed_' || i, (${lit(projects)})[1 + i % ${P}], 'seed-account',
+  select ${id("i")}, (${lit(projects)})[1 + i % ${P}], 'seed-account',
     'int-' || ${h(1)} % 24, 'Interaction ' || ${h(1)} % 24,
     'env-' || ${h(6)} % 3, 'Environment ' || ${h(6)} % 3, 'openai', ${model}, ${status},
     ${h(7)} % 4 = 0,
@@ -169,7 +175,7 @@ function statement(projects: string[]): string {
     case when su < 97 then 100 + ${h(30)} % 9000 end,
     case when su >= 80 and su < 92 then '{"code":"provider_error","message":"upstream failed"}'::jsonb end,
     0,
-    case when i % 10 = 9 and i >= ${P * 10} then 'seed_' || (i - ${P} * (1 + ${h(31)} % 10)) end,
+    case when i % 10 = 9 and i >= ${P * 10} then ${id(`i - ${P} * (1 + ${h(31)} % 10)`)} end,
     at, at, at
   from g`;
 }

@@ -38,6 +38,15 @@ export async function startDatabaseService<DB>(options: {
     db: Kysely<DB>,
     logger: ReturnType<typeof createLogger>,
   ) => (router: ConnectRouter) => void;
+  /**
+   * Work on the database before the migrations run (made ready for them online) and after (before
+   * serving). `before` may answer what to undo if the migrations fail.
+   */
+  beforeMigrations?: (
+    db: Kysely<DB>,
+    logger: ReturnType<typeof createLogger>,
+  ) => Promise<{ abandon(): Promise<void> } | void>;
+  afterMigrations?: (db: Kysely<DB>, logger: ReturnType<typeof createLogger>) => Promise<void>;
   /** What else must answer for the service to be ready (besides its database). */
   isReady?: () => Promise<boolean>;
   /** Work the service does on its own (a sweeper, say): started once serving, stopped first. */
@@ -59,7 +68,14 @@ export async function startDatabaseService<DB>(options: {
     faults,
   });
   try {
-    await migrateToLatest(db, options.schema, options.migrations);
+    const prepared = await options.beforeMigrations?.(db, logger);
+    try {
+      await migrateToLatest(db, options.schema, options.migrations);
+    } catch (err) {
+      await prepared?.abandon().catch(() => undefined);
+      throw err;
+    }
+    await options.afterMigrations?.(db, logger);
     const server = await serveConnect({
       name: options.name,
       host: config.HOST,

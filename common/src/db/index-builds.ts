@@ -118,6 +118,27 @@ export async function buildIndexes(
         }
         const extensionSchema = schemas[0] ?? "";
         const qualified = `${quoteIdent(schema)}.${quoteIdent(build.name)}`;
+        if (await isPartitioned(conn, build.table)) {
+          const built = await buildPartitionedIndex(conn, schema, build, {
+            definition: build.definition(extensionSchema),
+            concurrently,
+            run,
+            logger,
+          });
+          report[built ? "built" : "present"].push(build.name);
+          for (const old of build.replaces ?? []) {
+            // A partitioned index has no concurrent drop: a brief lock, tried again next time.
+            await run(sql`set lock_timeout = '2s'`, conn);
+            await run(
+              sql.raw(`drop index if exists ${quoteIdent(schema)}.${quoteIdent(old)}`),
+              conn,
+            ).catch((err: unknown) =>
+              logger?.warn({ err, index: old }, "an index it replaces is left"),
+            );
+            await run(sql`set lock_timeout = 0`, conn);
+          }
+          continue;
+        }
         const state = await run(indexState(schema, build.name), conn);
         const valid = state.rows[0]?.valid;
         if (valid) {
@@ -170,6 +191,99 @@ export async function buildIndexes(
       await sql`reset lock_timeout`.execute(conn);
     }
   });
+}
+
+/** Whether `table` (qualified) is a partitioned table. */
+async function isPartitioned(conn: Kysely<any>, table: string): Promise<boolean> {
+  const { rows } = await sql<{ kind: string }>`
+    select relkind as kind from pg_class where oid = to_regclass(${table})`.execute(conn);
+  return rows[0]?.kind === "p";
+}
+
+/**
+ * An index of a partitioned table, which PostgreSQL does not build concurrently: built on each
+ * partition first (concurrently: writers go on), then made on the table alone (`on only`: a SHARE
+ * lock on it, which inserts wait for, held for an instant but queued behind the transactions in
+ * flight, so tried with a lock timeout and again at the next attempt), and the partitions' ones
+ * attached to it, which makes it valid. A partition made later gets it when it is attached
+ * (partitions.ts). Resolves true if it made anything.
+ */
+async function buildPartitionedIndex(
+  conn: Kysely<any>,
+  schema: string,
+  build: IndexBuild,
+  options: {
+    definition: string;
+    concurrently: string;
+    run: <T>(query: { execute(conn: Kysely<any>): Promise<T> }, conn: Kysely<any>) => Promise<T>;
+    logger?: Logger;
+  },
+): Promise<boolean> {
+  const { run, logger, concurrently, definition } = options;
+  const state = await run(indexState(schema, build.name), conn);
+  if (state.rows[0]?.valid) return false;
+  const parent = `${quoteIdent(schema)}.${quoteIdent(build.name)}`;
+  /** The partitions that have no index attached to this one (all, before it exists). */
+  const lacking = async () =>
+    (
+      await run(
+        sql<{ partition: string }>`
+          select c.relname as partition from pg_inherits i join pg_class c on c.oid = i.inhrelid
+          where i.inhparent = to_regclass(${build.table}) and c.relkind = 'r'
+            and not exists (
+              select 1 from pg_inherits x join pg_index ix on ix.indexrelid = x.inhrelid
+              where x.inhparent = to_regclass(${parent}) and ix.indrelid = c.oid)
+          order by c.relname`,
+        conn,
+      )
+    ).rows.map((r) => r.partition);
+  /** The partition's index for this one, built unless it is there and valid; its name. */
+  const childOf = async (partition: string) => {
+    const name = `${partition}_${build.name}`.slice(0, 63);
+    const child = await run(indexState(schema, name), conn);
+    if (child.rows[0]?.valid === true) return name;
+    if (child.rows[0]?.valid === false) {
+      await run(
+        sql.raw(`drop index${concurrently} if exists ${quoteIdent(schema)}.${quoteIdent(name)}`),
+        conn,
+      );
+    }
+    const started = performance.now();
+    await run(
+      sql.raw(
+        `create index${concurrently} ${quoteIdent(name)} on ${quoteIdent(schema)}.${quoteIdent(partition)} ${definition}`,
+      ),
+      conn,
+    );
+    logger?.info(
+      { index: build.name, partition, ms: Math.round(performance.now() - started) },
+      "index built on a partition",
+    );
+    return name;
+  };
+  if (state.rows.length === 0) {
+    for (const partition of await lacking()) await childOf(partition);
+    await run(sql`set lock_timeout = '2s'`, conn);
+    try {
+      await run(
+        sql.raw(
+          `create index if not exists ${quoteIdent(build.name)} on only ${build.table} ${definition}`,
+        ),
+        conn,
+      );
+    } finally {
+      await run(sql`set lock_timeout = 0`, conn);
+    }
+  }
+  // Attached, each partition's (a partition made meanwhile has none yet: built now).
+  for (const partition of await lacking()) {
+    const name = await childOf(partition);
+    await run(
+      sql.raw(`alter index ${parent} attach partition ${quoteIdent(schema)}.${quoteIdent(name)}`),
+      conn,
+    );
+  }
+  return true;
 }
 
 /** The schema of an extension, created if needed; null when it cannot be had. */

@@ -178,6 +178,10 @@ export const projectResponse = z.object({
   id: z.string(),
   name: z.string(),
   account: z.string(),
+  retention_days: z
+    .number()
+    .int()
+    .describe("Days its runs are kept, when fewer than the deployment keeps them; 0: as it does"),
   created_at: date.optional(),
 });
 

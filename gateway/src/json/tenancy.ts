@@ -11,6 +11,7 @@ export const projectJson = (p: Project) => ({
   id: p.id,
   name: p.name,
   account: p.accountId,
+  retention_days: p.retentionDays,
   created_at: iso(p.createdAt),
 });
 

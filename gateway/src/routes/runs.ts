@@ -28,6 +28,7 @@ import {
   errorResponse,
   filterOptionsResponse,
   idParams,
+  noContent,
   runFacetsResponse,
   runResponse,
   searchRunsResponse,
@@ -224,6 +225,64 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
       });
       // The page as the runs service rendered it, as for GET /runs.
       return sendJson(reply, searchRunsBodyBytes(body, { ...result, runsJson: pageJson(result) }));
+    },
+  );
+}
+
+/**
+ * Deleting runs (admin keys; DESIGN.md §8): one by id, or every stored run a search's query and
+ * filters match. A deleted run never comes back; its children keep their `parent`, which answers
+ * 404 from then on.
+ */
+export function runDeletionRoutes(instance: FastifyInstance, ctx: RouteContext) {
+  const app = instance.withTypeProvider<ZodTypeProvider>();
+  const { runs } = ctx.deps;
+  const searchRunsBody = searchRunsBodySchema(ctx.deps.options);
+  const admin = { auth: "admin" } as const;
+  const errors = { default: errorResponse };
+
+  app.delete(
+    "/runs/:id",
+    {
+      config: admin,
+      schema: {
+        summary: "Delete a run (admin key); it never comes back",
+        params: idParams,
+        response: { 204: noContent, ...errors },
+      },
+    },
+    async (request, reply) => {
+      await runs.deleteRun({ projectId: principalOf(request).projectId, id: request.params.id });
+      return reply.status(204).send();
+    },
+  );
+
+  app.post(
+    "/runs/delete",
+    {
+      config: admin,
+      schema: {
+        summary:
+          "Delete every stored run a search's query and filters match (admin key; no facets, limit or offset)",
+        body: searchRunsBody,
+        response: { 200: z.object({ deleted: z.number().int() }), ...errors },
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      for (const key of ["facets", "limit", "offset", "onlyMeta"] as const) {
+        if (body[key] !== undefined) {
+          throw badRequest(`${key}: a deletion takes a search's query and filters only`);
+        }
+      }
+      const search = searchRunsRequest(body, principalOf(request).projectId);
+      const { deleted } = await runs.deleteRuns({
+        projectId: search.projectId,
+        query: search.query,
+        defaultQueryPath: search.defaultQueryPath,
+        filters: search.filters,
+      });
+      return { deleted: Number(deleted) };
     },
   );
 }

@@ -22,10 +22,26 @@ import {
   apiKeyRoleNames,
 } from "@pies/proto/catalog";
 
+/** Days a project's runs are kept (0: as the deployment keeps them; DESIGN.md §8). */
+const retentionDays = z
+  .number()
+  .int()
+  .min(0)
+  .max(36_500)
+  .describe("Days its runs are kept, when fewer than the deployment keeps them; 0: as it does");
+
 /** The request schemas of these routes, with the configured limits. */
 function schemas(limits: InputLimits) {
   return {
-    projectBody: z.object({ name: shortText(limits).min(1) }).passthrough(),
+    projectBody: z
+      .object({ name: shortText(limits).min(1), retention_days: retentionDays.optional() })
+      .passthrough(),
+    projectUpdateBody: z
+      .object({
+        name: shortText(limits).min(1).optional(),
+        retention_days: retentionDays.optional(),
+      })
+      .passthrough(),
     apiKeyBody: z
       .object({
         name: shortText(limits).optional(),
@@ -49,7 +65,7 @@ function schemas(limits: InputLimits) {
 export function tenancyRoutes(instance: FastifyInstance, ctx: RouteContext) {
   const app = instance.withTypeProvider<ZodTypeProvider>();
   const { catalog } = ctx.deps;
-  const { projectBody, apiKeyBody } = schemas(ctx.deps.options);
+  const { projectBody, projectUpdateBody, apiKeyBody } = schemas(ctx.deps.options);
   const admin = { auth: "admin" } as const;
   const errors = { default: errorResponse };
 
@@ -107,6 +123,7 @@ export function tenancyRoutes(instance: FastifyInstance, ctx: RouteContext) {
       const { project, apiKey, secret } = await catalog.createProject({
         accountId: principalOf(request).accountId,
         name: request.body.name,
+        retentionDays: request.body.retention_days ?? 0,
       });
       reply.status(201);
       // Keys act within their project: the new project's admin key is the way into it.
@@ -114,6 +131,28 @@ export function tenancyRoutes(instance: FastifyInstance, ctx: RouteContext) {
         ...projectJson(answered(project, "project")),
         api_key: { ...apiKeyJson(answered(apiKey, "API key")), key: secret },
       };
+    },
+  );
+
+  app.put(
+    "/projects/:id",
+    {
+      config: admin,
+      schema: {
+        summary: "Update a project of the account: its name, its runs' retention (admin key)",
+        params: idParams,
+        body: projectUpdateBody,
+        response: { 200: projectResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const { project } = await catalog.updateProject({
+        accountId: principalOf(request).accountId,
+        projectId: request.params.id,
+        name: request.body.name,
+        retentionDays: request.body.retention_days,
+      });
+      return projectJson(answered(project, "project"));
     },
   );
 

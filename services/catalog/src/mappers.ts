@@ -146,6 +146,7 @@ export function projectToProto(row: Selectable<ProjectsTable>) {
     accountId: row.account_id,
     name: row.name,
     createdAt: toTimestamp(row.created_at),
+    retentionDays: row.retention_days,
   });
 }
 

@@ -15,6 +15,8 @@ export interface ProjectsTable {
   id: string;
   account_id: string;
   name: string;
+  /** Days its runs are kept, when fewer than the deployment's retention; 0: the deployment's. */
+  retention_days: ColumnType<number, number | undefined, number>;
   created_at: CreatedAt;
 }
 

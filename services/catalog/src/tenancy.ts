@@ -38,6 +38,17 @@ async function insertApiKey(
   return { apiKey: apiKeyToProto(row), secret };
 }
 
+/** The longest retention a project may set, in days (a hundred years: "for ever" is 0). */
+export const MAX_RETENTION_DAYS = 36_500;
+
+function checkRetention(days: number) {
+  if (!Number.isInteger(days) || days < 0 || days > MAX_RETENTION_DAYS) {
+    throw invalid(
+      `retention_days: must be 0 to ${MAX_RETENTION_DAYS} (0: the deployment's retention)`,
+    );
+  }
+}
+
 export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof CatalogService>> {
   return {
     async createAccount(req) {
@@ -69,6 +80,7 @@ export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof
 
     async createProject(req) {
       if (!req.name) throw invalid("name is required");
+      checkRetention(req.retentionDays);
       // A project is reachable only through a key of its own: it comes with an admin key.
       return db.transaction().execute(async (tx) => {
         const account = await tx
@@ -79,7 +91,12 @@ export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof
         if (!account) throw notFound("account", req.accountId);
         const row = await tx
           .insertInto("catalog.projects")
-          .values({ id: newId(), account_id: account.id, name: req.name })
+          .values({
+            id: newId(),
+            account_id: account.id,
+            name: req.name,
+            retention_days: req.retentionDays,
+          })
           .returningAll()
           .executeTakeFirstOrThrow();
         const { apiKey, secret } = await insertApiKey(tx, row, "default", ApiKeyRole.ADMIN);
@@ -95,6 +112,45 @@ export function tenancyHandlers({ db }: CatalogDeps): Partial<ServiceImpl<typeof
         .orderBy("created_at")
         .execute();
       return { projects: rows.map(projectToProto) };
+    },
+
+    async updateProject(req) {
+      if (req.name !== undefined && !req.name) throw invalid("name: must not be empty");
+      if (req.retentionDays !== undefined) checkRetention(req.retentionDays);
+      const change = {
+        ...(req.name !== undefined ? { name: req.name } : {}),
+        ...(req.retentionDays !== undefined ? { retention_days: req.retentionDays } : {}),
+      };
+      const id = requireProject(req.projectId);
+      // Another account's project is as unknown as a project that does not exist.
+      const row =
+        Object.keys(change).length > 0
+          ? await db
+              .updateTable("catalog.projects")
+              .set(change)
+              .where("id", "=", id)
+              .where("account_id", "=", req.accountId)
+              .returningAll()
+              .executeTakeFirst()
+          : await db
+              .selectFrom("catalog.projects")
+              .selectAll()
+              .where("id", "=", id)
+              .where("account_id", "=", req.accountId)
+              .executeTakeFirst();
+      if (!row) throw notFound("project", req.projectId);
+      return { project: projectToProto(row) };
+    },
+
+    async listProjectRetention() {
+      const rows = await db
+        .selectFrom("catalog.projects")
+        .select(["id", "retention_days"])
+        .where("retention_days", ">", 0)
+        .execute();
+      return {
+        projects: rows.map((r) => ({ projectId: r.id, retentionDays: r.retention_days })),
+      };
     },
 
     async createApiKey(req) {

@@ -96,6 +96,9 @@ beforeAll(async () => {
     PIES_DEAD_RECORDS_MAX: 10_000,
     PIES_DEAD_RECORDS_MAX_AGE_DAYS: 30,
     PIES_METRICS_PORT: 0,
+    PIES_RUN_RETENTION_DAYS: 90,
+    PIES_RUN_MAINTENANCE_SECONDS: 600,
+    CATALOG_URL: `http://127.0.0.1:${catalogProcess.server.port}`,
   });
   const credentials = grpc.credentials.createInsecure();
   const catalogAddress = `127.0.0.1:${catalogProcess.server.port}`;

@@ -11,7 +11,8 @@ const usage = `pies-runs: administer a pies runs database (DATABASE_URL)
 
   pies-runs dead-records           how many records the writer could not decode are kept
   pies-runs replay-dead-records    write the dead records the current release decodes, and
-                                   delete them; the others stay
+                                   delete them; the others stay (PIES_RUN_RETENTION_DAYS as the
+                                   service's: runs past it are not written back)
 
 Every command prints JSON. Run it from the release whose decoder should read them (the image's
 node services/runs/dist/cli.js, or npm run pies:runs -- <command>); it may run beside the runs
@@ -49,7 +50,9 @@ async function main(argv: string[]): Promise<number> {
         print({ kept: await countDeadRecords(db) });
         return 0;
       case "replay-dead-records": {
-        const replay = await replayDeadRecords(db);
+        const replay = await replayDeadRecords(db, {
+          retentionDays: config.PIES_RUN_RETENTION_DAYS,
+        });
         print({ ...replay, kept: await countDeadRecords(db) });
         return 0;
       }

@@ -23,6 +23,14 @@ export const deadRecordSettingsSchema = {
   PIES_DEAD_RECORDS_MAX_AGE_DAYS: env.int(30, 0),
 };
 
+/** How long runs are kept, and how often the store's upkeep runs (shared with the embedded mode). */
+export const runsLifecycleSettingsSchema = {
+  // Days a run is kept after its creation (DESIGN.md §8); 0 keeps runs for ever.
+  PIES_RUN_RETENTION_DAYS: env.int(90, 0, 36_500),
+  // Seconds between two passes of the upkeep: partitions made ahead, the retention applied.
+  PIES_RUN_MAINTENANCE_SECONDS: env.int(600, 1),
+};
+
 export const runsConfigSchema = z.object({
   HOST: env.host(),
   PORT: env.port(50052),
@@ -35,6 +43,9 @@ export const runsConfigSchema = z.object({
   ...internalAuthConfigSchema,
   ...runsSweepSettingsSchema,
   ...deadRecordSettingsSchema,
+  ...runsLifecycleSettingsSchema,
+  // The catalog, asked for the projects that keep their runs for less than the deployment does.
+  CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
   // The least time between the starts of two batches of the record writer under a steady flow
   // of records (a full batch, or a record after a pause, is written at once).
   PIES_RECORD_BATCH_INTERVAL_MS: env.int(10, 0, 1000),
@@ -46,10 +57,12 @@ export type RunsConfig = z.infer<typeof runsConfigSchema>;
 export const loadRunsConfig = (source?: Record<string, string | undefined>) =>
   loadConfig(runsConfigSchema, source);
 
-/** The runs CLI's configuration (cli.ts): the database only. */
+/** The runs CLI's configuration (cli.ts): the database, and the retention a replay keeps to. */
 const runsCliConfigSchema = runsConfigSchema.pick({
   DATABASE_URL: true,
   DATABASE_PREPARED_STATEMENTS: true,
+  // A replay writes as the writer does: nothing past the retention.
+  PIES_RUN_RETENTION_DAYS: true,
 });
 
 export type RunsCliConfig = z.infer<typeof runsCliConfigSchema>;

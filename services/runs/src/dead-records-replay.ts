@@ -1,5 +1,6 @@
 import { sql, type Kysely } from "kysely";
 import type { RunRecord } from "@pies/common/bus";
+import { DAY_MS, idPrefix } from "./partitions.js";
 import { recordRow } from "./record-row.js";
 import { writeRecords } from "./record-writer.js";
 import type { RunsDatabase } from "./tables.js";
@@ -23,10 +24,15 @@ const BATCH = 100;
  * written with `writeRecords` and deleted from dead_records in one transaction, so a record is
  * never both written and deleted only in part; those that still fail stay. Writing is idempotent
  * and a run's later record wins, so replaying a record whose run moved on since changes nothing,
- * and a replay may run beside the runs service.
+ * and a replay may run beside the runs service. As the writer, it leaves out deleted runs and those
+ * created more than `retentionDays` ago (0: none), which would otherwise come back.
  */
-export async function replayDeadRecords(db: Kysely<RunsDatabase>): Promise<DeadRecordsReplay> {
+export async function replayDeadRecords(
+  db: Kysely<RunsDatabase>,
+  { retentionDays = 0 }: { retentionDays?: number } = {},
+): Promise<DeadRecordsReplay> {
   const report: DeadRecordsReplay = { replayed: 0, undecodable: 0, examples: [] };
+  const floorId = retentionDays > 0 ? idPrefix(Date.now() - retentionDays * DAY_MS) : undefined;
   for (let after = "-1"; ;) {
     const { rows } = await sql<{ record_seq: string; run_id: string; data: Uint8Array }>`
       select record_seq, run_id, data from runs.dead_records
@@ -50,7 +56,7 @@ export async function replayDeadRecords(db: Kysely<RunsDatabase>): Promise<DeadR
     }
     if (decoded.length === 0) continue;
     await db.transaction().execute(async (trx) => {
-      await writeRecords(trx, decoded);
+      await writeRecords(trx, decoded, undefined, { floorId });
       await sql`delete from runs.dead_records
         where record_seq = any(${decoded.map((r) => r.seq)}::bigint[])`.execute(trx);
     });

@@ -1,11 +1,37 @@
-import type { SelectQueryBuilder } from "kysely";
+import { sql, type RawBuilder, type SelectQueryBuilder } from "kysely";
 import { fromTimestamp } from "@pies/common";
 import { hasAnyTag } from "@pies/common/db";
 import { AnchorDirection, RunStatus, type RunFilters } from "@pies/proto/runs";
 import { statusName } from "./mappers.js";
+import { idPrefix } from "./partitions.js";
 import type { RunsDatabase } from "./tables.js";
 
 type RunsQuery<O> = SelectQueryBuilder<RunsDatabase, "runs.runs", O>;
+
+/**
+ * The bounds on ids that bounds on updated_at imply (runs.runs is partitioned by id, which starts
+ * with the creation time: partitions.ts), so that PostgreSQL reads only the partitions that may
+ * hold a match. A run is created before it is updated (its id's time at most RUN_CLOCK_SKEW_MS
+ * after, the id and the update being stamped on different machines), and updated for the last time
+ * at most MAX_RUN_SPAN_MS after its creation (an execution ends within minutes, and the sweeper ends
+ * one abandoned within a lease). Ids not made by pies are kept by an upper bound: a time id
+ * starts with "0" for centuries, so every id from "1" on is another kind (in the default partition
+ * only). See docs/decisions/0062-runs-partitioned-by-id.md.
+ */
+export function idBounds(after: Date | undefined, before: Date | undefined) {
+  const bounds: RawBuilder<boolean>[] = [];
+  if (before) {
+    bounds.push(
+      sql<boolean>`(id < ${idPrefix(before.getTime() + RUN_CLOCK_SKEW_MS)} or id >= '1')`,
+    );
+  }
+  if (after) bounds.push(sql<boolean>`id >= ${idPrefix(after.getTime() - MAX_RUN_SPAN_MS)}`);
+  return bounds;
+}
+
+/** See idBounds. */
+export const RUN_CLOCK_SKEW_MS = 3_600_000;
+export const MAX_RUN_SPAN_MS = 7 * 86_400_000;
 
 /** Applies list/search filters; every one is served by an index that starts with project_id. */
 export function applyFilters<O>(
@@ -13,6 +39,11 @@ export function applyFilters<O>(
   filters: RunFilters | undefined,
 ): RunsQuery<O> {
   if (!filters) return query;
+  const bound = (
+    a: Date | undefined,
+    b: Date | undefined,
+    pick: (x: number, y: number) => number,
+  ) => (a && b ? new Date(pick(a.getTime(), b.getTime())) : (a ?? b));
   if (filters.interactionIds.length > 0) {
     query = query.where("interaction_id", "in", filters.interactionIds);
   }
@@ -27,17 +58,23 @@ export function applyFilters<O>(
   if (filters.topLevelOnly) query = query.where("parent_id", "is", null);
   if (filters.parentId) query = query.where("parent_id", "=", filters.parentId);
   const anchor = fromTimestamp(filters.anchorDate);
+  const anchorBefore = filters.anchorDirection === AnchorDirection.BEFORE;
   if (anchor) {
-    query =
-      filters.anchorDirection === AnchorDirection.BEFORE
-        ? query.where("updated_at", "<", anchor)
-        : query.where("updated_at", ">", anchor);
+    query = anchorBefore
+      ? query.where("updated_at", "<", anchor)
+      : query.where("updated_at", ">", anchor);
   }
   const after = fromTimestamp(filters.updatedAfter);
   if (after) query = query.where("updated_at", filters.updatedAfterInclusive ? ">=" : ">", after);
   const before = fromTimestamp(filters.updatedBefore);
   if (before) {
     query = query.where("updated_at", filters.updatedBeforeInclusive ? "<=" : "<", before);
+  }
+  for (const b of idBounds(
+    bound(after, anchor && !anchorBefore ? anchor : undefined, Math.max),
+    bound(before, anchor && anchorBefore ? anchor : undefined, Math.min),
+  )) {
+    query = query.where(b);
   }
   if (filters.costAbove !== undefined) {
     query = query.where("cost_total", filters.costAboveInclusive ? ">=" : ">", filters.costAbove);

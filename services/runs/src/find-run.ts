@@ -1,5 +1,6 @@
 import type { Kysely } from "kysely";
 import { isEnded, isLaterRecord, type RecordedRun, type RunLog } from "@pies/common/bus";
+import { isDeleted } from "./deletions.js";
 import { runToProto } from "./mappers.js";
 import type { RunsDatabase } from "./tables.js";
 
@@ -8,7 +9,7 @@ import type { RunsDatabase } from "./tables.js";
  * (recorded but not yet written: read-your-writes). A row of an ended run is final and the log is
  * not asked, unless `ended` is set (the caller needs the log's sequence to make a conditional put).
  * `seq` is the log's sequence of the run's last record, 0 when the log no longer holds one. Another
- * project's run is not found.
+ * project's run is not found, nor a deleted one.
  */
 export async function findRun(
   deps: { db: Kysely<RunsDatabase>; log: RunLog },
@@ -28,7 +29,8 @@ export async function findRun(
   if (!recorded || recorded.run.projectId !== projectId) {
     return stored && { seq: 0, run: stored };
   }
-  if (!stored) return recorded;
+  // Only in the log: written yet, or deleted (the log keeps its records for a while).
+  if (!stored) return (await isDeleted(deps.db, id)) ? undefined : recorded;
   // The same record in both (equal sequences) is answered from the store.
   const later = isLaterRecord(
     { status: recorded.run.status, seq: recorded.seq },

@@ -6,6 +6,7 @@ export {
   runsConfigSchema,
   runsSweepSettingsSchema,
   deadRecordSettingsSchema,
+  runsLifecycleSettingsSchema,
   loadRunsConfig,
   type RunsConfig,
 } from "./config.js";
@@ -19,3 +20,5 @@ export {
   type DeadRecordBounds,
 } from "./dead-records.js";
 export { replayDeadRecords, type DeadRecordsReplay } from "./dead-records-replay.js";
+export { boundLegacyRuns, makePartitions, listPartitions, idPrefix } from "./partitions.js";
+export { applyRetention, projectRetention, startMaintenance } from "./retention.js";

@@ -9,6 +9,7 @@ import {
   type RunRecord,
   type RunRecords,
 } from "@pies/common/bus";
+import { DAY_MS, idPrefix, isTimeId } from "./partitions.js";
 import { recordRow, type RecordRow } from "./record-row.js";
 import type { RunsDatabase } from "./tables.js";
 
@@ -75,7 +76,10 @@ const rank = (row: string) =>
  * never changes with the batch's size and nothing is built per column and row but the JSON. A
  * prepared statement (see preparedStatement): preparing it at each batch cost PostgreSQL more CPU
  * than writing a row with every index, and batches are a few records each at a thousand runs a
- * second (docs/decisions/0019-prepared-upsert-and-batch-interval.md).
+ * second (docs/decisions/0019-prepared-upsert-and-batch-interval.md). A deleted run's record is
+ * not written: its tombstone (runs.deleted_runs) is read FOR SHARE, which locks that table in ROW
+ * SHARE mode for the statement, so a deletion (which locks it EXCLUSIVE: deletions.ts) waits for
+ * the batches in flight and the batches after it see its tombstones.
  */
 const UPSERT = preparedStatement(
   "runs_record_upsert",
@@ -83,6 +87,7 @@ const UPSERT = preparedStatement(
   insert into runs.runs (${names.join(", ")}, heartbeat_at)
   select ${names.map((c) => (STAMPED.has(c) ? `coalesce(${c}, now())` : c)).join(", ")}, now()
   from jsonb_to_recordset($1::jsonb) as r(${names.map((c) => `${c} ${columns[c]}`).join(", ")})
+  where not exists (select 1 from runs.deleted_runs d where d.id = r.id for share)
   on conflict (id) do update set
     ${replaced.map((c) => `${c} = excluded.${c}`).join(",\n    ")},
     heartbeat_at = case when excluded.status = 'processing' then now() else runs.heartbeat_at end
@@ -166,19 +171,31 @@ function rowJson(row: Record<string, unknown>, seq: number): string {
  * Writes a batch of records in one statement: each run's latest record is inserted, or replaces
  * the stored row if it is later (status order, then log order). Applying a batch twice, or
  * batches out of order, leaves the rows as the latest records say. A record that cannot be
- * decoded is kept in runs.dead_records and logged, and the rest are written. A processing run's lease
+ * decoded is kept in runs.dead_records and logged, and the rest are written, but for the runs deleted
+ * (runs.deleted_runs) and those created before `floorId` (the retention). A processing run's lease
  * starts when its record is written, so a store that fell behind does not fail it at once.
  */
 export async function writeRecords(
   db: Kysely<RunsDatabase>,
   records: RunRecord[],
   logger?: Logger,
+  options: { floorId?: string } = {},
 ) {
   const { latest, dead } = latestPerRun(records);
   // Kept before the rows are written: a failure of either is a database error, retried.
   if (dead.length > 0) await keepDead(db, dead, logger);
-  if (latest.length === 0) return;
-  const rows = latest.map(({ seq, row }) => rowJson(row, seq));
+  // Past the retention (a late record of a run whose partition is dropped, or is being): not
+  // written, or it would come back, and into a partition the retention no longer looks at.
+  const { floorId } = options;
+  const kept = floorId ? latest.filter((r) => !(isTimeId(r.id) && r.id < floorId)) : latest;
+  if (kept.length < latest.length) {
+    logger?.info(
+      { runs: latest.length - kept.length },
+      "records of runs past the retention not written",
+    );
+  }
+  if (kept.length === 0) return;
+  const rows = kept.map(({ seq, row }) => rowJson(row, seq));
   // The statement as it is: nothing for the query builder to compile per batch.
   await db.executeQuery(CompiledQuery.raw(UPSERT, [`[${rows.join(",")}]`]));
 }
@@ -192,17 +209,21 @@ const BEHIND_LOG_INTERVAL_MS = 10_000;
  * steady flow when given). A failed batch (the database is down) is retried; the failure counts as
  * a database fault, so the sweeper waits a lease after it. Once the records it writes are older
  * than half the log's maximum age (PIES_RECORD_MAX_AGE_SECONDS), it logs an error every 10 s:
- * JetStream drops a record at that age whether or not it was written, and says nothing.
+ * JetStream drops a record at that age whether or not it was written, and says nothing. Records of
+ * runs created more than `retentionDays` ago are not written (0: kept for ever).
  */
 export function startRecordWriter(
   db: Kysely<RunsDatabase>,
   records: RunRecords,
   logger: Logger,
   faults?: DatabaseFaults,
-  bounds: Pick<ConsumeOptions, "batchIntervalMs"> = {},
+  options: Pick<ConsumeOptions, "batchIntervalMs"> & { retentionDays?: number } = {},
 ): RecordConsumer {
   let behindLoggedAt = -Infinity;
-  return records.consume((batch) => writeRecords(db, batch, logger), {
+  const { retentionDays = 0, ...bounds } = options;
+  const floorId = () =>
+    retentionDays > 0 ? idPrefix(Date.now() - retentionDays * DAY_MS) : undefined;
+  return records.consume((batch) => writeRecords(db, batch, logger, { floorId: floorId() }), {
     ...bounds,
     onBehind(behindSeconds, maxAgeSeconds) {
       const now = Date.now();
@@ -235,7 +256,8 @@ export function startRunsStore(
   records: RunRecords,
   logger: Logger,
   faults?: DatabaseFaults,
+  options: { retentionDays?: number } = {},
 ): { log: RunLog; stop(): Promise<void> } {
-  const writer = startRecordWriter(db, records, logger, faults);
+  const writer = startRecordWriter(db, records, logger, faults, options);
   return { log: new RunLog(records), stop: () => writer.stop() };
 }

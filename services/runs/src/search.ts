@@ -15,7 +15,7 @@ import {
   type SearchRunsRequest,
 } from "@pies/proto/runs";
 import { indexState } from "@pies/common/db";
-import { applyFilters } from "./filters.js";
+import { applyFilters, idBounds } from "./filters.js";
 import { exprToSql, parseQuery } from "./lucene.js";
 import { statusName } from "./mappers.js";
 import type { RunsDatabase } from "./tables.js";
@@ -181,7 +181,11 @@ type Base = SelectQueryBuilder<RunsDatabase, "runs.runs", object>;
  * (null without one), parsed once. `where` adds the query's SQL, with trigram `patterns` when the
  * trigram index is there (see textPatterns).
  */
-export function searchParts(db: Kysely<RunsDatabase>, projectId: string, req: SearchRunsRequest) {
+export function searchParts(
+  db: Kysely<RunsDatabase>,
+  projectId: string,
+  req: Pick<SearchRunsRequest, "query" | "defaultQueryPath" | "filters">,
+) {
   const condition = parseQuery(req.query, req.defaultQueryPath || undefined);
   const filtered = applyFilters(
     db.selectFrom("runs.runs").where("project_id", "=", projectId) as Base,
@@ -484,9 +488,15 @@ export async function rollupMeta(
     );
   }
   if (rollup.partialHours.length > 0) {
-    const runsOfHour = filtered
+    let runsOfHour = filtered
       .select(["status", "model_id", "updated_at", sql<number>`1::bigint`.as("n")])
       .where(sql<boolean>`updated_at >= p.b and updated_at < p.b + interval '1 hour'`);
+    // The partitions of those hours' runs only (the hours are known here: pruned when planned).
+    const first = rollup.partialHours[0]!;
+    const last = rollup.partialHours[rollup.partialHours.length - 1]!;
+    for (const b of idBounds(new Date(first), new Date(last + HOUR_MS))) {
+      runsOfHour = runsOfHour.where(b);
+    }
     parts.push(sql`select r.* from unnest(${instants(rollup.partialHours)}) as p(b)
       cross join lateral (${runsOfHour}) as r`);
   }

@@ -506,9 +506,13 @@ describe("ListRuns", () => {
       let minute = 0;
       for (const [name, overrides] of specs) {
         const parentId = name.startsWith("child") ? r.a! : "";
-        const run = await createRun(minimalRun(projectId, { ...overrides, parentId }));
+        // Made at the time it was last updated, as a run's id is (the store is partitioned by it).
+        const time = base + minute++ * 60_000;
+        const run = await createRun(
+          minimalRun(projectId, { ...overrides, parentId, id: newId(time) }),
+        );
         r[name] = run.id;
-        await setUpdatedAt(run.id, new Date(base + minute++ * 60_000));
+        await setUpdatedAt(run.id, new Date(time));
       }
       // A run of another project that matches every filter.
       const foreign = await createRun(
@@ -663,10 +667,16 @@ describe("the facet rollup on PGlite", () => {
       createRouterTransport(runsRoutes({ db, log: store.log, facetRollups: false })),
     );
     const made = [];
+    // Each made at the hour it is moved to below, as ids are (the store is partitioned by them).
+    const hourOf = (i: number) => Date.UTC(2026, 0, 1, i, 30 * (i % 2));
     for (let i = 0; i < 6; i++) {
       made.push(
         await createRun(
-          minimalRun(projectId, { modelId: i % 2 ? "m-1" : "m-2", status: RunStatus.PROCESSING }),
+          minimalRun(projectId, {
+            id: newId(hourOf(i)),
+            modelId: i % 2 ? "m-1" : "m-2",
+            status: RunStatus.PROCESSING,
+          }),
         ),
       );
     }
@@ -680,9 +690,7 @@ describe("the facet rollup on PGlite", () => {
       if (rows[0]!.n === 4) break;
       await new Promise((r) => setTimeout(r, 10));
     }
-    for (const [i, run] of made.entries()) {
-      await setUpdatedAt(run.id, new Date(Date.UTC(2026, 0, 1, i, 30 * (i % 2))));
-    }
+    for (const [i, run] of made.entries()) await setUpdatedAt(run.id, new Date(hourOf(i)));
     const stored = await sql`select bucket, status, model_id, top_level, n::int as n
       from runs.run_rollups where project_id = ${projectId} and hours = 1 and n <> 0
       order by 1, 2, 3, 4`.execute(db);

@@ -12,6 +12,7 @@ import {
   statusName,
   type ListedRun,
 } from "./mappers.js";
+import { deleteRunById, deleteRunsWhere } from "./deletions.js";
 import { findRun } from "./find-run.js";
 import { exprToSql } from "./lucene.js";
 import {
@@ -58,8 +59,9 @@ function checked<T>(columns: () => T): T {
 
 /**
  * A parent must be a run of the same project: NOT_FOUND naming it otherwise (another project's
- * run is as unknown as a run that never was). One lookup, only for child runs; runs are never
- * deleted, so the parent cannot vanish between this check and the record.
+ * run is as unknown as a run that never was). One lookup, only for child runs. A parent deleted
+ * between this check and the record leaves a child whose parent answers NOT_FOUND, as the children
+ * of any deleted run do.
  */
 async function checkParent(deps: RunsDeps, projectId: string, parentId: string) {
   if (!(await findRun(deps, projectId, parentId, { ended: true }))) {
@@ -290,6 +292,28 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
           ),
         },
       };
+    },
+
+    async deleteRun(req) {
+      const projectId = requireProject(req.projectId);
+      if (!req.id) throw invalid("id is required");
+      // The project's run, stored or only recorded: another project's id is not found.
+      if (!(await findRun(deps, projectId, req.id))) throw notFound("run", req.id);
+      await deleteRunById(db, req.id);
+      return {};
+    },
+
+    async deleteRuns(req) {
+      const projectId = requireProject(req.projectId);
+      const parts = searchParts(db, projectId, {
+        query: req.query,
+        defaultQueryPath: req.defaultQueryPath,
+        filters: req.filters,
+      });
+      const patterns = parts.condition !== null && (await trigramIndex());
+      const matches = parts.where(parts.filtered, { patterns }).select("id");
+      const deleted = await deleteRunsWhere(db, (limit) => sql`${matches.limit(limit)}`);
+      return { deleted: BigInt(deleted) };
     },
 
     async heartbeatRuns(req) {

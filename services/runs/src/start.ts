@@ -1,14 +1,22 @@
 import { createLogger } from "@pies/common";
 import { connectNats, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { startDatabaseService, type ServiceProcess } from "@pies/common/db";
-import { serveMetrics, type MetricsServer } from "@pies/common/server";
+import {
+  peerTransport,
+  serveMetrics,
+  serviceClient,
+  type MetricsServer,
+} from "@pies/common/server";
+import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
 import type { RunsConfig } from "./config.js";
 import { countDeadRecords, startDeadRecordsPruner } from "./dead-records.js";
 import { createRunsMetrics } from "./metrics.js";
 import { indexBuilds } from "./migrations/index-builds.js";
 import { migrations } from "./migrations/index.js";
+import { boundLegacyRuns, makePartitions } from "./partitions.js";
 import { startRecordWriter } from "./record-writer.js";
+import { projectRetention, startMaintenance } from "./retention.js";
 import { runsRoutes } from "./service.js";
 import { startSweeper } from "./sweeper.js";
 import type { RunsDatabase } from "./tables.js";
@@ -49,13 +57,28 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
       indexBuilds,
       serviceName: RunsService.typeName,
       config,
+      beforeMigrations: (db, logger) => boundLegacyRuns(db, logger),
+      // The partitions of the next days before the writer starts.
+      afterMigrations: async (db, logger) => void (await makePartitions(db, { logger })),
       routes: (db) => runsRoutes({ db, log }),
       isReady: () => log.records.ready(),
       background: (db, logger, faults) => {
         countDead = () => countDeadRecords(db);
         const writer = startRecordWriter(db, log.records, logger, faults, {
           batchIntervalMs: config.PIES_RECORD_BATCH_INTERVAL_MS,
+          retentionDays: config.PIES_RUN_RETENTION_DAYS,
         });
+        const catalog = serviceClient(
+          CatalogService,
+          peerTransport(config.CATALOG_URL, "catalog", config.PIES_INTERNAL_TOKEN),
+        );
+        const maintenance = startMaintenance(db, {
+          intervalMs: config.PIES_RUN_MAINTENANCE_SECONDS * 1000,
+          retentionDays: config.PIES_RUN_RETENTION_DAYS,
+          projectDays: () => projectRetention(catalog),
+          logger,
+        });
+        void maintenance.runOnce();
         const sweeper = startSweeper(
           db,
           log,
@@ -78,6 +101,7 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
         return {
           async stop() {
             await pruner.stop();
+            await maintenance.stop();
             await sweeper.stop();
             await writer.stop();
           },

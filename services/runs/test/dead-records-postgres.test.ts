@@ -104,6 +104,14 @@ describe("pies-runs replay-dead-records", () => {
     expect(await statusOf(id)).toBe("completed");
     expect(await deadSeqs()).toEqual([]);
   });
+
+  it("writes back no run past the retention, as the writer would not", async () => {
+    const old = newId(Date.now() - 40 * 24 * 3600 * 1000);
+    await keepDead([{ seq: 7, runId: old, data: run(old) }]);
+    expect(await replayDeadRecords(db, { retentionDays: 30 })).toMatchObject({ replayed: 1 });
+    expect(await statusOf(old)).toBeUndefined();
+    expect(await deadSeqs()).toEqual([]);
+  });
 });
 
 describe("the dead records' bounds", () => {

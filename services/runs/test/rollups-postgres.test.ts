@@ -24,6 +24,7 @@ import { MAX_ROLLUP_CUT_HOURS } from "../src/search.js";
 import { runsRoutes } from "../src/service.js";
 import { sweepRuns } from "../src/sweeper.js";
 import type { RunsDatabase } from "../src/tables.js";
+import { expectRecount as expectRecountOf, runRecord } from "./rollup-recount.js";
 
 // The facet rollup (runs.run_rollups) on the real PostgreSQL server: kept equal to a recount of
 // runs.runs by its triggers through every kind of write, and the searches it answers answered as
@@ -69,28 +70,7 @@ afterAll(async () => {
   await testDb?.drop();
 });
 
-/** The rollup's rows with a count, and the same counted over runs.runs now: they must be equal. */
-async function expectRecount() {
-  let rows = 0;
-  for (const [hours, unit] of [
-    [1, "hour"],
-    [24, "day"],
-  ] as const) {
-    const { rows: stored } = await sql`
-      select project_id, bucket, status, model_id, top_level, n::int as n from runs.run_rollups
-      where hours = ${hours} and n <> 0 order by 1, 2, 3, 4, 5`.execute(db);
-    const { rows: recount } = await sql`
-      select project_id, date_trunc(${unit}, updated_at at time zone 'UTC') at time zone 'UTC' as bucket,
-        status, model_id, parent_id is null as top_level, count(*)::int as n
-      from runs.runs group by 1, 2, 3, 4, 5 order by 1, 2, 3, 4, 5`.execute(db);
-    expect(stored).toEqual(recount);
-    rows += stored.length;
-  }
-  const { rows: other } = await sql`
-    select * from runs.run_rollups where n < 0 or hours not in (1, 24)`.execute(db);
-  expect(other).toEqual([]);
-  return rows;
-}
+const expectRecount = () => expectRecountOf(db);
 
 const T0 = Date.parse("2026-03-01T00:00:00.000Z");
 const HOUR = 3_600_000;
@@ -244,26 +224,18 @@ describe("an update that moves no run to another key", () => {
   });
 });
 
-/** A record of a run of `projectId` (a message as the log holds it). */
-function record(
+/** A record of a run of `projectId`, updated `seq` minutes after T0 unless said otherwise. */
+const record = (
   seq: number,
   id: string,
   projectId: string,
   status: RunStatus,
   fields: { modelId?: string; parentId?: string; updatedAt?: number } = {},
-): RunRecord {
-  const run = create(RunSchema, {
-    id,
-    projectId,
-    accountId: "acc",
-    interactionId: "int",
-    modelId: fields.modelId ?? "m-1",
-    status,
-    parentId: fields.parentId ?? "",
-    updatedAt: toTimestamp(new Date(fields.updatedAt ?? T0 + seq * 60_000)),
+): RunRecord =>
+  runRecord(seq, id, projectId, status, {
+    ...fields,
+    updatedAt: fields.updatedAt ?? T0 + seq * 60_000,
   });
-  return { runId: id, seq, data: toBinary(RunSchema, run) };
-}
 
 describe("the rollup through the record writer and the sweeper", () => {
   it("counts batches with repeats, replayed and out of order, and two writers at once", async () => {

@@ -283,7 +283,9 @@ describe("the list query", () => {
     await sql`
       insert into runs.runs
         (id, project_id, account_id, interaction_id, model_id, environment_id, status, parent_id, tags, updated_at)
-      select lpad(to_hex(g), 24, '0'),
+      -- Ids as pies makes them: the creation time (here, the last update's) in ms, then random.
+      select lpad(to_hex((extract(epoch from timestamptz '2026-01-01' + g * interval '1 second') * 1000)::bigint), 12, '0')
+               || lpad(to_hex(g), 12, '0'),
              case when g % 4 = 0 then ${projectId} else 'project-other-' || (g % 4) end,
              'account',
              'interaction-' || (g % 400),

@@ -10,6 +10,7 @@ import * as deadRecords from "./2026-11-27T00-00_dead_records.js";
 import * as runReferences from "./2026-11-28T00-00_run_references.js";
 import * as runsAutovacuum from "./2026-11-28T12-00_runs_autovacuum.js";
 import * as runCost from "./2026-12-07T00-00_run_cost.js";
+import * as runsPartitioned from "./2026-12-07T06-00_runs_partitioned.js";
 
 /** Every migration of the runs schema, by name (names sort in the order they apply). */
 export const migrations: Record<string, Migration> = {
@@ -24,4 +25,5 @@ export const migrations: Record<string, Migration> = {
   "2026-11-28T00-00_run_references": runReferences,
   "2026-11-28T12-00_runs_autovacuum": runsAutovacuum,
   "2026-12-07T00-00_run_cost": runCost,
+  "2026-12-07T06-00_runs_partitioned": runsPartitioned,
 };

@@ -1,0 +1,266 @@
+import { sql, type Kysely } from "kysely";
+import type { Logger } from "@pies/common";
+import type { RunsDatabase } from "./tables.js";
+
+// runs.runs is range-partitioned by id, one partition a day (UTC) of creation time: a run's id
+// starts with 12 hex digits of its creation time in ms (ids.ts newId). See
+// docs/decisions/0062-runs-partitioned-by-id.md.
+
+export const DAY_MS = 86_400_000;
+
+/** The 12 hex digits a run id made at `ms` starts with: every id made later sorts after it. */
+export const idPrefix = (ms: number) => Math.max(0, Math.floor(ms)).toString(16).padStart(12, "0");
+
+/** Whether an id was made by pies' scheme (its start is a time): others sort after every time. */
+export const isTimeId = (id: string) => /^[0-9a-f]{12}/.test(id);
+
+/** The start of the UTC day that holds `ms`. */
+export const dayOf = (ms: number) => Math.floor(ms / DAY_MS) * DAY_MS;
+
+/** A partition's name: runs_pYYYYMMDD for the day it starts. */
+export const partitionName = (dayMs: number) =>
+  `runs_p${new Date(dayMs).toISOString().slice(0, 10).replaceAll("-", "")}`;
+
+/** A partition of runs.runs: the ids it holds, [from, to); null for MINVALUE / MAXVALUE. */
+export interface Partition {
+  name: string;
+  from: string | null;
+  to: string | null;
+  isDefault: boolean;
+}
+
+/** The partitions of runs.runs, the range ones in order of their ids. */
+export async function listPartitions(db: Kysely<any>): Promise<Partition[]> {
+  const { rows } = await sql<{ name: string; bound: string }>`
+    select c.relname as name, pg_get_expr(c.relpartbound, c.oid) as bound
+    from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'runs.runs'::regclass`.execute(db);
+  const value = (v: string | undefined) => (v === undefined || /VALUE$/.test(v) ? null : v);
+  return rows
+    .map(({ name, bound }) => {
+      // FOR VALUES FROM ('…') TO ('…'), MINVALUE / MAXVALUE unquoted; or DEFAULT.
+      const m = /FROM \((?:'([^']*)'|(\w+))\) TO \((?:'([^']*)'|(\w+))\)/.exec(bound);
+      return {
+        name,
+        from: m ? value(m[1] ?? m[2]) : null,
+        to: m ? value(m[3] ?? m[4]) : null,
+        isDefault: bound === "DEFAULT",
+      };
+    })
+    .sort(
+      (a, b) =>
+        Number(a.isDefault) - Number(b.isDefault) ||
+        ((a.from ?? "") < (b.from ?? "") ? -1 : (a.from ?? "") > (b.from ?? "") ? 1 : 0),
+    );
+}
+
+/**
+ * Whether runs.runs is still one table (before the migration that partitions it), with its rows.
+ */
+async function plainRunsTable(db: Kysely<any>): Promise<boolean> {
+  const { rows } = await sql<{ kind: string }>`
+    select c.relkind as kind from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'runs' and c.relname = 'runs'`.execute(db);
+  return rows[0]?.kind === "r";
+}
+
+/** The constraint the partitioning migration reads (2026-12-07T06-00_runs_partitioned). */
+const LEGACY_BOUND = "runs_legacy_bound";
+/** How far ahead the legacy partition's bound lies: writers of the old version go on below it. */
+const LEGACY_BOUND_DAYS = 7;
+
+/**
+ * Before the migration that partitions runs.runs: bounds the table's ids with a validated CHECK
+ * constraint, online (adding it NOT VALID is a brief lock; validating reads the table without
+ * blocking writers), so that the migration attaches the table as a partition without reading it
+ * under its lock. The bound lies a week ahead: runs of that week still go to the legacy partition,
+ * and replicas of the old version keep writing meanwhile. Nothing to do on a new database or once
+ * partitioned. Ids of no time (sorting after every time) fail the validation: the constraint is
+ * dropped and the migration checks the bound itself. `abandon` undoes it if the migration fails.
+ */
+export async function boundLegacyRuns(db: Kysely<any>, logger?: Logger, now = Date.now()) {
+  const abandon = async () => {
+    if (await plainRunsTable(db)) {
+      await sql.raw(`alter table runs.runs drop constraint if exists ${LEGACY_BOUND}`).execute(db);
+    }
+  };
+  if (!(await plainRunsTable(db))) return { abandon };
+  const { rows } = await sql<{ def: string; valid: boolean }>`
+    select pg_get_constraintdef(c.oid) as def, c.convalidated as valid from pg_constraint c
+    where c.conrelid = 'runs.runs'::regclass and c.conname = ${LEGACY_BOUND}`.execute(db);
+  const existing = rows[0];
+  const bound = existing && /'([0-9a-f]{12})'/.exec(existing.def)?.[1];
+  // A bound left by an earlier start is kept while it lies a day ahead or more.
+  if (existing?.valid && bound && bound >= idPrefix(now + DAY_MS)) return { abandon };
+  if (existing) await abandon();
+  const cutover = idPrefix(dayOf(now) + LEGACY_BOUND_DAYS * DAY_MS);
+  await db.connection().execute(async (conn) => {
+    await sql`set lock_timeout = '5s'`.execute(conn);
+    try {
+      await sql
+        .raw(
+          `alter table runs.runs add constraint ${LEGACY_BOUND} check (id < '${cutover}') not valid`,
+        )
+        .execute(conn);
+      await sql`set lock_timeout = 0`.execute(conn);
+      await sql`set statement_timeout = 0`.execute(conn);
+      const started = performance.now();
+      await sql.raw(`alter table runs.runs validate constraint ${LEGACY_BOUND}`).execute(conn);
+      logger?.info(
+        { ms: Math.round(performance.now() - started), cutover },
+        "runs.runs bounded for its partitioning",
+      );
+    } catch (err) {
+      logger?.warn(
+        { err },
+        "runs.runs could not be bounded online: the partitioning migration checks it under its lock",
+      );
+      await abandon().catch(() => undefined);
+    } finally {
+      await sql`reset lock_timeout`.execute(conn);
+      await sql`reset statement_timeout`.execute(conn);
+    }
+  });
+  return { abandon };
+}
+
+/** The days after today whose partitions are made ahead. */
+export const PARTITION_DAYS_AHEAD = 3;
+
+/**
+ * Autovacuum of each partition, paced and regular (docs/decisions/0057-runs-autovacuum-paced.md):
+ * set per partition, as a partitioned table has no storage of its own.
+ */
+const PARTITION_STORAGE = `with (
+  autovacuum_vacuum_cost_delay = 20,
+  autovacuum_analyze_scale_factor = 0,
+  autovacuum_analyze_threshold = 50000)`;
+
+/**
+ * Makes the daily partitions from today (or `from`'s day; each from the last partition's end when
+ * that lies inside its day) to `daysAhead` days ahead.
+ * Each is made as a table of its own and attached, which locks runs.runs in SHARE UPDATE EXCLUSIVE
+ * mode only (reads and writes go on; CREATE TABLE … PARTITION OF would lock them out), with the
+ * runs of its range moved out of the default partition first (ids made by a clock ahead). Several
+ * replicas may make them at once: one does, under an advisory lock, the others find them made.
+ */
+export async function makePartitions(
+  db: Kysely<any>,
+  options: { now?: number; from?: number; daysAhead?: number; logger?: Logger } = {},
+): Promise<string[]> {
+  const now = options.now ?? Date.now();
+  const last = dayOf(now) + (options.daysAhead ?? PARTITION_DAYS_AHEAD) * DAY_MS;
+  const made: string[] = [];
+  for (let day = dayOf(options.from ?? now); day <= last; day += DAY_MS) {
+    const from = idPrefix(day);
+    const to = idPrefix(day + DAY_MS);
+    const name = partitionName(day);
+    const done = await db.transaction().execute(async (tx) => {
+      await sql`set local lock_timeout = '5s'`.execute(tx);
+      await sql`select pg_advisory_xact_lock(hashtext('runs.partitions'))`.execute(tx);
+      // Whatever covers part of the day already (the legacy partition's last days, say) stays:
+      // the new partition starts where the last one ends.
+      const partitions = await listPartitions(tx);
+      const covering = partitions.filter(
+        (p) => !p.isDefault && (p.to === null || p.to > from) && (p.from === null || p.from < to),
+      );
+      if (covering.some((p) => p.to === null || p.to >= to)) return false;
+      const start = covering.reduce((s, p) => (p.to !== null && p.to > s ? p.to : s), from);
+      await sql
+        .raw(`create table runs."${name}" (like runs.runs including defaults) ${PARTITION_STORAGE}`)
+        .execute(tx);
+      const fallback = partitions.find((p) => p.isDefault);
+      if (fallback) {
+        await sql
+          .raw(
+            `with moved as (delete from runs."${fallback.name}" where id >= '${start}' and id < '${to}' returning *)
+             insert into runs."${name}" select * from moved`,
+          )
+          .execute(tx);
+      }
+      await sql
+        .raw(
+          `alter table runs.runs attach partition runs."${name}" for values from ('${start}') to ('${to}')`,
+        )
+        .execute(tx);
+      await nameIndexesAfterParents(tx, name);
+      return true;
+    });
+    if (done) {
+      made.push(name);
+      options.logger?.info({ partition: name }, "runs partition made");
+    }
+  }
+  return made;
+}
+
+/**
+ * Names a partition's indexes `<partition>_<index of runs.runs>` (PostgreSQL names the ones it
+ * makes at the attach after their columns): a plan then names the index of runs.runs it used.
+ */
+export async function nameIndexesAfterParents(db: Kysely<any>, partition: string) {
+  const { rows } = await sql<{ child: string; parent: string }>`
+    select ci.relname as child, pi.relname as parent
+    from pg_inherits inh
+    join pg_class ci on ci.oid = inh.inhrelid
+    join pg_class pi on pi.oid = inh.inhparent
+    join pg_index x on x.indexrelid = ci.oid
+    where x.indrelid = to_regclass(${`runs."${partition}"`}) and pi.relkind = 'I'`.execute(db);
+  for (const { child, parent } of rows) {
+    const name = `${partition}_${parent}`.slice(0, 63);
+    if (name !== child)
+      await sql.raw(`alter index runs."${child}" rename to "${name}"`).execute(db);
+  }
+}
+
+/**
+ * Drops the partitions whose every id lies below `floorId` (retention): each in a transaction
+ * that first takes its runs out of the rollup (read with the partition locked against writes,
+ * which the record writer refuses below the floor anyway), then locks runs.runs (ACCESS EXCLUSIVE,
+ * waiting at most `lockTimeoutMs` for the statements in flight, then holding it for the rollup's
+ * update and the drop: milliseconds), so the rollup stays exact. A lock not had in time leaves the
+ * partition to the next pass. Resolves with the partitions dropped.
+ */
+export async function dropPartitionsBelow(
+  db: Kysely<RunsDatabase>,
+  floorId: string,
+  options: { lockTimeoutMs?: number; logger?: Logger } = {},
+): Promise<string[]> {
+  const dropped: string[] = [];
+  for (const p of await listPartitions(db)) {
+    if (p.isDefault || p.to === null || p.to > floorId) continue;
+    try {
+      await db.transaction().execute(async (tx) => {
+        await sql.raw(`lock table runs."${p.name}" in share mode`).execute(tx);
+        await sql
+          .raw(
+            `create temp table expired_keys on commit drop as
+             select project_id, h.hours,
+               (case when h.hours = 1 then date_trunc('hour', updated_at at time zone 'UTC')
+                     else date_trunc('day', updated_at at time zone 'UTC') end) at time zone 'UTC' as bucket,
+               status, model_id, parent_id is null as top_level, -count(*) as n
+             from runs."${p.name}" cross join (values (1::smallint), (24::smallint)) as h (hours)
+             group by 1, 2, 3, 4, 5, 6`,
+          )
+          .execute(tx);
+        await sql
+          .raw(`set local lock_timeout = ${Math.max(1, options.lockTimeoutMs ?? 500)}`)
+          .execute(tx);
+        await sql`lock table runs.runs in access exclusive mode`.execute(tx);
+        await sql`select pg_advisory_xact_lock(hashtext('runs.run_rollups'))`.execute(tx);
+        await sql`
+          insert into runs.run_rollups as r (project_id, hours, bucket, status, model_id, top_level, n)
+          select * from expired_keys order by 1, 2, 3, 4, 5, 6
+          on conflict (project_id, hours, bucket, status, model_id, top_level)
+          do update set n = r.n + excluded.n`.execute(tx);
+        await sql.raw(`drop table runs."${p.name}"`).execute(tx);
+      });
+      dropped.push(p.name);
+      options.logger?.info({ partition: p.name }, "runs partition dropped (retention)");
+    } catch (err) {
+      if ((err as { code?: string }).code !== "55P03") throw err;
+      options.logger?.info({ partition: p.name }, "runs partition busy: dropped at the next pass");
+    }
+  }
+  return dropped;
+}

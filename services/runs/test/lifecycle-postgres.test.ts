@@ -1,0 +1,335 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+  type Client,
+} from "@connectrpc/connect";
+import { CompiledQuery, Kysely, PostgresDialect, sql } from "kysely";
+import pg from "pg";
+import { createLogger, newId, toTimestamp } from "@pies/common";
+import { MemoryRunRecords, RunLog } from "@pies/common/bus";
+import { createDatabase, migrateToLatest } from "@pies/common/db";
+import { createTestDatabase, seedRuns, type TestDatabase } from "@pies/testkit";
+import { AnchorDirection, RunsService, RunStatus } from "@pies/proto/runs";
+import { deleteRunById } from "../src/deletions.js";
+import { migrations } from "../src/migrations/index.js";
+import {
+  DAY_MS,
+  dayOf,
+  idPrefix,
+  listPartitions,
+  makePartitions,
+  partitionName,
+} from "../src/partitions.js";
+import { startRecordWriter, writeRecords } from "../src/record-writer.js";
+import { applyRetention } from "../src/retention.js";
+import { runsRoutes } from "../src/service.js";
+import type { RunsDatabase } from "../src/tables.js";
+import { expectRecount, runRecord } from "./rollup-recount.js";
+
+// The runs' lifecycle on the real PostgreSQL server (DESIGN.md §8; docs/decisions/0062): daily
+// partitions made ahead and pruned by bounded lists, the retention by partition and by project,
+// deletion by id and by query that no late record undoes, the rollup exact through all of it.
+let testDb: TestDatabase;
+let db: Kysely<RunsDatabase>;
+let pool: pg.Pool;
+const queries: CompiledQuery[] = [];
+let logged: Kysely<RunsDatabase>;
+const logger = createLogger("test", "silent");
+const NOW = Date.now();
+const SEEDED = 3000;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase("lifecycle");
+  db = createDatabase<RunsDatabase>({ url: testDb.url, poolMax: 6 });
+  pool = new pg.Pool({ connectionString: testDb.url, max: 3 });
+  logged = new Kysely<RunsDatabase>({
+    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: testDb.url, max: 2 }) }),
+    log: (event) => {
+      if (event.level === "query") queries.push(event.query);
+    },
+  });
+  await migrateToLatest(db, "runs", migrations);
+});
+
+afterAll(async () => {
+  await logged?.destroy();
+  await pool?.end();
+  await db?.destroy();
+  await testDb?.drop();
+});
+
+/** The partitions a statement's plan reads (the default partition included). */
+async function partitionsRead(query: CompiledQuery): Promise<string[]> {
+  const { rows } = await db.executeQuery<Record<string, string>>(
+    CompiledQuery.raw(`explain ${query.sql}`, [...query.parameters]),
+  );
+  const plan = rows.map((r) => r["QUERY PLAN"]).join("\n");
+  return [
+    ...new Set([...plan.matchAll(/ on (runs_p\d{8}|runs_default)\b/g)].map((m) => m[1]!)),
+  ].sort();
+}
+
+describe("daily partitions", () => {
+  it("are made ahead, each once, and the seeded runs land in their day's", async () => {
+    const made = await makePartitions(db, { now: NOW, from: NOW - 30 * DAY_MS, daysAhead: 3 });
+    expect(made).toHaveLength(34);
+    expect(made[0]).toBe(partitionName(dayOf(NOW - 30 * DAY_MS)));
+    expect(await makePartitions(db, { now: NOW, from: NOW - 30 * DAY_MS, daysAhead: 3 })).toEqual(
+      [],
+    );
+    await seedRuns(pool, {
+      count: SEEDED,
+      projects: ["p1", "p2"],
+      end: new Date(NOW - 60_000),
+      spanDays: 29,
+    });
+    const { rows } = await sql<{ partition: string; id: string }>`
+      select tableoid::regclass::text as partition, id from runs.runs`.execute(db);
+    expect(rows).toHaveLength(SEEDED);
+    for (const r of rows) {
+      const ms = parseInt(r.id.slice(0, 12), 16);
+      expect(r.partition).toBe(`runs.${partitionName(dayOf(ms))}`);
+    }
+    await sql`analyze runs.runs`.execute(db);
+    await expectRecount(db);
+  });
+
+  it("are pruned: a list bounded by updated_at reads only those that may hold a match", async () => {
+    const runs = createClient(
+      RunsService,
+      createRouterTransport(runsRoutes({ db: logged, log: new RunLog(new MemoryRunRecords()) })),
+    );
+    const readBy = async (filters: Parameters<typeof runs.listRuns>[0]["filters"]) => {
+      queries.length = 0;
+      await runs.listRuns({ projectId: "p1", filters });
+      const list = queries.find((q) => /^select .* from "runs"\."runs"/.test(q.sql));
+      return partitionsRead(list!);
+    };
+    const all = (await listPartitions(db)).map((p) => p.name).sort();
+    expect(await readBy({})).toEqual(all);
+    // The last hour: runs created in the week before it at most (a run's span) and after.
+    const recent = await readBy({ updatedAfter: toTimestamp(new Date(NOW - 3_600_000)) });
+    expect(recent.length).toBeLessThan(14);
+    for (const p of recent.filter((n) => n !== "runs_default")) {
+      expect(p >= partitionName(dayOf(NOW - 3_600_000 - 7 * DAY_MS))).toBe(true);
+    }
+    // Before 20 days ago: the partitions up to that day (and the hour after, clocks apart).
+    const old = await readBy({ updatedBefore: toTimestamp(new Date(NOW - 20 * DAY_MS)) });
+    expect(old).toContain("runs_default");
+    for (const p of old.filter((n) => n !== "runs_default")) {
+      expect(p <= partitionName(dayOf(NOW - 20 * DAY_MS + 3_600_000))).toBe(true);
+    }
+    expect(old.length).toBeLessThan(13);
+    // Paging back with an anchor: as a bound before it.
+    const paged = await readBy({
+      anchorDate: toTimestamp(new Date(NOW - 25 * DAY_MS)),
+      anchorDirection: AnchorDirection.BEFORE,
+    });
+    expect(paged.length).toBeLessThan(8);
+    // The pruned answers are the unpruned ones.
+    const after = toTimestamp(new Date(NOW - 2 * DAY_MS));
+    const { runs: pruned } = await runs.listRuns({
+      projectId: "p1",
+      limit: 1000,
+      filters: { updatedAfter: after },
+    });
+    const { rows } = await sql<{ id: string }>`select id from runs.runs
+      where project_id = 'p1' and updated_at > ${new Date(NOW - 2 * DAY_MS)}
+      order by updated_at desc, id desc`.execute(db);
+    expect(pruned.map((r) => r.id)).toEqual(rows.map((r) => r.id));
+    expect(rows.length).toBeGreaterThan(50);
+  });
+});
+
+describe("the retention", () => {
+  it("drops the partitions past it, deletes the runs of the one it cuts, and keeps the rollup exact", async () => {
+    const floor = NOW - 10 * DAY_MS;
+    const before = await sql<{ n: number }>`select count(*)::int as n from runs.runs
+      where id >= ${idPrefix(floor)}`.execute(db);
+    const result = await applyRetention(db, { retentionDays: 10, now: NOW, logger });
+    expect(result.dropped.length).toBeGreaterThanOrEqual(19);
+    for (const name of result.dropped) expect(name < partitionName(dayOf(floor))).toBe(true);
+    expect(result.deleted).toBeGreaterThan(0);
+    const left = await sql<{
+      n: number;
+      oldest: string;
+    }>`select count(*)::int as n, min(id) as oldest
+      from runs.runs`.execute(db);
+    expect(left.rows[0]!.n).toBe(before.rows[0]!.n);
+    expect(left.rows[0]!.oldest >= idPrefix(floor)).toBe(true);
+    const partitions = (await listPartitions(db)).filter((p) => !p.isDefault);
+    expect(partitions[0]!.name).toBe(partitionName(dayOf(floor)));
+    await expectRecount(db);
+    // Again: nothing more to do.
+    expect(await applyRetention(db, { retentionDays: 10, now: NOW, logger })).toEqual({
+      dropped: [],
+      deleted: 0,
+    });
+  });
+
+  it("is where the record writer stops: a late record of a run past it is not written", async () => {
+    const floorId = idPrefix(NOW - 10 * DAY_MS);
+    const late = newId(NOW - 15 * DAY_MS);
+    const recent = newId(NOW - 5 * DAY_MS);
+    await writeRecords(
+      db,
+      [
+        runRecord(1, late, "p1", RunStatus.COMPLETED, { updatedAt: NOW - 15 * DAY_MS }),
+        runRecord(2, recent, "p1", RunStatus.COMPLETED, { updatedAt: NOW - 5 * DAY_MS }),
+      ],
+      logger,
+      { floorId },
+    );
+    const { rows } = await sql<{ id: string }>`select id from runs.runs
+      where id in (${late}, ${recent})`.execute(db);
+    expect(rows.map((r) => r.id)).toEqual([recent]);
+    await expectRecount(db);
+  });
+
+  it("of a project deletes its runs past its own retention, and no other project's", async () => {
+    const count = (projectId: string, olderThan: number) =>
+      sql<{ n: number }>`select count(*)::int as n from runs.runs where project_id = ${projectId}
+        and updated_at < ${new Date(olderThan)}`
+        .execute(db)
+        .then((r) => r.rows[0]!.n);
+    const cutoff = NOW - 3 * DAY_MS;
+    const p1Before = await count("p1", NOW);
+    expect(await count("p2", cutoff)).toBeGreaterThan(100);
+    const result = await applyRetention(db, {
+      retentionDays: 0,
+      projectDays: new Map([["p2", 3]]),
+      now: NOW,
+      logger,
+    });
+    expect(result.dropped).toEqual([]);
+    expect(result.deleted).toBeGreaterThan(100);
+    expect(await count("p2", cutoff)).toBe(0);
+    expect(await count("p2", NOW)).toBeGreaterThan(0);
+    expect(await count("p1", NOW)).toBe(p1Before);
+    await expectRecount(db);
+  });
+});
+
+describe("deleting runs", () => {
+  const records = new MemoryRunRecords();
+  const log = new RunLog(records);
+  let runs: Client<typeof RunsService>;
+  beforeAll(() => {
+    runs = createClient(RunsService, createRouterTransport(runsRoutes({ db, log })));
+  });
+  const stored = async (id: string) =>
+    (await sql`select 1 from runs.runs where id = ${id}`.execute(db)).rows.length > 0;
+  const untilStored = async (id: string) => {
+    for (let i = 0; !(await stored(id)); i++) {
+      if (i > 500) throw new Error(`run ${id} never stored`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  const code = (p: Promise<unknown>) =>
+    p.then(
+      () => "ok",
+      (err: unknown) => Code[ConnectError.from(err).code],
+    );
+
+  it("by id: gone for good, a late record does not bring it back, its children keep their parent", async () => {
+    const writer = startRecordWriter(db, records, logger);
+    try {
+      const projectId = `del-${newId()}`;
+      const base = { projectId, interactionId: "i", status: RunStatus.COMPLETED };
+      const { run: parent } = await runs.createRun({ run: { ...base, id: newId() } });
+      const { run: child } = await runs.createRun({
+        run: { ...base, id: newId(), parentId: parent!.id },
+      });
+      await untilStored(child!.id);
+      // Another project's key cannot delete it (as unknown as a run that never was).
+      expect(await code(runs.deleteRun({ projectId: `other-${newId()}`, id: parent!.id }))).toBe(
+        "NotFound",
+      );
+      await runs.deleteRun({ projectId, id: parent!.id });
+      expect(await code(runs.getRun({ projectId, id: parent!.id }))).toBe("NotFound");
+      expect(await code(runs.deleteRun({ projectId, id: parent!.id }))).toBe("NotFound");
+      const { run: kept } = await runs.getRun({ projectId, id: child!.id });
+      expect(kept!.parentId).toBe(parent!.id);
+      // A late record of it (the log kept one; an executor still at it), however later.
+      await writeRecords(db, [
+        runRecord(1_000_000, parent!.id, projectId, RunStatus.FAILED, { updatedAt: Date.now() }),
+      ]);
+      expect(await stored(parent!.id)).toBe(false);
+      const { runs: listed } = await runs.listRuns({ projectId });
+      expect(listed.map((r) => r.id)).toEqual([child!.id]);
+      await expectRecount(db);
+    } finally {
+      await writer.stop();
+    }
+  });
+
+  it("by query: every stored match of the project, in batches, and none of another project", async () => {
+    const projectId = `delq-${newId()}`;
+    const other = `delq-other-${newId()}`;
+    const marked = (p: string, n: number, marker: string) =>
+      Array.from({ length: n }, (_, i) =>
+        runRecord(i + 1, newId(), p, RunStatus.COMPLETED, {
+          updatedAt: Date.now(),
+          parametersJson: JSON.stringify({ customer: marker, n: i }),
+        }),
+      );
+    await writeRecords(db, [
+      ...marked(projectId, 1200, "Acme"),
+      ...marked(projectId, 30, "Globex"),
+      ...marked(other, 20, "Acme"),
+    ]);
+    const { deleted } = await runs.deleteRuns({ projectId, query: "customer:Acme" });
+    expect(deleted).toBe(1200n);
+    const total = async (p: string, query: string) =>
+      (await runs.searchRuns({ projectId: p, query, onlyMeta: true })).meta!.total;
+    expect(await total(projectId, "customer:Acme")).toBe(0n);
+    expect(await total(projectId, "customer:Globex")).toBe(30n);
+    expect(await total(other, "customer:Acme")).toBe(20n);
+    // Filters alone too.
+    const { deleted: rest } = await runs.deleteRuns({
+      projectId,
+      filters: { status: RunStatus.COMPLETED },
+    });
+    expect(rest).toBe(30n);
+    await expectRecount(db);
+  });
+
+  it("waits for the record writer's batches in flight, so that none writes a run it deletes", async () => {
+    const projectId = `race-${newId()}`;
+    const id = newId();
+    await writeRecords(db, [
+      runRecord(1, id, projectId, RunStatus.PROCESSING, { updatedAt: Date.now() }),
+    ]);
+    const observer = await pool.connect();
+    try {
+      // A writer's batch of the run is in flight (its transaction open) when the deletion starts.
+      let deleting: Promise<void> | undefined;
+      await db.transaction().execute(async (tx) => {
+        await writeRecords(tx, [
+          runRecord(2, id, projectId, RunStatus.COMPLETED, { updatedAt: Date.now() }),
+        ]);
+        deleting = deleteRunById(db, id);
+        for (let i = 0; ; i++) {
+          const { rows } = await observer.query(
+            `select count(*)::int as n from pg_stat_activity where datname = current_database()
+             and query ilike 'lock table runs.deleted_runs%' and wait_event_type = 'Lock'`,
+          );
+          if (rows[0].n > 0) break;
+          if (i > 400) throw new Error("the deletion never waited for the writer");
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      });
+      await deleting;
+      expect(await stored(id)).toBe(false);
+      await writeRecords(db, [
+        runRecord(3, id, projectId, RunStatus.COMPLETED, { updatedAt: Date.now() }),
+      ]);
+      expect(await stored(id)).toBe(false);
+    } finally {
+      observer.release();
+    }
+  });
+});
