@@ -100,6 +100,12 @@ expect(
     executorPod.containers[0].ports.some((p) => p.name === "metrics" && p.containerPort === 9464),
   "executor: serves its metrics on port 9464 (executor.metricsPort)",
 );
+const runsPod = deployments.find((d) => component(d) === "runs")?.spec.template.spec;
+expect(
+  runsPod?.containers[0].env.some((e) => e.name === "PIES_METRICS_PORT" && e.value === "9464") &&
+    runsPod.containers[0].ports.some((p) => p.name === "metrics" && p.containerPort === 9464),
+  "runs: serves its metrics on port 9464 (runs.metricsPort)",
+);
 const secret = kinds("Secret")[0];
 const token = Buffer.from(secret?.data?.["internal-token"] ?? "", "base64").toString();
 expect(token.length >= 32, "the chart's Secret holds a generated internal token of 32+ characters");
@@ -112,7 +118,7 @@ const expectedCallers = {
   executor: ["gateway"],
 };
 // The executor's metrics port (its only other rule) admits networkPolicy.metricsFrom.
-const metricsPorts = { executor: 9464 };
+const metricsPorts = { executor: 9464, runs: 9464 };
 for (const [name, callers] of Object.entries(expectedCallers)) {
   const rule = policies[name]?.spec.ingress;
   const from = (rule?.[0]?.from ?? []).map(
@@ -187,20 +193,56 @@ const plainEnv = (rendered, name) =>
   );
 const settings = (rendered) => {
   const env = plainEnv(rendered, "runs");
-  return `${env.DATABASE_PREPARED_STATEMENTS} ${env.PIES_RECORD_BATCH_INTERVAL_MS}`;
+  return [
+    env.DATABASE_PREPARED_STATEMENTS,
+    env.PIES_RECORD_BATCH_INTERVAL_MS,
+    env.PIES_DEAD_RECORDS_MAX,
+    env.PIES_DEAD_RECORDS_MAX_AGE_DAYS,
+  ].join(" ");
 };
 expect(
-  settings({ docs }) === "true 10",
-  `runs: DATABASE_PREPARED_STATEMENTS true and PIES_RECORD_BATCH_INTERVAL_MS 10 by default (got ${settings({ docs })})`,
+  settings({ docs }) === "true 10 10000 30",
+  `runs: DATABASE_PREPARED_STATEMENTS, PIES_RECORD_BATCH_INTERVAL_MS, PIES_DEAD_RECORDS_MAX and _MAX_AGE_DAYS by default (got ${settings({ docs })})`,
 );
 const changed = render(
   "gateway.embedExecutor=false",
   "database.preparedStatements=false",
   "runs.recordBatchIntervalMs=25",
+  "runs.deadRecordsMax=50",
+  "runs.deadRecordsMaxAgeDays=0",
 );
 expect(
-  settings(changed) === "false 25",
-  `runs: database.preparedStatements and runs.recordBatchIntervalMs reach its env (got ${settings(changed)})`,
+  settings(changed) === "false 25 50 0",
+  `runs: database.preparedStatements, runs.recordBatchIntervalMs and the dead records' bounds reach its env (got ${settings(changed)})`,
+);
+
+// The record log's bounds reach both components that make it (executor, runs), alike.
+const recordBounds = (name) => {
+  const env = plainEnv({ docs }, name);
+  return `${env.PIES_RECORD_MAX_AGE_SECONDS} ${env.PIES_RECORD_MAX_BYTES}`;
+};
+expect(
+  recordBounds("runs") === "3600 4294967296" && recordBounds("executor") === "3600 4294967296",
+  `runs and executor: the record log's age and bytes (got ${recordBounds("runs")}, ${recordBounds("executor")})`,
+);
+
+// PIES_NATS_REPLICAS (nats.replicas) reaches every component, as each may make a stream.
+const replicasOf = (rendered) =>
+  rendered.docs
+    .filter((d) => d.kind === "Deployment")
+    .map((d) => `${component(d)}=${plainEnv(rendered, component(d)).PIES_NATS_REPLICAS}`)
+    .sort()
+    .join(" ");
+const everyComponent = (n) =>
+  ["catalog", "executor", "gateway", "runs"].map((c) => `${c}=${n}`).join(" ");
+expect(
+  replicasOf({ docs }) === everyComponent(1),
+  `PIES_NATS_REPLICAS 1 in every component by default (got ${replicasOf({ docs })})`,
+);
+const replicated = render("gateway.embedExecutor=false", "nats.replicas=3");
+expect(
+  replicasOf(replicated) === everyComponent(3),
+  `nats.replicas reaches every component (got ${replicasOf(replicated)})`,
 );
 
 // The default, the edge (gateway.embedExecutor): the gateway pods run the edge with the executor's
@@ -216,9 +258,12 @@ expect(
   `gateway.embedExecutor runs the edge (got ${edgeContainer?.command?.join(" ")})`,
 );
 expect(
-  ["PIES_TEMPLATE_WORKERS", "PIES_PROVIDER_TIMEOUT_MS", "PIES_RECORD_MAX_AGE_SECONDS"].every((n) =>
-    edgeEnv.includes(n),
-  ) && !edgeEnv.includes("EXECUTOR_URL"),
+  [
+    "PIES_TEMPLATE_WORKERS",
+    "PIES_PROVIDER_TIMEOUT_MS",
+    "PIES_RECORD_MAX_AGE_SECONDS",
+    "PIES_RECORD_MAX_BYTES",
+  ].every((n) => edgeEnv.includes(n)) && !edgeEnv.includes("EXECUTOR_URL"),
   "the edge takes the executor's settings and no executor address",
 );
 expect(

@@ -25,7 +25,9 @@ beforeAll(async () => {
   executorMetrics = await freePort();
   stack = await startTestStack("e2e", {
     // The fake upstream listens on loopback, which the deployed default refuses.
-    env: { PIES_ALLOWED_ENDPOINTS: "127.0.0.1", PIES_METRICS_PORT: String(executorMetrics) },
+    env: { PIES_ALLOWED_ENDPOINTS: "127.0.0.1" },
+    // The executor's alone: the runs service has a metrics port setting of the same name.
+    processEnv: { executor: { PIES_METRICS_PORT: String(executorMetrics) } },
   });
   api = gatewayApi(stack.gatewayUrl, stack.bootstrap.key);
 });

@@ -67,10 +67,18 @@ export const natsConfigSchema = {
     .string()
     .regex(/^[A-Za-z0-9_-]+$/)
     .default("pies"),
+  // How many nodes of a NATS cluster keep each stream pies makes (run events, record log, result
+  // cache); 3 on a three-node cluster keeps every stream through the loss of any one node. More
+  // than the cluster has nodes (any more than 1 on a single server) stops the process at start.
+  PIES_NATS_REPLICAS: env.int(1, 1, 5),
   PIES_STREAM_MAX_AGE_SECONDS: env.int(3600, 1),
   // How long the record log keeps a run's last record: the longest the runs store may fall
   // behind (runs service or PostgreSQL down) without losing a record. Each run in that window is
   // a subject NATS keeps in memory, so the window is sized by the rate of runs; what it costs per
   // run and per hour: docs/decisions/0002-record-log-subjects.md.
   PIES_RECORD_MAX_AGE_SECONDS: env.int(3600, 60),
+  // The most disk the record log takes on each NATS node (0: bounded by its age alone). When it is
+  // full a put is refused, and retried by the executor, rather than an unwritten record dropped.
+  // NATS reserves it at start: a node with less free storage refuses the log (ConfigError).
+  PIES_RECORD_MAX_BYTES: env.int(4 * 1024 ** 3, 0),
 };

@@ -7,7 +7,11 @@ import {
   natsConfigSchema,
 } from "@pies/common";
 import { executorSettingsSchema } from "@pies/executor";
-import { runsLifecycleSettingsSchema, runsSweepSettingsSchema } from "@pies/runs";
+import {
+  deadRecordSettingsSchema,
+  runsLifecycleSettingsSchema,
+  runsSweepSettingsSchema,
+} from "@pies/runs";
 import { gatewayConfigSchema, gatewaySettingsSchema } from "@pies/gateway";
 
 /** The embedded mode's configuration: everything optional, defaults for a laptop. */
@@ -21,8 +25,10 @@ const embeddedConfigSchema = z.object({
   NATS_URL: z.string().optional(),
   PIES_NATS_STREAM: natsConfigSchema.PIES_NATS_STREAM,
   PIES_NATS_SUBJECT_PREFIX: natsConfigSchema.PIES_NATS_SUBJECT_PREFIX,
+  PIES_NATS_REPLICAS: natsConfigSchema.PIES_NATS_REPLICAS,
   PIES_STREAM_MAX_AGE_SECONDS: natsConfigSchema.PIES_STREAM_MAX_AGE_SECONDS,
   PIES_RECORD_MAX_AGE_SECONDS: natsConfigSchema.PIES_RECORD_MAX_AGE_SECONDS,
+  PIES_RECORD_MAX_BYTES: natsConfigSchema.PIES_RECORD_MAX_BYTES,
   // Unset: generated once into the data dir.
   PIES_SECRET_KEY: z.string().optional(),
   // Token exchange's signing key (base64, 32+ bytes); default: generated into the data dir.
@@ -31,6 +37,7 @@ const embeddedConfigSchema = z.object({
   // Local models (Ollama, LM Studio, llama.cpp) listen on loopback.
   PIES_ALLOWED_ENDPOINTS: allowedEndpointsSetting("loopback"),
   ...runsSweepSettingsSchema,
+  ...deadRecordSettingsSchema,
   ...runsLifecycleSettingsSchema,
   ...gatewaySettingsSchema,
   // One user on a laptop: no rate limit unless asked for.

@@ -86,9 +86,10 @@ async function startOn(
     const jetstream = await JetStreamRunEventBus.fromConfig(
       { ...config, NATS_URL: config.NATS_URL },
       "pies-embedded",
+      logger,
     );
     bus = jetstream;
-    records = await recordsFromConfig(jetstream.connection, config);
+    records = await recordsFromConfig(jetstream.connection, config, logger);
     // With NATS, other pies processes on it see this one's catalog changes, and the other way.
     catalogEvents = await catalogEventsFromConfig(jetstream.connection, config, logger);
   } else {
@@ -119,6 +120,10 @@ async function startOn(
     sweep: {
       leaseSeconds: config.PIES_RUN_LEASE_SECONDS,
       intervalMs: config.PIES_SWEEP_INTERVAL_SECONDS * 1000,
+    },
+    deadRecords: {
+      maxRows: config.PIES_DEAD_RECORDS_MAX,
+      maxAgeDays: config.PIES_DEAD_RECORDS_MAX_AGE_DAYS,
     },
     lifecycle: {
       retentionDays: config.PIES_RUN_RETENTION_DAYS,

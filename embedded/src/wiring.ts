@@ -24,8 +24,10 @@ import {
   runsMigrations,
   startMaintenance,
   runsRoutes,
+  startDeadRecordsPruner,
   startRunsStore,
   startSweeper,
+  type DeadRecordBounds,
 } from "@pies/runs";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
@@ -36,7 +38,7 @@ import { createGateway, type GatewayOptions } from "@pies/gateway";
 export interface InMemoryPies {
   app: FastifyInstance;
   catalog: ReturnType<typeof serviceClient<typeof CatalogService>>;
-  /** Stops the background work (sweeper, heartbeats) after the runs in flight end. */
+  /** Stops the background work (sweeper, pruner, heartbeats) after the runs in flight end. */
   stop(graceMs: number): Promise<void>;
 }
 
@@ -59,6 +61,8 @@ export async function createInMemoryPies(options: {
   /** Signs the JWTs of token exchange. */
   tokenKey: Uint8Array;
   sweep: { leaseSeconds: number; intervalMs: number };
+  /** How many dead records (undecodable) are kept; unbounded when not given (tests). */
+  deadRecords?: DeadRecordBounds;
   /** How long runs are kept (days; 0: for ever) and how often the store's upkeep runs. */
   lifecycle?: { retentionDays: number; maintenanceIntervalMs: number };
   /** Where the database's failures are noted (give the pool's too, as createDatabase's `faults`). */
@@ -116,6 +120,7 @@ export async function createInMemoryPies(options: {
   });
   const executor = startExecutorWork(executorDeps, options.executor.PIES_RUN_HEARTBEAT_SECONDS);
   const sweeper = startSweeper(db, log, logger, options.sweep, faults);
+  const pruner = options.deadRecords && startDeadRecordsPruner(db, logger, options.deadRecords);
   const catalog = serviceClient(CatalogService, catalogTransport);
   const maintenance = startMaintenance(db, {
     intervalMs: lifecycle.maintenanceIntervalMs,
@@ -143,6 +148,7 @@ export async function createInMemoryPies(options: {
     catalog,
     async stop(graceMs) {
       await executor.stop(graceMs);
+      await pruner?.stop();
       await maintenance.stop();
       await sweeper.stop();
       await store.stop();

@@ -17,7 +17,7 @@ export interface GatewayProcess {
 /** Serves the gateway on its own port against the three services (Connect over HTTP/2) and NATS. */
 export async function startGateway(config: GatewayConfig): Promise<GatewayProcess> {
   const logger = createLogger("gateway", config.LOG_LEVEL);
-  const bus = await JetStreamRunEventBus.fromConfig(config, "pies-gateway");
+  const bus = await JetStreamRunEventBus.fromConfig(config, "pies-gateway", logger);
   // On the bus's connection: one NATS connection per process.
   const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
   const catalog = peerTransport(config.CATALOG_URL, "catalog", config.PIES_INTERNAL_TOKEN);

@@ -3,6 +3,7 @@ export * from "./fake-openai.js";
 export * from "./http.js";
 export * from "./postgres.js";
 export * from "./nats.js";
+export * from "./nats-cluster.js";
 export * from "./processes.js";
 export * from "./sse.js";
 export * from "./servers.js";

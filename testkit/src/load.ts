@@ -22,6 +22,12 @@ export interface LoadOptions {
    * are the streams that leave the gateway's live path for the bus's replay.
    */
   reconnectShare?: number;
+  /**
+   * Whether a stream that ends with an `error` event (the gateway's word that it cannot go on, which
+   * the client sees) is an expected failure, as while a NATS cluster elects new leaders; by default
+   * it is a stream that ended without `close`.
+   */
+  errorEventsExpected?: boolean;
   /** Told of every operation as it ends (per-interval figures: `npm run soak`). */
   onOperation?: (operation: Operation) => void;
 }
@@ -55,7 +61,14 @@ export interface LoadReport {
   completedRunIds: string[];
   /** Every run id a client learnt (created streamed runs included). */
   runIds: string[];
-  streams: { opened: number; closed: number; cutWhileGatewayDown: number; cut: number };
+  streams: {
+    opened: number;
+    closed: number;
+    /** Ended with an `error` event, when errorEventsExpected (else they count as cut). */
+    errored: number;
+    cutWhileGatewayDown: number;
+    cut: number;
+  };
   /** Streams opened again by reconnecting clients, by kind, and how many of them ended in `close`. */
   reconnects: Record<Reconnect, number> & { closed: number };
   /** Milliseconds of each successful execution (blocking request; streamed create + stream). */
@@ -92,7 +105,7 @@ export class Load {
     examples: {},
     completedRunIds: [],
     runIds: [],
-    streams: { opened: 0, closed: 0, cutWhileGatewayDown: 0, cut: 0 },
+    streams: { opened: 0, closed: 0, errored: 0, cutWhileGatewayDown: 0, cut: 0 },
     reconnects: { resume: 0, replay: 0, drop: 0, closed: 0 },
     latenciesMs: [],
   };
@@ -257,6 +270,11 @@ export class Load {
         this.report.streams.cut++;
         this.count("stream cut", false, `run ${id}: ${String((err as Error).cause ?? err)}`);
       }
+      return undefined;
+    }
+    if (events.at(-1)?.event === "error" && this.options.errorEventsExpected) {
+      this.report.streams.errored++;
+      this.count("stream ended with an error event", true);
       return undefined;
     }
     if (events.at(-1)?.event !== "close") {

@@ -106,6 +106,13 @@ export interface StackOptions {
    * instead of two: catalog, runs and edge.
    */
   edge?: boolean;
+  /**
+   * More environment for some processes by name (after `env`), e.g. `{ executor: {
+   * PIES_METRICS_PORT } }` for a setting two processes read but must not share.
+   */
+  processEnv?: Partial<
+    Record<"catalog" | "runs" | "executor" | "gateway" | "edge", Record<string, string>>
+  >;
   /** Extra arguments to node for every process, e.g. `--cpu-prof` when profiling. */
   nodeArgs?: string[];
   /** Extra arguments to node for some processes by name (after `nodeArgs`), e.g. `{ executor: [...] }`. */
@@ -219,7 +226,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const launch = (spec: (typeof specs)[number]) => {
     const nodeArgs = [...(options.nodeArgs ?? []), ...(options.processNodeArgs?.[spec.name] ?? [])];
     const script = path.resolve(options.root ?? repoRoot, spec.script);
-    const managed = startProcess(spec.name, script, spec.env, nodeArgs, options.launcher);
+    const env = { ...spec.env, ...options.processEnv?.[spec.name] };
+    const managed = startProcess(spec.name, script, env, nodeArgs, options.launcher);
     launched.push(managed);
     void managed.exited.then((code) => {
       if (!intended.has(managed)) {

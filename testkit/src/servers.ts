@@ -124,7 +124,8 @@ export interface PrivateNats {
   stop(): Promise<void>;
 }
 
-async function untilListening(port: number, child: ChildProcess, timeoutMs = 20_000) {
+/** Resolves once a nats-server `child` accepts connections on `port` (throws if it exits). */
+export async function untilListening(port: number, child: ChildProcess, timeoutMs = 20_000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}`);

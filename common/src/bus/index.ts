@@ -4,6 +4,7 @@ export * from "./bus.js";
 export * from "./memory-bus.js";
 export * from "./jetstream-bus.js";
 export * from "./nats.js";
+export * from "./ensure-stream.js";
 export * from "./run-records.js";
 export * from "./memory-records.js";
 export * from "./jetstream-records.js";

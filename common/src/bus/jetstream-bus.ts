@@ -5,6 +5,7 @@ import {
   type NatsConnection,
 } from "@nats-io/transport-node";
 import { currentTraceparent, tracingEnabled } from "../tracing.js";
+import type { Logger } from "../logger.js";
 import {
   jetstream,
   jetstreamManager,
@@ -22,13 +23,15 @@ import {
   type RunEventBus,
   type SubscribeOptions,
 } from "./bus.js";
-import { connectNats, ensureStream, maxDataBytes, natsReady, onReconnect } from "./nats.js";
+import { ensureStream } from "./ensure-stream.js";
+import { connectNats, maxDataBytes, natsReady, onReconnect } from "./nats.js";
 
 export interface NatsSettings {
   NATS_URL: string;
   PIES_NATS_STREAM: string;
   PIES_NATS_SUBJECT_PREFIX: string;
   PIES_STREAM_MAX_AGE_SECONDS: number;
+  PIES_NATS_REPLICAS?: number;
 }
 
 export interface JetStreamBusOptions {
@@ -36,8 +39,12 @@ export interface JetStreamBusOptions {
   stream: string;
   subjectPrefix: string;
   maxAgeSeconds: number;
+  /** How many nodes of the NATS cluster keep the stream (PIES_NATS_REPLICAS; default 1). */
+  replicas?: number;
   /** Connection name shown by the NATS server (monitoring). */
   name: string;
+  /** Told when the stream's replicas change. */
+  logger?: Logger;
 }
 
 /**
@@ -53,13 +60,19 @@ export class JetStreamRunEventBus implements RunEventBus {
   ) {}
 
   /** Connects with the NATS_URL / PIES_NATS_* settings of a component's configuration. */
-  static fromConfig(config: NatsSettings, name: string): Promise<JetStreamRunEventBus> {
+  static fromConfig(
+    config: NatsSettings,
+    name: string,
+    logger?: Logger,
+  ): Promise<JetStreamRunEventBus> {
     return JetStreamRunEventBus.connect({
       url: config.NATS_URL,
       stream: config.PIES_NATS_STREAM,
       subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
       maxAgeSeconds: config.PIES_STREAM_MAX_AGE_SECONDS,
+      replicas: config.PIES_NATS_REPLICAS,
       name,
+      logger,
     });
   }
 
@@ -90,13 +103,19 @@ export class JetStreamRunEventBus implements RunEventBus {
   }
 
   private ensureStream() {
-    return ensureStream(this.jsm, {
-      name: this.options.stream,
-      subjects: [`${this.options.subjectPrefix}.run.>`],
-      max_age: nanos(this.options.maxAgeSeconds * 1000),
-      storage: StorageType.File,
-      duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
-    });
+    const replicas = this.options.replicas ?? 1;
+    return ensureStream(
+      this.jsm,
+      {
+        name: this.options.stream,
+        subjects: [`${this.options.subjectPrefix}.run.>`],
+        max_age: nanos(this.options.maxAgeSeconds * 1000),
+        storage: StorageType.File,
+        duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
+        num_replicas: replicas,
+      },
+      { settings: { PIES_NATS_REPLICAS: replicas }, logger: this.options.logger },
+    );
   }
 
   /**

@@ -21,9 +21,11 @@ import {
   type JsMsg,
 } from "@nats-io/jetstream";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ensureStream, maxDataBytes, natsReady } from "./nats.js";
+import { ensureStream } from "./ensure-stream.js";
+import { maxDataBytes, natsReady } from "./nats.js";
 import { traceHeaders } from "./jetstream-bus.js";
 import { contextOf, inSpan, SpanKind, tracingEnabled } from "../tracing.js";
+import type { Logger } from "../logger.js";
 import {
   RecordConflict,
   MAX_BATCH,
@@ -43,6 +45,25 @@ export interface JetStreamRecordsOptions {
   subjectPrefix: string;
   /** How long a record is kept: the longest the runs store may fall behind without losing one. */
   maxAgeSeconds: number;
+  /**
+   * The most bytes the log keeps (PIES_RECORD_MAX_BYTES; 0 or none: bounded by age alone); past it
+   * a put is refused, so that no record is dropped before it is written.
+   */
+  maxBytes?: number;
+  /** How many nodes of the NATS cluster keep the log (PIES_NATS_REPLICAS; default 1). */
+  replicas?: number;
+  /** Told when the log's replicas change. */
+  logger?: Logger;
+}
+
+/** What the record log holds, for the runs service's metrics (JetStreamRunRecords.state). */
+export interface RecordLogState {
+  messages: number;
+  bytes: number;
+  /** The log's byte bound; -1: none. */
+  maxBytes: number;
+  /** Records the writers have not acknowledged: the writers' lag, in records. */
+  pending?: number;
 }
 
 /** How long a put waits for JetStream's acknowledgement (nats.js's JetStream default). */
@@ -129,7 +150,8 @@ function settle(batch: JsMsg[], tell: (m: JsMsg) => void) {
 
 /**
  * The run record log on NATS JetStream: subject `<prefix>.record.<runId>`, one message kept per
- * subject (each run's last record; an earlier one is replaced), for `maxAgeSeconds`. A put is an
+ * subject (each run's last record; an earlier one is replaced), for `maxAgeSeconds` and within
+ * `maxBytes` (a put to a full log is refused rather than the oldest record dropped). A put is an
  * acknowledged publish, so it is durable once it resolves; conditional puts use JetStream's
  * expected last subject sequence. The runs service consumes the stream through one durable
  * consumer, in batches.
@@ -160,15 +182,31 @@ export class JetStreamRunRecords implements RunRecords {
   }
 
   private ensureStream() {
-    return ensureStream(this.jsm, {
-      name: this.options.stream,
-      subjects: [`${this.options.subjectPrefix}.record.>`],
-      max_msgs_per_subject: 1,
-      max_age: nanos(this.options.maxAgeSeconds * 1000),
-      discard: DiscardPolicy.Old,
-      storage: StorageType.File,
-      duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
-    });
+    const replicas = this.options.replicas ?? 1;
+    const maxBytes = this.options.maxBytes || -1;
+    return ensureStream(
+      this.jsm,
+      {
+        name: this.options.stream,
+        subjects: [`${this.options.subjectPrefix}.record.>`],
+        max_msgs_per_subject: 1,
+        max_age: nanos(this.options.maxAgeSeconds * 1000),
+        max_bytes: maxBytes,
+        // Full, the log refuses a put (the executor retries it) rather than drop the oldest record,
+        // written or not. A run's record still replaces its earlier one (the subject's limit).
+        discard: DiscardPolicy.New,
+        storage: StorageType.File,
+        duplicate_window: nanos(Math.min(this.options.maxAgeSeconds, 120) * 1000),
+        num_replicas: replicas,
+      },
+      {
+        settings: {
+          PIES_NATS_REPLICAS: replicas,
+          PIES_RECORD_MAX_BYTES: this.options.maxBytes ?? 0,
+        },
+        logger: this.options.logger,
+      },
+    );
   }
 
   /** Puts waiting for the end of this turn of the event loop (see put). */
@@ -284,6 +322,28 @@ export class JetStreamRunRecords implements RunRecords {
     return msg
       ? { runId, seq: msg.seq, data: msg.data, ...(traceparent ? { traceparent } : {}) }
       : undefined;
+  }
+
+  /**
+   * What the log holds now (its records and their bytes, and its byte bound: -1 for none) and how
+   * many of them the writers have not acknowledged yet (`pending`: not delivered, or delivered and
+   * not yet written; absent before the runs service made its consumer). Two JetStream requests, to
+   * the stream's leader: for a metrics scrape, not for a hot path.
+   */
+  async state(): Promise<RecordLogState> {
+    const info = await this.jsm.streams.info(this.options.stream);
+    const writer = await this.jsm.consumers.info(this.options.stream, WRITER).catch((err) => {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound) {
+        return undefined;
+      }
+      throw err;
+    });
+    return {
+      messages: info.state.messages,
+      bytes: info.state.bytes,
+      maxBytes: info.config.max_bytes,
+      ...(writer ? { pending: writer.num_pending + writer.num_ack_pending } : {}),
+    };
   }
 
   consume(write: RecordBatchWriter, options: ConsumeOptions) {
@@ -433,12 +493,18 @@ export function recordsFromConfig(
     PIES_NATS_STREAM: string;
     PIES_NATS_SUBJECT_PREFIX: string;
     PIES_RECORD_MAX_AGE_SECONDS: number;
+    PIES_RECORD_MAX_BYTES?: number;
+    PIES_NATS_REPLICAS?: number;
   },
+  logger?: Logger,
 ): Promise<JetStreamRunRecords> {
   return JetStreamRunRecords.over(nc, {
     stream: `${config.PIES_NATS_STREAM}_RECORDS`,
     subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
     maxAgeSeconds: config.PIES_RECORD_MAX_AGE_SECONDS,
+    maxBytes: config.PIES_RECORD_MAX_BYTES,
+    replicas: config.PIES_NATS_REPLICAS,
+    logger,
   });
 }
 

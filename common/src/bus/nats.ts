@@ -1,18 +1,23 @@
 import { connect, type NatsConnection, type Status } from "@nats-io/transport-node";
-import {
-  JetStreamApiCodes,
-  JetStreamApiError,
-  type JetStreamManager,
-  type StreamConfig,
-} from "@nats-io/jetstream";
 
 /**
- * The process's one NATS connection, reconnecting forever. The run-event bus, the run records and
- * the catalog's change events all ride on it.
+ * The servers of a NATS_URL: one URL, or a comma-separated list (the nodes of a cluster), of which
+ * the client tries each in turn; a cluster tells it of its other nodes once connected.
+ */
+export function natsServers(url: string): string[] {
+  return url
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+/**
+ * The process's one NATS connection, reconnecting forever (to any node of `url`'s list). The
+ * run-event bus, the run records and the catalog's change events all ride on it.
  */
 export function connectNats(url: string, name: string): Promise<NatsConnection> {
   return connect({
-    servers: url,
+    servers: natsServers(url),
     name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
@@ -68,23 +73,4 @@ const HEADERS_ALLOWANCE = 1024;
 export function maxDataBytes(nc: NatsConnection): number | undefined {
   const maxPayload = nc.info?.max_payload;
   return maxPayload ? maxPayload - HEADERS_ALLOWANCE : undefined;
-}
-
-/** A stream's settings: its name, subjects and limits (see JetStream's StreamConfig). */
-export type StreamSettings = Partial<StreamConfig> & Pick<StreamConfig, "name" | "subjects">;
-
-/**
- * Creates the stream, or updates its limits to these, so that any component may start first and
- * a changed setting (a maximum age) takes effect on the next start.
- */
-export async function ensureStream(jsm: JetStreamManager, config: StreamSettings): Promise<void> {
-  try {
-    await jsm.streams.info(config.name);
-    await jsm.streams.update(config.name, config);
-  } catch (err) {
-    if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
-      throw err;
-    }
-    await jsm.streams.add(config);
-  }
 }

@@ -8,7 +8,8 @@ import {
   type JetStreamManager,
 } from "@nats-io/jetstream";
 import { LRUCache } from "lru-cache";
-import { ensureStream } from "./nats.js";
+import { ensureStream } from "./ensure-stream.js";
+import type { Logger } from "../logger.js";
 
 /**
  * Where the executor's result cache keeps its entries: opaque bytes by key, the last put of a key
@@ -44,18 +45,34 @@ export class JetStreamResultCache implements ResultCacheStore {
 
   static async over(
     nc: NatsConnection,
-    options: ResultCacheLimits & { stream: string; subjectPrefix: string },
+    options: ResultCacheLimits & {
+      stream: string;
+      subjectPrefix: string;
+      /** How many nodes of the NATS cluster keep the cache (PIES_NATS_REPLICAS; default 1). */
+      replicas?: number;
+      /** Told when the cache's replicas change. */
+      logger?: Logger;
+    },
   ): Promise<JetStreamResultCache> {
     const jsm = await jetstreamManager(nc);
-    await ensureStream(jsm, {
-      name: options.stream,
-      subjects: [`${options.subjectPrefix}.result.>`],
-      max_msgs_per_subject: 1,
-      max_bytes: options.maxBytes,
-      max_age: nanos(options.maxAgeSeconds * 1000),
-      discard: DiscardPolicy.Old,
-      storage: StorageType.File,
-    });
+    const replicas = options.replicas ?? 1;
+    await ensureStream(
+      jsm,
+      {
+        name: options.stream,
+        subjects: [`${options.subjectPrefix}.result.>`],
+        max_msgs_per_subject: 1,
+        max_bytes: options.maxBytes,
+        max_age: nanos(options.maxAgeSeconds * 1000),
+        discard: DiscardPolicy.Old,
+        storage: StorageType.File,
+        num_replicas: replicas,
+      },
+      {
+        settings: { PIES_NATS_REPLICAS: replicas, PIES_RESULT_CACHE_MAX_BYTES: options.maxBytes },
+        logger: options.logger,
+      },
+    );
     return new JetStreamResultCache(jetstream(nc), jsm, options.stream, options.subjectPrefix);
   }
 
@@ -100,12 +117,16 @@ export function resultCacheFromConfig(
     PIES_NATS_SUBJECT_PREFIX: string;
     PIES_RESULT_CACHE_MAX_BYTES: number;
     PIES_RESULT_CACHE_MAX_AGE_SECONDS: number;
+    PIES_NATS_REPLICAS?: number;
   },
+  logger?: Logger,
 ): Promise<JetStreamResultCache> {
   return JetStreamResultCache.over(nc, {
     stream: `${config.PIES_NATS_STREAM}_RESULTS`,
     subjectPrefix: config.PIES_NATS_SUBJECT_PREFIX,
     maxBytes: config.PIES_RESULT_CACHE_MAX_BYTES,
     maxAgeSeconds: config.PIES_RESULT_CACHE_MAX_AGE_SECONDS,
+    replicas: config.PIES_NATS_REPLICAS,
+    logger,
   });
 }

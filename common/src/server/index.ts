@@ -4,3 +4,4 @@ export * from "./health.js";
 export * from "./client.js";
 export * from "./internal-auth.js";
 export * from "./direct.js";
+export * from "./metrics-server.js";

@@ -29,7 +29,7 @@ Call with a dict:
 {{- /* An HTTP component with a probePort answers its probes there, from a thread of their own. */}}
 {{- $probePort := ternary 0 ($v.probePort | default 0 | int64) $grpc }}
 {{- $probePortName := ternary "probe" "http" (gt $probePort 0) }}
-{{- /* A component with a metricsPort serves GET /metrics there over HTTP/1.1 (the executor). */}}
+{{- /* A component with a metricsPort serves GET /metrics there over HTTP/1.1 (executor, runs). */}}
 {{- $metricsPort := $v.metricsPort | default 0 | int64 }}
 apiVersion: apps/v1
 kind: Deployment

@@ -186,6 +186,8 @@ Secret (so an upgrade keeps it), else a new random one.
   value: {{ .Values.nats.stream | quote }}
 - name: PIES_NATS_SUBJECT_PREFIX
   value: {{ .Values.nats.subjectPrefix | quote }}
+- name: PIES_NATS_REPLICAS
+  value: {{ .Values.nats.replicas | int64 | quote }}
 {{- end }}
 
 {{/* Fails the render with a readable message when required values are missing or wrong. */}}

@@ -1,5 +1,4 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { serveMetrics, type MetricsServer } from "@pies/common/server";
 import { collectDefaultMetrics, Counter, Gauge, Registry } from "prom-client";
 import type { BreakerState, Router } from "./providers/router.js";
 
@@ -41,15 +40,9 @@ export function registerRouteMetrics(router: Router, registry: Registry): void {
   router.onFailover = (virtual) => failovers.inc({ virtual_environment: virtual });
 }
 
-export interface MetricsServer {
-  port: number;
-  close(): Promise<void>;
-}
-
 /**
  * A standalone executor's metrics (PIES_METRICS_PORT): `GET /metrics` over HTTP/1.1 on a port of
- * its own (the service's port speaks HTTP/2 only, which Prometheus does not scrape), with Node's
- * own metrics prefixed `pies_executor_`.
+ * its own (serveMetrics), with Node's own metrics prefixed `pies_executor_`.
  */
 export async function serveExecutorMetrics(
   router: Router,
@@ -61,30 +54,5 @@ export async function serveExecutorMetrics(
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "pies_executor_" });
   registerRouteMetrics(router, registry);
-  const server: Server = createServer((req, res) => {
-    if (req.method !== "GET" || req.url?.split("?")[0] !== "/metrics") {
-      res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
-      return;
-    }
-    registry.metrics().then(
-      (text) => res.writeHead(200, { "content-type": registry.contentType }).end(text),
-      () => res.writeHead(500, { "content-type": "text/plain" }).end("metrics failed\n"),
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      server.on("error", onError);
-      resolve();
-    });
-  });
-  return {
-    port: (server.address() as AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  return serveMetrics(registry, host, port, onError);
 }

@@ -7,12 +7,18 @@ import {
   resultCacheFromConfig,
   RunLog,
 } from "@pies/common/bus";
-import { peerTransport, peersServing, serveConnect, type RunningServer } from "@pies/common/server";
+import {
+  peerTransport,
+  peersServing,
+  serveConnect,
+  type MetricsServer,
+  type RunningServer,
+} from "@pies/common/server";
 import { ExecutorService } from "@pies/proto/executor";
 import type { Transport } from "@connectrpc/connect";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorDeps } from "./deps.js";
-import { serveExecutorMetrics, type MetricsServer } from "./metrics.js";
+import { serveExecutorMetrics } from "./metrics.js";
 import type { Router } from "./providers/router.js";
 import { startExecutorWork, type ExecutorWork } from "./work.js";
 import { loadTokenizer } from "./providers/tokens.js";
@@ -56,11 +62,11 @@ export async function connectExecutor(
   logger: Logger,
   name: string,
 ): Promise<ConnectedExecutor> {
-  const bus = await JetStreamRunEventBus.fromConfig(config, name);
+  const bus = await JetStreamRunEventBus.fromConfig(config, name, logger);
   try {
-    const log = new RunLog(await recordsFromConfig(bus.connection, config));
+    const log = new RunLog(await recordsFromConfig(bus.connection, config, logger));
     const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
-    const resultCache = await resultCacheFromConfig(bus.connection, config);
+    const resultCache = await resultCacheFromConfig(bus.connection, config, logger);
     const catalog = peerTransport(config.CATALOG_URL, "catalog", config.PIES_INTERNAL_TOKEN);
     const runs = peerTransport(config.RUNS_URL, "runs", config.PIES_INTERNAL_TOKEN);
     const deps = await createExecutorDeps({

@@ -13,6 +13,16 @@ export const runsSweepSettingsSchema = {
   PIES_SWEEP_INTERVAL_SECONDS: env.int(10, 1),
 };
 
+/**
+ * How many records the writer cannot decode (runs.dead_records) are kept for a replay: the newest
+ * PIES_DEAD_RECORDS_MAX, none older than PIES_DEAD_RECORDS_MAX_AGE_DAYS (0: no age bound). Shared
+ * with the embedded mode.
+ */
+export const deadRecordSettingsSchema = {
+  PIES_DEAD_RECORDS_MAX: env.int(10_000, 1),
+  PIES_DEAD_RECORDS_MAX_AGE_DAYS: env.int(30, 0),
+};
+
 /** How long runs are kept, and how often the store's upkeep runs (shared with the embedded mode). */
 export const runsLifecycleSettingsSchema = {
   // Days a run is kept after its creation (DESIGN.md §8); 0 keeps runs for ever.
@@ -24,12 +34,15 @@ export const runsLifecycleSettingsSchema = {
 export const runsConfigSchema = z.object({
   HOST: env.host(),
   PORT: env.port(50052),
+  // GET /metrics over HTTP/1.1 on a port of its own (the service's port is HTTP/2); 0: none.
+  PIES_METRICS_PORT: env.int(0, 0),
   DATABASE_URL: z.string().min(1, "DATABASE_URL is required"),
   DATABASE_POOL_MAX: env.int(10, 1),
   ...databaseSettingsSchema,
   ...natsConfigSchema,
   ...internalAuthConfigSchema,
   ...runsSweepSettingsSchema,
+  ...deadRecordSettingsSchema,
   ...runsLifecycleSettingsSchema,
   // The catalog, asked for the projects that keep their runs for less than the deployment does.
   CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
@@ -43,3 +56,16 @@ export type RunsConfig = z.infer<typeof runsConfigSchema>;
 
 export const loadRunsConfig = (source?: Record<string, string | undefined>) =>
   loadConfig(runsConfigSchema, source);
+
+/** The runs CLI's configuration (cli.ts): the database, and the retention a replay keeps to. */
+const runsCliConfigSchema = runsConfigSchema.pick({
+  DATABASE_URL: true,
+  DATABASE_PREPARED_STATEMENTS: true,
+  // A replay writes as the writer does: nothing past the retention.
+  PIES_RUN_RETENTION_DAYS: true,
+});
+
+export type RunsCliConfig = z.infer<typeof runsCliConfigSchema>;
+
+export const loadRunsCliConfig = (source?: Record<string, string | undefined>) =>
+  loadConfig(runsCliConfigSchema, source);

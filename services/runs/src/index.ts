@@ -5,6 +5,7 @@ export type { RunsDatabase } from "./tables.js";
 export {
   runsConfigSchema,
   runsSweepSettingsSchema,
+  deadRecordSettingsSchema,
   runsLifecycleSettingsSchema,
   loadRunsConfig,
   type RunsConfig,
@@ -19,4 +20,11 @@ export {
   listPartitions,
   makePartitions,
 } from "./partitions.js";
+export {
+  countDeadRecords,
+  pruneDeadRecords,
+  startDeadRecordsPruner,
+  type DeadRecordBounds,
+} from "./dead-records.js";
+export { replayDeadRecords, type DeadRecordsReplay } from "./dead-records-replay.js";
 export { applyRetention, projectRetention, startMaintenance } from "./retention.js";

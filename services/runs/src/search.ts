@@ -512,8 +512,9 @@ export async function rollupMeta(
       .select(["status", "model_id", "updated_at", "tags"])
       .where(sql<boolean>`updated_at >= p.b and updated_at < p.b + interval '1 hour'`);
     // The partitions of those hours' runs only (the hours are known here: pruned when planned).
-    const first = rollup.partialHours[0]!;
-    const last = rollup.partialHours[rollup.partialHours.length - 1]!;
+    // (Called only with hours cut: the list is sorted and not empty.)
+    const first = Math.min(...rollup.partialHours);
+    const last = Math.max(...rollup.partialHours);
     for (const b of idBounds(new Date(first), new Date(last + HOUR_MS))) {
       runsOfHour = runsOfHour.where(b);
     }

@@ -1,9 +1,17 @@
+import { createLogger } from "@pies/common";
 import { connectNats, recordsFromConfig, RunLog } from "@pies/common/bus";
 import { startDatabaseService, type ServiceProcess } from "@pies/common/db";
-import { peerTransport, serviceClient } from "@pies/common/server";
+import {
+  peerTransport,
+  serveMetrics,
+  serviceClient,
+  type MetricsServer,
+} from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
 import { RunsService } from "@pies/proto/runs";
 import type { RunsConfig } from "./config.js";
+import { countDeadRecords, startDeadRecordsPruner } from "./dead-records.js";
+import { createRunsMetrics } from "./metrics.js";
 import { indexBuilds } from "./migrations/index-builds.js";
 import { migrations } from "./migrations/index.js";
 import { boundLegacyRuns, makePartitions } from "./partitions.js";
@@ -13,16 +21,35 @@ import { runsRoutes } from "./service.js";
 import { startSweeper } from "./sweeper.js";
 import type { RunsDatabase } from "./tables.js";
 
-export type RunsProcess = ServiceProcess;
+export interface RunsProcess extends ServiceProcess {
+  /** GET /metrics, when PIES_METRICS_PORT asks for it. */
+  metrics: MetricsServer | undefined;
+}
 
 /**
  * Migrates, then serves the runs store on its own port (the process of `main.ts`), writes the
- * record log into PostgreSQL and sweeps for runs that nothing will end.
+ * record log into PostgreSQL, sweeps for runs that nothing will end, keeps the dead records within
+ * their bounds, and serves its metrics on PIES_METRICS_PORT when set.
  */
 export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
+  const logger = createLogger("runs", config.LOG_LEVEL);
   const nc = await connectNats(config.NATS_URL, "pies-runs");
+  let metrics: MetricsServer | undefined;
   try {
-    const log = new RunLog(await recordsFromConfig(nc, config));
+    const records = await recordsFromConfig(nc, config, logger);
+    const log = new RunLog(records);
+    // The database's count once it is open (before, a scrape leaves the gauge out).
+    let countDead: () => Promise<number> = () => Promise.reject(new Error("not started"));
+    const runsMetrics = createRunsMetrics({
+      deadRecords: () => countDead(),
+      recordLog: () => records.state(),
+    });
+    metrics =
+      config.PIES_METRICS_PORT > 0
+        ? await serveMetrics(runsMetrics.registry, config.HOST, config.PIES_METRICS_PORT, (err) =>
+            logger.error({ err }, "the metrics server failed"),
+          )
+        : undefined;
     const service = await startDatabaseService<RunsDatabase>({
       name: "runs",
       schema: "runs",
@@ -36,6 +63,7 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
       routes: (db) => runsRoutes({ db, log }),
       isReady: () => log.records.ready(),
       background: (db, logger, faults) => {
+        countDead = () => countDeadRecords(db);
         const writer = startRecordWriter(db, log.records, logger, faults, {
           batchIntervalMs: config.PIES_RECORD_BATCH_INTERVAL_MS,
           retentionDays: config.PIES_RUN_RETENTION_DAYS,
@@ -61,8 +89,18 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
           },
           faults,
         );
+        const pruner = startDeadRecordsPruner(
+          db,
+          logger,
+          {
+            maxRows: config.PIES_DEAD_RECORDS_MAX,
+            maxAgeDays: config.PIES_DEAD_RECORDS_MAX_AGE_DAYS,
+          },
+          (n) => runsMetrics.deadRecordsDeleted.inc(n),
+        );
         return {
           async stop() {
+            await pruner.stop();
             await maintenance.stop();
             await sweeper.stop();
             await writer.stop();
@@ -70,14 +108,18 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
         };
       },
     });
+    const served = metrics;
     return {
       server: service.server,
+      metrics: served,
       async stop() {
+        await served?.close();
         await service.stop();
         await nc.drain();
       },
     };
   } catch (err) {
+    await metrics?.close();
     await nc.close();
     throw err;
   }

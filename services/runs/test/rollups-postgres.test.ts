@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { createClient, createRouterTransport, type Client } from "@connectrpc/connect";
-import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { sql, type Kysely } from "kysely";
 import pg from "pg";
 import { createLogger, newId, toTimestamp } from "@pies/common";
@@ -11,7 +11,6 @@ import { createTestDatabase, seedRuns, type TestDatabase } from "@pies/testkit";
 import {
   AnchorDirection,
   FacetType,
-  RunSchema,
   RunsService,
   RunStatus,
   type FacetSchema,
