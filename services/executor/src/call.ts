@@ -438,6 +438,7 @@ export function copyRun(run: Run): Run {
     cachePolicyJson: run.cachePolicyJson,
     resultSchemaJson: run.resultSchemaJson,
     cost: run.cost,
+    store: run.store,
   };
   // Fields of a newer writer, kept by fromBinary (a run read back from the log).
   if (run.$unknown !== undefined) copy.$unknown = run.$unknown;
