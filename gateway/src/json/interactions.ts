@@ -9,6 +9,7 @@ import {
   type InteractionInputSchema,
   type PromptTemplateSchema,
 } from "@pies/proto/catalog";
+import { RunStore, runStores } from "@pies/proto/runs";
 import { compact, iso, jsonObject, payloadBytes, statusNameOf } from "./common.js";
 import { int32, shortText, shortTextList, type InputLimits } from "./limits.js";
 
@@ -76,6 +77,8 @@ export const interactionBody = (limits: InputLimits) =>
       prompts: z.array(segment(limits)).optional(),
       tags: shortTextList(limits).optional(),
       formatter: shortText(limits).optional(),
+      // What the runs store keeps of the interaction's runs (DESIGN.md §8).
+      store: z.enum(runStores.names).optional(),
     })
     .passthrough();
 
@@ -123,8 +126,13 @@ export function interactionInput(
     tags: body.tags ?? [],
     setTags: body.tags !== undefined,
     formatter: body.formatter,
+    store: body.store ? runStores.value(body.store) : undefined,
   });
 }
+
+/** The name of an interaction's store setting (`full` when unset). */
+const storeNameOf = (i: Interaction) =>
+  runStores.name(i.store === RunStore.UNSPECIFIED ? RunStore.FULL : i.store) ?? "full";
 
 /** The segments, each template expanded when loaded so unless `ids` (a version's `template`). */
 function segmentsJson(i: Interaction, ids = false) {
@@ -171,6 +179,7 @@ export function interactionJson(i: Interaction, templateIds = false) {
     tags: i.tags,
     parent: i.parentId || undefined,
     formatter: i.formatter || undefined,
+    store: storeNameOf(i),
     created_at: iso(i.createdAt),
     updated_at: iso(i.updatedAt),
   });
@@ -187,6 +196,7 @@ export function interactionRefJson(i: Interaction) {
     description: i.description,
     status: statusNameOf(i.status),
     prompts: segmentsJson(i, true),
+    store: storeNameOf(i),
     updated_at: iso(i.updatedAt),
   };
   return i.parentId
@@ -211,6 +221,7 @@ export function versionRefJson(i: Interaction) {
     visibility: visibilities.name(i.visibility) ?? "private",
     tags: i.tags,
     parent: i.parentId,
+    store: storeNameOf(i),
     created_at: iso(i.createdAt),
     updated_at: iso(i.updatedAt),
   };

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { apiKeyRoleNames, interactionStatuses, visibilities } from "@pies/proto/catalog";
-import { runStatuses } from "@pies/proto/runs";
+import { runStatuses, runStores } from "@pies/proto/runs";
 
 /**
  * The response bodies of the REST API, as declared to Fastify for the OpenAPI document
@@ -16,6 +16,11 @@ const anyJson = z.unknown();
 const jsonObject = z.record(z.string(), z.unknown());
 const status = z.enum(interactionStatuses.names);
 const visibility = z.enum(visibilities.names);
+const store = z
+  .enum(runStores.names)
+  .describe(
+    "What the runs store keeps of the interaction's runs: `full`, or `metadata` (no parameters, prompt or result)",
+  );
 
 /** DESIGN.md §10: every error. */
 export const errorResponse = z
@@ -81,6 +86,7 @@ export const interactionResponse = z.object({
   tags: z.array(z.string()),
   parent: z.string().optional(),
   formatter: z.string().optional(),
+  store,
   created_at: date.optional(),
   updated_at: date.optional(),
 });
@@ -92,6 +98,7 @@ export const interactionRefResponse = z.object({
   description: z.string(),
   status,
   prompts: z.array(segment),
+  store,
   updated_at: date.optional(),
   latest: z.boolean().optional(),
   version: z.number().int().optional(),
@@ -139,6 +146,7 @@ export const versionRefResponse = z.object({
   visibility,
   tags: z.array(z.string()),
   parent: z.string(),
+  store,
   created_at: date.optional(),
   updated_at: date.optional(),
 });
