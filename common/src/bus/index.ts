@@ -8,6 +8,7 @@ export * from "./run-records.js";
 export * from "./memory-records.js";
 export * from "./jetstream-records.js";
 export * from "./run-log.js";
+export * from "./withheld-payloads.js";
 export * from "./catalog-events.js";
 export * from "./catalog-cache.js";
 export * from "./result-cache.js";
