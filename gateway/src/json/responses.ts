@@ -243,6 +243,12 @@ export const runResponse = z.object({
   parameters: jsonObject.describe("The input data"),
   result: anyJson.optional(),
   prompt: anyJson.optional(),
+  store: z
+    .enum(runStores.names)
+    .optional()
+    .describe(
+      "`metadata` for a run of a metadata-only interaction: its parameters, prompt and result are not stored (only its caller's answer carries them); absent for a run stored whole",
+    ),
   tags: z.array(z.string()),
   config: z.object({
     environment: z.string().optional(),
