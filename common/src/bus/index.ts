@@ -12,4 +12,5 @@ export * from "./withheld-payloads.js";
 export * from "./catalog-events.js";
 export * from "./catalog-cache.js";
 export * from "./result-cache.js";
+export * from "./run-inputs.js";
 export * from "./run-binary.js";
