@@ -58,6 +58,7 @@ export async function startTestPies(
       PIES_CATALOG_CACHE_SECONDS: 60,
       PIES_RESULT_CACHE_MAX_BYTES: 16 * 1024 * 1024,
       PIES_RESULT_CACHE_MAX_AGE_SECONDS: 3600,
+      PIES_STREAM_MAX_AGE_SECONDS: 3600,
       PIES_RECORD_START_AFTER_MS: 250,
       ...options.executor,
     },

@@ -75,14 +75,17 @@ describe("the records of a metadata-only run", () => {
     expect(decodeStoredRun((await records.last(run.id))!.data)).toEqual(stored);
     // The caller's run is as it was, but for what every put sets (its dates).
     expect(jsonOf(run.resultJson)).toEqual({ answer: MARK });
-    expect(jsonOf(run.attempts[1]!.promptAddedJson)).toEqual([{ role: "assistant", content: MARK }]);
+    expect(jsonOf(run.attempts[1]!.promptAddedJson)).toEqual([
+      { role: "assistant", content: MARK },
+    ]);
     expect(jsonOf(run.error!.dataJson)).toBe(MARK);
     expect(run.updatedAt).toEqual(stored.updatedAt);
   });
 
   it("leaves the records of every other run whole", async () => {
     const { log, written, consumer } = recordingLog();
-    for (const store of [RunStore.UNSPECIFIED, RunStore.FULL]) await log.put(runWithPayloads(store));
+    for (const store of [RunStore.UNSPECIFIED, RunStore.FULL])
+      await log.put(runWithPayloads(store));
     await consumer.stop();
     for (const record of written) {
       const text = decoder.decode(record.data);

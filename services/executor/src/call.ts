@@ -256,7 +256,7 @@ function check(deps: ExecutorDeps, request: CompletionRequest, content: string):
   try {
     parsed = JSON.parse(content) as JsonValue;
   } catch (err) {
-    return unreadable(content, `the answer is not JSON: ${(err as Error).message}`);
+    return unreadable(content, `the answer is not JSON: ${parseFailure(err as Error)}`);
   }
   // Deeper than a run's result can nest (protobuf's recursion limit), or with a number beyond a
   // double (JSON.parse makes it Infinity, which a Value cannot carry), the run could not be read
@@ -283,6 +283,13 @@ function check(deps: ExecutorDeps, request: CompletionRequest, content: string):
     errors: texts,
   };
 }
+
+/**
+ * JSON.parse's reason without the excerpt of the text it quotes (`Unexpected token 'H', "Hello
+ * worl"... is not valid JSON`): the answer is in the error's data, which a metadata-only run's
+ * records withhold, and its message must not carry it past them.
+ */
+const parseFailure = (err: Error) => err.message.replace(/, ".*"(\.\.\.)? is not valid JSON$/s, "");
 
 /** What the model is told when its answer is sent back. */
 function repairMessage(errors: string[]): string {

@@ -132,7 +132,7 @@ export const RunConfigSchema: GenMessage<RunConfig> = /*@__PURE__*/
 export type RunError = Message<"pies.runs.v1.RunError"> & {
   /**
    * provider_error | validation_error | timeout | stream_error | stream_expired | executor_lost |
-   * internal
+   * input_unavailable | internal
    *
    * @generated from field: string code = 1;
    */
