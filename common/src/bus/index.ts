@@ -14,3 +14,4 @@ export * from "./catalog-cache.js";
 export * from "./result-cache.js";
 export * from "./run-inputs.js";
 export * from "./run-binary.js";
+export * from "./run-copy.js";

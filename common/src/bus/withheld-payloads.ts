@@ -1,5 +1,6 @@
 import { RunStore, type Run, type RunAttempt, type RunError } from "@pies/proto/runs";
 import { jsonBytes, NO_JSON } from "../json-bytes.js";
+import { copyRun } from "./run-copy.js";
 
 /** `{}`: a run's parameters as the store answers them when it has none (never written into). */
 const EMPTY_OBJECT = jsonBytes({});
@@ -15,14 +16,15 @@ export const isMetadataOnly = (run: Pick<Run, "store">) => run.store === RunStor
  * (docs/decisions/0063-metadata-only-runs.md).
  */
 export function withoutPayloads(run: Run): Run {
-  return {
-    ...run,
-    parametersJson: EMPTY_OBJECT,
-    promptJson: NO_JSON,
-    resultJson: NO_JSON,
-    error: run.error && errorWithoutData(run.error),
-    attempts: run.attempts.map(attemptWithoutPayloads),
-  };
+  // copyRun's one shape, not a spread with fields set after it: that made V8 build the copy as a
+  // dictionary, 20 µs a record where the encoding itself takes 4 (decision 0013 has the why).
+  const copy = copyRun(run);
+  copy.parametersJson = EMPTY_OBJECT;
+  copy.promptJson = NO_JSON;
+  copy.resultJson = NO_JSON;
+  if (run.error) copy.error = errorWithoutData(run.error);
+  if (run.attempts.length > 0) copy.attempts = run.attempts.map(attemptWithoutPayloads);
+  return copy;
 }
 
 const errorWithoutData = (error: RunError): RunError =>

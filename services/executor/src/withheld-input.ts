@@ -1,8 +1,14 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
-import { decodeRun, encodeRun, isMetadataOnly, zeroRun, type RunInputs } from "@pies/common/bus";
+import {
+  copyRun,
+  decodeRun,
+  encodeRun,
+  isMetadataOnly,
+  zeroRun,
+  type RunInputs,
+} from "@pies/common/bus";
 import type { Run } from "@pies/proto/runs";
-import { copyRun } from "./call.js";
 
 /**
  * A metadata-only streamed run's record carries no input (docs/decisions/0063-metadata-only-runs.md):
