@@ -134,6 +134,12 @@ export function interactionInput(
 const storeNameOf = (i: Interaction) =>
   runStores.name(i.store === RunStore.UNSPECIFIED ? RunStore.FULL : i.store) ?? "full";
 
+/**
+ * The store setting in a reference: only a metadata-only one's, so that every other reference is
+ * SPEC.md's subset as before, and a list still tells which interactions keep no payloads.
+ */
+const refStoreOf = (i: Interaction) => (i.store === RunStore.METADATA ? storeNameOf(i) : undefined);
+
 /** The segments, each template expanded when loaded so unless `ids` (a version's `template`). */
 function segmentsJson(i: Interaction, ids = false) {
   return i.prompts.map((p) =>
@@ -196,23 +202,25 @@ export function interactionRefJson(i: Interaction) {
     description: i.description,
     status: statusNameOf(i.status),
     prompts: segmentsJson(i, true),
-    store: storeNameOf(i),
     updated_at: iso(i.updatedAt),
+    store: refStoreOf(i),
   };
-  return i.parentId
-    ? {
-        ...ref,
-        latest: i.latest,
-        version: i.version,
-        parent: i.parentId,
-        created_at: iso(i.createdAt),
-      }
-    : ref;
+  return compact(
+    i.parentId
+      ? {
+          ...ref,
+          latest: i.latest,
+          version: i.version,
+          parent: i.parentId,
+          created_at: iso(i.createdAt),
+        }
+      : ref,
+  );
 }
 
 /** A version reference (GET /interactions/:id/versions). */
 export function versionRefJson(i: Interaction) {
-  return {
+  return compact({
     id: i.id,
     name: i.name,
     status: statusNameOf(i.status),
@@ -221,10 +229,10 @@ export function versionRefJson(i: Interaction) {
     visibility: visibilities.name(i.visibility) ?? "private",
     tags: i.tags,
     parent: i.parentId,
-    store: storeNameOf(i),
+    store: refStoreOf(i),
     created_at: iso(i.createdAt),
     updated_at: iso(i.updatedAt),
-  };
+  });
 }
 
 /**

@@ -98,7 +98,7 @@ export const interactionRefResponse = z.object({
   description: z.string(),
   status,
   prompts: z.array(segment),
-  store,
+  store: store.optional().describe("`metadata` for a metadata-only interaction; absent otherwise"),
   updated_at: date.optional(),
   latest: z.boolean().optional(),
   version: z.number().int().optional(),
@@ -146,7 +146,7 @@ export const versionRefResponse = z.object({
   visibility,
   tags: z.array(z.string()),
   parent: z.string(),
-  store,
+  store: store.optional().describe("`metadata` for a metadata-only version; absent otherwise"),
   created_at: date.optional(),
   updated_at: date.optional(),
 });
