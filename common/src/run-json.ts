@@ -28,6 +28,11 @@ export interface RunFields {
   parameters: JsonObject | undefined;
   result: JsonValue | undefined;
   prompt: JsonValue | undefined;
+  /**
+   * What the runs store keeps of the run when not all of it (`metadata`: no parameters, prompt or
+   * result); undefined for a run kept whole.
+   */
+  store: string | undefined;
   tags: string[];
   config:
     | {
@@ -177,6 +182,8 @@ export function restRunJson(run: RunFields) {
     parameters: run.parameters ?? {},
     result: run.result,
     prompt: run.prompt,
+    // Next to the payloads it explains: a metadata-only run's are empty wherever it is read.
+    store: run.store,
     tags: run.tags,
     config: compact({
       environment: run.config?.environment,

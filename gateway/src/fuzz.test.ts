@@ -205,6 +205,7 @@ const bodyFields = [
   "prompts",
   "tags",
   "formatter",
+  "store",
   "role",
   "content_type",
   "content",

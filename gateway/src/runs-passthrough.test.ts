@@ -82,6 +82,7 @@ describe("GET /runs and POST /runs/search, rendered by the runs service", () => 
       "cached",
       "cached_from",
       "cache_policy",
+      "store",
     ])
       expect(keys).toContain(key);
     const res = await get("/runs");

@@ -1,6 +1,11 @@
 import { PGlite } from "@electric-sql/pglite";
 import { createLogger } from "@pies/common";
-import { MemoryRunEventBus, MemoryRunRecords, type RunEventBus } from "@pies/common/bus";
+import {
+  MemoryRunEventBus,
+  MemoryRunRecords,
+  type RunEventBus,
+  type RunRecords,
+} from "@pies/common/bus";
 import { createDatabase } from "@pies/common/db";
 import { seedAccount } from "@pies/catalog";
 import { gatewayOptions, loadGatewaySettings } from "../src/config.js";
@@ -29,6 +34,8 @@ export const testTokenKey = new Uint8Array(32).fill(3);
 export async function startTestPies(
   options: {
     bus?: RunEventBus;
+    /** The record log (a test that reads the records gives its own). */
+    records?: RunRecords;
     gateway?: Partial<GatewayOptions>;
     executor?: Partial<ExecutorSettings>;
     keyName?: string;
@@ -38,7 +45,7 @@ export async function startTestPies(
   const pies = await createInMemoryPies({
     db,
     bus: options.bus ?? new MemoryRunEventBus(),
-    records: new MemoryRunRecords(),
+    records: options.records ?? new MemoryRunRecords(),
     secretKey: Buffer.alloc(32, 1).toString("base64"),
     tokenKey: testTokenKey,
     logger: createLogger("test", "silent"),
@@ -58,6 +65,7 @@ export async function startTestPies(
       PIES_CATALOG_CACHE_SECONDS: 60,
       PIES_RESULT_CACHE_MAX_BYTES: 16 * 1024 * 1024,
       PIES_RESULT_CACHE_MAX_AGE_SECONDS: 3600,
+      PIES_STREAM_MAX_AGE_SECONDS: 3600,
       PIES_RECORD_START_AFTER_MS: 250,
       ...options.executor,
     },

@@ -1,13 +1,21 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import type { Kysely } from "kysely";
 import { fromTimestamp, toTimestamp, jsonOf, jsonBytes } from "@pies/common";
-import { RunSchema, RunStatus, runStatuses, type Run, type RunAttempt } from "@pies/proto/runs";
+import {
+  RunSchema,
+  RunStatus,
+  runStatuses,
+  RunStore,
+  type Run,
+  type RunAttempt,
+} from "@pies/proto/runs";
 import { writeRecords, type RunsDatabase } from "@pies/runs";
 
 /**
  * The REST run as the gateway rendered it before the runs service did (gateway/src/json/runs.ts
- * `runJson` as it was, verbatim but for its imports): the reference that the pages the runs
- * service renders now (ListRunsResponse.runs_json) must equal byte for byte.
+ * `runJson` as it was, verbatim but for its imports and the fields runs gained since, cost and
+ * store): the reference that the pages the runs service renders now (ListRunsResponse.runs_json)
+ * must equal byte for byte.
  */
 export function referenceRunJson(run: Run) {
   return compact({
@@ -32,6 +40,7 @@ export function referenceRunJson(run: Run) {
     parameters: jsonOf(run.parametersJson) ?? {},
     result: jsonOf(run.resultJson),
     prompt: jsonOf(run.promptJson),
+    store: run.store === RunStore.METADATA ? "metadata" : undefined,
     tags: run.tags,
     config: compact({
       environment: run.config?.environmentId,
@@ -116,7 +125,7 @@ function compact<T extends Record<string, unknown>>(obj: T): T {
  * with nesting, unicode, escapes and numbers of every kind; a result of each JSON type (and none);
  * an error with data, with null data and without; tags; a source; token use; a configuration with
  * temperature, max_tokens and a formatter, and one with none; a parent; a ttl; a cache hit with its
- * policy; a stream; the execution time. Newest first by position (updated_at descends).
+ * policy; a stream; the execution time; a metadata-only run. Newest first by position (updated_at descends).
  */
 export function everyFieldRuns(projectId: string, accountId = "acc_every"): Run[] {
   const at = (i: number) => toTimestamp(new Date(Date.UTC(2026, 0, 2, 3, 4, 5, 678) - i * 61_001));
@@ -199,9 +208,11 @@ export function everyFieldRuns(projectId: string, accountId = "acc_every"): Run[
       config: { environmentId: "", model: "", formatter: "" },
     },
     {
+      // Metadata-only: its records carry no payloads (withoutPayloads), its configuration says so.
       ...base(3),
       status: RunStatus.FAILED,
-      parametersJson: jsonBytes({ a: "b" }),
+      store: RunStore.METADATA,
+      parametersJson: jsonBytes({}),
       error: { code: "provider_error", message: "upstream 500" },
     },
     {

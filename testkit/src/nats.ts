@@ -33,6 +33,8 @@ export function createTestStream(): TestStream {
         await jsm.streams.delete(`${stream}_RECORDS`).catch(() => false);
         // The result cache (see resultCacheFromConfig).
         await jsm.streams.delete(`${stream}_RESULTS`).catch(() => false);
+        // The inputs of metadata-only streamed runs (see runInputsFromConfig).
+        await jsm.streams.delete(`${stream}_INPUTS`).catch(() => false);
       } finally {
         await nc.close();
       }

@@ -67,6 +67,13 @@ export interface RunEventBus {
   /** Whether the end event of the run is still stored. */
   hasEnd(runId: string): Promise<boolean>;
   /**
+   * Optional: forgets the run's stored events before they age out. A metadata-only run's, once a
+   * stream has delivered its `close` (its chunks and end carry the payloads its records withhold;
+   * docs/decisions/0063-metadata-only-runs.md). A reader still replaying them then closes with
+   * the run as the runs store has it.
+   */
+  drop?(runId: string): Promise<void>;
+  /**
    * The run's stored events numbered after `afterSeq`, in order, its end last if stored, without
    * waiting for more: what a replay of a run that ended without its end on the bus (its executor
    * died, and the runs service failed it) can still send.

@@ -333,6 +333,15 @@ export class JetStreamRunEventBus implements RunEventBus {
     return msg !== null;
   }
 
+  /** Purges the run's subjects, each by its literal subject (the stream's index of subjects). */
+  async drop(runId: string) {
+    await Promise.all(
+      RUN_EVENT_KINDS.map((kind) =>
+        this.jsm.streams.purge(this.options.stream, { filter: this.subject(runId, kind) }),
+      ),
+    );
+  }
+
   ready(timeoutMs = 2000) {
     return natsReady(this.nc, timeoutMs);
   }

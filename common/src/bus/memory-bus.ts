@@ -212,6 +212,14 @@ export class MemoryRunEventBus implements RunEventBus {
     return this.logs.get(runId)?.ended ?? false;
   }
 
+  async drop(runId: string) {
+    const log = this.logs.get(runId);
+    if (!log) return;
+    // A reader still iterating it keeps its own reference until it stops.
+    this.logs.delete(runId);
+    this.bytes -= log.bytes;
+  }
+
   async ready() {
     return true;
   }

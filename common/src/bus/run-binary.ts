@@ -13,6 +13,7 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   RunSchema,
   RunStatus,
+  RunStore,
   type Run,
   type RunAttempt,
   type RunCost,
@@ -397,6 +398,7 @@ function writeRun(r: Run) {
   if (r.cachePolicyJson.length > 0) bytes(39, r.cachePolicyJson);
   if (r.resultSchemaJson.length > 0) bytes(40, r.resultSchemaJson);
   if (r.cost !== undefined) runCost(41, r.cost);
+  if (r.store !== 0) int32(42, r.store);
 }
 
 function runCost(no: number, c: RunCost) {
@@ -522,6 +524,7 @@ export function zeroRun(): Run {
     promptJson: NO_JSON,
     cachePolicyJson: NO_JSON,
     resultSchemaJson: NO_JSON,
+    store: RunStore.UNSPECIFIED,
   };
 }
 
@@ -692,6 +695,9 @@ function readRun(r: BinaryReader, to: number): Run {
       case 41:
         if (run.cost) throw UNEXPECTED;
         run.cost = readCost(r, endOf(r, wt));
+        break;
+      case 42:
+        run.store = i32(r, wt);
         break;
       // The old payload fields (11, 12, 13, 22, 23) and unknown ones: protobuf-es's.
       default:

@@ -6,6 +6,7 @@ import { RunConfigSchema, RunSchema, RunSourceSchema, RunStatus, type Run } from
 import { jsonBytes } from "../json-bytes.js";
 import { decodeStoredRun, encodedRunLength, encodeRun } from "./run-binary.js";
 import { RecordConflict, RecordTooLarge, type RunRecords } from "./run-records.js";
+import { isMetadataOnly, withoutPayloads } from "./withheld-payloads.js";
 
 /** `{}` as a run's parameters (read only: never written into). */
 const EMPTY_OBJECT = jsonBytes({});
@@ -57,6 +58,8 @@ export class RunLog {
    * Attempts that repeat one put (after a failure whose answer was lost) pass the same `putId`,
    * so that it is stored once; two different puts never share one, or the second would be taken
    * for a repeat of the first and "succeed" without being stored. `accepted`: see RunRecords.put.
+   * A metadata-only run is recorded without its payloads (withoutPayloads), whoever puts it: the
+   * executor, the runs service's writes or its sweeper.
    */
   put(
     run: Run,
@@ -64,14 +67,17 @@ export class RunLog {
     putId = newPutId(),
     options: { accepted?: boolean } = {},
   ): Promise<number> {
+    const recorded = completed(run);
+    const data = encodeRun(isMetadataOnly(recorded) ? withoutPayloads(recorded) : recorded);
     return this.records
-      .put(run.id, encodeRun(completed(run)), { dedupId: putId, expectSeq, ...options })
+      .put(run.id, data, { dedupId: putId, expectSeq, ...options })
       .catch(unavailable);
   }
 
   /**
    * Throws RecordTooLarge if the run's record, as it stands now with `reserve` bytes more, is
-   * larger than the log takes (nothing to check when the log has no limit: in memory).
+   * larger than the log takes (nothing to check when the log has no limit: in memory). Measured
+   * with the payloads even for a metadata-only run: its stream's end event carries them.
    */
   checkFits(run: Run, reserve = 0) {
     const limit = this.records.maxRecordBytes;

@@ -9,6 +9,7 @@ import {
   type InteractionInputSchema,
   type PromptTemplateSchema,
 } from "@pies/proto/catalog";
+import { RunStore, runStores } from "@pies/proto/runs";
 import { compact, iso, jsonObject, payloadBytes, statusNameOf } from "./common.js";
 import { int32, shortText, shortTextList, type InputLimits } from "./limits.js";
 
@@ -76,6 +77,8 @@ export const interactionBody = (limits: InputLimits) =>
       prompts: z.array(segment(limits)).optional(),
       tags: shortTextList(limits).optional(),
       formatter: shortText(limits).optional(),
+      // What the runs store keeps of the interaction's runs (DESIGN.md §8).
+      store: z.enum(runStores.names).optional(),
     })
     .passthrough();
 
@@ -123,8 +126,19 @@ export function interactionInput(
     tags: body.tags ?? [],
     setTags: body.tags !== undefined,
     formatter: body.formatter,
+    store: body.store ? runStores.value(body.store) : undefined,
   });
 }
+
+/** The name of an interaction's store setting (`full` when unset). */
+const storeNameOf = (i: Interaction) =>
+  runStores.name(i.store === RunStore.UNSPECIFIED ? RunStore.FULL : i.store) ?? "full";
+
+/**
+ * The store setting in a reference: only a metadata-only one's, so that every other reference is
+ * SPEC.md's subset as before, and a list still tells which interactions keep no payloads.
+ */
+const refStoreOf = (i: Interaction) => (i.store === RunStore.METADATA ? storeNameOf(i) : undefined);
 
 /** The segments, each template expanded when loaded so unless `ids` (a version's `template`). */
 function segmentsJson(i: Interaction, ids = false) {
@@ -171,6 +185,7 @@ export function interactionJson(i: Interaction, templateIds = false) {
     tags: i.tags,
     parent: i.parentId || undefined,
     formatter: i.formatter || undefined,
+    store: storeNameOf(i),
     created_at: iso(i.createdAt),
     updated_at: iso(i.updatedAt),
   });
@@ -188,21 +203,24 @@ export function interactionRefJson(i: Interaction) {
     status: statusNameOf(i.status),
     prompts: segmentsJson(i, true),
     updated_at: iso(i.updatedAt),
+    store: refStoreOf(i),
   };
-  return i.parentId
-    ? {
-        ...ref,
-        latest: i.latest,
-        version: i.version,
-        parent: i.parentId,
-        created_at: iso(i.createdAt),
-      }
-    : ref;
+  return compact(
+    i.parentId
+      ? {
+          ...ref,
+          latest: i.latest,
+          version: i.version,
+          parent: i.parentId,
+          created_at: iso(i.createdAt),
+        }
+      : ref,
+  );
 }
 
 /** A version reference (GET /interactions/:id/versions). */
 export function versionRefJson(i: Interaction) {
-  return {
+  return compact({
     id: i.id,
     name: i.name,
     status: statusNameOf(i.status),
@@ -211,9 +229,10 @@ export function versionRefJson(i: Interaction) {
     visibility: visibilities.name(i.visibility) ?? "private",
     tags: i.tags,
     parent: i.parentId,
+    store: refStoreOf(i),
     created_at: iso(i.createdAt),
     updated_at: iso(i.updatedAt),
-  };
+  });
 }
 
 /**

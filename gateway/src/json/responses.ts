@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { apiKeyRoleNames, interactionStatuses, visibilities } from "@pies/proto/catalog";
-import { runStatuses } from "@pies/proto/runs";
+import { runStatuses, runStores } from "@pies/proto/runs";
 
 /**
  * The response bodies of the REST API, as declared to Fastify for the OpenAPI document
@@ -16,6 +16,11 @@ const anyJson = z.unknown();
 const jsonObject = z.record(z.string(), z.unknown());
 const status = z.enum(interactionStatuses.names);
 const visibility = z.enum(visibilities.names);
+const store = z
+  .enum(runStores.names)
+  .describe(
+    "What the runs store keeps of the interaction's runs: `full`, or `metadata` (no parameters, prompt or result)",
+  );
 
 /** DESIGN.md §10: every error. */
 export const errorResponse = z
@@ -81,6 +86,7 @@ export const interactionResponse = z.object({
   tags: z.array(z.string()),
   parent: z.string().optional(),
   formatter: z.string().optional(),
+  store,
   created_at: date.optional(),
   updated_at: date.optional(),
 });
@@ -92,6 +98,7 @@ export const interactionRefResponse = z.object({
   description: z.string(),
   status,
   prompts: z.array(segment),
+  store: store.optional().describe("`metadata` for a metadata-only interaction; absent otherwise"),
   updated_at: date.optional(),
   latest: z.boolean().optional(),
   version: z.number().int().optional(),
@@ -139,6 +146,7 @@ export const versionRefResponse = z.object({
   visibility,
   tags: z.array(z.string()),
   parent: z.string(),
+  store: store.optional().describe("`metadata` for a metadata-only version; absent otherwise"),
   created_at: date.optional(),
   updated_at: date.optional(),
 });
@@ -239,6 +247,12 @@ export const runResponse = z.object({
   parameters: jsonObject.describe("The input data"),
   result: anyJson.optional(),
   prompt: anyJson.optional(),
+  store: z
+    .enum(runStores.names)
+    .optional()
+    .describe(
+      "`metadata` for a run of a metadata-only interaction: its parameters, prompt and result are not stored (only its caller's answer carries them); absent for a run stored whole",
+    ),
   tags: z.array(z.string()),
   config: z.object({
     environment: z.string().optional(),

@@ -3,7 +3,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { jsonBytes, jsonOf } from "@pies/common";
 import { ExecuteRequestSchema, type CallerSchema } from "@pies/proto/executor";
-import { RunSchema, RunStatus, SearchMetaSchema } from "@pies/proto/runs";
+import { RunSchema, RunStatus, RunStore, SearchMetaSchema } from "@pies/proto/runs";
 import {
   answeredRun,
   executeBody,
@@ -114,6 +114,13 @@ const runs: Record<string, MessageInitShape<typeof RunSchema>> = {
     resultSchemaJson: jsonBytes({ type: "object" }),
     cacheKey: "k",
     updatedAt: { seconds: -1n, nanos: 1_000 },
+  },
+  "metadata-only": {
+    ...base,
+    status: RunStatus.COMPLETED,
+    store: RunStore.METADATA,
+    parametersJson: jsonBytes({}),
+    tokenUse: { prompt: 31, result: 12, total: 43 },
   },
   "timeout, error without data": {
     ...base,

@@ -20,6 +20,8 @@ import {
   FacetType,
   RunStatus,
   runStatuses,
+  RunStore,
+  runStores,
   type Run,
   type RunError,
   type RunFiltersSchema,
@@ -62,6 +64,7 @@ export function runFields(run: Run): RunFields {
     parameters: jsonOf(run.parametersJson) as JsonObject | undefined,
     result: jsonOf(run.resultJson),
     prompt: jsonOf(run.promptJson),
+    store: run.store === RunStore.METADATA ? runStores.name(run.store) : undefined,
     tags: run.tags,
     config: run.config && {
       environment: run.config.environmentId,

@@ -2,7 +2,12 @@ import { activeTracer, contextOf, SpanKind } from "@pies/common";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Client } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
-import { decodeStoredRun, type RunEvent, type RunEventBus } from "@pies/common/bus";
+import {
+  decodeStoredRun,
+  isMetadataOnly,
+  type RunEvent,
+  type RunEventBus,
+} from "@pies/common/bus";
 import { RunStatus, type Run, type RunsService } from "@pies/proto/runs";
 import { runJson } from "../json/runs.js";
 import { errorBody, HttpError } from "../errors.js";
@@ -334,12 +339,25 @@ export class RunRelay {
   private close(final: Run, seq?: number) {
     if (this.closed) return;
     this.closed = true;
-    if (this.out.open) this.out.last("close", JSON.stringify(runJson(final)), seq);
+    if (this.out.open) {
+      this.out.last("close", JSON.stringify(runJson(final)), seq);
+      // Delivered: a metadata-only run's events, which carry its payloads, go at once rather
+      // than when they age out. One whose close never reached a client stays for its resume.
+      if (isMetadataOnly(final)) this.dropEvents();
+    }
     try {
       this.options.onClose?.(final);
     } catch (err) {
       this.options.logger.error({ err, runId: this.runId }, "run stream's onClose failed");
     }
+  }
+
+  /** Forgets the run's events on the bus, without holding the stream up (they age out else). */
+  private dropEvents() {
+    const { bus, logger } = this.options;
+    bus.drop?.(this.runId).catch((err: unknown) => {
+      logger.warn({ err, runId: this.runId }, "a metadata-only run's events could not be dropped");
+    });
   }
 
   /** `error` with pies' error body (DESIGN.md §10), and the end of the stream. */

@@ -24,6 +24,7 @@ import {
   type InteractionInput,
   type PromptSegment,
 } from "@pies/proto/catalog";
+import { RunStore, runStores } from "@pies/proto/runs";
 import type { CatalogDeps } from "./context.js";
 import { findEnvironment } from "./environments.js";
 import {
@@ -31,6 +32,7 @@ import {
   environmentToProto,
   interactionToProto,
   statusName,
+  storeName,
 } from "./mappers.js";
 import { payloadOf } from "./payloads.js";
 import { insertPrompt } from "./prompts.js";
@@ -168,6 +170,12 @@ function checkInput(input: InteractionInput) {
     !["cache", "no_cache", "cache_and_refresh"].includes(input.cachePolicy.type)
   )
     throw invalid("cache_policy.type must be one of cache, no_cache, cache_and_refresh");
+  if (
+    input.store !== undefined &&
+    input.store !== RunStore.UNSPECIFIED &&
+    runStores.name(input.store) === undefined
+  )
+    throw invalid(`store must be one of ${runStores.names.join(", ")}`);
   return { testData: payloadOf("test_data", input.testDataJson), resultSchema };
 }
 
@@ -390,6 +398,7 @@ export function interactionHandlers({
             tags: input.tags,
             parent_id: null,
             formatter: input.formatter ?? "",
+            store: storeName(input.store ?? RunStore.FULL),
           })
           .returningAll()
           .executeTakeFirstOrThrow();
@@ -481,6 +490,7 @@ export function interactionHandlers({
             ...(segments ? { prompts: JSON.stringify(segments) } : {}),
             ...(input.setTags ? { tags: input.tags } : {}),
             ...(input.formatter !== undefined ? { formatter: input.formatter } : {}),
+            ...(input.store !== undefined ? { store: storeName(input.store) } : {}),
             updated_at: new Date(),
           })
           .where("id", "=", current.id)
@@ -567,6 +577,8 @@ export function interactionHandlers({
               latest: true,
               parent_id: draft.id,
               formatter: draft.formatter,
+              // The version's runs are stored as the draft's were when it was published.
+              store: draft.store,
             })
             .returningAll()
             .executeTakeFirstOrThrow();
@@ -627,6 +639,8 @@ export function interactionHandlers({
             parent_id: null,
             forked_from: source.id,
             formatter: source.formatter,
+            // A fork stores its runs as its source does until it is told otherwise.
+            store: source.store,
           })
           .returningAll()
           .executeTakeFirstOrThrow();

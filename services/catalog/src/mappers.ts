@@ -18,6 +18,7 @@ import {
   type Interaction,
   type PromptTemplate,
 } from "@pies/proto/catalog";
+import { RunStore, runStores } from "@pies/proto/runs";
 import type {
   AccountsTable,
   ApiKeysTable,
@@ -35,6 +36,16 @@ export function statusFromName(name: string): InteractionStatus {
 /** The stored name of a status; unset reads as draft. */
 export function statusName(status: InteractionStatus): string {
   return interactionStatuses.name(status) ?? "draft";
+}
+
+/** The store setting of a stored name; an unknown one reads as full. */
+export function storeFromName(name: string): RunStore {
+  return runStores.value(name) ?? RunStore.FULL;
+}
+
+/** The stored name of a store setting; unset reads as full. */
+export function storeName(store: RunStore): string {
+  return runStores.name(store) ?? "full";
 }
 
 export function promptToProto(row: PromptRow): PromptTemplate {
@@ -111,6 +122,7 @@ export function interactionToProto(
     tags: row.tags,
     parentId: row.parent_id ?? "",
     formatter: row.formatter,
+    store: storeFromName(row.store),
     createdAt: toTimestamp(row.created_at),
     updatedAt: toTimestamp(row.updated_at),
   });

@@ -7,6 +7,7 @@ import { createLogger, EndpointPolicy, jsonBytes, jsonOf, NO_JSON } from "@pies/
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
 import { ApiKeyRole, CatalogService, InteractionStatus, Visibility } from "@pies/proto/catalog";
+import { RunStore } from "@pies/proto/runs";
 import { migrations } from "./migrations/index.js";
 import { SecretBox } from "./secrets.js";
 import { catalogRoutes } from "./service.js";
@@ -795,6 +796,79 @@ describe("interactions", () => {
     const { version } = await catalog.publishInteraction({ projectId, id: y.id, tags: ["y"] });
     const versions = await catalog.listInteractions({ projectId, tags: ["y"] });
     expect(versions.interactions.map((i) => i.id)).toEqual([version!.id]);
+  });
+
+  it("keeps a store setting: full by default, changed by an update, snapshotted by publish", async () => {
+    const { projectId } = await newProject();
+    const environment = await newEnvironment(projectId);
+    const prompt = await newPrompt(projectId);
+    const { interaction: created } = await catalog.createInteraction({
+      projectId,
+      interaction: {
+        name: "Private",
+        environmentId: environment.id,
+        prompts: [{ type: "template", templateId: prompt.id }],
+      },
+    });
+    expect(created!.store).toBe(RunStore.FULL);
+    const { interaction: metadata } = await catalog.updateInteraction({
+      projectId,
+      id: created!.id,
+      interaction: { store: RunStore.METADATA },
+    });
+    expect(metadata!.store).toBe(RunStore.METADATA);
+    // An update that does not name it keeps it.
+    const { interaction: renamed } = await catalog.updateInteraction({
+      projectId,
+      id: created!.id,
+      interaction: { description: "no payloads kept" },
+    });
+    expect(renamed!.store).toBe(RunStore.METADATA);
+    const { version: v1 } = await catalog.publishInteraction({ projectId, id: created!.id });
+    expect(v1!.store).toBe(RunStore.METADATA);
+    // The draft goes back to full; the version keeps what it was published with.
+    await catalog.updateInteraction({
+      projectId,
+      id: created!.id,
+      interaction: { store: RunStore.UNSPECIFIED },
+    });
+    const { version: v2 } = await catalog.publishInteraction({ projectId, id: created!.id });
+    expect(v2!.store).toBe(RunStore.FULL);
+    const versions = await catalog.listInteractionVersions({ projectId, id: created!.id });
+    expect(versions.versions.map((v) => [v.version, v.store])).toEqual([
+      [2, RunStore.FULL],
+      [1, RunStore.METADATA],
+    ]);
+    // What the executor gets for an execution carries it, by id and by name.
+    const byId = await catalog.resolveExecution({
+      projectId,
+      interaction: { case: "interactionId", value: v1!.id },
+    });
+    expect(byId.interaction!.store).toBe(RunStore.METADATA);
+    const byName = await catalog.resolveExecution({
+      projectId,
+      interaction: { case: "interactionName", value: "Private@1" },
+    });
+    expect(byName.interaction!.store).toBe(RunStore.METADATA);
+    // A fork stores its runs as its source does.
+    const { interaction: fork } = await catalog.forkInteraction({ projectId, id: v1!.id });
+    expect(fork!.store).toBe(RunStore.METADATA);
+    // Any other value is refused, naming the field and the values it takes; nothing is written.
+    const err = await expectCode(
+      catalog.updateInteraction({
+        projectId,
+        id: created!.id,
+        interaction: { store: 7 as RunStore },
+      }),
+      Code.InvalidArgument,
+    );
+    expect(err.rawMessage).toBe("store must be one of full, metadata");
+    await expectCode(
+      catalog.createInteraction({ projectId, interaction: { name: "X", store: -1 as RunStore } }),
+      Code.InvalidArgument,
+    );
+    const { interaction: read } = await catalog.getInteraction({ projectId, id: created!.id });
+    expect(read!.store).toBe(RunStore.FULL);
   });
 });
 

@@ -95,6 +95,8 @@ export interface InteractionsTable {
   /** The interaction or version this draft was forked from. */
   forked_from: string | null;
   formatter: string;
+  /** What the runs store keeps of its runs: full | metadata. */
+  store: Generated<string>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }

@@ -8,6 +8,7 @@ import {
   type JsonValue,
 } from "@pies/common";
 import { create } from "@bufbuild/protobuf";
+import { copyRun } from "@pies/common/bus";
 import {
   RunAttemptSchema,
   RunErrorSchema,
@@ -256,7 +257,7 @@ function check(deps: ExecutorDeps, request: CompletionRequest, content: string):
   try {
     parsed = JSON.parse(content) as JsonValue;
   } catch (err) {
-    return unreadable(content, `the answer is not JSON: ${(err as Error).message}`);
+    return unreadable(content, `the answer is not JSON: ${parseFailure(err as Error)}`);
   }
   // Deeper than a run's result can nest (protobuf's recursion limit), or with a number beyond a
   // double (JSON.parse makes it Infinity, which a Value cannot carry), the run could not be read
@@ -283,6 +284,13 @@ function check(deps: ExecutorDeps, request: CompletionRequest, content: string):
     errors: texts,
   };
 }
+
+/**
+ * JSON.parse's reason without the excerpt of the text it quotes (`Unexpected token 'H', "Hello
+ * worl"... is not valid JSON`): the answer is in the error's data, which a metadata-only run's
+ * records withhold, and its message must not carry it past them.
+ */
+const parseFailure = (err: Error) => err.message.replace(/, ".*"(\.\.\.)? is not valid JSON$/s, "");
 
 /** What the model is told when its answer is sent back. */
 function repairMessage(errors: string[]): string {
@@ -365,7 +373,7 @@ function failure(
  * The run as an outcome ends it: a copy, so the run given is left as it was (a retried put of the
  * start still records the start). Shallow: only top-level fields change, and the nested messages
  * (prompt, parameters, config, source) are never changed once prepared, so a deep clone would
- * only copy them. The copy is copyRun's, with every field already there: fields added to a
+ * only copy them. The copy is copyRun's (@pies/common/bus), with every field already there: fields added to a
  * `{ ...run }` copy (executionTime, tokenUse, result) each made V8 build a new hidden class for
  * it (docs/decisions/0013-per-call-costs-cut.md), and left every ended run with a shape of its own, so
  * that whatever read them (the record's encoding, the answer's JSON) did so through megamorphic
@@ -390,56 +398,4 @@ export function endedRun(run: Run, outcome: Outcome, startedAt: number): Run {
     });
   }
   return ended;
-}
-
-/**
- * A shallow copy of a run with every field of Run present (those a run may leave unset as
- * undefined, which protobuf-es reads as unset), in one object literal: every copy has one hidden
- * class however the run was built (as run-binary.ts's zeroRun), and setting any field of it is a
- * plain store (see endedRun).
- * call.test.ts checks that it copies every field.
- */
-export function copyRun(run: Run): Run {
-  const copy: Run = {
-    $typeName: "pies.runs.v1.Run",
-    id: run.id,
-    projectId: run.projectId,
-    accountId: run.accountId,
-    interactionId: run.interactionId,
-    interactionName: run.interactionName,
-    environmentId: run.environmentId,
-    environmentName: run.environmentName,
-    modelId: run.modelId,
-    status: run.status,
-    stream: run.stream,
-    tags: run.tags,
-    config: run.config,
-    source: run.source,
-    tokenUse: run.tokenUse,
-    executionTime: run.executionTime,
-    error: run.error,
-    ttl: run.ttl,
-    parentId: run.parentId,
-    provider: run.provider,
-    cached: run.cached,
-    createdAt: run.createdAt,
-    updatedAt: run.updatedAt,
-    attempts: run.attempts,
-    cachedFrom: run.cachedFrom,
-    cacheKey: run.cacheKey,
-    interactionStatus: run.interactionStatus,
-    interactionPrompts: run.interactionPrompts,
-    interactionUpdatedAt: run.interactionUpdatedAt,
-    projectName: run.projectName,
-    accountName: run.accountName,
-    parametersJson: run.parametersJson,
-    resultJson: run.resultJson,
-    promptJson: run.promptJson,
-    cachePolicyJson: run.cachePolicyJson,
-    resultSchemaJson: run.resultSchemaJson,
-    cost: run.cost,
-  };
-  // Fields of a newer writer, kept by fromBinary (a run read back from the log).
-  if (run.$unknown !== undefined) copy.$unknown = run.$unknown;
-  return copy;
 }

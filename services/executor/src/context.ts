@@ -1,6 +1,6 @@
 import type { Client } from "@connectrpc/connect";
 import type { Logger } from "@pies/common";
-import type { RunEventBus, RunLog } from "@pies/common/bus";
+import type { RunEventBus, RunInputs, RunLog } from "@pies/common/bus";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { RunsService } from "@pies/proto/runs";
 import type { ProjectExecutions } from "./project-limits.js";
@@ -33,4 +33,6 @@ export interface ExecutorDeps {
   providerMaxRetries: number;
   /** The result cache (cache_policy). */
   results: ResultCache;
+  /** Where a metadata-only streamed run's input waits for its stream (its record has none). */
+  inputs: RunInputs;
 }

@@ -2,9 +2,11 @@ import type { Transport } from "@connectrpc/connect";
 import { EndpointPolicy, type Logger } from "@pies/common";
 import {
   MemoryResultCache,
+  MemoryRunInputs,
   type CatalogEvents,
   type ResultCacheStore,
   type RunEventBus,
+  type RunInputs,
   type RunLog,
 } from "@pies/common/bus";
 import { serviceClient } from "@pies/common/server";
@@ -38,6 +40,7 @@ export type ExecutorSettings = Pick<
   | "PIES_CATALOG_CACHE_SECONDS"
   | "PIES_RESULT_CACHE_MAX_BYTES"
   | "PIES_RESULT_CACHE_MAX_AGE_SECONDS"
+  | "PIES_STREAM_MAX_AGE_SECONDS"
 >;
 
 /** Builds the executor's dependencies over transports to its peers (Connect over HTTP/2, or in memory). */
@@ -52,6 +55,11 @@ export async function createExecutorDeps(options: {
   config: ExecutorSettings;
   /** Where cached results live (shared by the replicas); in the process when not given. */
   resultCache?: ResultCacheStore;
+  /**
+   * Where metadata-only streamed runs' inputs wait (shared by the replicas); in the process, for
+   * as long as run events are kept, when not given.
+   */
+  inputs?: RunInputs;
 }): Promise<ExecutorDeps> {
   const { config } = options;
   const sandbox = await JstSandbox.create(
@@ -92,5 +100,6 @@ export async function createExecutorDeps(options: {
       options.logger,
       config.PIES_RESULT_CACHE_MAX_AGE_SECONDS,
     ),
+    inputs: options.inputs ?? new MemoryRunInputs(config.PIES_STREAM_MAX_AGE_SECONDS),
   };
 }

@@ -20,7 +20,7 @@ import {
 } from "@pies/proto/catalog";
 import type { ExecuteRequest } from "@pies/proto/executor";
 import { zeroRun } from "@pies/common/bus";
-import { RunStatus, type Run, type RunConfig, type RunPromptRef } from "@pies/proto/runs";
+import { RunStatus, RunStore, type Run, type RunConfig, type RunPromptRef } from "@pies/proto/runs";
 import { DEFAULT_MAX_REPAIRS } from "./call.js";
 import { configOf, resultSchemaOf } from "./catalog-payloads.js";
 import type { ExecutorDeps } from "./context.js";
@@ -97,8 +97,10 @@ export async function prepareExecution(
     maxTokens,
     schema: resultSchema,
   };
-  // Nothing of the cache is done for an interaction whose policy does not cache (the hot path).
-  const policy = req.config?.cachePolicy ?? interaction.cachePolicy;
+  // Nothing of the cache is done for an interaction whose policy does not cache (the hot path),
+  // nor for a metadata-only one: its results are kept nowhere, the cache included.
+  const metadataOnly = interaction.store === RunStore.METADATA;
+  const policy = metadataOnly ? undefined : (req.config?.cachePolicy ?? interaction.cachePolicy);
   const mode = ResultCache.mode(policy);
 
   // Field by field on a zero run of V8's fast kind (see zeroRun), as create() would set them.
@@ -106,6 +108,8 @@ export async function prepareExecution(
   run.stream = req.stream;
   run.tags = req.tags;
   run.ttl = req.stream ? req.ttl || deps.runTtlSeconds : 0;
+  // A metadata-only run's input waits for its stream no longer than it is kept.
+  if (metadataOnly) run.ttl = Math.min(run.ttl, deps.inputs.maxAgeSeconds);
   run.parentId = req.parentRunId;
   // The request's own bytes: the data is recorded as it came.
   run.parametersJson = req.dataJson.length > 0 ? req.dataJson : jsonBytes(data);
@@ -186,6 +190,8 @@ export function newRunOf(
     status: RunStatus.CREATED,
     projectName: caller.projectName ?? "",
     accountName: caller.accountName ?? "",
+    // Only a metadata-only run says: every other run is stored whole, and encodes as before.
+    store: interaction.store === RunStore.METADATA ? RunStore.METADATA : RunStore.UNSPECIFIED,
   };
 }
 

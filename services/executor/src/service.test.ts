@@ -5,9 +5,11 @@ import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
 import { createLogger, EndpointPolicy, type JsonObject, jsonOf, jsonBytes } from "@pies/common";
 import {
+  decodeStoredRun,
   EventTooLarge,
   MemoryCatalogEvents,
   MemoryRunEventBus,
+  MemoryRunInputs,
   MemoryRunRecords,
   RunLog,
   withFields,
@@ -19,7 +21,14 @@ import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { expectCode } from "@pies/testkit";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService, type ExecuteRequestSchema } from "@pies/proto/executor";
-import { RunErrorSchema, RunSchema, RunsService, RunStatus, type Run } from "@pies/proto/runs";
+import {
+  RunErrorSchema,
+  RunSchema,
+  RunsService,
+  RunStatus,
+  RunStore,
+  type Run,
+} from "@pies/proto/runs";
 import { runsMigrations, runsRoutes, startRunsStore } from "@pies/runs";
 import type { Kysely } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -161,6 +170,7 @@ beforeAll(async () => {
       PIES_CATALOG_CACHE_SECONDS: 60,
       PIES_RESULT_CACHE_MAX_BYTES: 16 * 1024 * 1024,
       PIES_RESULT_CACHE_MAX_AGE_SECONDS: 3600,
+      PIES_STREAM_MAX_AGE_SECONDS: 3600,
       // Every blocking run's start is recorded (the outage tests count those puts).
       PIES_RECORD_START_AFTER_MS: 0,
     },
@@ -1501,5 +1511,163 @@ describe("the result cache", () => {
     endRun(await eventsUntilEnd(miss!.id));
     const hit = await execute({ data: { name: "Streamed miss" }, config: policy });
     expect(hit.run!.cachedFrom).toBe(miss!.id);
+  });
+});
+
+describe("metadata-only interactions", () => {
+  // A distinctive input: it must be in the caller's answer and in none of the run's records.
+  const MARK = "Zephyrine Quillfeather";
+  let mine: Project;
+  let metadataId: string;
+
+  beforeAll(async () => {
+    mine = await createProject("metadata-only");
+    const { interaction: fork } = await catalog.forkInteraction({
+      projectId: mine.projectId,
+      id: mine.greetingId,
+    });
+    // A caching policy too: a metadata-only interaction's results are kept nowhere, the cache
+    // included.
+    const { interaction } = await catalog.updateInteraction({
+      projectId: mine.projectId,
+      id: fork!.id,
+      interaction: { store: RunStore.METADATA, cachePolicy: { type: "cache", ttl: 60 } },
+    });
+    metadataId = interaction!.id;
+  });
+
+  const run = (init: Omit<ExecuteInput, "project">) =>
+    execute({
+      project: mine,
+      interaction: { case: "interactionId", value: metadataId },
+      data: { name: MARK },
+      ...init,
+    });
+
+  /** The run's last record in the log, as text (its bytes: every string in it is in there). */
+  const recordText = async (id: string) => new TextDecoder().decode((await records.last(id))!.data);
+
+  /** The run's row once the writer has stored its end, its payload columns as text. */
+  async function storedRow(id: string) {
+    let row: Record<string, unknown> | undefined;
+    for (
+      let i = 0;
+      i < 100 && !(row && row.status !== "created" && row.status !== "processing");
+      i++
+    ) {
+      row = await db.selectFrom("runs.runs").selectAll().where("id", "=", id).executeTakeFirst();
+      if (!row) await new Promise((r) => setTimeout(r, 20));
+    }
+    return row!;
+  }
+
+  it("answers the caller with the payloads and records none of them; never caches", async () => {
+    const { run: answered } = await run({});
+    expect(answered).toMatchObject({ status: RunStatus.COMPLETED, store: RunStore.METADATA });
+    expect(jsonOf(answered!.parametersJson)).toEqual({ name: MARK });
+    expect(new TextDecoder().decode(answered!.promptJson)).toContain(MARK);
+    const result = jsonOf(answered!.resultJson) as { greeting: string };
+    expect(typeof result.greeting).toBe("string");
+
+    const record = await recordText(answered!.id);
+    expect(record).not.toContain(MARK);
+    expect(record).not.toContain(result.greeting);
+    const row = await storedRow(answered!.id);
+    expect(row).toMatchObject({
+      status: "completed",
+      parameters: {},
+      result: null,
+      prompt: null,
+      config: expect.objectContaining({ store: "metadata" }),
+    });
+    expect(row.total_tokens).toBe(answered!.tokenUse!.total);
+    const { run: stored } = await runs.getRun({ projectId: mine.projectId, id: answered!.id });
+    expect(stored).toMatchObject({ store: RunStore.METADATA, tokenUse: answered!.tokenUse });
+    expect(stored!.resultJson).toHaveLength(0);
+
+    // The interaction's cache policy is not applied: the same execution is executed again.
+    const { run: again } = await run({});
+    expect(again!.cached).toBe(false);
+    expect(again!.cachePolicyJson).toHaveLength(0);
+  });
+
+  it("keeps a repair's rejected answer and a validation error's data out of the records", async () => {
+    const { run: repaired } = await run({ config: { model: "test-invalid-once" } });
+    expect(repaired!.attempts).toHaveLength(2);
+    expect(jsonOf(repaired!.attempts[1]!.promptAddedJson)).toHaveLength(2);
+    const stored = decodeStoredRun((await records.last(repaired!.id))!.data);
+    expect(stored.attempts.map((a) => [a.promptAddedJson.length, a.error?.code])).toEqual([
+      [0, "validation_error"],
+      [0, undefined],
+    ]);
+    expect(stored.attempts[0]!.error!.dataJson).toHaveLength(0);
+
+    const { run: failed } = await run({ config: { model: "test-invalid-once", maxRepairs: 0 } });
+    expect(failed!.error!.code).toBe("validation_error");
+    expect(jsonOf(failed!.error!.dataJson)).toMatchObject({ content: "{}" });
+    const recorded = decodeStoredRun((await records.last(failed!.id))!.data);
+    expect(recorded.error).toMatchObject({
+      code: "validation_error",
+      message: failed!.error!.message,
+    });
+    expect(recorded.error!.dataJson).toHaveLength(0);
+  });
+
+  it("streams the caller everything when another executor starts it, from its kept input", async () => {
+    const { run: created } = await run({ stream: true });
+    expect(jsonOf(created!.parametersJson)).toEqual({ name: MARK });
+    expect(await recordText(created!.id)).not.toContain(MARK);
+    expect(await deps.inputs.get(created!.id)).toBeDefined();
+
+    // Not the executor that created it: the run is read from the log, its input from RunInputs.
+    const second = createClient(ExecutorService, createRouterTransport(executorRoutes(deps)));
+    const started = await second.startRun({ projectId: mine.projectId, runId: created!.id });
+    expect(started.started).toBe(true);
+    const events = await eventsUntilEnd(created!.id);
+    const final = endRun(events);
+    expect(final.status).toBe(RunStatus.COMPLETED);
+    expect(jsonOf(final.parametersJson)).toEqual({ name: MARK });
+    expect(new TextDecoder().decode(final.promptJson)).toContain(MARK);
+    expect(jsonOf(final.resultJson)).toEqual(JSON.parse(chunkText(events)));
+
+    const record = await recordText(created!.id);
+    expect(record).not.toContain(MARK);
+    expect(record).not.toContain((jsonOf(final.resultJson) as { greeting: string }).greeting);
+    expect(decodeStoredRun((await records.last(created!.id))!.data).status).toBe(
+      RunStatus.COMPLETED,
+    );
+    // Started, its input is dropped.
+    await expect.poll(() => deps.inputs.get(created!.id)).toBeUndefined();
+  });
+
+  it("drops the input of a run its creator starts, too", async () => {
+    const { run: created } = await run({ stream: true });
+    await executor.startRun({ projectId: mine.projectId, runId: created!.id });
+    expect(jsonOf(endRun(await eventsUntilEnd(created!.id)).parametersJson)).toEqual({
+      name: MARK,
+    });
+    await expect.poll(() => deps.inputs.get(created!.id)).toBeUndefined();
+  });
+
+  it("fails a run whose input is gone with input_unavailable, and caps its ttl at the input's", async () => {
+    const { run: created } = await run({ stream: true });
+    await deps.inputs.drop(created!.id);
+    const second = createClient(ExecutorService, createRouterTransport(executorRoutes(deps)));
+    await second.startRun({ projectId: mine.projectId, runId: created!.id });
+    const final = endRun(await eventsUntilEnd(created!.id));
+    expect(final).toMatchObject({ status: RunStatus.FAILED, error: { code: "input_unavailable" } });
+
+    const shortLived = createClient(
+      ExecutorService,
+      createRouterTransport(executorRoutes({ ...deps, inputs: new MemoryRunInputs(5) })),
+    );
+    const { run: capped } = await shortLived.execute({
+      caller: { accountId: mine.accountId, projectId: mine.projectId },
+      interaction: { case: "interactionId", value: metadataId },
+      dataJson: jsonBytes({ name: MARK }),
+      stream: true,
+      ttl: 600,
+    });
+    expect(capped!.ttl).toBe(5);
   });
 });

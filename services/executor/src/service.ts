@@ -14,6 +14,7 @@ import {
 import {
   encodeRun,
   EventTooLarge,
+  isMetadataOnly,
   newPutId,
   RecordConflict,
   RecordTooLarge,
@@ -34,6 +35,7 @@ import { renderPrompt } from "./render-prompt.js";
 import { LRUCache } from "lru-cache";
 import { ActiveRuns } from "./active-runs.js";
 import { untilRecorded } from "./record.js";
+import { dropInput, keepInput, withKeptInput } from "./withheld-input.js";
 import { deepFreeze } from "@pies/common/server";
 
 /**
@@ -61,7 +63,12 @@ export function createExecutorService(
           if (prepared.run.parentId) {
             await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
           }
-          const seq = await deps.log.put(prepared.run, 0);
+          // A metadata-only run's input waits beside its record, which has none (both before the
+          // caller learns the run's id, so before anyone can start it).
+          const [seq] = await Promise.all([
+            deps.log.put(prepared.run, 0),
+            isMetadataOnly(prepared.run) ? keepInput(deps.inputs, prepared.run) : undefined,
+          ]);
           created.keep(prepared.run, seq, prepared.request);
           return { run: prepared.run };
         }
@@ -465,6 +472,7 @@ function expired(run: Run): boolean {
 
 /** Fails a streamed run opened too late, and publishes its end so that the stream closes. */
 async function expire(deps: ExecutorDeps, run: Run, seq: number): Promise<Run> {
+  dropInput(deps.inputs, run, deps.logger);
   const failed = withFields(run, {
     status: RunStatus.FAILED,
     error: create(RunErrorSchema, {
@@ -489,13 +497,17 @@ class StreamedExecution {
   private readonly cancel = new AbortController();
   /** The provider's outcome or a cache hit; never rejects. */
   private readonly called: Promise<Called>;
+  /** Created by this executor: its request (and a metadata-only run's input) was in memory. */
+  private readonly ownRequest: boolean;
 
   constructor(
     private readonly deps: ExecutorDeps,
-    private readonly run: Run,
+    /** The run; a metadata-only one read from the log gets its kept input back in `call`. */
+    private run: Run,
     /** The request prepared when this executor created the run; rebuilt from the run otherwise. */
     request?: CompletionRequest,
   ) {
+    this.ownRequest = request !== undefined;
     this.publisher = new ChunkPublisher(deps.bus, run.id, undefined, true);
     // `call` answers every failure with an outcome; this is for a fault in that answer itself.
     this.called = this.call(request).catch((): Called => ({
@@ -504,8 +516,27 @@ class StreamedExecution {
   }
 
   private async call(prepared: CompletionRequest | undefined): Promise<Called> {
-    const { deps, run, publisher } = this;
+    const { deps, publisher } = this;
+    let { run } = this;
     try {
+      if (!prepared && isMetadataOnly(run)) {
+        const restored = await withKeptInput(deps.inputs, run);
+        if (!restored) {
+          return {
+            outcome: {
+              ok: false,
+              code: "input_unavailable",
+              message:
+                `the input of metadata-only run ${run.id} is gone: it is kept only until the run ` +
+                `starts, for ${deps.inputs.maxAgeSeconds} s at most (embedded: while the process runs)`,
+            },
+          };
+        }
+        // The run's end, which its stream's close carries, has its input again. Read from the
+        // log, the run is called once its start is recorded: nobody reads the input again.
+        this.run = run = restored;
+        dropInput(deps.inputs, run, deps.logger);
+      }
       const { environment, apiKey, routes } = await deps.resolver.resolve({
         projectId: run.projectId,
         environmentId: run.environmentId,
@@ -555,10 +586,13 @@ class StreamedExecution {
 
   /** The start is recorded (sequence `seq`): publishes the chunks, then records and publishes the end. */
   async finish(seq: number): Promise<void> {
-    const { deps, run, publisher } = this;
+    const { deps, publisher } = this;
     publisher.open();
+    // Created here, the run's input was in memory; started for good, nobody reads its copy.
+    if (this.ownRequest) dropInput(deps.inputs, this.run, deps.logger);
     const called = await this.called;
     if ("abandoned" in called) return;
+    const { run } = this;
     let outcome: Outcome;
     try {
       if ("hit" in called) {

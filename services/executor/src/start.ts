@@ -5,6 +5,7 @@ import {
   type NatsCatalogEvents,
   recordsFromConfig,
   resultCacheFromConfig,
+  runInputsFromConfig,
   RunLog,
 } from "@pies/common/bus";
 import {
@@ -67,6 +68,7 @@ export async function connectExecutor(
     const log = new RunLog(await recordsFromConfig(bus.connection, config, logger));
     const catalogEvents = await catalogEventsFromConfig(bus.connection, config, logger);
     const resultCache = await resultCacheFromConfig(bus.connection, config, logger);
+    const inputs = await runInputsFromConfig(bus.connection, config, logger);
     const catalog = peerTransport(config.CATALOG_URL, "catalog", config.PIES_INTERNAL_TOKEN);
     const runs = peerTransport(config.RUNS_URL, "runs", config.PIES_INTERNAL_TOKEN);
     const deps = await createExecutorDeps({
@@ -78,6 +80,7 @@ export async function connectExecutor(
       logger,
       config,
       resultCache,
+      inputs,
     });
     const work = startExecutorWork(deps, config.PIES_RUN_HEARTBEAT_SECONDS);
     // The tokenizer (about a second of loading) now, not on the first execution whose provider

@@ -17,6 +17,8 @@ import {
   RunSchema,
   RunStatus,
   runStatuses,
+  RunStore,
+  runStores,
   type Run,
   type RunAttempt,
   type RunUpdate,
@@ -80,6 +82,7 @@ export function runToProto(row: ListedRun & Partial<Pick<StoredRun, Unlisted>>):
     resultJson: row.result === null ? NO_JSON : jsonBytes(row.result),
     promptJson: row.prompt === null || row.prompt === undefined ? NO_JSON : jsonBytes(row.prompt),
     tags: row.tags,
+    store: storeOf(config),
     config: {
       environmentId: str(config, "environment"),
       model: str(config, "model"),
@@ -204,6 +207,7 @@ export function rowFields(row: ListedRun): RunFields {
     result: row.result ?? undefined,
     // Lists read neither the prompt nor the attempts.
     prompt: undefined,
+    store: str(config, "store") || undefined,
     tags: row.tags,
     config: {
       environment: str(config, "environment"),
@@ -306,6 +310,7 @@ export function runToRow(run: Run) {
       run.config?.formatter ?? "",
       run.config?.temperature,
       run.config?.maxTokens,
+      run.store,
     ),
     source: sourceColumn(
       run.source?.type ?? "",
@@ -342,7 +347,9 @@ export function runToRow(run: Run) {
 
 /**
  * The `config` column: the settings a run used (the record reader in record-row.ts writes it
- * through this too, so the two cannot disagree).
+ * through this too, so the two cannot disagree). A metadata-only run's says so (`store`), which
+ * explains its empty payloads to whoever reads it: a key in this JSON column rather than a column
+ * of its own (docs/decisions/0063-metadata-only-runs.md).
  */
 export function configColumn(
   environment: string,
@@ -350,6 +357,7 @@ export function configColumn(
   formatter: string,
   temperature: number | undefined,
   maxTokens: number | undefined,
+  store = RunStore.UNSPECIFIED,
 ) {
   return jsonColumn({
     environment,
@@ -357,8 +365,13 @@ export function configColumn(
     formatter,
     ...(temperature !== undefined ? { temperature } : {}),
     ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}),
+    ...(store === RunStore.METADATA ? { store: runStores.name(store) } : {}),
   });
 }
+
+/** The store setting a `config` column records (unspecified, kept whole, when none). */
+const storeOf = (config: JsonObject) =>
+  runStores.value(str(config, "store")) ?? RunStore.UNSPECIFIED;
 
 /** The `source` column: where a run came from (shared with record-row.ts, as configColumn). */
 export function sourceColumn(
