@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 // kysely 0.28 (the line that supports Node 20) exports the Migrator from its main entry.
 import {
   Kysely,
@@ -55,8 +56,15 @@ const preparedNames = new Map<string, string>();
  */
 export function preparedStatement(name: string, text: string): string {
   for (const [known, n] of preparedNames)
-    if (n === name && known !== text) throw new Error(`prepared statement ${name} named twice`);
-  preparedNames.set(text, name);
+    if (n.startsWith(`${name}_`) && known !== text) {
+      throw new Error(`prepared statement ${name} named twice`);
+    }
+  // Named after its text too: a server connection that a pooler shares with a process of another
+  // release, which prepared the statement of that name as it was then, never runs that one.
+  preparedNames.set(
+    text,
+    `${name}_${createHash("sha256").update(text).digest("hex").slice(0, 12)}`,
+  );
   return text;
 }
 

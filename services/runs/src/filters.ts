@@ -16,7 +16,7 @@ type RunsQuery<O> = SelectQueryBuilder<RunsDatabase, "runs.runs", O>;
  * at most MAX_RUN_SPAN_MS after its creation (an execution ends within minutes, and the sweeper ends
  * one abandoned within a lease). Ids not made by pies are kept by an upper bound: a time id
  * starts with "0" for centuries, so every id from "1" on is another kind (in the default partition
- * only). See docs/decisions/0062-runs-partitioned-by-id.md.
+ * only). See docs/decisions/0064-runs-partitioned-by-id.md.
  */
 export function idBounds(after: Date | undefined, before: Date | undefined) {
   const bounds: RawBuilder<boolean>[] = [];

@@ -4,7 +4,7 @@ import type { RunsDatabase } from "./tables.js";
 
 // runs.runs is range-partitioned by id, one partition a day (UTC) of creation time: a run's id
 // starts with 12 hex digits of its creation time in ms (ids.ts newId). See
-// docs/decisions/0062-runs-partitioned-by-id.md.
+// docs/decisions/0064-runs-partitioned-by-id.md.
 
 export const DAY_MS = 86_400_000;
 
@@ -230,7 +230,12 @@ export async function dropPartitionsBelow(
   for (const p of await listPartitions(db)) {
     if (p.isDefault || p.to === null || p.to > floorId) continue;
     try {
-      await db.transaction().execute(async (tx) => {
+      const done = await db.transaction().execute(async (tx) => {
+        // One replica drops a partition; another finds it busy, or gone, and goes on.
+        const { rows } = await sql<{ ok: boolean }>`
+          select pg_try_advisory_xact_lock(hashtext('runs.partitions')) as ok`.execute(tx);
+        if (!rows[0]?.ok) return false;
+        if (!(await listPartitions(tx)).some((x) => x.name === p.name)) return false;
         await sql.raw(`lock table runs."${p.name}" in share mode`).execute(tx);
         const bucket = `(case when h.hours = 1 then date_trunc('hour', updated_at at time zone 'UTC')
                      else date_trunc('day', updated_at at time zone 'UTC') end) at time zone 'UTC'`;
@@ -257,7 +262,8 @@ export async function dropPartitionsBelow(
         await sql
           .raw(`set local lock_timeout = ${Math.max(1, options.lockTimeoutMs ?? 500)}`)
           .execute(tx);
-        await sql`lock table runs.runs in access exclusive mode`.execute(tx);
+        // The table alone (not every partition, as LOCK TABLE would): the drop locks its own.
+        await sql`lock table only runs.runs in access exclusive mode`.execute(tx);
         await sql`select pg_advisory_xact_lock(hashtext('runs.run_rollups'))`.execute(tx);
         await sql`
           insert into runs.run_rollups as r (project_id, hours, bucket, status, model_id, top_level, n)
@@ -270,7 +276,9 @@ export async function dropPartitionsBelow(
           on conflict (project_id, hours, bucket, tag, status, model_id, top_level)
           do update set n = r.n + excluded.n`.execute(tx);
         await sql.raw(`drop table runs."${p.name}"`).execute(tx);
+        return true;
       });
+      if (!done) continue;
       dropped.push(p.name);
       options.logger?.info({ partition: p.name }, "runs partition dropped (retention)");
     } catch (err) {

@@ -29,7 +29,7 @@ import { runsRoutes } from "../src/service.js";
 import type { RunsDatabase } from "../src/tables.js";
 import { expectRecount, runRecord } from "./rollup-recount.js";
 
-// The runs' lifecycle on the real PostgreSQL server (DESIGN.md §8; docs/decisions/0062): daily
+// The runs' lifecycle on the real PostgreSQL server (DESIGN.md §8; docs/decisions/0064): daily
 // partitions made ahead and pruned by bounded lists, the retention by partition and by project,
 // deletion by id and by query that no late record undoes, the rollup exact through all of it.
 let testDb: TestDatabase;

@@ -16,7 +16,7 @@ import type { RunsDatabase } from "../src/tables.js";
 import { expectRecount } from "./rollup-recount.js";
 
 // A deployment's runs.runs as it was (one table) moves to partitions while a writer of the old
-// version keeps inserting (docs/decisions/0062): bounded online first, then attached as the legacy
+// version keeps inserting (docs/decisions/0064): bounded online first, then attached as the legacy
 // partition by a migration that reads none of its rows under its lock. Nothing is lost, the
 // rollup stays exact.
 const PARTITIONING = "2026-12-07T06-00_runs_partitioned";

@@ -8,7 +8,7 @@ import { listPartitions, makePartitions } from "../src/partitions.js";
 
 // The runs table's autovacuum settings (docs/decisions/0057-runs-autovacuum-paced.md), as the real
 // PostgreSQL server reads them back: its vacuums paced, its statistics refreshed after a fixed
-// number of changed rows; the migration's down leaves the server's defaults. Partitioned (0062),
+// number of changed rows; the migration's down leaves the server's defaults. Partitioned (0064),
 // each daily partition carries them (a partitioned table has no storage of its own).
 let testDb: TestDatabase;
 let db: Kysely<any>;

@@ -2,7 +2,7 @@ import { sql, type Kysely } from "kysely";
 
 // Frozen: a migration never imports application code and never changes once released.
 //
-// runs.runs becomes a table range-partitioned by `id` (docs/decisions/0062-runs-partitioned-by-id.md):
+// runs.runs becomes a table range-partitioned by `id` (docs/decisions/0064-runs-partitioned-by-id.md):
 // a run's id starts with its creation time (12 hex digits of milliseconds), so a range of ids is a
 // range of creation times, and a lookup or upsert by id reads one partition. The table as it was
 // becomes the partition `runs.runs_legacy` (every id below the cutover) without being copied; the
