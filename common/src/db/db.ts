@@ -208,8 +208,10 @@ export async function pingDatabase(db: Kysely<any>, timeoutMs = 2000): Promise<b
 }
 
 /**
- * Runs a service's migrations (its own schema, its own migration table) to the latest. The
- * migrator takes a lock, so every replica may call this at start.
+ * Runs a service's migrations (its own schema, its own migration table) to the latest, each in a
+ * transaction of its own: kysely's migrateToLatest runs every pending one in one transaction, so
+ * a lock one takes (a rename) would be held through the next one's work (a scan of the table).
+ * The migrator takes a lock, so every replica may call this at start.
  */
 export async function migrateToLatest(
   db: Kysely<any>,
@@ -220,12 +222,15 @@ export async function migrateToLatest(
   // The migrator creates the schema itself, tolerating a replica that does so at the same moment
   // (a plain `create schema if not exists` is not safe under concurrency).
   const migrator = new Migrator({ db, provider, migrationTableSchema: schema });
-  const { error, results } = await migrator.migrateToLatest();
-  if (error) {
-    const failed = results?.find((r) => r.status === "Error")?.migrationName;
-    throw new Error(`migration ${failed ?? "(unknown)"} of schema ${schema} failed`, {
-      cause: error,
-    });
+  for (;;) {
+    const { error, results } = await migrator.migrateUp();
+    if (error) {
+      const failed = results?.find((r) => r.status === "Error")?.migrationName;
+      throw new Error(`migration ${failed ?? "(unknown)"} of schema ${schema} failed`, {
+        cause: error,
+      });
+    }
+    if (!results?.some((r) => r.status === "Success")) return;
   }
 }
 

@@ -9,7 +9,9 @@ import {
 
 /** How the executor executes (shared with the embedded mode), apart from where it runs. */
 export const executorSettingsSchema = {
-  PIES_RUN_TTL_SECONDS: env.int(300, 1),
+  // At most six days: a run is updated within a week of its creation (the runs store relies on it:
+  // docs/decisions/0064-runs-partitioned-by-id.md).
+  PIES_RUN_TTL_SECONDS: env.int(300, 1, 518_400),
   PIES_PROVIDER_TIMEOUT_MS: env.int(120_000, 1),
   PIES_PROVIDER_MAX_RETRIES: env.int(2, 0),
   PIES_TEMPLATE_TIMEOUT_MS: env.int(100, 1),

@@ -107,7 +107,8 @@ export async function prepareExecution(
   const run = Object.assign(zeroRun(), newRunOf(caller, interaction, environment, model));
   run.stream = req.stream;
   run.tags = req.tags;
-  run.ttl = req.stream ? req.ttl || deps.runTtlSeconds : 0;
+  // (At most six days, as PIES_RUN_TTL_SECONDS: docs/decisions/0064.)
+  run.ttl = req.stream ? Math.min(req.ttl || deps.runTtlSeconds, 518_400) : 0;
   // A metadata-only run's input waits for its stream no longer than it is kept.
   if (metadataOnly) run.ttl = Math.min(run.ttl, deps.inputs.maxAgeSeconds);
   run.parentId = req.parentRunId;

@@ -6,35 +6,66 @@ export const DELETE_BATCH = 500;
 
 /**
  * Deletes the runs `ids` names (a subquery of ids over runs.runs, `limit` given) in batches, each
- * a transaction that leaves a tombstone of every run it deletes (runs.deleted_runs), so that the
- * record writer never writes them again. Each batch locks runs.deleted_runs EXCLUSIVE: it waits for
- * the writer's batches in flight (which read tombstones FOR SHARE, record-writer.ts) and the
- * writer's next batch waits for it, then sees its tombstones: a record of a deleted run, however
- * late, is never written. The rollup's triggers keep it exact. Resolves with the number deleted.
- * `tombstones: false` (the retention, whose runs the writer refuses by their age): none left.
+ * a statement of its own, leaving no tombstone: the retention's, whose runs the record writer
+ * refuses by their age. The rollup's triggers keep it exact. Resolves with the number deleted.
  */
 export async function deleteRunsWhere(
   db: Kysely<RunsDatabase>,
   ids: (limit: number) => RawBuilder<unknown>,
-  options: { batch?: number; tombstones?: boolean } = {},
+  options: { batch?: number } = {},
 ): Promise<number> {
   const batch = options.batch ?? DELETE_BATCH;
   let deleted = 0;
   for (;;) {
-    const n = await db.transaction().execute(async (tx) => {
-      if (options.tombstones === false) {
-        const gone = await sql`delete from runs.runs where id in (${ids(batch)})`.execute(tx);
-        return Number(gone.numAffectedRows ?? 0);
-      }
-      await sql`lock table runs.deleted_runs in exclusive mode`.execute(tx);
-      const { rows } = await sql<{ n: string }>`
-        with gone as (delete from runs.runs where id in (${ids(batch)}) returning id),
-        kept as (insert into runs.deleted_runs (id) select id from gone on conflict do nothing)
-        select count(*) as n from gone`.execute(tx);
-      return Number(rows[0]?.n ?? 0);
-    });
+    const gone = await sql`delete from runs.runs where id in (${ids(batch)})`.execute(db);
+    const n = Number(gone.numAffectedRows ?? 0);
     deleted += n;
     if (n < batch) return deleted;
+  }
+}
+
+/**
+ * Deletes the project's runs of these ids and leaves a tombstone of each (runs.deleted_runs), so
+ * that the record writer never writes them again: in a transaction that holds runs.deleted_runs
+ * EXCLUSIVE (5 s at most to get it), which waits for the writer's batches in flight (they read
+ * tombstones FOR SHARE, record-writer.ts) and makes the writer's next batch wait for it and see its
+ * tombstones. The ids are found before, outside the lock: the writer waits for the delete only.
+ */
+export async function deleteRunIds(
+  db: Kysely<RunsDatabase>,
+  projectId: string,
+  ids: readonly string[],
+): Promise<number> {
+  if (ids.length === 0) return 0;
+  return db.transaction().execute(async (tx) => {
+    await sql`set local lock_timeout = '5s'`.execute(tx);
+    await sql`lock table runs.deleted_runs in exclusive mode`.execute(tx);
+    const { rows } = await sql<{ n: string }>`
+      with gone as (
+        delete from runs.runs where id = any(${ids}::text[]) and project_id = ${projectId}
+        returning id),
+      kept as (insert into runs.deleted_runs (id) select id from gone on conflict do nothing)
+      select count(*) as n from gone`.execute(tx);
+    return Number(rows[0]?.n ?? 0);
+  });
+}
+
+/**
+ * Deletes every run `find` names, `batch` at a time (find: the ids of up to `limit` of them, as
+ * they stand), with their tombstones (deleteRunIds). Resolves with the number deleted.
+ */
+export async function deleteMatching(
+  db: Kysely<RunsDatabase>,
+  projectId: string,
+  find: (limit: number) => Promise<string[]>,
+  options: { batch?: number } = {},
+): Promise<number> {
+  const batch = options.batch ?? DELETE_BATCH;
+  let deleted = 0;
+  for (;;) {
+    const ids = await find(batch);
+    deleted += await deleteRunIds(db, projectId, ids);
+    if (ids.length < batch) return deleted;
   }
 }
 
@@ -44,6 +75,7 @@ export async function deleteRunsWhere(
  */
 export async function deleteRunById(db: Kysely<RunsDatabase>, id: string): Promise<void> {
   await db.transaction().execute(async (tx) => {
+    await sql`set local lock_timeout = '5s'`.execute(tx);
     await sql`lock table runs.deleted_runs in exclusive mode`.execute(tx);
     await sql`insert into runs.deleted_runs (id) values (${id}) on conflict do nothing`.execute(tx);
     await sql`delete from runs.runs where id = ${id}`.execute(tx);

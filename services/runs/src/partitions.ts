@@ -79,49 +79,72 @@ const LEGACY_BOUND_DAYS = 7;
  * dropped and the migration checks the bound itself. `abandon` undoes it if the migration fails.
  */
 export async function boundLegacyRuns(db: Kysely<any>, logger?: Logger, now = Date.now()) {
-  const abandon = async () => {
-    if (await plainRunsTable(db)) {
-      await sql.raw(`alter table runs.runs drop constraint if exists ${LEGACY_BOUND}`).execute(db);
-    }
-  };
+  // Dropping it waits 5 s at most for the table: a queued ACCESS EXCLUSIVE would stall everyone.
+  const drop = (conn: Kysely<any>) =>
+    conn.transaction().execute(async (tx) => {
+      await sql`set local lock_timeout = '5s'`.execute(tx);
+      if (await plainRunsTable(tx)) {
+        await sql
+          .raw(`alter table runs.runs drop constraint if exists ${LEGACY_BOUND}`)
+          .execute(tx);
+      }
+    });
+  const abandon = () => drop(db);
   if (!(await plainRunsTable(db))) return { abandon };
-  const { rows } = await sql<{ def: string; valid: boolean }>`
-    select pg_get_constraintdef(c.oid) as def, c.convalidated as valid from pg_constraint c
-    where c.conrelid = 'runs.runs'::regclass and c.conname = ${LEGACY_BOUND}`.execute(db);
-  const existing = rows[0];
-  const bound = existing && /'([0-9a-f]{12})'/.exec(existing.def)?.[1];
-  // A bound left by an earlier start is kept while it lies a day ahead or more.
-  if (existing?.valid && bound && bound >= idPrefix(now + DAY_MS)) return { abandon };
-  if (existing) await abandon();
-  const cutover = idPrefix(dayOf(now) + LEGACY_BOUND_DAYS * DAY_MS);
+  // One replica bounds it; the others wait for it here, then find it bounded.
   await db.connection().execute(async (conn) => {
-    await sql`set lock_timeout = '5s'`.execute(conn);
+    await sql`select pg_advisory_lock(hashtext('runs.legacy-bound'))`.execute(conn);
     try {
-      await sql
-        .raw(
-          `alter table runs.runs add constraint ${LEGACY_BOUND} check (id < '${cutover}') not valid`,
-        )
-        .execute(conn);
-      await sql`set lock_timeout = 0`.execute(conn);
-      await sql`set statement_timeout = 0`.execute(conn);
-      const started = performance.now();
-      await sql.raw(`alter table runs.runs validate constraint ${LEGACY_BOUND}`).execute(conn);
-      logger?.info(
-        { ms: Math.round(performance.now() - started), cutover },
-        "runs.runs bounded for its partitioning",
-      );
-    } catch (err) {
-      logger?.warn(
-        { err },
-        "runs.runs could not be bounded online: the partitioning migration checks it under its lock",
-      );
-      await abandon().catch(() => undefined);
+      await boundOn(conn, drop, logger, now);
     } finally {
-      await sql`reset lock_timeout`.execute(conn);
-      await sql`reset statement_timeout`.execute(conn);
+      await sql`select pg_advisory_unlock(hashtext('runs.legacy-bound'))`.execute(conn);
     }
   });
   return { abandon };
+}
+
+/** boundLegacyRuns's work, on one connection that holds its advisory lock. */
+async function boundOn(
+  conn: Kysely<any>,
+  drop: (conn: Kysely<any>) => Promise<void>,
+  logger: Logger | undefined,
+  now: number,
+) {
+  if (!(await plainRunsTable(conn))) return;
+  const { rows } = await sql<{ def: string; valid: boolean }>`
+    select pg_get_constraintdef(c.oid) as def, c.convalidated as valid from pg_constraint c
+    where c.conrelid = 'runs.runs'::regclass and c.conname = ${LEGACY_BOUND}`.execute(conn);
+  const existing = rows[0];
+  const bound = existing && /'([0-9a-f]{12})'/.exec(existing.def)?.[1];
+  // A bound left by an earlier start is kept while it lies a day ahead or more.
+  if (existing?.valid && bound && bound >= idPrefix(now + DAY_MS)) return;
+  if (existing) await drop(conn);
+  const cutover = idPrefix(dayOf(now) + LEGACY_BOUND_DAYS * DAY_MS);
+  await sql`set lock_timeout = '5s'`.execute(conn);
+  try {
+    await sql
+      .raw(
+        `alter table runs.runs add constraint ${LEGACY_BOUND} check (id < '${cutover}') not valid`,
+      )
+      .execute(conn);
+    await sql`set lock_timeout = 0`.execute(conn);
+    await sql`set statement_timeout = 0`.execute(conn);
+    const started = performance.now();
+    await sql.raw(`alter table runs.runs validate constraint ${LEGACY_BOUND}`).execute(conn);
+    logger?.info(
+      { ms: Math.round(performance.now() - started), cutover },
+      "runs.runs bounded for its partitioning",
+    );
+  } catch (err) {
+    logger?.warn(
+      { err },
+      "runs.runs could not be bounded online: the partitioning migration checks it under its lock",
+    );
+    await drop(conn).catch(() => undefined);
+  } finally {
+    await sql`reset lock_timeout`.execute(conn);
+    await sql`reset statement_timeout`.execute(conn);
+  }
 }
 
 /** The days after today whose partitions are made ahead. */
@@ -155,37 +178,51 @@ export async function makePartitions(
     const from = idPrefix(day);
     const to = idPrefix(day + DAY_MS);
     const name = partitionName(day);
-    const done = await db.transaction().execute(async (tx) => {
-      await sql`set local lock_timeout = '5s'`.execute(tx);
-      await sql`select pg_advisory_xact_lock(hashtext('runs.partitions'))`.execute(tx);
-      // Whatever covers part of the day already (the legacy partition's last days, say) stays:
-      // the new partition starts where the last one ends.
-      const partitions = await listPartitions(tx);
-      const covering = partitions.filter(
-        (p) => !p.isDefault && (p.to === null || p.to > from) && (p.from === null || p.from < to),
-      );
-      if (covering.some((p) => p.to === null || p.to >= to)) return false;
-      const start = covering.reduce((s, p) => (p.to !== null && p.to > s ? p.to : s), from);
-      await sql
-        .raw(`create table runs."${name}" (like runs.runs including defaults) ${PARTITION_STORAGE}`)
-        .execute(tx);
-      const fallback = partitions.find((p) => p.isDefault);
-      if (fallback) {
+    const done = await db
+      .transaction()
+      .execute(async (tx) => {
+        await sql`set local lock_timeout = '5s'`.execute(tx);
+        await sql`select pg_advisory_xact_lock(hashtext('runs.partitions'))`.execute(tx);
+        // Whatever covers part of the day already (the legacy partition's last days, say) stays:
+        // the new partition starts where the last one ends.
+        const partitions = await listPartitions(tx);
+        const covering = partitions.filter(
+          (p) => !p.isDefault && (p.to === null || p.to > from) && (p.from === null || p.from < to),
+        );
+        if (covering.some((p) => p.to === null || p.to >= to)) return false;
+        const start = covering.reduce((s, p) => (p.to !== null && p.to > s ? p.to : s), from);
         await sql
           .raw(
-            `with moved as (delete from runs."${fallback.name}" where id >= '${start}' and id < '${to}' returning *)
-             insert into runs."${name}" select * from moved`,
+            `create table runs."${name}" (like runs.runs including defaults) ${PARTITION_STORAGE}`,
           )
           .execute(tx);
-      }
-      await sql
-        .raw(
-          `alter table runs.runs attach partition runs."${name}" for values from ('${start}') to ('${to}')`,
-        )
-        .execute(tx);
-      await nameIndexesAfterParents(tx, name);
-      return true;
-    });
+        const fallback = partitions.find((p) => p.isDefault);
+        if (fallback) {
+          await sql
+            .raw(
+              `with moved as (delete from runs."${fallback.name}" where id >= '${start}' and id < '${to}' returning *)
+             insert into runs."${name}" select * from moved`,
+            )
+            .execute(tx);
+        }
+        await sql
+          .raw(
+            `alter table runs.runs attach partition runs."${name}" for values from ('${start}') to ('${to}')`,
+          )
+          .execute(tx);
+        await nameIndexesAfterParents(tx, name);
+        return true;
+      })
+      .catch((err: unknown) => {
+        // The default partition is locked while a day's is attached (ATTACH reads it): a busy
+        // one leaves the day to the next pass (its runs wait in the default partition).
+        if ((err as { code?: string }).code !== "55P03") throw err;
+        options.logger?.warn(
+          { partition: name },
+          "runs partition not made yet: its table was busy",
+        );
+        return false;
+      });
     if (done) {
       made.push(name);
       options.logger?.info({ partition: name }, "runs partition made");
@@ -236,6 +273,8 @@ export async function dropPartitionsBelow(
           select pg_try_advisory_xact_lock(hashtext('runs.partitions')) as ok`.execute(tx);
         if (!rows[0]?.ok) return false;
         if (!(await listPartitions(tx)).some((x) => x.name === p.name)) return false;
+        // (Writers never write to it; a deletion in progress does: it goes first.)
+        await sql`set local lock_timeout = '1s'`.execute(tx);
         await sql.raw(`lock table runs."${p.name}" in share mode`).execute(tx);
         const bucket = `(case when h.hours = 1 then date_trunc('hour', updated_at at time zone 'UTC')
                      else date_trunc('day', updated_at at time zone 'UTC') end) at time zone 'UTC'`;

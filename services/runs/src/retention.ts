@@ -3,7 +3,13 @@ import { sql, type Kysely } from "kysely";
 import type { Logger } from "@pies/common";
 import type { CatalogService } from "@pies/proto/catalog";
 import { deleteRunsWhere } from "./deletions.js";
-import { DAY_MS, dropPartitionsBelow, idPrefix, makePartitions } from "./partitions.js";
+import {
+  DAY_MS,
+  dropPartitionsBelow,
+  idPrefix,
+  listPartitions,
+  makePartitions,
+} from "./partitions.js";
 import type { RunsDatabase } from "./tables.js";
 
 const HOUR_MS = 3_600_000;
@@ -17,9 +23,10 @@ export interface RetentionResult {
 
 /**
  * Applies the retention once (DESIGN.md §8 "Lifecycle"): runs created more than `retentionDays`
- * ago go (0: none), a partition at a time where the floor lies past its end (the record writer
- * refuses them from then on: record-writer.ts), and in batches where it cuts one (the legacy
- * partition, the default one); a project's shorter retention deletes its older runs in batches.
+ * ago go (0: none), a day's partition at a time once the floor lies past its end (so a run is kept
+ * that many days and at most a day more; the record writer refuses them from the floor on:
+ * record-writer.ts), and in batches from the partitions that are not a day's (the legacy one, the
+ * default one); a project's shorter retention deletes its older runs in batches.
  * The partitions are dropped an hour past the floor, so that no record the writer let through
  * under a clock a little behind lands in one being dropped. Tombstones of runs past the floor go
  * too: the writer refuses those runs anyway.
@@ -41,11 +48,17 @@ export async function applyRetention(
     const floor = now - retentionDays * DAY_MS;
     result.dropped = await dropPartitionsBelow(db, idPrefix(floor - HOUR_MS), options);
     const floorId = idPrefix(floor);
-    result.deleted += await deleteRunsWhere(
-      db,
-      (limit) => sql`select id from runs.runs where id < ${floorId} order by id limit ${limit}`,
-      { tombstones: false },
-    );
+    // Runs go one by one only from the partitions that are not a day's (the legacy one, the
+    // default one): a day's partition goes whole once the floor has passed its end.
+    for (const p of await listPartitions(db)) {
+      if (!p.isDefault && p.from !== null) continue;
+      const partition = sql.raw(`runs."${p.name}"`);
+      result.deleted += await deleteRunsWhere(
+        db,
+        (limit) =>
+          sql`select id from ${partition} where id < ${floorId} order by id limit ${limit}`,
+      );
+    }
     await sql`delete from runs.deleted_runs where id < ${floorId}`.execute(db);
   }
   for (const [projectId, days] of options.projectDays ?? []) {
@@ -58,7 +71,6 @@ export async function applyRetention(
       (limit) => sql`select id from runs.runs
         where project_id = ${projectId} and updated_at < ${new Date(cutoff)} and id < ${idPrefix(cutoff)}
         order by updated_at limit ${limit}`,
-      { tombstones: false },
     );
     if (n > 0)
       options.logger?.info(

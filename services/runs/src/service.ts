@@ -12,7 +12,7 @@ import {
   statusName,
   type ListedRun,
 } from "./mappers.js";
-import { deleteRunById, deleteRunsWhere } from "./deletions.js";
+import { deleteMatching, deleteRunById } from "./deletions.js";
 import { findRun } from "./find-run.js";
 import { exprToSql } from "./lucene.js";
 import {
@@ -329,7 +329,12 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       });
       const patterns = parts.condition !== null && (await trigramIndex());
       const matches = parts.where(parts.filtered, { patterns }).select("id");
-      const deleted = await deleteRunsWhere(db, (limit) => sql`${matches.limit(limit)}`);
+      // Each batch's ids found under the search's statement timeout, deleted after.
+      const deleted = await deleteMatching(db, projectId, async (limit) =>
+        (await bounded((tx) => tx.executeQuery(matches.limit(limit).compile()))).rows.map(
+          (r) => r.id,
+        ),
+      );
       return { deleted: BigInt(deleted) };
     },
 

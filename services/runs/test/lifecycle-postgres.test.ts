@@ -185,23 +185,28 @@ describe("a newest-first page", () => {
 });
 
 describe("the retention", () => {
-  it("drops the partitions past it, deletes the runs of the one it cuts, and keeps the rollup exact", async () => {
+  it("drops the days' partitions past it, deletes the old runs of the default one, and keeps the rollup exact", async () => {
     const floor = NOW - 10 * DAY_MS;
+    // A day's partition goes once the floor is an hour past its end: the one of that hour stays.
+    const kept = dayOf(floor - 3_600_000);
+    // A run of a day with no partition (before the first): in the default partition.
+    await writeRecords(db, [
+      runRecord(1, newId(NOW - 40 * DAY_MS), "p1", RunStatus.COMPLETED, {
+        updatedAt: NOW - 40 * DAY_MS,
+      }),
+    ]);
     const before = await sql<{ n: number }>`select count(*)::int as n from runs.runs
-      where id >= ${idPrefix(floor)}`.execute(db);
+      where id >= ${idPrefix(kept)}`.execute(db);
     const result = await applyRetention(db, { retentionDays: 10, now: NOW, logger });
     expect(result.dropped.length).toBeGreaterThanOrEqual(19);
-    for (const name of result.dropped) expect(name < partitionName(dayOf(floor))).toBe(true);
-    expect(result.deleted).toBeGreaterThan(0);
-    const left = await sql<{
-      n: number;
-      oldest: string;
-    }>`select count(*)::int as n, min(id) as oldest
-      from runs.runs`.execute(db);
+    for (const name of result.dropped) expect(name < partitionName(kept)).toBe(true);
+    expect(result.deleted).toBe(1);
+    const left = await sql<{ n: number; oldest: string }>`
+      select count(*)::int as n, min(id) as oldest from runs.runs`.execute(db);
     expect(left.rows[0]!.n).toBe(before.rows[0]!.n);
-    expect(left.rows[0]!.oldest >= idPrefix(floor)).toBe(true);
+    expect(left.rows[0]!.oldest >= idPrefix(kept)).toBe(true);
     const partitions = (await listPartitions(db)).filter((p) => !p.isDefault);
-    expect(partitions[0]!.name).toBe(partitionName(dayOf(floor)));
+    expect(partitions[0]!.name).toBe(partitionName(kept));
     await expectRecount(db);
     // Again: nothing more to do.
     expect(await applyRetention(db, { retentionDays: 10, now: NOW, logger })).toEqual({
