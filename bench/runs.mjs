@@ -587,17 +587,19 @@ async function dropPart() {
       }
     })();
     await new Promise((resolve) => setTimeout(resolve, 3000));
-    /** @type {{ name: string, runs: number, ms: number, from: number, to: number }[]} */
+    /** @type {{ name: string, runs: number, ms: number, lockedMs: number, from: number, to: number }[]} */
     const drops = [];
     for (const p of (await listPartitions(db)).filter((x) => !x.isDefault).slice(0, 3)) {
       const { rows } = await client.query(`select count(*)::int as n from runs."${p.name}"`);
       const from = performance.now();
+      let lockedMs = 0;
       const dropped = await dropPartitionsBelow(db, /** @type {string} */ (p.to), {
         lockTimeoutMs: 1000,
+        onDropped: (d) => (lockedMs = d.lockedMs),
       });
       const to = performance.now();
       if (!dropped.includes(p.name)) throw new Error(`${p.name} not dropped: ${dropped}`);
-      drops.push({ name: p.name, runs: rows[0].n, ms: to - from, from, to });
+      drops.push({ name: p.name, runs: rows[0].n, ms: to - from, lockedMs, from, to });
       await new Promise((resolve) => setTimeout(resolve, 2000));
     }
     writing = false;
@@ -613,7 +615,12 @@ async function dropPart() {
       `Dropping a day's partition (${fmt(DROP_N)} runs over ${DROP_DAYS} daily partitions, search ` +
         `indexes built; the record writer's statement writing batches of ${WRITE_BATCH} new runs ` +
         `5 ms apart throughout; load ${load()}): ` +
-        drops.map((d) => `${d.name} (${fmt(d.runs)} runs) ${ms(d.ms)}`).join(", ") +
+        drops
+          .map(
+            (d) =>
+              `${d.name} (${fmt(d.runs)} runs) ${ms(d.ms)} in all, runs.runs locked ${ms(d.lockedMs)}`,
+          )
+          .join(", ") +
         `. The writer's batches during the drops: ${stats(during)}; outside them: ${stats(outside)}.`,
       "",
     );

@@ -3,7 +3,7 @@ import { fromTimestamp } from "@pies/common";
 import { hasAnyTag } from "@pies/common/db";
 import { AnchorDirection, RunStatus, type RunFilters } from "@pies/proto/runs";
 import { statusName } from "./mappers.js";
-import { idPrefix } from "./partitions.js";
+import { idPrefix, isTimeId } from "./partitions.js";
 import type { RunsDatabase } from "./tables.js";
 
 type RunsQuery<O> = SelectQueryBuilder<RunsDatabase, "runs.runs", O>;
@@ -94,7 +94,15 @@ export function applyFilters<O>(
   }
   if (filters.tags.length > 0) query = query.where(hasAnyTag(filters.tags));
   if (filters.topLevelOnly) query = query.where("parent_id", "is", null);
-  if (filters.parentId) query = query.where("parent_id", "=", filters.parentId);
+  if (filters.parentId) {
+    query = query.where("parent_id", "=", filters.parentId);
+    // A child is made after its parent: its id's time is at least the parent's (an hour less
+    // for clocks apart), so only the partitions from the parent's day on can hold one.
+    if (isTimeId(filters.parentId)) {
+      const made = parseInt(filters.parentId.slice(0, 12), 16);
+      query = query.where("id", ">=", idPrefix(made - RUN_CLOCK_SKEW_MS));
+    }
+  }
   const anchor = fromTimestamp(filters.anchorDate);
   const anchorBefore = filters.anchorDirection === AnchorDirection.BEFORE;
   if (anchor) {

@@ -261,11 +261,18 @@ export async function nameIndexesAfterParents(db: Kysely<any>, partition: string
 export async function dropPartitionsBelow(
   db: Kysely<RunsDatabase>,
   floorId: string,
-  options: { lockTimeoutMs?: number; logger?: Logger } = {},
+  options: {
+    lockTimeoutMs?: number;
+    logger?: Logger;
+    /** Told of each drop: its time in all, and how long it held runs.runs locked. */
+    onDropped?: (drop: { name: string; ms: number; lockedMs: number }) => void;
+  } = {},
 ): Promise<string[]> {
   const dropped: string[] = [];
   for (const p of await listPartitions(db)) {
     if (p.isDefault || p.to === null || p.to > floorId) continue;
+    const started = performance.now();
+    let locked = 0;
     try {
       const done = await db.transaction().execute(async (tx) => {
         // One replica drops a partition; another finds it busy, or gone, and goes on.
@@ -276,32 +283,37 @@ export async function dropPartitionsBelow(
         // (Writers never write to it; a deletion in progress does: it goes first.)
         await sql`set local lock_timeout = '1s'`.execute(tx);
         await sql.raw(`lock table runs."${p.name}" in share mode`).execute(tx);
-        const bucket = `(case when h.hours = 1 then date_trunc('hour', updated_at at time zone 'UTC')
-                     else date_trunc('day', updated_at at time zone 'UTC') end) at time zone 'UTC'`;
-        const levels = "cross join (values (1::smallint), (24::smallint)) as h (hours)";
-        await sql
-          .raw(
-            `create temp table expired_keys on commit drop as
-             select project_id, h.hours, ${bucket} as bucket,
-               status, model_id, parent_id is null as top_level, -count(*) as n
-             from runs."${p.name}" ${levels}
-             group by 1, 2, 3, 4, 5, 6`,
-          )
-          .execute(tx);
-        await sql
-          .raw(
-            `create temp table expired_tag_keys on commit drop as
-             select project_id, h.hours, ${bucket} as bucket, t.tag,
-               status, model_id, parent_id is null as top_level, -count(*) as n
-             from runs."${p.name}" as r ${levels}
-             cross join lateral (select distinct unnest(r.tags) as tag) as t
-             group by 1, 2, 3, 4, 5, 6, 7`,
-          )
-          .execute(tx);
+        // One read of the partition: its runs counted by hour, status, model, level and set of
+        // tags; both rollups' keys (hours, and days summed from them) from those counts.
+        const day = "date_trunc('day', bucket at time zone 'UTC') at time zone 'UTC'";
+        const both = (from: string, keys: string) => `
+             select project_id, 1::smallint as hours, bucket, ${keys}, -sum(n) as n
+             from ${from} group by project_id, bucket, ${keys}
+             union all
+             select project_id, 24::smallint, ${day}, ${keys}, -sum(n)
+             from ${from} group by project_id, ${day}, ${keys}`;
+        for (const statement of [
+          `create temp table expired_hours on commit drop as
+           select project_id, date_trunc('hour', updated_at at time zone 'UTC') at time zone 'UTC' as bucket,
+             status, model_id, parent_id is null as top_level, tags, count(*) as n
+           from runs."${p.name}" group by 1, 2, 3, 4, 5, 6`,
+          `create temp table expired_keys on commit drop as
+           ${both("expired_hours", "status, model_id, top_level")}`,
+          `create temp table expired_tag_keys on commit drop as
+           ${both(
+             `(select h.project_id, h.bucket, t.tag, h.status, h.model_id, h.top_level, h.n
+               from expired_hours as h
+               cross join lateral (select distinct unnest(h.tags) as tag) as t) as e`,
+             "tag, status, model_id, top_level",
+           )}`,
+        ]) {
+          await sql.raw(statement).execute(tx);
+        }
         await sql
           .raw(`set local lock_timeout = ${Math.max(1, options.lockTimeoutMs ?? 500)}`)
           .execute(tx);
         // The table alone (not every partition, as LOCK TABLE would): the drop locks its own.
+        locked = performance.now();
         await sql`lock table only runs.runs in access exclusive mode`.execute(tx);
         await sql`select pg_advisory_xact_lock(hashtext('runs.run_rollups'))`.execute(tx);
         await sql`
@@ -318,6 +330,8 @@ export async function dropPartitionsBelow(
         return true;
       });
       if (!done) continue;
+      const now = performance.now();
+      options.onDropped?.({ name: p.name, ms: now - started, lockedMs: now - locked });
       dropped.push(p.name);
       options.logger?.info({ partition: p.name }, "runs partition dropped (retention)");
     } catch (err) {

@@ -506,35 +506,39 @@ export async function rollupMeta(
   const wholeHours = rollup.partialDays.flatMap((day) =>
     Array.from({ length: 24 }, (_, h) => day + h * HOUR_MS).filter((h) => !cutHours.has(h)),
   );
-  /** `from` the runs of the hours cut (`r`: their status, model, updated_at and tags). */
+  /**
+   * `from` the runs of the hours cut (`r`: their status, model, updated_at and tags): a statement
+   * for each hour, bounded by its own instants, so that each reads only the partitions that may
+   * hold its runs (pruned when planned; one statement over all the hours would read the partitions
+   * from the first to the last).
+   */
   const runsOfCutHours = () => {
-    let runsOfHour = filtered
-      .select(["status", "model_id", "updated_at", "tags"])
-      .where(sql<boolean>`updated_at >= p.b and updated_at < p.b + interval '1 hour'`);
-    // The partitions of those hours' runs only (the hours are known here: pruned when planned).
-    // (Called only with hours cut: the list is sorted and not empty.)
-    const first = Math.min(...rollup.partialHours);
-    const last = Math.max(...rollup.partialHours);
-    for (const b of idBounds(new Date(first), new Date(last + HOUR_MS))) {
-      runsOfHour = runsOfHour.where(b);
-    }
-    return sql`from unnest(${instants(rollup.partialHours)}) as p(b)
-      cross join lateral (${runsOfHour}) as r`;
+    const hours = rollup.partialHours.map((hour) => {
+      let runsOfHour = filtered
+        .select(["status", "model_id", "updated_at", "tags"])
+        .where("updated_at", ">=", new Date(hour))
+        .where("updated_at", "<", new Date(hour + HOUR_MS));
+      for (const b of idBounds(new Date(hour), new Date(hour + HOUR_MS))) {
+        runsOfHour = runsOfHour.where(b);
+      }
+      return sql`${runsOfHour}`;
+    });
+    return sql`from (${sql.join(hours, sql` union all `)}) as r`;
   };
   /** The rows of a rollup (`select`, from `table`) and of the runs of the hours cut (`fromRuns`). */
-  const rolled = (table: string, select: string, fromRuns: RawBuilder<unknown> | undefined) => {
+  const rolled = (table: string, select: string, fromRuns: () => RawBuilder<unknown>) => {
     const from = sql.raw(`select ${select} from runs.${table} where `);
     const parts = [sql`${from}${wholeBuckets(DAY_MS, { not: rollup.partialDays })}`];
     if (wholeHours.length > 0) {
       parts.push(sql`${from}${wholeBuckets(HOUR_MS, { in: wholeHours })}`);
     }
-    if (fromRuns && rollup.partialHours.length > 0) parts.push(fromRuns);
+    if (rollup.partialHours.length > 0) parts.push(fromRuns());
     return sql.join(parts, sql` union all `);
   };
   const union = rolled(
     "run_rollups",
     "status, model_id, bucket as updated_at, n",
-    sql`select r.status, r.model_id, r.updated_at, 1::bigint as n ${runsOfCutHours()}`,
+    () => sql`select r.status, r.model_id, r.updated_at, 1::bigint as n ${runsOfCutHours()}`,
   );
   const { total, facets } = await groupedCounts(
     db,
@@ -549,7 +553,7 @@ export async function rollupMeta(
   const tags = rolled(
     "run_tag_rollups",
     "tag, n",
-    sql`select t.tag, 1::bigint as n ${runsOfCutHours()}
+    () => sql`select t.tag, 1::bigint as n ${runsOfCutHours()}
       cross join lateral (select distinct unnest(r.tags) as tag) as t`,
   );
   const keep = Math.max(...tagPlans.map((p) => p.numBuckets)) + 1;
