@@ -11,6 +11,11 @@
 //   BENCH_RUNS_PARTS=write,trgm,search (any of them; also rollupwrite: the facet rollup's
 //   triggers' cost to the record writer, disabled and enabled in alternated rounds)
 //   BENCH_RUNS_TRGM_N=1000000 (runs seeded for the trigram part)
+//   BENCH_RUNS_SIZES=1000000,10000000 (the sizes measured; default 100,000 and BENCH_RUNS_N)
+//   BENCH_RUNS_PARTS also takes partwrite (the writer into one table and into partitions, in
+//   alternated rounds) and drop (a day's partition dropped while the writer writes; BENCH_RUNS_DROP_N
+//   runs over 10 days). The stack keeps every run (PIES_RUN_RETENTION_DAYS=0); the seed's 90 days
+//   have their partitions, as a deployment of that age has them.
 // The trgm part: searches the jsonpath index cannot serve (wildcards, bare terms, string ranges),
 // in the runs service, on a scratch database of BENCH_RUNS_TRGM_N seeded runs, before and after
 // the trigram index is built (concurrently, while a writer keeps inserting), with their plans.

@@ -252,10 +252,10 @@ export async function nameIndexesAfterParents(db: Kysely<any>, partition: string
 
 /**
  * Drops the partitions whose every id lies below `floorId` (retention): each in a transaction
- * that first takes its runs out of the rollup (read with the partition locked against writes,
+ * that first takes its runs out of the rollups (read with the partition locked against writes,
  * which the record writer refuses below the floor anyway), then locks runs.runs (ACCESS EXCLUSIVE,
- * waiting at most `lockTimeoutMs` for the statements in flight, then holding it for the rollup's
- * update and the drop: milliseconds), so the rollup stays exact. A lock not had in time leaves the
+ * waiting at most `lockTimeoutMs` for the statements in flight, then holding it for the drop), so
+ * the rollups stay exact. A lock not had in time leaves the
  * partition to the next pass. Resolves with the partitions dropped.
  */
 export async function dropPartitionsBelow(
@@ -309,13 +309,9 @@ export async function dropPartitionsBelow(
         ]) {
           await sql.raw(statement).execute(tx);
         }
-        await sql
-          .raw(`set local lock_timeout = ${Math.max(1, options.lockTimeoutMs ?? 500)}`)
-          .execute(tx);
-        // The table alone (not every partition, as LOCK TABLE would): the drop locks its own.
-        locked = performance.now();
-        await sql`lock table only runs.runs in access exclusive mode`.execute(tx);
-        await sql`select pg_advisory_xact_lock(hashtext('runs.run_rollups'))`.execute(tx);
+        // Its runs out of the rollups first, before the table is locked: no writer writes these
+        // old buckets (its runs are past the floor), so they need not wait for the rollup's lock,
+        // and no reader sees the counts change before the drop (one transaction).
         await sql`
           insert into runs.run_rollups as r (project_id, hours, bucket, status, model_id, top_level, n)
           select * from expired_keys order by 1, 2, 3, 4, 5, 6
@@ -326,6 +322,12 @@ export async function dropPartitionsBelow(
           select * from expired_tag_keys order by 1, 2, 3, 4, 5, 6, 7
           on conflict (project_id, hours, bucket, tag, status, model_id, top_level)
           do update set n = r.n + excluded.n`.execute(tx);
+        await sql
+          .raw(`set local lock_timeout = ${Math.max(1, options.lockTimeoutMs ?? 500)}`)
+          .execute(tx);
+        // The table alone (not every partition, as LOCK TABLE would): the drop locks its own.
+        locked = performance.now();
+        await sql`lock table only runs.runs in access exclusive mode`.execute(tx);
         await sql.raw(`drop table runs."${p.name}"`).execute(tx);
         return true;
       });
