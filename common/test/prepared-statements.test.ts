@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompiledQuery, type Kysely } from "kysely";
 import { createDatabase, preparedStatement, startDatabaseService } from "@pies/common/db";
@@ -18,6 +19,8 @@ afterAll(async () => {
 });
 
 const ADD = preparedStatement("pies_test_add", "select $1::int + $2::int as n");
+/** Its name on the server: named after its text too (preparedStatement). */
+const ADD_NAME = `pies_test_add_${createHash("sha256").update(ADD).digest("hex").slice(0, 12)}`;
 
 /** Runs ADD twice, then lists the connection's prepared statements (one connection: the same). */
 async function addTwiceAndList(db: Kysely<any>) {
@@ -41,7 +44,7 @@ describe("prepared statements", () => {
     try {
       const { sums, prepared } = await addTwiceAndList(db);
       expect(sums).toEqual([3, 42]);
-      expect(prepared).toEqual([{ name: "pies_test_add", statement: ADD }]);
+      expect(prepared).toEqual([{ name: ADD_NAME, statement: ADD }]);
     } finally {
       await db.destroy();
     }
@@ -82,7 +85,7 @@ describe("prepared statements", () => {
       });
       try {
         const { prepared } = await addTwiceAndList(db!);
-        expect(prepared.map((p) => p.name)).toEqual(on ? ["pies_test_add"] : []);
+        expect(prepared.map((p) => p.name)).toEqual(on ? [ADD_NAME] : []);
       } finally {
         await service.stop();
       }
@@ -97,7 +100,7 @@ describe("prepared statements", () => {
       // node-postgres believes the statement is still there: it only binds it (26000).
       const { sums, prepared } = await addTwiceAndList(db);
       expect(sums).toEqual([3, 42]);
-      expect(prepared).toEqual([{ name: "pies_test_add", statement: ADD }]);
+      expect(prepared).toEqual([{ name: ADD_NAME, statement: ADD }]);
     } finally {
       await db.destroy();
     }
@@ -116,9 +119,7 @@ describe("prepared statements", () => {
       // The failure aborted the transaction: nothing of it can be run again within it.
       await expect(add(40, 2)).rejects.toMatchObject({ code: "26000" });
       expect(await add(40, 2)).toBe(42);
-      expect((await addTwiceAndList(db)).prepared).toEqual([
-        { name: "pies_test_add", statement: ADD },
-      ]);
+      expect((await addTwiceAndList(db)).prepared).toEqual([{ name: ADD_NAME, statement: ADD }]);
     } finally {
       await db.destroy();
     }
@@ -127,10 +128,10 @@ describe("prepared statements", () => {
   it("replace a statement of their name that the connection has and pg does not know (42P05)", async () => {
     const db = createDatabase({ url: testDb.url, poolMax: 1 });
     try {
-      await db.executeQuery(CompiledQuery.raw("prepare pies_test_add as select 0 as n"));
+      await db.executeQuery(CompiledQuery.raw(`prepare ${ADD_NAME} as select 0 as n`));
       const { sums, prepared } = await addTwiceAndList(db);
       expect(sums).toEqual([3, 42]);
-      expect(prepared).toEqual([{ name: "pies_test_add", statement: ADD }]);
+      expect(prepared).toEqual([{ name: ADD_NAME, statement: ADD }]);
     } finally {
       await db.destroy();
     }

@@ -363,6 +363,14 @@ describe("responses against the document", () => {
       (await send(api("DELETE /apikeys/:id"), `/api/v1/apikeys/${spare.json.id}`)).status,
     ).toBe(204);
     await send(api("DELETE /apikeys/:id"), `/api/v1/apikeys/${spare.json.id}`);
+    const project = await send(api("PUT /projects/:id"), `/api/v1/projects/${pies.projectId}`, {
+      body: { retention_days: 30 },
+    });
+    expect(project.json.retention_days).toBe(30);
+    await send(api("PUT /projects/:id"), `/api/v1/projects/${pies.projectId}`, {
+      body: { retention_days: -1 },
+    });
+    await send(api("PUT /projects/:id"), "/api/v1/projects/nope", { body: { name: "x" } });
   });
 
   it("the execution and run routes, success and errors", async () => {
@@ -468,6 +476,13 @@ describe("responses against the document", () => {
       "/api/v1/runs/filter-options/environment?status=completed",
     );
     await send(api("GET /runs/filter-options/:field"), "/api/v1/runs/filter-options/nope");
+    const gone = `/api/v1/runs/${failed.json.details.run_id}`;
+    expect((await send(api("DELETE /runs/:id"), gone)).status).toBe(204);
+    expect((await send(api("DELETE /runs/:id"), gone)).status).toBe(404);
+    await send(api("POST /runs/delete"), "/api/v1/runs/delete", {
+      body: { query: "nothing:here" },
+    });
+    await send(api("POST /runs/delete"), "/api/v1/runs/delete", { body: { limit: 1 } });
 
     const generated = await send(
       api("POST /interactions/:id/generate-test-data"),

@@ -72,6 +72,7 @@ describe("catalog change events", () => {
         "DeleteEnvironment",
         "CreateAccount",
         "CreateProject",
+        "UpdateProject",
         "CreateApiKey",
         "DeleteApiKey",
       ].sort(),

@@ -301,10 +301,10 @@ export async function dropPartitionsBelow(
            ${both("expired_hours", "status, model_id, top_level")}`,
           `create temp table expired_tag_keys on commit drop as
            ${both(
-             `(select h.project_id, h.bucket, t.tag, h.status, h.model_id, h.top_level, h.n
+             `(select h.project_id, h.bucket, t.tag, h.status, h.top_level, h.n
                from expired_hours as h
                cross join lateral (select distinct unnest(h.tags) as tag) as t) as e`,
-             "tag, status, model_id, top_level",
+             "tag, status, top_level",
            )}`,
         ]) {
           await sql.raw(statement).execute(tx);
@@ -318,9 +318,9 @@ export async function dropPartitionsBelow(
           on conflict (project_id, hours, bucket, status, model_id, top_level)
           do update set n = r.n + excluded.n`.execute(tx);
         await sql`
-          insert into runs.run_tag_rollups as r (project_id, hours, bucket, tag, status, model_id, top_level, n)
-          select * from expired_tag_keys order by 1, 2, 3, 4, 5, 6, 7
-          on conflict (project_id, hours, bucket, tag, status, model_id, top_level)
+          insert into runs.run_tag_rollups as r (project_id, hours, bucket, tag, status, top_level, n)
+          select * from expired_tag_keys order by 1, 2, 3, 4, 5, 6
+          on conflict (project_id, hours, bucket, tag, status, top_level)
           do update set n = r.n + excluded.n`.execute(tx);
         await sql
           .raw(`set local lock_timeout = ${Math.max(1, options.lockTimeoutMs ?? 500)}`)

@@ -549,6 +549,10 @@ export async function rollupMeta(
   );
   const tagPlans = plans.filter(isTags);
   if (tagPlans.length === 0) return { total, facets };
+  // The tag rollup has no model in its key: with a model filter, the tags are counted over the runs.
+  if (rollup.models.length > 0) {
+    return { total, facets: { ...facets, ...(await tagFacets(db, filtered, tagPlans)) } };
+  }
   // The tags from their rollup, as tagFacets counts them over the runs (a run's tag once).
   const tags = rolled(
     "run_tag_rollups",

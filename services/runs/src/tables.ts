@@ -68,8 +68,8 @@ export interface RunRollupsTable {
   n: ColumnType<string | number, number, number>;
 }
 
-/** Runs counted as in run_rollups, and by each of their tags (by triggers). */
-export interface RunTagRollupsTable extends RunRollupsTable {
+/** Runs counted as in run_rollups but not by model, and by each of their tags (by triggers). */
+export interface RunTagRollupsTable extends Omit<RunRollupsTable, "model_id"> {
   tag: string;
 }
 

@@ -5,17 +5,19 @@ import { sql, type Kysely } from "kysely";
 /**
  * A run's rollup keys, of the rows of `source`: one per level, its hour and its day of updated_at
  * (in UTC), with its status, model and whether it is top level; with `tags`, one per distinct tag
- * of the run too. (As in 2026-11-25T00-00_run_rollups.)
+ * of the run, with its status and level (not its model). (As in 2026-11-25T00-00_run_rollups.)
  */
 const keys = (source: string, weight: string, tags = false) => `
     select project_id, h.hours,
       (case when h.hours = 1 then date_trunc('hour', updated_at at time zone 'UTC')
             else date_trunc('day', updated_at at time zone 'UTC') end) at time zone 'UTC',
-      ${tags ? "t.tag, " : ""}status, model_id, parent_id is null, ${weight}
+      ${tags ? "t.tag, status" : "status, model_id"}, parent_id is null, ${weight}
     from ${source} cross join (values (1::smallint), (24::smallint)) as h (hours)
     ${tags ? `cross join lateral (select distinct unnest(${source}.tags) as tag) as t` : ""}`;
 const columns = "project_id, hours, bucket, status, model_id, top_level";
-const tagColumns = "project_id, hours, bucket, tag, status, model_id, top_level";
+// Not by model: a tag and a model of 800 characters each (PIES_MAX_NAME_LENGTH) would not fit in
+// a key of the index (2,704 bytes); a search with a model filter counts its tags over the runs.
+const tagColumns = "project_id, hours, bucket, tag, status, top_level";
 /** Adds each key's count, in key order (two writers lock the rows they share in the same order). */
 const upsert = (table: string, cols: string, rows: string) => {
   const order = cols
@@ -30,7 +32,7 @@ const upsert = (table: string, cols: string, rows: string) => {
 /** Both rollups' upserts of the keys of `source`'s rows, each weighing `weight`. */
 const both = (source: string, weight: string) => `
       ${upsert("run_rollups", columns, `${keys(source, weight)} group by 1, 2, 3, 4, 5, 6`)};
-      ${upsert("run_tag_rollups", tagColumns, `${keys(source, weight, true)} group by 1, 2, 3, 4, 5, 6, 7`)}`;
+      ${upsert("run_tag_rollups", tagColumns, `${keys(source, weight, true)} group by 1, 2, 3, 4, 5, 6`)}`;
 /** Both rollups' upserts of what an update moved: its new rows' keys less its old rows'. */
 const moved = (table: string, cols: string, tags: boolean) => {
   const n = cols.split(", ").length;
@@ -80,8 +82,8 @@ begin
 end $$`;
 
 export async function up(db: Kysely<any>): Promise<void> {
-  // Runs counted by tag, as runs.run_rollups counts them by status and model (the same key and a
-  // tag): a project's tags facet adds up rows of this table instead of reading every run's tags,
+  // Runs counted by tag, as runs.run_rollups counts them by status and model (its key but the
+  // model, and a tag): a project's tags facet adds up rows of this table instead of reading every run's tags,
   // which grows with the project (a run with a tag twice counts once, as the facet counts it).
   await sql`create table runs.run_tag_rollups (
     project_id text not null,
@@ -89,10 +91,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     bucket timestamptz not null,
     tag text not null,
     status text not null,
-    model_id text not null,
     top_level boolean not null,
     n bigint not null,
-    primary key (project_id, hours, bucket, tag, status, model_id, top_level)
+    primary key (project_id, hours, bucket, tag, status, top_level)
   )`.execute(db);
   // The runs there already, counted under a lock that holds the record writer back until this
   // transaction ends (its records wait in the record log, none lost), so that no run is counted
@@ -102,7 +103,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql
     .raw(
       `insert into runs.run_tag_rollups (${tagColumns}, n)
-       ${keys("runs.runs", "count(*)", true)} group by 1, 2, 3, 4, 5, 6, 7`,
+       ${keys("runs.runs", "count(*)", true)} group by 1, 2, 3, 4, 5, 6`,
     )
     .execute(db);
   await sql`analyze runs.run_tag_rollups`.execute(db);
