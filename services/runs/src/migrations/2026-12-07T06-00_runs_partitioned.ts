@@ -19,6 +19,21 @@ const idPrefix = (ms: number) => ms.toString(16).padStart(12, "0");
 
 const LEGACY_BOUND = "runs_legacy_bound";
 
+/** The rollups' triggers on runs.runs (2026-11-25T00-00_run_rollups), on the table as it is. */
+async function createRollupTriggers(db: Kysely<any>) {
+  await sql`create trigger run_rollups_insert after insert on runs.runs
+    referencing new table as new_runs
+    for each statement execute function runs.run_rollups_apply()`.execute(db);
+  await sql`create trigger run_rollups_update after update on runs.runs
+    referencing old table as old_runs new table as new_runs
+    for each statement execute function runs.run_rollups_apply()`.execute(db);
+  await sql`create trigger run_rollups_delete after delete on runs.runs
+    referencing old table as old_runs
+    for each statement execute function runs.run_rollups_apply()`.execute(db);
+  await sql`create trigger run_rollups_truncate after truncate on runs.runs
+    for each statement execute function runs.run_rollups_truncate()`.execute(db);
+}
+
 export async function up(db: Kysely<any>): Promise<void> {
   const bound = await sql<{ def: string; valid: boolean }>`
     select pg_get_constraintdef(c.oid) as def, c.convalidated as valid from pg_constraint c
@@ -97,17 +112,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       .execute(db);
   }
 
-  await sql`create trigger run_rollups_insert after insert on runs.runs
-    referencing new table as new_runs
-    for each statement execute function runs.run_rollups_apply()`.execute(db);
-  await sql`create trigger run_rollups_update after update on runs.runs
-    referencing old table as old_runs new table as new_runs
-    for each statement execute function runs.run_rollups_apply()`.execute(db);
-  await sql`create trigger run_rollups_delete after delete on runs.runs
-    referencing old table as old_runs
-    for each statement execute function runs.run_rollups_apply()`.execute(db);
-  await sql`create trigger run_rollups_truncate after truncate on runs.runs
-    for each statement execute function runs.run_rollups_truncate()`.execute(db);
+  await createRollupTriggers(db);
 
   // Deleted runs (DELETE /runs/:id, POST /runs/delete): the record writer writes no record of one,
   // so a late record does not bring it back. Kept until the retention drops the ids they name.
@@ -131,17 +136,7 @@ export async function down(db: Kysely<any>): Promise<void> {
   await sql`alter table runs.runs_flat rename to runs`.execute(db);
   await sql`alter table runs.runs add constraint runs_pkey primary key (id)`.execute(db);
   for (const { def, primary } of indexes.rows) if (!primary) await sql.raw(def).execute(db);
-  await sql`create trigger run_rollups_insert after insert on runs.runs
-    referencing new table as new_runs
-    for each statement execute function runs.run_rollups_apply()`.execute(db);
-  await sql`create trigger run_rollups_update after update on runs.runs
-    referencing old table as old_runs new table as new_runs
-    for each statement execute function runs.run_rollups_apply()`.execute(db);
-  await sql`create trigger run_rollups_delete after delete on runs.runs
-    referencing old table as old_runs
-    for each statement execute function runs.run_rollups_apply()`.execute(db);
-  await sql`create trigger run_rollups_truncate after truncate on runs.runs
-    for each statement execute function runs.run_rollups_truncate()`.execute(db);
+  await createRollupTriggers(db);
   await sql`
     alter table runs.runs set (
       autovacuum_vacuum_cost_delay = 20,
