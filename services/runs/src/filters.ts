@@ -36,22 +36,29 @@ export const MAX_RUN_SPAN_MS = 7 * 86_400_000;
 /** How far back a newest-first page is first looked for (newestFirst). */
 export const RECENT_WINDOW_MS = MAX_RUN_SPAN_MS + RUN_CLOCK_SKEW_MS + 86_400_000;
 
+/** Past this age a newest-first page's floor is dropped: the read is over every partition. */
+export const FLOOR_MAX_AGE_MS = 45 * 86_400_000;
+
 /**
- * A newest-first page (`read`, the rows in updated_at order, `wanted` of them when there are so
- * many), read first from the partitions of the last RECENT_WINDOW_MS only: `read(floorId)` adds
- * `id >= floorId`. Planning a statement over every partition costs more than running it (tens of
- * ms over 90 daily partitions, against 1–2 over the nine of the window: docs/decisions/0064). The
- * window's page is the page when it is full and its last run was updated after every run before
- * the window could have been (created before it, updated at most MAX_RUN_SPAN_MS later: idBounds);
- * otherwise the page is read over every partition. Filters bounded before the window read all.
+ * A newest-first page (`read`, the rows in updated_at order: `page.limit` of them after
+ * `page.offset` when there are so many), read from the partitions from a floor on first:
+ * `read(floorId)` adds `id >= floorId`. Planning a statement over every partition costs more than
+ * running it (tens of ms over 90 daily partitions, against 1–2 over the nine of the window:
+ * docs/decisions/0064), so a page is read over the last RECENT_WINDOW_MS first, then, when that
+ * did not hold it, from a floor as far back as the window's matches say the page needs, and only
+ * then over all. A read's page is the page when it is full and its last run was updated after
+ * every run made before the floor could have been (created before it, updated at most
+ * MAX_RUN_SPAN_MS later: idBounds). A full page whose last run is older moves the floor to the
+ * oldest run that could be updated after it (the next read then holds the page); a short one tells
+ * how many matches a span of days has. A search with no match in the window (a rare term) reads
+ * over all at once, and so do filters bounded before the window.
  */
 export async function newestFirst<R extends { updated_at: Date }>(
   read: (floorId?: string) => Promise<R[]>,
-  wanted: number,
+  page: { limit: number; offset: number },
   filters: RunFilters | undefined,
   now = Date.now(),
 ): Promise<R[]> {
-  const start = now - RECENT_WINDOW_MS;
   const before = [
     fromTimestamp(filters?.updatedBefore),
     filters?.anchorDirection === AnchorDirection.BEFORE
@@ -59,14 +66,22 @@ export async function newestFirst<R extends { updated_at: Date }>(
       : undefined,
   ].filter((d) => d !== undefined);
   if (before.some((d) => d.getTime() < now - 86_400_000)) return read();
-  const rows = await read(idPrefix(start));
-  const last = rows.at(-1);
-  if (
-    rows.length >= wanted &&
-    last &&
-    last.updated_at.getTime() >= start + MAX_RUN_SPAN_MS + RUN_CLOCK_SKEW_MS
-  ) {
-    return rows;
+  const reach = MAX_RUN_SPAN_MS + RUN_CLOCK_SKEW_MS;
+  let floor = now - RECENT_WINDOW_MS;
+  for (let reads = 0; reads < 3 && floor >= now - FLOOR_MAX_AGE_MS; reads++) {
+    const rows = await read(idPrefix(floor));
+    const last = rows.at(-1);
+    if (rows.length >= page.limit && last) {
+      if (last.updated_at.getTime() >= floor + reach) return rows;
+      floor = last.updated_at.getTime() - reach;
+      continue;
+    }
+    // Short: every match from the floor on is in it, or before the offset.
+    const found = page.offset + rows.length;
+    if (found === 0) break;
+    // Twice the days that held `found` for the page's runs, and a run's span for its last.
+    const wanted = page.offset + page.limit;
+    floor = now - (2 * wanted * (now - floor)) / found - reach;
   }
   return read();
 }

@@ -508,6 +508,21 @@ export function textPatterns(path: string[] | null, test: Test): string[] {
   }
 }
 
+/** Whether exprToSql with patterns on gives the expression a trigram pattern (textPatterns). */
+export function usesPatterns(e: Expr): boolean {
+  switch (e.kind) {
+    case "all":
+      return false;
+    case "match":
+      return textPatterns(e.path, e.test).length > 0;
+    case "not":
+      return usesPatterns(e.item);
+    case "and":
+    case "or":
+      return e.items.some(usesPatterns);
+  }
+}
+
 /** An expression as a SQL condition on `parameters`; each jsonpath and pattern is a bound
  * parameter. */
 export function exprToSql(e: Expr, options: { patterns: boolean }): RawBuilder<boolean> {

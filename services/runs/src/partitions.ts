@@ -282,6 +282,9 @@ export async function dropPartitionsBelow(
         if (!(await listPartitions(tx)).some((x) => x.name === p.name)) return false;
         // (Writers never write to it; a deletion in progress does: it goes first.)
         await sql`set local lock_timeout = '1s'`.execute(tx);
+        // The day's runs grouped in memory: with the default 4 MB, PostgreSQL sorted a day of
+        // 122,000 runs on disk to group them (1.0-1.1 s against 0.4-0.5 s hashed; 14 MB).
+        await sql`set local work_mem = '64MB'`.execute(tx);
         await sql.raw(`lock table runs."${p.name}" in share mode`).execute(tx);
         // One read of the partition: its runs counted by hour, status, model, level and set of
         // tags; both rollups' keys (hours, and days summed from them) from those counts.

@@ -14,7 +14,7 @@ import {
 } from "./mappers.js";
 import { deleteMatching, deleteRunById } from "./deletions.js";
 import { findRun } from "./find-run.js";
-import { exprToSql } from "./lucene.js";
+import { exprToSql, usesPatterns } from "./lucene.js";
 import {
   bucketNames,
   facetMeta,
@@ -205,7 +205,7 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
         .offset(Math.max(0, req.offset));
       const rows = await newestFirst(
         (floorId) => (floorId ? filtered.where("id", ">=", floorId) : filtered).execute(),
-        limit,
+        { limit, offset: Math.max(0, req.offset) },
         req.filters,
       );
       return pageOf(rows, req.asJson);
@@ -242,7 +242,10 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
       // with the patterns (a rare term: the trigram index). Exact either way: the window is the
       // start of the ordered matches' superset, so its first matches are the first matches.
       type PageRow = typeof page extends CompiledQuery<infer R> ? R : never;
-      const condition = patterns ? parts.condition : null;
+      // Only patterns: a jsonpath test alone is estimated from the column's statistics, and the
+      // window would cost a rare term a read of pageWindow runs for nothing.
+      const condition =
+        patterns && parts.condition && usesPatterns(parts.condition) ? parts.condition : null;
       const windowedFrom = (floorId?: string) =>
         condition &&
         sql<PageRow>`select * from (${(floorId
@@ -255,17 +258,26 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
           .limit(pageWindow)}) as w
           where ${exprToSql(condition, { patterns: false })}
           order by updated_at desc, id desc limit ${limit} offset ${req.offset}`;
+      // A window with no match at all (a rare term) is not read again from an older floor: its
+      // newest pageWindow runs are mostly the same ones.
+      let windowMissed = false;
       const readPage = (tx: Kysely<RunsDatabase>) =>
         newestFirst(
           async (floorId) => {
-            const windowed = windowedFrom(floorId);
+            const windowed = windowMissed ? null : windowedFrom(floorId);
             if (windowed) {
+              // In order: the planner takes the outer filter for rare (it cannot estimate it), so
+              // it would read the whole window and sort it when the window holds little more
+              // than pageWindow runs, rather than walk an index in order and stop at the page.
+              await sql`set local enable_sort = off`.execute(tx);
               const first = await windowed.execute(tx);
+              await sql`set local enable_sort = on`.execute(tx);
               if (first.rows.length === limit) return first.rows;
+              windowMissed = first.rows.length === 0;
             }
             return (await tx.executeQuery(floorId ? pageFrom(floorId) : page)).rows;
           },
-          limit,
+          { limit, offset: req.offset },
           req.filters,
         );
       // The total and facets from the rollup when it can answer them (planRollup), exact

@@ -170,10 +170,22 @@ describe("a newest-first page", () => {
     expect(await partitionsRead(recent.statements[0]!)).not.toContain(
       partitionName(dayOf(NOW - 20 * DAY_MS)),
     );
-    // A page reaching further back than the window can answer for: read over every partition.
+    // A page reaching further back than the window can answer for: read again from a floor
+    // as far back as the window's runs say the page needs, short of every partition.
+    const all = (await listPartitions(db)).length;
     const deep = await listed(100, 400);
     expect(deep.ids).toEqual(await truth(100, 400));
     expect(deep.statements).toHaveLength(2);
+    const deeper = await partitionsRead(deep.statements[1]!);
+    expect(deeper.length).toBeGreaterThan(10);
+    expect(deeper.length).toBeLessThan(all);
+    // Nothing in the window (a term made before it): read over every partition next.
+    queries.length = 0;
+    const { runs: old } = await runs.searchRuns({ projectId: "p1", limit: 20, query: "lang:old" });
+    expect(old).toHaveLength(0);
+    const reads = queries.filter((q) => /^select .* from "runs"\."runs"/.test(q.sql));
+    expect(reads).toHaveLength(2);
+    expect(await partitionsRead(reads[1]!)).toHaveLength(all);
     // Searches too.
     queries.length = 0;
     const { runs: found } = await runs.searchRuns({ projectId: "p1", limit: 20, query: "lang:en" });
