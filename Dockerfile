@@ -18,6 +18,7 @@ COPY services/catalog/package.json services/catalog/
 COPY services/runs/package.json services/runs/
 COPY services/executor/package.json services/executor/
 COPY gateway/package.json gateway/
+COPY console/package.json console/
 COPY embedded/package.json embedded/
 COPY testkit/package.json testkit/
 RUN npm ci --no-audit --no-fund

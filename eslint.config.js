@@ -1,7 +1,10 @@
 import tseslint from "typescript-eslint";
 
 /** The workspaces' own code, built by their tsconfig.json (tests excluded). */
-const source = ["{proto,common,gateway,embedded,testkit,services/*}/src/**/*.ts"];
+const source = [
+  "{proto,common,gateway,embedded,testkit,services/*}/src/**/*.ts",
+  "console/src/**/*.{ts,tsx}",
+];
 /** Tests and integration test support, type-checked by tsconfig.test.json. */
 const tests = ["**/*.test.ts", "**/test/**/*.ts"];
 
@@ -31,6 +34,8 @@ export default tseslint.config(
   },
   {
     files: tests,
+    // The console's tests are type-checked with the console (console/tsconfig.json: the DOM).
+    ignores: ["console/**"],
     languageOptions: {
       parserOptions: { projectService: false, project: "./tsconfig.test.json" },
     },

@@ -15,7 +15,10 @@ export default defineConfig({
         test: {
           name: "unit",
           sequence: { groupOrder: 0 },
-          include: ["{common,gateway,embedded,testkit,services/*}/src/**/*.test.ts"],
+          include: [
+            "{common,gateway,embedded,testkit,services/*}/src/**/*.test.ts",
+            "console/src/**/*.test.ts",
+          ],
           testTimeout: 20_000,
           // Starting PGlite (a whole PostgreSQL in WebAssembly) takes seconds, more on a busy CI.
           hookTimeout: 60_000,

@@ -29,6 +29,9 @@ export const runtimeWorkspaces = [
   "services/runs",
   "services/executor",
   "gateway",
+  // The web console: only its built files (dist/), which the gateway serves; its dependencies
+  // are build-time ones (devDependencies), so none is installed here.
+  "console",
   "embedded",
 ];
 
@@ -122,6 +125,15 @@ async function check() {
     if (!close || JSON.parse(close.data).status !== "completed") {
       throw new Error(`streamed run did not complete: ${JSON.stringify(events).slice(0, 500)}`);
     }
+    // The gateway serves the console from the tree: its page and the script that page loads.
+    const page = await fetch(`${stack.gatewayUrl}/`);
+    const html = await page.text();
+    const script = /src="(\/assets\/[^"]+\.js)"/.exec(html)?.[1];
+    if (!page.ok || !page.headers.get("content-security-policy") || !script) {
+      throw new Error(`the console is not served: ${page.status} ${html.slice(0, 200)}`);
+    }
+    const asset = await fetch(`${stack.gatewayUrl}${script}`);
+    if (!asset.ok) throw new Error(`the console's ${script} is not served: ${asset.status}`);
     const codes = await stack.stop();
     stack = undefined;
     if (Object.values(codes).some((code) => code !== 0)) {

@@ -11,3 +11,4 @@ export {
 export { startGateway, type GatewayProcess } from "./start.js";
 export { closeGracefully } from "./drain.js";
 export { tokenKeyFrom } from "./tokens.js";
+export { consoleDistDir } from "./console.js";
