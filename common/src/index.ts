@@ -22,3 +22,4 @@ export * from "./int32.js";
 export * from "./routing.js";
 export * from "./prices.js";
 export * from "./tracing.js";
+export * from "./experiment-limits.js";

@@ -11,6 +11,7 @@ import {
   EXECUTOR_DEADLINE_MS,
   errorInterceptor,
   peersServing,
+  serveConnect,
   serviceClient,
 } from "@pies/common/server";
 import { connectExecutor, executorSettingsSchema, registerRouteMetrics } from "@pies/executor";
@@ -24,12 +25,16 @@ import {
 } from "@pies/gateway";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
+import { ExperimentsService } from "@pies/proto/experiments";
 import { RunsService } from "@pies/proto/runs";
 
 /** The edge's configuration: the gateway's and the executor's, less the executor's address. */
 export const edgeConfigSchema = z.object({
   HOST: env.host(),
   PORT: env.port(8080),
+  // Where the edge's executor is served to the runs service, which replays experiments through
+  // it (DESIGN.md §13), on HTTP/2 with the internal token; 0: not served (no experiment replays).
+  PIES_EXECUTOR_PORT: env.int(0, 0, 65_535),
   CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
   RUNS_URL: z.string().url().default("http://127.0.0.1:50052"),
   ...natsConfigSchema,
@@ -71,6 +76,7 @@ export async function startEdge(
     const app = createGateway({
       catalog: serviceClient(CatalogService, catalog),
       runs: serviceClient(RunsService, runs),
+      experiments: serviceClient(ExperimentsService, runs),
       executor: serviceClient(ExecutorService, inProcess),
       bus,
       catalogEvents,
@@ -86,10 +92,28 @@ export async function startEdge(
     });
     const url = await app.listen({ host: config.HOST, port: config.PORT });
     logger.info({ url }, "edge listening");
+    // The executor for the runs service's experiments: the routes the gateway calls in memory.
+    const internal =
+      config.PIES_EXECUTOR_PORT > 0
+        ? await serveConnect({
+            name: "executor",
+            host: config.HOST,
+            port: config.PIES_EXECUTOR_PORT,
+            logger,
+            routes: work.routes,
+            serviceNames: [ExecutorService.typeName],
+            isReady: executor.isReady,
+            internalToken: config.PIES_INTERNAL_TOKEN,
+          }).catch(async (err: unknown) => {
+            await app.close();
+            throw err;
+          })
+        : undefined;
     return {
       url,
       async stop() {
         await closeGracefully(app, 10_000);
+        await internal?.close();
         // Streamed runs already started finish and publish their end before NATS is drained.
         await executor.stop(config.PIES_PROVIDER_TIMEOUT_MS);
       },

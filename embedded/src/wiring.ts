@@ -24,6 +24,7 @@ import {
   runsMigrations,
   startMaintenance,
   runsRoutes,
+  ExperimentRunner,
   startDeadRecordsPruner,
   startRunsStore,
   startSweeper,
@@ -31,6 +32,7 @@ import {
 } from "@pies/runs";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
+import { ExperimentsService } from "@pies/proto/experiments";
 import { RunsService } from "@pies/proto/runs";
 import type { FastifyInstance } from "fastify";
 import { createGateway, type GatewayOptions } from "@pies/gateway";
@@ -108,7 +110,11 @@ export async function createInMemoryPies(options: {
     retentionDays: lifecycle.retentionDays,
   });
   const log = store.log;
-  const runsTransport = local(runsRoutes({ db, log }));
+  // Experiments replay through the executor below, made after the runs service it calls.
+  const experiments: { runner?: ExperimentRunner } = {};
+  const runsTransport = local(
+    runsRoutes({ db, log, runner: { kick: () => experiments.runner?.kick() } }),
+  );
   const executorDeps = await createExecutorDeps({
     catalog: catalogTransport,
     runs: runsTransport,
@@ -119,6 +125,9 @@ export async function createInMemoryPies(options: {
     config: options.executor,
   });
   const executor = startExecutorWork(executorDeps, options.executor.PIES_RUN_HEARTBEAT_SECONDS);
+  const executorClient = serviceClient(ExecutorService, local(executor.routes));
+  const runner = new ExperimentRunner({ db, executor: executorClient, logger }).start();
+  experiments.runner = runner;
   const sweeper = startSweeper(db, log, logger, options.sweep, faults);
   const pruner = options.deadRecords && startDeadRecordsPruner(db, logger, options.deadRecords);
   const catalog = serviceClient(CatalogService, catalogTransport);
@@ -132,7 +141,8 @@ export async function createInMemoryPies(options: {
   const app = createGateway({
     catalog,
     runs: serviceClient(RunsService, runsTransport),
-    executor: serviceClient(ExecutorService, local(executor.routes)),
+    experiments: serviceClient(ExperimentsService, runsTransport),
+    executor: executorClient,
     bus,
     catalogEvents,
     logger,
@@ -147,6 +157,8 @@ export async function createInMemoryPies(options: {
     app,
     catalog,
     async stop(graceMs) {
+      // An experiment's pairs in flight end first (their executions are the executor's).
+      await runner.stop(graceMs);
       await executor.stop(graceMs);
       await pruner?.stop();
       await maintenance.stop();

@@ -6,6 +6,7 @@ import rateLimit from "@fastify/rate-limit";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { Authenticator, credentialHash } from "./auth.js";
 import { createClientErrorHandler } from "./client-errors.js";
+import { consoleDistDir, consoleFallback, isConsolePath, loadConsole } from "./console.js";
 import { trackInFlight } from "./drain.js";
 import type { GatewayDeps } from "./deps.js";
 import { HttpError, sendError, toHttpError, tooManyRequests } from "./errors.js";
@@ -26,6 +27,9 @@ import { runDeletionRoutes, runRoutes } from "./routes/runs.js";
 import { streamRoutes } from "./routes/stream.js";
 import { tokenRoutes } from "./routes/tokens.js";
 import { testDataRoutes } from "./routes/test-data.js";
+import { experimentRoutes } from "./routes/experiments.js";
+import { StreamSlots } from "./sse/stream-slots.js";
+import { RUN_ID_HEADER } from "./sse/run-streams.js";
 
 /** The public HTTP surface: REST and SSE under /api/v1, probes at the root. No business logic. */
 export function createGateway(deps: GatewayDeps): FastifyInstance {
@@ -88,12 +92,12 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
   const metrics = new GatewayMetrics(deps.bus);
   deps.metrics?.(metrics.registry);
   metrics.install(app);
-  const ctx = { deps, auth, metrics };
+  const ctx = { deps, auth, metrics, streamSlots: new StreamSlots(deps.options.maxStreamsPerKey) };
   if (deps.options.corsOrigins.length > 0) {
     const origins = deps.options.corsOrigins;
     void app.register(cors, {
       origin: origins.includes("*") ? "*" : origins,
-      exposedHeaders: ["x-request-id", "retry-after"],
+      exposedHeaders: ["x-request-id", "retry-after", RUN_ID_HEADER],
       maxAge: 600,
     });
   }
@@ -122,12 +126,19 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
     }
     return sendError(reply, error);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendError(
+  const consoleDir =
+    deps.options.consoleDir === undefined ? consoleDistDir() : deps.options.consoleDir || undefined;
+  const consoleFiles = consoleDir ? loadConsole(consoleDir) : undefined;
+  // The web console (DESIGN.md §12, docs/console.md), when it was built: what is not the API's.
+  app.setNotFoundHandler((request, reply) => {
+    if (consoleFiles && isConsolePath(request, consoleFiles)) {
+      return consoleFallback(request, reply, consoleFiles);
+    }
+    return sendError(
       reply,
       new HttpError(404, "not_found", `no route ${request.method} ${request.url.split("?")[0]}`),
-    ),
-  );
+    );
+  });
 
   // Routes declare their params, query, body and responses as zod schemas (fastify-type-provider-
   // zod types the handlers): Fastify validates requests with them and the OpenAPI document is
@@ -187,6 +198,7 @@ export function createGateway(deps: GatewayDeps): FastifyInstance {
       runDeletionRoutes(api, ctx);
       streamRoutes(api, ctx);
       testDataRoutes(api, ctx);
+      experimentRoutes(api, ctx);
     },
     { prefix: "/api/v1" },
   );

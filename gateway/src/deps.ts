@@ -4,6 +4,7 @@ import type { Logger } from "@pies/common";
 import type { CatalogEvents, RunEventBus } from "@pies/common/bus";
 import type { CatalogService } from "@pies/proto/catalog";
 import type { ExecutorService } from "@pies/proto/executor";
+import type { ExperimentsService } from "@pies/proto/experiments";
 import type { RunsService } from "@pies/proto/runs";
 import type { InputLimits } from "./json/limits.js";
 
@@ -11,6 +12,8 @@ import type { InputLimits } from "./json/limits.js";
 export interface GatewayDeps {
   catalog: Client<typeof CatalogService>;
   runs: Client<typeof RunsService>;
+  /** The experiments, which the runs service keeps and replays (DESIGN.md §13). */
+  experiments: Client<typeof ExperimentsService>;
   executor: Client<typeof ExecutorService>;
   bus: RunEventBus;
   /** The catalog's change events: they drop the verified keys of a project whose keys changed. */
@@ -55,6 +58,11 @@ export interface GatewayOptions extends InputLimits {
   rateLimitPerMinute: number;
   /** Origins allowed by CORS (`*`: any); none: CORS off. */
   corsOrigins: string[];
+  /**
+   * The web console's build (a directory with index.html and assets/) served at `/`; undefined:
+   * `@pies/console`'s dist when it was built; false: no console.
+   */
+  consoleDir?: string | false;
   /** Where Kubernetes' probes are served by a thread of their own (probe-server.ts); none: off. */
   probe?: { host: string; port: number };
 }

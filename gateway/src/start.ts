@@ -3,6 +3,7 @@ import { catalogEventsFromConfig, JetStreamRunEventBus } from "@pies/common/bus"
 import { serviceClient, peerTransport, peersServing } from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
 import { ExecutorService } from "@pies/proto/executor";
+import { ExperimentsService } from "@pies/proto/experiments";
 import { RunsService } from "@pies/proto/runs";
 import { createGateway } from "./app.js";
 import { closeGracefully } from "./drain.js";
@@ -26,6 +27,7 @@ export async function startGateway(config: GatewayConfig): Promise<GatewayProces
   const app = createGateway({
     catalog: serviceClient(CatalogService, catalog),
     runs: serviceClient(RunsService, runs),
+    experiments: serviceClient(ExperimentsService, runs),
     executor: serviceClient(ExecutorService, executor),
     bus,
     catalogEvents,

@@ -195,6 +195,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         DATABASE_URL: options.databaseUrl,
         // Asked for the projects' retention.
         CATALOG_URL: catalogUrl,
+        // Experiments replay through it (the edge serves it on this port too).
+        EXECUTOR_URL: executorUrl,
       },
     },
     ...(options.edge
@@ -202,7 +204,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           {
             name: "edge" as const,
             script: "embedded/dist/edge-main.js",
-            env: { ...peers, PORT: String(gatewayPort) },
+            env: { ...peers, PORT: String(gatewayPort), PIES_EXECUTOR_PORT: String(executorPort) },
           },
         ]
       : []),

@@ -8,6 +8,10 @@ Call with a dict:
   protocol    "grpc" (HTTP/2 cleartext, gRPC health probes) or "http" (HTTP/1.1, /healthz + /readyz)
   env         component-specific env entries, as a YAML list string (may be empty)
   usesSecret  true when the pods read the chart-created Secret: adds its checksum so they roll on change
+  internalPort  optional (dict "name" … "port" …): a second port, gRPC/Connect over h2c, for pies'
+              own processes only: on the component's Service when it is ClusterIP, else on a
+              ClusterIP Service of its own, <fullname>-internal (a NodePort or LoadBalancer would
+              publish it); pies.executorUrl names the same Service
 */}}
 {{- define "pies.component" -}}
 {{- $root := .root }}
@@ -31,6 +35,8 @@ Call with a dict:
 {{- $probePortName := ternary "probe" "http" (gt $probePort 0) }}
 {{- /* A component with a metricsPort serves GET /metrics there over HTTP/1.1 (executor, runs). */}}
 {{- $metricsPort := $v.metricsPort | default 0 | int64 }}
+{{- $internal := .internalPort | default dict }}
+{{- $svcType := ternary "ClusterIP" (dig "service" "type" "ClusterIP" $v) $grpc }}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -87,6 +93,11 @@ spec:
             {{- if gt $metricsPort 0 }}
             - name: metrics
               containerPort: {{ $metricsPort }}
+              protocol: TCP
+            {{- end }}
+            {{- with $internal }}
+            - name: {{ .name }}
+              containerPort: {{ .port | int64 }}
               protocol: TCP
             {{- end }}
           env:
@@ -199,12 +210,7 @@ metadata:
     {{- include "pies.stringMap" . | nindent 4 }}
   {{- end }}
 spec:
-  {{- if $grpc }}
-  type: ClusterIP
-  {{- else }}
-  {{- $svcType := dig "service" "type" "ClusterIP" $v }}
   type: {{ $svcType }}
-  {{- end }}
   selector:
     {{- include "pies.selectorLabels" $labelCtx | nindent 4 }}
   ports:
@@ -223,4 +229,33 @@ spec:
       {{- end }}
       targetPort: {{ $portName }}
       protocol: TCP
+    {{- if and $internal (eq $svcType "ClusterIP") }}
+    {{- include "pies.internalServicePort" $internal | nindent 4 }}
+    {{- end }}
+{{- if and $internal (ne $svcType "ClusterIP") }}
+---
+# {{ $internal.name }}: for pies' own processes, kept off the {{ $svcType }} above.
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "pies.componentName" (dict "root" $root "name" (printf "%s-internal" $name)) }}
+  labels:
+    {{- include "pies.labels" $labelCtx | nindent 4 }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "pies.selectorLabels" $labelCtx | nindent 4 }}
+  ports:
+    {{- include "pies.internalServicePort" $internal | nindent 4 }}
+{{- end }}
+{{- end }}
+
+{{/* A Service port for pies' own processes (internalPort of pies.component). */}}
+{{- define "pies.internalServicePort" -}}
+- name: {{ .name }}
+  # Peers dial http://<name>:<port>, so the Service port equals the container port.
+  port: {{ .port | int64 }}
+  appProtocol: kubernetes.io/h2c
+  targetPort: {{ .name }}
+  protocol: TCP
 {{- end }}

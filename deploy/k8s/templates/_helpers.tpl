@@ -36,6 +36,21 @@ If the release name already contains the chart name it is used as is ("pies" -> 
 {{- printf "http://%s:%d" (include "pies.componentName" .) $port }}
 {{- end }}
 
+{{/*
+EXECUTOR_URL of the runs service (experiments replay through the executor's Execute): the
+executor's Service, or with gateway.embedExecutor the edge's executor port (gateway.executorPort)
+on the gateway's Service, or on <fullname>-gateway-internal when the gateway's Service is not
+ClusterIP (see internalPort in _component.tpl).
+*/}}
+{{- define "pies.executorUrl" -}}
+{{- if .Values.gateway.embedExecutor }}
+{{- $service := ternary "gateway" "gateway-internal" (eq (dig "service" "type" "ClusterIP" .Values.gateway) "ClusterIP") }}
+{{- printf "http://%s:%d" (include "pies.componentName" (dict "root" . "name" $service)) (.Values.gateway.executorPort | int64) }}
+{{- else }}
+{{- include "pies.componentUrl" (dict "root" . "name" "executor") }}
+{{- end }}
+{{- end }}
+
 {{/* Chart label value. */}}
 {{- define "pies.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
@@ -212,6 +227,22 @@ Secret (so an upgrade keeps it), else a new random one.
 {{- $sleep := $v.preStopSleepSeconds | default 0 | int64 }}
 {{- if and (gt $sleep 0) (ge $sleep $grace) }}
 {{- fail (printf "\n\n%s.preStopSleepSeconds (%d) must be less than its terminationGracePeriodSeconds (%d)." $name $sleep $grace) }}
+{{- end }}
+{{- end }}
+{{- /* A stopping runs process lets experiments' replays end first, then stops (up to 10 s more). */}}
+{{- $runsGrace := .Values.runs.terminationGracePeriodSeconds | default .Values.terminationGracePeriodSeconds | int64 }}
+{{- $runsSleep := .Values.runs.preStopSleepSeconds | default 0 | int64 }}
+{{- $experimentGrace := .Values.runs.experimentStopGraceSeconds | int64 }}
+{{- if lt $runsGrace (add $runsSleep $experimentGrace 10) }}
+{{- fail (printf "\n\nruns.terminationGracePeriodSeconds (%d) must be at least runs.preStopSleepSeconds (%d) + runs.experimentStopGraceSeconds (%d) + 10: the replays in flight end, then the process stops, before the SIGKILL." $runsGrace $runsSleep $experimentGrace) }}
+{{- end }}
+{{- if .Values.gateway.embedExecutor }}
+{{- $executorPort := .Values.gateway.executorPort | default 0 | int64 }}
+{{- if or (lt $executorPort 1) (gt $executorPort 65535) }}
+{{- fail (printf "\n\ngateway.executorPort (%d) must be a port (1-65535) with gateway.embedExecutor: the runs service replays experiments through the edge's executor there." $executorPort) }}
+{{- end }}
+{{- if has $executorPort (list (.Values.gateway.port | int64) (.Values.gateway.probePort | default 0 | int64)) }}
+{{- fail (printf "\n\ngateway.executorPort (%d) must differ from gateway.port and gateway.probePort." $executorPort) }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -3,13 +3,17 @@ import { ApiKeyRole, type Principal } from "@pies/proto/catalog";
 import type { Authenticator } from "../auth.js";
 import type { GatewayDeps } from "../deps.js";
 import type { GatewayMetrics } from "../metrics.js";
+import type { StreamSlots } from "../sse/stream-slots.js";
 import { inRequestTrace } from "../tracing.js";
 import { forbidden } from "../errors.js";
+import { JSON_CONTENT_TYPE } from "../json/runs.js";
 
 export interface RouteContext {
   deps: GatewayDeps;
   auth: Authenticator;
   metrics: GatewayMetrics;
+  /** The SSE streams each key holds, runs' and experiments' alike. */
+  streamSlots: StreamSlots;
 }
 
 /**
@@ -103,3 +107,11 @@ export function callerOf(request: FastifyRequest, principal: Principal) {
     },
   };
 }
+
+/**
+ * Sends JSON written elsewhere (bytes: a runs service's page, an experiment) as the body, as it
+ * is: Fastify's serializer does not run on bytes. The route's declared response stays, for the
+ * OpenAPI document.
+ */
+export const sendJson = (reply: FastifyReply, body: Uint8Array) =>
+  reply.type(JSON_CONTENT_TYPE).send(body);

@@ -35,7 +35,7 @@ const EVENTS =
  */
 export function streamRoutes(instance: FastifyInstance, ctx: RouteContext) {
   const app = instance.withTypeProvider<ZodTypeProvider>();
-  const streams = new RunStreams(ctx.deps, ctx.metrics);
+  const streams = new RunStreams(ctx.deps, ctx.metrics, ctx.streamSlots);
   app.get(
     "/runs/:id/stream",
     {

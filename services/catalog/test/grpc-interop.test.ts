@@ -99,6 +99,10 @@ beforeAll(async () => {
     PIES_RUN_RETENTION_DAYS: 90,
     PIES_RUN_MAINTENANCE_SECONDS: 600,
     CATALOG_URL: `http://127.0.0.1:${catalogProcess.server.port}`,
+    // No executor here: no experiment is replayed.
+    EXECUTOR_URL: "http://127.0.0.1:1",
+    PIES_EXPERIMENT_STOP_GRACE_SECONDS: 0,
+    PIES_EXPERIMENT_LEASE_SECONDS: 15,
   });
   const credentials = grpc.credentials.createInsecure();
   const catalogAddress = `127.0.0.1:${catalogProcess.server.port}`;

@@ -46,6 +46,13 @@ export const runsConfigSchema = z.object({
   ...runsLifecycleSettingsSchema,
   // The catalog, asked for the projects that keep their runs for less than the deployment does.
   CATALOG_URL: z.string().url().default("http://127.0.0.1:50051"),
+  // The executor, which experiments replay their runs through (DESIGN.md §13).
+  EXECUTOR_URL: z.string().url().default("http://127.0.0.1:50053"),
+  // Seconds an experiment stays with the process replaying it without news from it: what a
+  // process that dies makes its experiments wait before another one takes them over.
+  PIES_EXPERIMENT_LEASE_SECONDS: env.int(15, 1, 3600),
+  // Seconds a stopping process gives an experiment's pairs in flight to end before it goes.
+  PIES_EXPERIMENT_STOP_GRACE_SECONDS: env.int(30, 0, 3600),
   // The least time between the starts of two batches of the record writer under a steady flow
   // of records (a full batch, or a record after a pause, is written at once).
   PIES_RECORD_BATCH_INTERVAL_MS: env.int(10, 0, 1000),

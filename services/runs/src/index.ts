@@ -28,3 +28,4 @@ export {
 } from "./dead-records.js";
 export { replayDeadRecords, type DeadRecordsReplay } from "./dead-records-replay.js";
 export { applyRetention, projectRetention, startMaintenance } from "./retention.js";
+export { ExperimentRunner, experimentTag, judgeTag } from "./experiments/runner.js";

@@ -2,7 +2,8 @@ import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@conne
 import { sql, type CompiledQuery, type Kysely } from "kysely";
 import { invalid, notFound, pageSize, requireProject } from "@pies/common";
 import { RecordConflict, type RunLog } from "@pies/common/bus";
-import { RunsService, RunStatus } from "@pies/proto/runs";
+import { RunsService, RunStatus, SearchRunsResponseSchema } from "@pies/proto/runs";
+import { create } from "@bufbuild/protobuf";
 import { applyFilters, newestFirst } from "./filters.js";
 import {
   applyUpdate,
@@ -27,6 +28,8 @@ import {
   TRIGRAM_INDEX,
 } from "./search.js";
 import type { RunsDatabase } from "./tables.js";
+import { experimentsRoutes } from "./experiments/service.js";
+import type { ExperimentRunner } from "./experiments/runner.js";
 
 export interface RunsDeps {
   db: Kysely<RunsDatabase>;
@@ -363,6 +366,19 @@ export function createRunsService(deps: RunsDeps): ServiceImpl<typeof RunsServic
   };
 }
 
-export function runsRoutes(deps: RunsDeps) {
-  return (router: ConnectRouter) => router.service(RunsService, createRunsService(deps));
+/**
+ * The runs store's service and the experiments' (which select with its search), on one router.
+ * `runner` replays the experiments in this process's background (start.ts); without one, they
+ * wait for a process that has one.
+ */
+export function runsRoutes(deps: RunsDeps & { runner?: Pick<ExperimentRunner, "kick"> }) {
+  return (router: ConnectRouter) => {
+    const runs = createRunsService(deps);
+    router.service(RunsService, runs);
+    experimentsRoutes({
+      db: deps.db,
+      search: async (req, ctx) => create(SearchRunsResponseSchema, await runs.searchRuns(req, ctx)),
+      runner: deps.runner,
+    })(router);
+  };
 }

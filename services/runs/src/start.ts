@@ -8,8 +8,10 @@ import {
   type MetricsServer,
 } from "@pies/common/server";
 import { CatalogService } from "@pies/proto/catalog";
+import { ExecutorService } from "@pies/proto/executor";
 import { RunsService } from "@pies/proto/runs";
 import type { RunsConfig } from "./config.js";
+import { ExperimentRunner } from "./experiments/runner.js";
 import { countDeadRecords, startDeadRecordsPruner } from "./dead-records.js";
 import { createRunsMetrics } from "./metrics.js";
 import { indexBuilds } from "./migrations/index-builds.js";
@@ -37,6 +39,7 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
   let metrics: MetricsServer | undefined;
   try {
     const records = await recordsFromConfig(nc, config, logger);
+    let runner: ExperimentRunner | undefined;
     const log = new RunLog(records);
     // The database's count once it is open (before, a scrape leaves the gauge out).
     let countDead: () => Promise<number> = () => Promise.reject(new Error("not started"));
@@ -60,7 +63,18 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
       beforeMigrations: (db, logger) => boundLegacyRuns(db, logger),
       // The partitions of the next days before the writer starts.
       afterMigrations: async (db, logger) => void (await makePartitions(db, { logger })),
-      routes: (db) => runsRoutes({ db, log }),
+      routes: (db, logger) => {
+        runner = new ExperimentRunner({
+          db,
+          executor: serviceClient(
+            ExecutorService,
+            peerTransport(config.EXECUTOR_URL, "executor", config.PIES_INTERNAL_TOKEN),
+          ),
+          logger,
+          leaseMs: config.PIES_EXPERIMENT_LEASE_SECONDS * 1000,
+        });
+        return runsRoutes({ db, log, runner });
+      },
       isReady: () => log.records.ready(),
       background: (db, logger, faults) => {
         countDead = () => countDeadRecords(db);
@@ -98,8 +112,12 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
           },
           (n) => runsMetrics.deadRecordsDeleted.inc(n),
         );
+        // Experiments replay once the service serves (their runs' executor asks it for parents).
+        runner?.start();
         return {
           async stop() {
+            // The pairs in flight end first: their executions go on through the drain.
+            await runner?.stop(config.PIES_EXPERIMENT_STOP_GRACE_SECONDS * 1000);
             await pruner.stop();
             await maintenance.stop();
             await sweeper.stop();

@@ -73,10 +73,63 @@ export interface RunTagRollupsTable extends Omit<RunRollupsTable, "model_id"> {
   tag: string;
 }
 
+/** An experiment (DESIGN.md §13; migrations/2026-12-07T20-00_experiments.ts says each column). */
+export interface ExperimentsTable {
+  id: string;
+  project_id: string;
+  name: string;
+  status: string;
+  cancel_requested: Defaulted<boolean>;
+  source: Json<JsonObject>;
+  target: Json<JsonObject>;
+  judge: string | null;
+  request: Uint8Array;
+  judge_request: Uint8Array | null;
+  concurrency: number;
+  selected: number;
+  skipped: number;
+  error: string | null;
+  owner: string | null;
+  lease_until: Date | null;
+  created_at: ColumnType<Date, Date | undefined, never>;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+  ended_at: Date | null;
+}
+
+/** One selected run of an experiment and its replay. */
+export interface ExperimentPairsTable {
+  experiment_id: string;
+  position: number;
+  source_run_id: string;
+  status: Defaulted<string>;
+  attempts: Defaulted<number>;
+  input: Json<JsonObject>;
+  original: Json<JsonValue | null>;
+  original_valid: boolean;
+  original_latency_ms: number | null;
+  original_tokens: number | null;
+  original_cost: number | null;
+  run_id: string | null;
+  candidate: Json<JsonValue | null>;
+  candidate_valid: boolean | null;
+  candidate_latency_ms: number | null;
+  candidate_tokens: number | null;
+  candidate_cost: number | null;
+  exact_match: boolean | null;
+  diff: Json<JsonValue[] | null>;
+  error: Json<JsonObject | null>;
+  judge_run_id: string | null;
+  judge_score: number | null;
+  judge_error: string | null;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+}
+
 export interface RunsDatabase {
   "runs.runs": RunsTable;
   "runs.run_rollups": RunRollupsTable;
   "runs.run_tag_rollups": RunTagRollupsTable;
+  "runs.experiments": ExperimentsTable;
+  "runs.experiment_pairs": ExperimentPairsTable;
 }
 
 export type RunRow = Selectable<RunsTable>;

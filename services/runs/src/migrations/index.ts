@@ -12,6 +12,7 @@ import * as runsAutovacuum from "./2026-11-28T12-00_runs_autovacuum.js";
 import * as runCost from "./2026-12-07T00-00_run_cost.js";
 import * as runsPartitioned from "./2026-12-07T06-00_runs_partitioned.js";
 import * as runTagRollups from "./2026-12-07T18-00_run_tag_rollups.js";
+import * as experiments from "./2026-12-07T20-00_experiments.js";
 
 /** Every migration of the runs schema, by name (names sort in the order they apply). */
 export const migrations: Record<string, Migration> = {
@@ -28,4 +29,5 @@ export const migrations: Record<string, Migration> = {
   "2026-12-07T00-00_run_cost": runCost,
   "2026-12-07T06-00_runs_partitioned": runsPartitioned,
   "2026-12-07T18-00_run_tag_rollups": runTagRollups,
+  "2026-12-07T20-00_experiments": experiments,
 };
