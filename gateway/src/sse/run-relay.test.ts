@@ -2,6 +2,7 @@ import { Agent, createServer, get as httpGet, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { create, toBinary } from "@bufbuild/protobuf";
+import { timestampFromMs, timestampNow } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import { createLogger } from "@pies/common";
 import { LiveGap, MemoryRunEventBus, type RunEventBus } from "@pies/common/bus";
@@ -140,6 +141,55 @@ describe("relayRun", () => {
       await new Promise<void>((resolve) => server!.close(() => resolve()));
       server = undefined;
     }
+  });
+
+  it("closes with the bus's end of a run whose end was recorded a moment before it was published", async () => {
+    // The executor records the end, then publishes it: a stream opened in between reads the run
+    // ended from the store while the bus has its chunks only. A metadata-only run's stored copy
+    // has no payloads, so the close must be the bus's end, not the store's run.
+    const bus = new MemoryRunEventBus();
+    await bus.publish("r1", "chunk", bytes("c1"), 1);
+    const stored = create(RunSchema, {
+      ...run(RunStatus.COMPLETED, "stored"),
+      updatedAt: timestampNow(),
+    });
+    setTimeout(
+      () => void bus.publish("r1", "end", endOf(run(RunStatus.COMPLETED, "final")), 2),
+      300,
+    );
+    const { events } = await relay({
+      runs: runsStore(async () => stored),
+      bus,
+      heartbeatMs: 60_000,
+      run: stored,
+    });
+    expect(events.map((e) => e.event)).toEqual(["message", "close"]);
+    expect(JSON.parse(events[1]!.data)).toMatchObject({ id: "r1", modelId: "final" });
+  });
+
+  it("closes at once with the stored run of one that ended long ago without its end on the bus", async () => {
+    const bus = new MemoryRunEventBus();
+    const stored = create(RunSchema, {
+      ...run(RunStatus.FAILED, "swept"),
+      updatedAt: timestampFromMs(Date.now() - 60_000),
+    });
+    let asked = 0;
+    const counting: RunEventBus = Object.assign(Object.create(bus) as RunEventBus, {
+      async hasEnd(runId: string) {
+        asked++;
+        return bus.hasEnd(runId);
+      },
+    });
+    const { events } = await relay({
+      runs: runsStore(async () => stored),
+      bus: counting,
+      heartbeatMs: 60_000,
+      run: stored,
+    });
+    expect(events.map((e) => e.event)).toEqual(["close"]);
+    expect(JSON.parse(events[0]!.data)).toMatchObject({ modelId: "swept" });
+    // Asked once: its end is not waited for.
+    expect(asked).toBe(1);
   });
 
   it("subscribes again after the last event sent when a subscription fails or ends early", async () => {

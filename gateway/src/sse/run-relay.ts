@@ -1,13 +1,9 @@
 import { activeTracer, contextOf, SpanKind } from "@pies/common";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Client } from "@connectrpc/connect";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { Logger } from "@pies/common";
-import {
-  decodeStoredRun,
-  isMetadataOnly,
-  type RunEvent,
-  type RunEventBus,
-} from "@pies/common/bus";
+import { decodeStoredRun, isMetadataOnly, type RunEvent, type RunEventBus } from "@pies/common/bus";
 import { RunStatus, type Run, type RunsService } from "@pies/proto/runs";
 import { runJson } from "../json/runs.js";
 import { errorBody, HttpError } from "../errors.js";
@@ -21,6 +17,12 @@ const terminal = (run: Run) =>
 const resubscribeDelayMs = (failures: number) => Math.min(5000, 100 * 2 ** (failures - 1));
 /** How long a replay waits for a bus that cannot answer (whether it holds a run's end, its events). */
 const BUS_ASK_MS = 15_000;
+/**
+ * How long after a run's end (its updated_at) a stream waits for the end to reach the bus: the
+ * executor records the end before it publishes it, so a stream opened in between finds the run
+ * ended and the bus without its end (decision 0068).
+ */
+const END_PUBLISH_WAIT_MS = 5_000;
 
 export interface RelayOptions {
   runs: Client<typeof RunsService>;
@@ -169,7 +171,7 @@ export class RunRelay {
     // (its executor died before publishing it and the runs service failed the run, or its events
     // have aged out) gets the events the bus still holds, then `close` with the stored run.
     const replayFromStart = terminal(run);
-    if (replayFromStart && !(await this.askBus(() => bus.hasEnd(runId), false))) {
+    if (replayFromStart && !(await this.endOnBus(run))) {
       const events = await this.askBus(() => bus.stored(runId, this.lastSeq), []);
       if (events.length > 0) this.options.onReplay?.(reason);
       for (const event of events) {
@@ -196,6 +198,21 @@ export class RunRelay {
       await sleep(resubscribeDelayMs(++failures), undefined, { signal: out.signal }).catch(
         () => {},
       );
+    }
+  }
+
+  /**
+   * Whether the bus holds the ended run's end. One that ended a moment ago may be about to: the
+   * bus is asked again (25 ms doubling to 400 ms) until END_PUBLISH_WAIT_MS past its end, so the
+   * stream closes with the executor's final run (a metadata-only run's store copy has no payloads).
+   */
+  private async endOnBus(run: Run): Promise<boolean> {
+    const { bus } = this.options;
+    const until = run.updatedAt ? timestampMs(run.updatedAt) + END_PUBLISH_WAIT_MS : 0;
+    for (let wait = 25; ; wait = Math.min(400, wait * 2)) {
+      if (await this.askBus(() => bus.hasEnd(this.runId), false)) return true;
+      if (!this.out.open || Date.now() + wait > until) return false;
+      await sleep(wait, undefined, { signal: this.out.signal }).catch(() => {});
     }
   }
 
