@@ -20,6 +20,11 @@ export function newId(at = Date.now()): string {
   return Math.max(0, Math.floor(at)).toString(16).padStart(12, "0") + random;
 }
 
+/** Whether `text` has the shape newId gives (24 lower-case hex characters). */
+export function isNewId(text: string): boolean {
+  return /^[0-9a-f]{24}$/.test(text);
+}
+
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /** `bytes` random bytes as base62 (rejection sampling, so every character is uniform). */

@@ -97,9 +97,16 @@ function documented(route: string, response: TestResponse) {
       const events = parseSse(response.text);
       expect(events.length, where).toBeGreaterThan(0);
       for (const e of events) {
-        if (e.event === "close") validate(doc.components.schemas.Run, JSON.parse(e.data), where);
+        // A one-request stream's first event, `run`, is a run too.
+        if (e.event === "close" || e.event === "run")
+          validate(doc.components.schemas.Run, JSON.parse(e.data), where);
         if (e.event === "error") validate(doc.components.schemas.Error, JSON.parse(e.data), where);
         if (e.event === "message") expect(typeof JSON.parse(e.data)).toBe("string");
+        // An experiment's `progress` and `end`: the experiment, as GET /experiments/:id has it.
+        if (e.event === "progress" || e.event === "end") {
+          const one = operation("GET /api/v1/experiments/:id").responses["200"];
+          validate(one.content["application/json"].schema, JSON.parse(e.data), where);
+        }
       }
     }
   } else {
@@ -116,7 +123,7 @@ function documented(route: string, response: TestResponse) {
 async function send(
   route: string,
   path: string,
-  { key, body }: { key?: string | null; body?: unknown } = {},
+  { key, body, accept }: { key?: string | null; body?: unknown; accept?: string } = {},
 ): Promise<TestResponse> {
   const [method] = route.split(" ") as [string];
   const bearer = key === undefined ? pies.key : key;
@@ -126,6 +133,7 @@ async function send(
     headers: {
       ...(bearer ? { authorization: `Bearer ${bearer}` } : {}),
       ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...(accept ? { accept } : {}),
     },
     ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
   });
@@ -402,6 +410,21 @@ describe("responses against the document", () => {
       body: { interaction: ids.interaction, stream: true, data: { topic: "cheese" } },
     });
     expect(streamed.json.status).toBe("created");
+    // One request: the run's event stream as the answer, from its `run` to its `close`.
+    for (const route of ["POST /runs", "POST /interactions/:id/execute"]) {
+      const oneRequest = await send(
+        api(route),
+        `/api/v1${route.split(" ")[1]!.replace(":id", ids.interaction!)}`,
+        {
+          body: { interaction: ids.interaction, stream: true, data: { topic: "cheese" } },
+          accept: "text/event-stream",
+        },
+      );
+      const events = parseSse(oneRequest.text);
+      expect(events.map((e) => e.event)[0], oneRequest.text).toBe("run");
+      expect(events.at(-1)!.event).toBe("close");
+      expect(oneRequest.headers["pies-run-id"]).toBe(JSON.parse(events[0]!.data).id);
+    }
     await send(api("POST /execute"), "/api/v1/execute", {
       body: { interaction: "Doc@latest", data: { topic: "cheese" } },
     });
@@ -483,6 +506,35 @@ describe("responses against the document", () => {
       body: { query: "nothing:here" },
     });
     await send(api("POST /runs/delete"), "/api/v1/runs/delete", { body: { limit: 1 } });
+
+    // Experiments over the runs above: created, streamed to their end, read, cancelled, listed.
+    const experiment = await send(api("POST /experiments"), "/api/v1/experiments", {
+      body: {
+        name: "doc",
+        source: { filters: { interaction: ids.interaction } },
+        target: { interaction: ids.interaction },
+        concurrency: 2,
+      },
+    });
+    expect(experiment.status).toBe(201);
+    const exp = `/api/v1/experiments/${experiment.json.id}`;
+    await send(api("POST /experiments"), "/api/v1/experiments", { body: { name: "no source" } });
+    await send(api("POST /experiments"), "/api/v1/experiments", {
+      body: { name: "x", source: {}, target: { interaction: "Nope@draft" } },
+    });
+    const progress = await send(api("GET /experiments/:id/stream"), `${exp}/stream`);
+    expect(progress.status).toBe(200);
+    expect(parseSse(progress.text).at(-1)!.event).toBe("end");
+    await send(api("GET /experiments/:id/stream"), "/api/v1/experiments/nope/stream");
+    expect(
+      (await send(api("GET /experiments/:id"), `${exp}?pairs_limit=5`)).json.pairs,
+    ).toHaveLength(experiment.json.progress.total);
+    await send(api("GET /experiments/:id"), "/api/v1/experiments/nope");
+    await send(api("GET /experiments/:id"), `${exp}?pairs_limit=-1`);
+    expect((await send(api("POST /experiments/:id/cancel"), `${exp}/cancel`)).status).toBe(200);
+    await send(api("POST /experiments/:id/cancel"), "/api/v1/experiments/nope/cancel");
+    await send(api("GET /experiments"), "/api/v1/experiments?limit=5");
+    await send(api("GET /experiments"), "/api/v1/experiments?limit=0");
 
     const generated = await send(
       api("POST /interactions/:id/generate-test-data"),

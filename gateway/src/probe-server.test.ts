@@ -126,6 +126,7 @@ describe("the probe server", () => {
       catalog: {} as GatewayDeps["catalog"],
       runs: {} as GatewayDeps["runs"],
       executor: {} as GatewayDeps["executor"],
+      experiments: {} as GatewayDeps["experiments"],
       bus: new MemoryRunEventBus(),
       catalogEvents: new MemoryCatalogEvents(),
       logger: createLogger("test", "silent"),

@@ -187,6 +187,7 @@ describe("the gateway's part", () => {
       catalog: pies.catalog,
       runs: runs as unknown as GatewayDeps["runs"],
       executor: {} as GatewayDeps["executor"],
+      experiments: {} as GatewayDeps["experiments"],
       bus: new MemoryRunEventBus(),
       catalogEvents: new MemoryCatalogEvents(),
       logger: createLogger("test", "silent"),

@@ -290,9 +290,22 @@ export const runResponse = z.object({
         prompt_added: anyJson,
         error: runError.optional(),
         token_use: tokenUse.optional(),
+        environment: z.string().optional().describe("The environment tried (virtual environments)"),
+        model: z.string().optional(),
+        duration_ms: z.number().optional(),
       }),
     )
     .optional(),
+  cost: z
+    .object({
+      input: z.number(),
+      output: z.number(),
+      total: z.number(),
+      currency: z.string(),
+      estimated: z.boolean().describe("The tokens were counted by the tokenizer"),
+    })
+    .optional()
+    .describe("From the token use and the model's price; absent when the model has none"),
   created_at: date.optional(),
   updated_at: date.optional(),
 });

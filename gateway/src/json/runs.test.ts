@@ -221,8 +221,10 @@ describe("the execute request", () => {
       }
     };
     visit(ExecuteRequestSchema, requests, "");
-    // `ttl` is for internal callers: the REST body has none (the service's default applies).
-    expect(unset).toEqual(["ttl"]);
+    // `ttl` and `detached` are for internal callers: the REST body has neither (the service's
+    // default ttl applies; an experiment's replays are detached by the runs service). `start` and
+    // `run_id` are set by the route of a one-request stream (its Accept header), not the body.
+    expect(unset).toEqual(["ttl", "detached", "start", "run_id"]);
   });
 });
 

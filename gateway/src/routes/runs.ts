@@ -10,7 +10,6 @@ import {
   executeRequest,
   type AnsweredRun,
   listRunsQuery as listRunsQuerySchema,
-  JSON_CONTENT_TYPE,
   runFilters,
   runJson,
   searchRunsBody as searchRunsBodySchema,
@@ -23,7 +22,7 @@ import {
   runFacetsBody as runFacetsBodySchema,
   runFacetsJson,
 } from "../json/runs.js";
-import { answered } from "@pies/common";
+import { answered, newId } from "@pies/common";
 import {
   errorResponse,
   filterOptionsResponse,
@@ -33,7 +32,17 @@ import {
   runResponse,
   searchRunsResponse,
 } from "../json/responses.js";
-import { callerGone, callerOf, principalOf, type RouteContext } from "./context.js";
+import { RunStreams } from "../sse/run-streams.js";
+import { callerGone, callerOf, principalOf, sendJson, type RouteContext } from "./context.js";
+
+const ONE_REQUEST_EVENTS =
+  "first `run` (the run as started, without an `id:`; its id is also in the `pies-run-id` " +
+  "header), then the events of GET /runs/{id}/stream, which resumes it with Last-Event-ID.";
+
+/** Whether the caller asked for the run's event stream (one-request streaming). */
+function wantsEventStream(request: FastifyRequest): boolean {
+  return request.headers.accept?.includes("text/event-stream") ?? false;
+}
 
 /** Executions (blocking or streamed), and reading runs back. */
 export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
@@ -44,10 +53,18 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
   const searchRunsBody = searchRunsBodySchema(ctx.deps.options);
   const runFacetsBody = runFacetsBodySchema(ctx.deps.options);
   const errors = { default: errorResponse };
+  const streams = new RunStreams(ctx.deps, ctx.metrics, ctx.streamSlots);
   const executed = {
-    200: runResponse.describe(
-      "The run: ended (blocking), or created (stream: true; read it at /runs/{id}/stream)",
-    ),
+    200: {
+      description:
+        "The run: ended (blocking), or created (stream: true; read it at /runs/{id}/stream). " +
+        "With stream: true and `Accept: text/event-stream`, the run's event stream itself: " +
+        ONE_REQUEST_EVENTS,
+      content: {
+        "application/json": { schema: runResponse },
+        "text/event-stream": { schema: z.string() },
+      },
+    },
     502: errorResponse.describe("The provider failed; the run is recorded, `details.run_id`"),
     504: errorResponse.describe("The provider timed out; the run is recorded, `details.run_id`"),
     413: errorResponse.describe(
@@ -62,7 +79,18 @@ export function runRoutes(instance: FastifyInstance, ctx: RouteContext) {
     interaction: ExecuteRequest["interaction"],
     reply: FastifyReply,
   ) => {
-    const caller = callerOf(request, principalOf(request));
+    const principal = principalOf(request);
+    const caller = callerOf(request, principal);
+    if (body.stream && wantsEventStream(request)) {
+      // One request: the run is made started, under an id made here, and streamed in this
+      // response, its live subscription set up while the executor starts it.
+      const runId = newId();
+      const start = () =>
+        executor
+          .execute({ ...executeRequest(body, interaction, caller), start: true, runId })
+          .then(({ run }) => answered(run, "run"));
+      return streams.open(principal, { runId, start }, reply);
+    }
     // A blocking caller that goes away cancels the provider call; a streamed execution only
     // creates its run here.
     const signal = body.stream ? undefined : callerGone(reply);
@@ -296,13 +324,6 @@ const pageJson = (answer: { runs: Run[]; runsJson: Uint8Array }) =>
   answer.runsJson.length > 0
     ? answer.runsJson
     : Buffer.from(JSON.stringify(answer.runs.map(runJson)));
-
-/**
- * Sends JSON written elsewhere (bytes) as the body, as it is: Fastify's serializer does not run on
- * bytes. The route's declared response stays, for the OpenAPI document.
- */
-const sendJson = (reply: FastifyReply, body: Uint8Array) =>
-  reply.type(JSON_CONTENT_TYPE).send(body);
 
 /**
  * A blocking execution that failed is still recorded; it answers 502 (504 when the provider timed

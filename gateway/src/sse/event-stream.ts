@@ -23,6 +23,11 @@ export class EventStream {
   constructor(
     private readonly res: ServerResponse,
     logger: Logger,
+    /**
+     * Headers the request set before the response was taken over (Fastify's reply.getHeaders():
+     * x-request-id, CORS, the run's id), which a hijacked reply would not send.
+     */
+    headers: Record<string, string | number | string[] | undefined> = {},
   ) {
     const onError = (err: Error) => {
       logger.debug({ err }, "event stream connection failed");
@@ -39,6 +44,7 @@ export class EventStream {
       this.abort.abort(STREAM_ENDED);
     });
     res.writeHead(200, {
+      ...headers,
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache, no-transform",
       connection: "keep-alive",

@@ -3,6 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import {
   checkGenerationSettings,
   invalid,
+  isNewId,
   jsonBytes,
   jsonOf,
   newId,
@@ -105,6 +106,7 @@ export async function prepareExecution(
 
   // Field by field on a zero run of V8's fast kind (see zeroRun), as create() would set them.
   const run = Object.assign(zeroRun(), newRunOf(caller, interaction, environment, model));
+  if (req.runId) run.id = callersRunId(req);
   run.stream = req.stream;
   run.tags = req.tags;
   // (At most six days, as PIES_RUN_TTL_SECONDS: docs/decisions/0064.)
@@ -147,6 +149,13 @@ export async function prepareExecution(
     maxRepairs,
     cache: policy && mode ? { policy, mode } : undefined,
   };
+}
+
+/** The id a caller made for a run started at once (ExecuteRequest.run_id). */
+function callersRunId(req: ExecuteRequest): string {
+  if (!req.stream || !req.start) throw invalid("run_id: only for a streamed run started at once");
+  if (!isNewId(req.runId)) throw invalid("run_id: not an id pies makes");
+  return req.runId;
 }
 
 /** An execution's data (`{}` when none); INVALID_ARGUMENT unless a JSON object. */

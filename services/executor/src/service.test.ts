@@ -3,7 +3,14 @@ import { create, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { PGlite } from "@electric-sql/pglite";
 import { catalogMigrations, catalogRoutes, SecretBox } from "@pies/catalog";
-import { createLogger, EndpointPolicy, type JsonObject, jsonOf, jsonBytes } from "@pies/common";
+import {
+  createLogger,
+  EndpointPolicy,
+  type JsonObject,
+  jsonOf,
+  jsonBytes,
+  newId,
+} from "@pies/common";
 import {
   decodeStoredRun,
   EventTooLarge,
@@ -231,6 +238,25 @@ async function eventsUntilEnd(runId: string, timeoutMs = 5000): Promise<RunEvent
   throw new Error(
     `no end event for run ${runId} within ${timeoutMs} ms (got ${events.length} events)`,
   );
+}
+
+/** An executor over the test's log whose puts are listed: each one's status and `accepted`. */
+function watchingPuts() {
+  const puts: { status: RunStatus; accepted: boolean }[] = [];
+  const watching: RunRecords = {
+    put(runId, data, options) {
+      puts.push({ status: fromBinary(RunSchema, data).status, accepted: !!options.accepted });
+      return records.put(runId, data, options);
+    },
+    last: (runId) => records.last(runId),
+    consume: (write, options) => records.consume(write, options),
+    ready: () => records.ready(),
+  };
+  const own = createClient(
+    ExecutorService,
+    createRouterTransport(executorRoutes({ ...deps, log: new RunLog(watching) }, inFlight)),
+  );
+  return { puts, own };
 }
 
 const decoder = new TextDecoder();
@@ -699,20 +725,7 @@ describe("ExecutorService streamed runs", () => {
   });
 
   it("starts a streamed run once the log has its start in order, recording only the creation and the end durably", async () => {
-    const puts: { status: RunStatus; accepted: boolean }[] = [];
-    const watching: RunRecords = {
-      put(runId, data, options) {
-        puts.push({ status: fromBinary(RunSchema, data).status, accepted: !!options.accepted });
-        return records.put(runId, data, options);
-      },
-      last: (runId) => records.last(runId),
-      consume: (write, options) => records.consume(write, options),
-      ready: () => records.ready(),
-    };
-    const own = createClient(
-      ExecutorService,
-      createRouterTransport(executorRoutes({ ...deps, log: new RunLog(watching) }, inFlight)),
-    );
+    const { puts, own } = watchingPuts();
     const { run } = await own.execute({
       caller: { accountId: main.accountId, projectId: main.projectId },
       interaction: { case: "interactionId", value: main.greetingId },
@@ -727,6 +740,44 @@ describe("ExecutorService streamed runs", () => {
       { status: RunStatus.COMPLETED, accepted: false },
     ]);
     const { run: stored } = await runs.getRun({ projectId: main.projectId, id: run!.id });
+    expect(stored!.status).toBe(RunStatus.COMPLETED);
+  });
+
+  it("starts a run at once (ExecuteRequest.start) under the caller's id, recording no creation", async () => {
+    const { puts, own } = watchingPuts();
+    const runId = newId();
+    // Listening before the run exists, as the gateway's one-request stream does.
+    const events = eventsUntilEnd(runId);
+    const request = {
+      caller: { accountId: main.accountId, projectId: main.projectId },
+      interaction: { case: "interactionId", value: main.greetingId },
+      dataJson: jsonBytes({ name: "AtOnce" }),
+      stream: true,
+      start: true,
+      runId,
+    } as const;
+    const { run } = await own.execute(request);
+    expect(run).toMatchObject({ id: runId, status: RunStatus.PROCESSING, stream: true });
+    const final = endRun(await events);
+    expect(final).toMatchObject({ id: runId, status: RunStatus.COMPLETED });
+    expect(puts).toEqual([
+      { status: RunStatus.PROCESSING, accepted: true },
+      { status: RunStatus.COMPLETED, accepted: false },
+    ]);
+    // Its slot given back once it ended.
+    await expect.poll(() => deps.executions.count(main.projectId)).toBe(0);
+    // An id that names a run already: refused, nothing started.
+    await expectCode(own.execute(request), Code.AlreadyExists);
+    expect(puts).toHaveLength(3);
+    await expect.poll(() => deps.executions.count(main.projectId)).toBe(0);
+    // An id pies does not make, or one for a run not started at once: refused before any put.
+    await expectCode(own.execute({ ...request, runId: "../other" }), Code.InvalidArgument);
+    await expectCode(
+      own.execute({ ...request, start: false, runId: newId() }),
+      Code.InvalidArgument,
+    );
+    expect(puts).toHaveLength(3);
+    const { run: stored } = await runs.getRun({ projectId: main.projectId, id: runId });
     expect(stored!.status).toBe(RunStatus.COMPLETED);
   });
 

@@ -38,6 +38,9 @@ import { untilRecorded } from "./record.js";
 import { dropInput, keepInput, withKeptInput } from "./withheld-input.js";
 import { deepFreeze } from "@pies/common/server";
 
+/** The signal of an execution nothing cancels but its own timeouts. */
+const NEVER_ABORTED = new AbortController().signal;
+
 /**
  * How long a blocking caller waits for its run to be recorded once the provider has answered.
  * Past it the caller gets UNAVAILABLE (503, naming the run) while the recording goes on.
@@ -54,11 +57,21 @@ export function createExecutorService(
   return {
     async execute(req, ctx) {
       // A blocking execution holds one of its project's execution slots from its start to its end;
-      // a streamed one takes its slot when its stream starts it.
-      const release = req.stream ? undefined : deps.executions.take(req.caller?.projectId ?? "");
+      // a streamed one takes its slot when its stream starts it (here, when started at once).
+      const release =
+        req.stream && !req.start ? undefined : deps.executions.take(req.caller?.projectId ?? "");
+      let handedOver = false;
       try {
         const prepared = await prepareExecution(deps, req);
         checkRecordFits(deps, prepared.run);
+        if (req.stream && release) {
+          // Started at once (ExecuteRequest.start): the slot goes with the execution.
+          if (prepared.run.parentId) {
+            await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
+          }
+          handedOver = true;
+          return { run: await startAtOnce(deps, active, prepared, release) };
+        }
         if (req.stream) {
           if (prepared.run.parentId) {
             await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
@@ -86,9 +99,11 @@ export function createExecutorService(
             return { run };
           }
         }
-        return { run: await runBlocking(deps, active, prepared, ctx.signal, recordWaitMs) };
+        // A detached execution is not cancelled by its caller's going (ExecuteRequest.detached).
+        const signal = req.detached ? NEVER_ABORTED : ctx.signal;
+        return { run: await runBlocking(deps, active, prepared, signal, recordWaitMs) };
       } finally {
-        release?.();
+        if (!handedOver) release?.();
       }
     },
 
@@ -203,6 +218,43 @@ export function createExecutorService(
 
 /** Attempts at recording a streamed run's start before its request is answered 503. */
 const START_PUT_ATTEMPTS = 3;
+
+/**
+ * A streamed run started by the request that makes it (ExecuteRequest.start): recorded processing
+ * in one put, with no `created` record, while the provider is called, as StartRun calls a run it
+ * created (its chunks held until the put is acknowledged; nothing published if it fails). The
+ * project's slot (`release`) is this function's to give back, once the execution has ended.
+ */
+async function startAtOnce(
+  deps: ExecutorDeps,
+  active: ActiveRuns,
+  prepared: PreparedExecution,
+  release: () => void,
+): Promise<Run> {
+  const run = prepared.run;
+  run.status = RunStatus.PROCESSING;
+  // Its input is in memory, never kept beside the record (a metadata-only run's neither).
+  const execution = new StreamedExecution(deps, run, prepared.request, false);
+  let seq: number;
+  try {
+    const putId = newPutId();
+    seq = await inSpan("runs.record.start", { kind: SpanKind.PRODUCER }, () =>
+      untilRecorded(() => deps.log.put(run, 0, putId, { accepted: true }), {
+        logger: deps.logger,
+        what: `the start of run ${run.id}`,
+        attempts: START_PUT_ATTEMPTS,
+      }),
+    );
+  } catch (err) {
+    void execution.abandon().then(release, release);
+    if (err instanceof RecordConflict) {
+      throw new ConnectError(`run ${run.id} exists already`, Code.AlreadyExists);
+    }
+    throw err;
+  }
+  void active.run(run.id, () => execution.finish(seq)).then(release, release);
+  return run;
+}
 
 /** A created run as this executor kept it or the log has it, with what it was prepared with. */
 interface KeptRun {
@@ -506,6 +558,8 @@ class StreamedExecution {
     private run: Run,
     /** The request prepared when this executor created the run; rebuilt from the run otherwise. */
     request?: CompletionRequest,
+    /** Whether a metadata-only run's input was kept beside its record (it then goes at start). */
+    private readonly inputKept = true,
   ) {
     this.ownRequest = request !== undefined;
     this.publisher = new ChunkPublisher(deps.bus, run.id, undefined, true);
@@ -589,7 +643,7 @@ class StreamedExecution {
     const { deps, publisher } = this;
     publisher.open();
     // Created here, the run's input was in memory; started for good, nobody reads its copy.
-    if (this.ownRequest) dropInput(deps.inputs, this.run, deps.logger);
+    if (this.ownRequest && this.inputKept) dropInput(deps.inputs, this.run, deps.logger);
     const called = await this.called;
     if ("abandoned" in called) return;
     const { run } = this;
