@@ -7,9 +7,10 @@
 // streamed, at several concurrencies. See bench/README.md. Loopback only. Settings (environment
 // variables, all optional):
 //   BENCH_CONCURRENCY=1,16,64  BENCH_WARMUP_MS=1500  BENCH_DURATION_MS=5000
-//   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=420000
+//   BENCH_MAX_REQUESTS=100000 (per cell)  BENCH_REQUEST_TIMEOUT_MS=30000  BENCH_DEADLINE_MS=600000
 //   BENCH_LATENCY_MS=5  BENCH_CHUNK_DELAY_MS=1  BENCH_MODES="direct blocking,pies blocking,..."
-//   ("pies cached blocking", "embedded cached blocking": result cache hits)
+//   ("pies cached blocking", "embedded cached blocking": result cache hits; "pies one-request
+//   streamed", "edge …", "embedded …": POST /runs answering with the run's event stream)
 //   BENCH_PIN=0 (no CPU pinning)  BENCH_RUNS_WAIT_MS=30000  BENCH_PEER_START_MS=120000
 //   BENCH_STREAM_EVENTS=0 (other runs' events stored in the stream first, as a deployment's holds)
 //   BENCH_PROFILE=1 (CPU profiles of executor, gateway, embedded)  BENCH_PROFILE_INTERVAL_US
@@ -45,7 +46,14 @@ import {
   topFrames,
 } from "./lib/profile.mjs";
 import { waitForRecordedRuns, waitForRunsViaApi } from "./lib/runs-check.mjs";
-import { addRatios, formatCpuTable, formatTable, summarise } from "./lib/stats.mjs";
+import {
+  addRatios,
+  formatCpuTable,
+  formatPerExecutionTable,
+  formatTable,
+  perExecution,
+  summarise,
+} from "./lib/stats.mjs";
 
 /** @import { ManagedProcess, Stack, TestDatabase, TestStream } from "@pies/testkit" */
 /** @import { Embedded } from "./lib/embedded.mjs" */
@@ -97,7 +105,7 @@ const config = {
   durationMs: int("BENCH_DURATION_MS", 5000),
   maxRequests: int("BENCH_MAX_REQUESTS", 100_000),
   requestTimeoutMs: int("BENCH_REQUEST_TIMEOUT_MS", 30_000),
-  deadlineMs: int("BENCH_DEADLINE_MS", 420_000),
+  deadlineMs: int("BENCH_DEADLINE_MS", 600_000),
   upstream: { latencyMs: int("BENCH_LATENCY_MS", 5), chunkDelayMs: int("BENCH_CHUNK_DELAY_MS", 1) },
   runsWaitMs: int("BENCH_RUNS_WAIT_MS", 30_000),
   streamEvents: int("BENCH_STREAM_EVENTS", 0),
@@ -503,6 +511,21 @@ async function setup() {
 let peerFailed;
 
 /**
+ * The processes that serve a mode's requests: their CPU per successful request is summed as the
+ * row's own.
+ * @param {string} mode
+ * @returns {string[]}
+ */
+function ownProcesses(mode) {
+  if (isPortkey(mode)) return ["portkey"];
+  if (isEmbedded(mode)) return ["embedded"];
+  // Gateway and executor in one process, on the stack's catalog and runs.
+  if (isEdge(mode)) return ["edge", "catalog", "runs"];
+  if (isPies(mode)) return (resources.stack?.processes ?? []).map((p) => p.name);
+  return [];
+}
+
+/**
  * Per system (the four-process stack, the embedded mode): executions the bench saw answered naming
  * a run (successful or not), and requests abandoned (stopped) before any answer, whose runs may
  * exist all the same.
@@ -614,13 +637,15 @@ async function main() {
         log(`${mode} c=${concurrency}: stopped before any request was measured; no row`);
         break outer;
       }
+      const summary = summarise(cell.samples, cell.wallMs);
       const row = {
         mode,
         concurrency,
-        ...summarise(cell.samples, cell.wallMs),
+        ...summary,
         stoppedEarly: cell.stoppedEarly,
         interruptedByStop: cell.interrupted,
         cpu: cell.measured,
+        perExecution: perExecution(cell.measured, summary.ok, ownProcesses(mode)),
         window,
       };
       rows.push(row);
@@ -739,7 +764,8 @@ async function main() {
   console.log(
     "added p50 = p50 - direct p50 (ms); p50 ratio = p50 / direct p50; thr ratio = req/s / direct req/s; " +
       "ttfc ratio = ttfc p50 / direct ttfc p50;\np50 vs portkey = p50 / portkey p50; " +
-      "thr vs portkey = req/s / portkey req/s (pies, edge and embedded rows; same kind, same concurrency, same run)",
+      "thr vs portkey = req/s / portkey req/s; ttfc vs portkey = ttfc p50 / portkey ttfc p50 " +
+      "(pies, edge and embedded rows; same kind, same concurrency, same run)",
   );
   for (const [system, check] of Object.entries(runsChecks)) {
     const label = system === "pies" ? "runs recorded" : `runs recorded (${system})`;
@@ -761,6 +787,11 @@ async function main() {
     "\nCPU during each measured phase (% of one core; bench = load generator + fake upstream; postgres/nats = all such processes; other = rest of the machine):",
   );
   console.log(formatCpuTable(rows));
+  console.log(
+    "\nCPU per successful request (ms: the process's CPU time during the measured phase / the requests that succeeded in it;" +
+      "\nown = the mode's processes together: pies = the four, edge = edge + catalog + runs) and RSS at the phase's end (MiB):",
+  );
+  console.log(formatPerExecutionTable(rows));
   if (totalErrors > 0) {
     console.log(`\n${totalErrors} request(s) FAILED:`);
     for (const e of errorSamples)

@@ -8,12 +8,14 @@
 // sample. Exit code 1 when a target is missed.
 //   npm run soak -- [--duration 1800] [--clients 64] [--mode four|edge|embedded] [--faults]
 //     [--reconnect-share 0.1667] [--prefill-seconds 3600 | --prefill-events N] [--interval 10]
+//     [--warmup S]
 //     [--out DIR] [--lease 5] [--node-args="A B"] [--env KEY=VALUE ...]
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { checkRuns, fillEventStream, Load } from "@pies/testkit";
+import { rssMiB } from "./lib/cpu.mjs";
 import { planPinning, pinSelf } from "./lib/pin.mjs";
 import { soakChart } from "./lib/soak-chart.mjs";
 import {
@@ -31,7 +33,6 @@ import {
   natsStateReader,
   OperationWindow,
   ReadyzProber,
-  rssMiB,
 } from "./lib/soak-sampler.mjs";
 import { startTarget } from "./lib/soak-target.mjs";
 
@@ -49,6 +50,8 @@ const USAGE = `npm run soak -- [options]
   --prefill-events N    or exactly N events (0: none)
   --calibrate S         seconds of load that measure the rate for --prefill-seconds (default 10)
   --interval S          seconds per row (default 10)
+  --warmup S            seconds before the first window (default a sixth of the run, at most
+                        300: V8 sizes the heap over the first minutes of a load)
   --out DIR             where the SVG chart and the JSON go (default a new temporary directory)
   --lease S             PIES_RUN_LEASE_SECONDS and TTL (default 5)
   --node-args="A B"     arguments to node for every pies process (e.g. "--trace-gc-nvp"); with
@@ -67,6 +70,7 @@ const { values: args } = parseArgs({
     "prefill-events": { type: "string" },
     calibrate: { type: "string", default: "10" },
     interval: { type: "string", default: "10" },
+    warmup: { type: "string" },
     out: { type: "string" },
     lease: { type: "string", default: "5" },
     "node-args": { type: "string", default: "" },
@@ -80,7 +84,7 @@ if (args.help) {
 }
 /**
  * A numeric option, checked.
- * @param {"duration" | "clients" | "interval" | "lease" | "reconnect-share" | "prefill-seconds" | "prefill-events" | "calibrate"} name
+ * @param {"duration" | "clients" | "interval" | "warmup" | "lease" | "reconnect-share" | "prefill-seconds" | "prefill-events" | "calibrate"} name
  * @param {{ integer?: boolean, min?: number, max?: number }} [bounds]
  */
 const number = (name, { integer = true, min = 1, max = Infinity } = {}) => {
@@ -95,6 +99,9 @@ const durationS = number("duration");
 const clients = number("clients");
 const intervalS = number("interval");
 const leaseSeconds = number("lease");
+// Seconds before the first window (default: a sixth of the run, at most 300; planWindows).
+const warmupS =
+  args.warmup === undefined ? undefined : number("warmup", { max: durationS - intervalS });
 const reconnectShare = number("reconnect-share", { integer: false, min: 0, max: 1 });
 const prefillSeconds = number("prefill-seconds", { min: 0 });
 const prefillEvents =
@@ -302,7 +309,7 @@ try {
   }
 
   // The load, sampled every interval.
-  const plan = planWindows(durationS, intervalS);
+  const plan = planWindows(durationS, intervalS, warmupS);
   const operations = new OperationWindow();
   /** @type {Latencies} */
   let latencyWindow = { blocking: [], streamed: [] };

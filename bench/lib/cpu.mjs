@@ -5,8 +5,9 @@ import { performance } from "node:perf_hooks";
 
 // CPU accounting for one measured phase: % of one core used by each pies process (from
 // /proc/<pid>/stat, Linux only), by this process (load generator + fake upstream worker), and the
-// machine's busy %. PostgreSQL and NATS are shared servers: their columns are every "postgres" /
-// "nats-server" process on the machine, so other users of them are included. 100% = one core.
+// machine's busy %; and each pies process's RSS at the phase's end (/proc/<pid>/status).
+// PostgreSQL and NATS are shared servers: their columns are every "postgres" / "nats-server"
+// process on the machine, so other users of them are included. 100% = one core.
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
@@ -43,6 +44,19 @@ export function processTicks(pid) {
  * @param {number | string | undefined} pid
  */
 export const ticksOf = (pid) => processTicks(pid) ?? 0;
+
+/**
+ * A process's resident set in MiB (VmRSS), undefined when it is gone.
+ * @param {number | undefined} pid
+ */
+export function rssMiB(pid) {
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
+    return kb === undefined ? undefined : Number(kb) / 1024;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The ticks of one PostgreSQL cluster by pid: the postmaster `pgPid` and each of its children
@@ -121,12 +135,19 @@ function machineTimes() {
 
 /**
  * CPU during a measured phase: % of one core by name (pies' processes, postgres, nats, bench,
- * other), and the machine's busy %.
- * @typedef {{ processPercent: Record<string, number>, machineBusyPercent: number | undefined }} CpuSample
+ * other), the same as CPU time in ms (all but other: the ticks read, so in steps of 10 ms), the
+ * resident set of each process measured (not postgres, nats or bench) at the phase's end in MiB,
+ * and the machine's busy %.
+ * @typedef {object} CpuSample
+ * @property {Record<string, number>} processPercent
+ * @property {Record<string, number>} processCpuMs
+ * @property {Record<string, number>} rssMiB
+ * @property {number | undefined} machineBusyPercent
  */
 
 /**
- * Starts a measurement over `processes` ([{name, child}]); the returned function ends it.
+ * Starts a measurement over `processes` ([{name, child}]); the returned function ends it (and
+ * reads their RSS then).
  * @param {{ name: string, child: { pid?: number } }[]} processes
  * @returns {() => CpuSample | undefined}
  */
@@ -141,12 +162,24 @@ export function startCpuSample(processes) {
     if (seconds <= 0) return undefined;
     /** @type {Record<string, number>} */
     const percent = {};
+    /** @type {Record<string, number>} */
+    const cpuMs = {};
+    /** @type {Record<string, number>} */
+    const rss = {};
+    /**
+     * @param {string} name
+     * @param {number} ticks
+     */
+    const used = (name, ticks) => {
+      percent[name] = Math.round((ticks / TICKS_PER_SECOND / seconds) * 100);
+      cpuMs[name] = (ticks * 1000) / TICKS_PER_SECOND;
+    };
     processes.forEach((p, i) => {
       const after = processTicks(p.child.pid);
       const ticksBefore = before[i];
-      if (after !== undefined && ticksBefore !== undefined) {
-        percent[p.name] = Math.round(((after - ticksBefore) / TICKS_PER_SECOND / seconds) * 100);
-      }
+      if (after !== undefined && ticksBefore !== undefined) used(p.name, after - ticksBefore);
+      const mib = rssMiB(p.child.pid);
+      if (mib !== undefined) rss[p.name] = Math.round(mib * 10) / 10;
     });
     const serversAfter = ticksByName(Object.keys(SERVERS));
     for (const [comm, label] of Object.entries(SERVERS)) {
@@ -156,12 +189,11 @@ export function startCpuSample(processes) {
       const then = serversBefore.get(comm) ?? new Map();
       // A process started during the phase counts from 0 (its whole life is inside the phase).
       for (const [pid, after] of now) ticks += after - (then.get(pid) ?? 0);
-      if (now.size > 0) {
-        percent[label] = Math.round((ticks / TICKS_PER_SECOND / seconds) * 100);
-      }
+      if (now.size > 0) used(label, ticks);
     }
     const selfUsed = process.cpuUsage(self);
     percent.bench = Math.round(((selfUsed.user + selfUsed.system) / 1e6 / seconds) * 100);
+    cpuMs.bench = Math.round((selfUsed.user + selfUsed.system) / 1000);
     const m = machineTimes();
     const total = m.total - machine.total;
     const machineBusy = total > 0 ? Math.round(((m.busy - machine.busy) / total) * 100) : undefined;
@@ -170,6 +202,11 @@ export function startCpuSample(processes) {
       const listed = Object.values(percent).reduce((a, b) => a + b, 0);
       percent.other = Math.max(0, Math.round(machineBusy * os.cpus().length - listed));
     }
-    return { processPercent: percent, machineBusyPercent: machineBusy };
+    return {
+      processPercent: percent,
+      processCpuMs: cpuMs,
+      rssMiB: rss,
+      machineBusyPercent: machineBusy,
+    };
   };
 }

@@ -20,9 +20,9 @@ const agent = new Agent({ keepAliveTimeout: 30_000, pipelining: 1 });
  */
 
 /**
- * Sends one request; resolves to { status, ok, body, text(), json() } where body is the response
- * body as an async iterable of bytes. Every answer's body must be read or dumped (text() does),
- * or its connection is not reused.
+ * Sends one request; resolves to { status, ok, headers, body, text(), json() } where headers are
+ * the response's (lower-case names) and body is the response body as an async iterable of bytes.
+ * Every answer's body must be read or dumped (text() does), or its connection is not reused.
  * @param {string} url
  * @param {SendOptions} [options]
  */
@@ -31,6 +31,7 @@ export async function send(url, { method = "GET", headers, body, signal } = {}) 
   return {
     status: response.statusCode,
     ok: response.statusCode >= 200 && response.statusCode < 300,
+    headers: response.headers,
     body: response.body,
     text: () => response.body.text(),
     json: () => response.body.json(),

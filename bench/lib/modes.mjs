@@ -22,7 +22,7 @@ import { send } from "./http.mjs";
  * @property {number} latencyMs
  * @property {number} [ttfcMs] time to the first content chunk (streamed modes)
  * @property {Record<string, number>} [phases] a breakdown in ms from the start (pies streamed:
- *   createMs, headersMs)
+ *   createMs, headersMs; one-request streamed: headersMs)
  * @property {string} [error]
  * @property {string} [runId]
  */
@@ -306,6 +306,82 @@ async function chatStreamed(ctx, target, signal) {
 }
 
 /**
+ * What reading a run's event stream to its end found: the times of its first `message` (ttfc) and
+ * of its `close` from the request's start, or why it failed; and, either way, its first event's
+ * name and the data of its `run` event (a one-request stream's first), when it had one.
+ * @typedef {{ first?: string, opened?: RunAnswer | null }
+ *   & ({ error: string } | { error?: undefined, latencyMs: number, ttfcMs: number })} RunStream
+ */
+
+/**
+ * Reads a run's event stream, GET /runs/:id/stream's answer or a one-request POST's, to its end.
+ * A failure: an SSE `error` event, an end without `event: close`, a `close` whose run is not
+ * completed, or one without any `event: message` before it.
+ * @param {AsyncIterable<Uint8Array>} body
+ * @param {number} started performance.now() at the request's start
+ * @returns {Promise<RunStream>}
+ */
+async function readRunStream(body, started) {
+  /** @type {string | undefined} */
+  let first;
+  /** @type {RunAnswer | null | undefined} */
+  let opened;
+  /** @type {number | undefined} */
+  let ttfcMs;
+  /** @type {number | undefined} */
+  let closedAt;
+  /** @type {RunAnswer | null | undefined} */
+  let final;
+  /** @type {string | undefined} */
+  let streamError;
+  let messages = 0;
+  /** @param {string} data */
+  const runOf = (data) => {
+    try {
+      return /** @type {RunAnswer | null} */ (JSON.parse(data));
+    } catch {
+      return { status: `unparseable run data: ${snippet(data)}` };
+    }
+  };
+  await readSseIncrementally(body, (event) => {
+    first ??= event.event;
+    if (event.event === "message") {
+      messages++;
+      ttfcMs ??= performance.now() - started;
+    } else if (event.event === "close") {
+      closedAt ??= performance.now() - started;
+      final ??= runOf(event.data);
+    } else if (event.event === "run") {
+      opened ??= runOf(event.data);
+    } else if (event.event === "error") {
+      streamError ??= `SSE error event: ${snippet(event.data)}`;
+    }
+  });
+  /** @param {string} error */
+  const failed = (error) => ({ first, opened, error });
+  if (streamError) return failed(streamError);
+  if (closedAt === undefined) {
+    return failed(`stream ended without event: close (after ${messages} messages)`);
+  }
+  if (final?.status !== "completed") {
+    const error = final?.error ? ` ${snippet(JSON.stringify(final.error))}` : "";
+    return failed(`close with run status ${final?.status}${error}`);
+  }
+  if (ttfcMs === undefined) return failed("close without any event: message");
+  return { first, opened, latencyMs: closedAt, ttfcMs };
+}
+
+/**
+ * POST /runs' body for a streamed run of the bench's interaction.
+ * @param {PiesTarget} ctx
+ */
+function streamedRunBody(ctx) {
+  return JSON.stringify({ interaction: ctx.interactionId, stream: true, data: { text: ctx.text } });
+}
+
+/**
+ * A streamed run in two requests: POST /runs {stream: true} answers the created run, then
+ * GET /runs/:id/stream starts it and is read to `close`.
  * @param {PiesTarget | undefined} ctx
  * @param {AbortSignal} signal
  * @returns {Promise<Sample>}
@@ -323,11 +399,7 @@ async function piesStreamed(ctx, signal) {
     const created = await send(`${ctx.gatewayUrl}/api/v1/runs`, {
       method: "POST",
       headers: piesHeaders(ctx),
-      body: JSON.stringify({
-        interaction: ctx.interactionId,
-        stream: true,
-        data: { text: ctx.text },
-      }),
+      body: streamedRunBody(ctx),
       signal,
     });
     if (!created.ok) {
@@ -347,41 +419,75 @@ async function piesStreamed(ctx, signal) {
     });
     if (!response.ok) return fail(await httpError("GET /runs/:id/stream", response));
     const headersMs = performance.now() - started;
-    /** @type {number | undefined} */
-    let ttfcMs;
-    /** @type {number | undefined} */
-    let closedAt;
-    /** @type {RunAnswer | null | undefined} */
-    let final;
-    /** @type {string | undefined} */
-    let streamError;
-    let messages = 0;
-    await readSseIncrementally(response.body, (event) => {
-      if (event.event === "message") {
-        messages++;
-        ttfcMs ??= performance.now() - started;
-      } else if (event.event === "close") {
-        closedAt ??= performance.now() - started;
-        try {
-          final = JSON.parse(event.data);
-        } catch {
-          final = { status: `unparseable close data: ${snippet(event.data)}` };
-        }
-      } else if (event.event === "error") {
-        streamError ??= `SSE error event: ${snippet(event.data)}`;
-      }
-    });
-    if (streamError) return fail(streamError);
-    if (closedAt === undefined) {
-      return fail(`stream ended without event: close (after ${messages} messages)`);
-    }
-    if (final?.status !== "completed") {
-      const error = final?.error ? ` ${snippet(JSON.stringify(final.error))}` : "";
-      return fail(`close with run status ${final?.status}${error}`);
-    }
-    if (ttfcMs === undefined) return fail("close without any event: message");
+    const read = await readRunStream(response.body, started);
+    if (read.error !== undefined) return fail(read.error);
     // Breakdown (ms from the POST start): run created, stream response headers, first chunk, close.
-    return { ok: true, latencyMs: closedAt, ttfcMs, phases: { createMs, headersMs }, runId };
+    const { latencyMs, ttfcMs } = read;
+    return { ok: true, latencyMs, ttfcMs, phases: { createMs, headersMs }, runId };
+  } catch (err) {
+    return fail(describe(err, signal));
+  }
+}
+
+/** The response header that names a one-request stream's run. */
+const RUN_ID_HEADER = "pies-run-id";
+
+/**
+ * A streamed run in one request: POST /runs {stream: true} with `Accept: text/event-stream`
+ * answers with the run's event stream itself, read to `close`: first `event: run` (the run, also
+ * named by the pies-run-id header), then what GET /runs/:id/stream sends. Errors before the
+ * stream are JSON answers, as POST /runs' are.
+ * @param {PiesTarget | undefined} ctx
+ * @param {AbortSignal} signal
+ * @returns {Promise<Sample>}
+ */
+async function piesStreamedOneRequest(ctx, signal) {
+  // Before the clock starts: the measured request is as it was.
+  if (!ctx) return failure(performance.now(), "no pies target in the context");
+  const started = performance.now();
+  // Set once the answer named the run (its header, else its `run` event, else an error's
+  // details): from then on the run exists, whatever happens to its stream.
+  /** @type {string | undefined} */
+  let runId;
+  /** @param {string} error */
+  const fail = (error) => ({ ...failure(started, error), runId });
+  try {
+    const response = await send(`${ctx.gatewayUrl}/api/v1/runs`, {
+      method: "POST",
+      headers: { ...piesHeaders(ctx), accept: "text/event-stream" },
+      body: streamedRunBody(ctx),
+      signal,
+    });
+    if (!response.ok) {
+      const answer = await piesError("POST /runs (event stream)", response);
+      runId = answer.runId;
+      return fail(answer.error);
+    }
+    const header = response.headers[RUN_ID_HEADER];
+    runId = typeof header === "string" && header !== "" ? header : undefined;
+    const type = String(response.headers["content-type"] ?? "");
+    if (!type.startsWith("text/event-stream")) {
+      // A gateway without one-request streaming answers the created run as JSON.
+      const body = await response.text().catch(unreadable);
+      try {
+        const run = /** @type {RunAnswer | null} */ (JSON.parse(body));
+        if (typeof run?.id === "string") runId ??= run.id;
+      } catch {
+        // not JSON: no run named
+      }
+      return fail(`POST /runs ${response.status} ${type || "(no content-type)"}: ${snippet(body)}`);
+    }
+    const headersMs = performance.now() - started;
+    const read = await readRunStream(response.body, started);
+    const openedId = typeof read.opened?.id === "string" ? read.opened.id : undefined;
+    runId ??= openedId;
+    if (read.error !== undefined) return fail(read.error);
+    if (header === undefined) return fail(`event stream without a ${RUN_ID_HEADER} header`);
+    if (read.first !== "run") return fail(`first event ${read.first}, not run`);
+    if (openedId !== runId) return fail(`run event names ${openedId}, ${RUN_ID_HEADER} ${runId}`);
+    // Breakdown (ms from the POST start): stream response headers (the run created and started).
+    const { latencyMs, ttfcMs } = read;
+    return { ok: true, latencyMs, ttfcMs, phases: { headersMs }, runId };
   } catch (err) {
     return fail(describe(err, signal));
   }
@@ -402,6 +508,11 @@ export const modes = /** @satisfies {Record<string, Mode>} */ ({
   "direct streamed": (ctx, signal) => chatStreamed(ctx, directTarget(ctx), signal),
   "portkey streamed": (ctx, signal) => chatStreamed(ctx, portkeyTarget(ctx), signal),
   "pies streamed": (ctx, signal) => piesStreamed(ctx.pies, signal),
+  // The same streamed run in one request (POST /runs answers with the event stream), each beside
+  // its two-request counterpart.
+  "pies one-request streamed": (ctx, signal) => piesStreamedOneRequest(ctx.pies, signal),
   "edge streamed": (ctx, signal) => piesStreamed(ctx.edge, signal),
+  "edge one-request streamed": (ctx, signal) => piesStreamedOneRequest(ctx.edge, signal),
   "embedded streamed": (ctx, signal) => piesStreamed(ctx.embedded, signal),
+  "embedded one-request streamed": (ctx, signal) => piesStreamedOneRequest(ctx.embedded, signal),
 });

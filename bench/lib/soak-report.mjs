@@ -99,10 +99,11 @@ export const markdownHeader = (headers) =>
  * a window that took in those minutes would count the sizing as growth.
  * @param {number} durationS
  * @param {number} intervalS
+ * @param {number} [warmupS] the warm-up, when not the default (--warmup)
  */
-export function planWindows(durationS, intervalS) {
+export function planWindows(durationS, intervalS, warmupS = Math.min(300, durationS / 6)) {
   const intervals = Math.floor(durationS / intervalS);
-  const warmup = Math.ceil(Math.min(300, durationS / 6) / intervalS);
+  const warmup = Math.ceil(warmupS / intervalS);
   const rest = intervals - warmup;
   const window = Math.max(1, Math.min(Math.round(300 / intervalS), Math.floor(rest / 6)));
   return { intervals, warmup, window };

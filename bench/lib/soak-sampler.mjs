@@ -1,5 +1,4 @@
 // @ts-check
-import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { Worker } from "node:worker_threads";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -49,19 +48,6 @@ import { percentile } from "./stats.mjs";
 /** @import { Operation, StreamCounts } from "@pies/testkit" */
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
-
-/**
- * A process's resident set in MiB (VmRSS), undefined when it is gone.
- * @param {number | undefined} pid
- */
-export function rssMiB(pid) {
-  try {
-    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
-    return kb === undefined ? undefined : Number(kb) / 1024;
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * CPU% (100 = one core) of named processes between two readings, by name. A pid seen for the first

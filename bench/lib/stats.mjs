@@ -97,8 +97,40 @@ export function summarise(samples, wallMs) {
  *   concurrency: number,
  *   stoppedEarly?: boolean,
  *   cpu?: CpuSample,
+ *   perExecution?: PerExecution,
  * } & Partial<Ratios>} Row
  */
+
+/**
+ * A cell's CPU per successful request: each process's CPU ms over the measured phase (CpuSample's
+ * processCpuMs: the processes measured, postgres, nats and bench) divided by the requests that
+ * succeeded in it, and the sum of that over `processes`, those that serve the row's mode.
+ * @typedef {object} PerExecution
+ * @property {string[]} processes
+ * @property {Record<string, number>} cpuMs
+ * @property {number | null} ownCpuMs null when no process serves the mode (direct)
+ */
+
+/**
+ * A cell's PerExecution, undefined without a CPU sample or a successful request.
+ * @param {CpuSample | undefined} cpu
+ * @param {number} ok the successful requests of the measured phase
+ * @param {string[]} own the processes that serve the row's mode
+ * @returns {PerExecution | undefined}
+ */
+export function perExecution(cpu, ok, own) {
+  if (!cpu || ok === 0) return undefined;
+  const all = cpu.processCpuMs;
+  const processes = own.filter((name) => all[name] !== undefined);
+  /** @param {number} ms */
+  const per = (ms) => /** @type {number} */ (round(ms / ok, 3));
+  return {
+    processes,
+    cpuMs: Object.fromEntries(Object.entries(all).map(([name, ms]) => [name, per(ms)])),
+    ownCpuMs:
+      processes.length > 0 ? per(processes.reduce((sum, name) => sum + (all[name] ?? 0), 0)) : null,
+  };
+}
 
 /**
  * What addRatios adds to a row (null where there is nothing to compare with).
@@ -112,12 +144,13 @@ export function summarise(samples, wallMs) {
  * @property {string | null} peer
  * @property {number | null} p50VsPortkey
  * @property {number | null} throughputVsPortkey
+ * @property {number | null} ttfcVsPortkey
  */
 
 /**
  * Adds to each row its p50/throughput/ttfc ratios and added p50/ttfc (ms) against direct at the
- * same concurrency, and to each pies row (four processes or embedded) its p50 and throughput ratios
- * against Portkey.
+ * same concurrency, and to each pies row (four processes, edge or embedded) its p50, throughput and
+ * ttfc ratios against Portkey.
  * @template {Row} R
  * @param {R[]} rows
  * @returns {R[]}
@@ -134,7 +167,8 @@ export function addRatios(rows) {
    */
   const diff = (a, b) => (a == null || b == null ? null : round(a - b, 2));
   for (const row of rows) {
-    // "direct" | "portkey" | "pies" | "embedded", ["cached"], "blocking" | "streamed"
+    // "direct" | "portkey" | "pies" | "edge" | "embedded", ["cached" | "one-request"],
+    // "blocking" | "streamed": a variant compares with its system's baseline and peer of its kind.
     const words = row.mode.split(" ");
     // split() yields at least one word.
     const [system, kind] = [/** @type {string} */ (words[0]), words.at(-1)];
@@ -153,24 +187,46 @@ export function addRatios(rows) {
     row.peer = peer ? peer.mode : null;
     row.p50VsPortkey = peer ? ratio(row.p50Ms, peer.p50Ms) : null;
     row.throughputVsPortkey = peer ? ratio(row.reqPerSec, peer.reqPerSec) : null;
+    row.ttfcVsPortkey = peer ? ratio(row.ttfcP50Ms, peer.ttfcP50Ms) : null;
   }
   return rows;
 }
 
 /**
- * A fixed-width text table.
+ * A row's kind: the last word of its mode ("blocking" or "streamed").
+ * @param {Row} row
+ */
+const kindOf = (row) => row.mode.split(" ").at(-1) ?? "";
+
+/**
+ * The main table, one per kind (blocking, then streamed): at each concurrency, the direct baseline
+ * first, then Portkey, then the other rows in their order, so that each pies row (both streamed
+ * flows too) is beside the rows it is compared with. The blocking table has no ttfc columns.
  * @param {Row[]} rows
  */
 export function formatTable(rows) {
-  /** @type {[name: string, get: (r: Row) => string | number, align?: "l"][]} */
-  const columns = [
-    ["mode", (r) => (r.stoppedEarly ? `${r.mode} (partial)` : r.mode), "l"],
+  /** @type {Column<Row>[]} */
+  const head = [
+    ["mode", (r) => (r.stoppedEarly ? `${r.mode} (partial)` : r.mode)],
     ["conc", (r) => r.concurrency],
     ["requests", (r) => r.requests],
     ["errors", (r) => r.errors],
     ["p50 ms", (r) => fmt(r.p50Ms)],
     ["p99 ms", (r) => fmt(r.p99Ms)],
     ["req/s", (r) => fmt(r.reqPerSec, 1)],
+  ];
+  /** @type {Column<Row>[]} */
+  const blocking = [
+    ...head,
+    ["added p50 ms", (r) => fmt(r.addedP50Ms)],
+    ["p50 ratio", (r) => fmt(r.p50Ratio)],
+    ["thr ratio", (r) => fmt(r.throughputRatio)],
+    ["p50 vs portkey", (r) => fmt(r.p50VsPortkey)],
+    ["thr vs portkey", (r) => fmt(r.throughputVsPortkey)],
+  ];
+  /** @type {Column<Row>[]} */
+  const streamed = [
+    ...head,
     ["ttfc p50 ms", (r) => fmt(r.ttfcP50Ms)],
     ["added p50 ms", (r) => fmt(r.addedP50Ms)],
     ["added ttfc ms", (r) => fmt(r.addedTtfcP50Ms)],
@@ -179,23 +235,32 @@ export function formatTable(rows) {
     ["ttfc ratio", (r) => fmt(r.ttfcP50Ratio)],
     ["p50 vs portkey", (r) => fmt(r.p50VsPortkey)],
     ["thr vs portkey", (r) => fmt(r.throughputVsPortkey)],
+    ["ttfc vs portkey", (r) => fmt(r.ttfcVsPortkey)],
   ];
-  const cells = rows.map((r) => columns.map(([, get]) => String(get(r))));
-  const widths = columns.map(([name], i) =>
-    Math.max(name.length, ...cells.map((c) => cellAt(c, i).length)),
-  );
-  /** @param {string[]} values one per column */
-  const line = (values) =>
-    values
-      .map((v, i) =>
-        columns[i]?.[2] === "l" ? v.padEnd(widthAt(widths, i)) : v.padStart(widthAt(widths, i)),
-      )
-      .join("  ");
-  return [
-    line(columns.map(([name]) => name)),
-    widths.map((w) => "-".repeat(w)).join("  "),
-    ...cells.map(line),
-  ].join("\n");
+  const concurrencies = [...new Set(rows.map((r) => r.concurrency))];
+  const first = ["direct", "portkey"];
+  /** @param {Row} r */
+  const rank = (r) => {
+    const i = first.indexOf(r.mode.split(" ")[0] ?? "");
+    return i < 0 ? first.length : i;
+  };
+  const kinds = ["blocking", "streamed"];
+  return [...new Set([...kinds, ...rows.map(kindOf)])]
+    .filter((kind) => rows.some((r) => kindOf(r) === kind))
+    .map((kind) => {
+      const mine = rows
+        .filter((r) => kindOf(r) === kind)
+        .map((r, i) => ({ r, i }))
+        .sort(
+          (a, b) =>
+            concurrencies.indexOf(a.r.concurrency) - concurrencies.indexOf(b.r.concurrency) ||
+            rank(a.r) - rank(b.r) ||
+            a.i - b.i,
+        )
+        .map(({ r }) => r);
+      return `${kind}:\n${textTable(kind === "blocking" ? blocking : streamed, mine)}`;
+    })
+    .join("\n\n");
 }
 
 /**
@@ -211,20 +276,72 @@ function fmt(v, digits = 2) {
  */
 export function formatCpuTable(rows) {
   const names = [...new Set(rows.flatMap((r) => Object.keys(r.cpu?.processPercent ?? {})))];
-  const header = ["mode", "conc", ...names, "machine busy %"];
-  const cells = rows.map((r) => [
-    r.mode,
-    String(r.concurrency),
-    ...names.map((n) => String(r.cpu?.processPercent?.[n] ?? "-")),
-    String(r.cpu?.machineBusyPercent ?? "-"),
-  ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => cellAt(c, i).length)));
+  return textTable(
+    [
+      ["mode", (r) => r.mode],
+      ["conc", (r) => r.concurrency],
+      ...names.map(
+        (n) => /** @type {Column<Row>} */ ([n, (r) => r.cpu?.processPercent?.[n] ?? "-"]),
+      ),
+      ["machine busy %", (r) => r.cpu?.machineBusyPercent ?? "-"],
+    ],
+    rows,
+  );
+}
+
+/**
+ * Each measured process's (pies', the edge's, the embedded one's, Portkey's) CPU ms per
+ * successful request during each row's measured phase, their sum over the processes that serve the
+ * row's mode (`own ms`), and each one's RSS (MiB) at the phase's end.
+ * @param {Row[]} rows
+ */
+export function formatPerExecutionTable(rows) {
+  const names = [...new Set(rows.flatMap((r) => Object.keys(r.cpu?.rssMiB ?? {})))];
+  return textTable(
+    [
+      ["mode", (r) => r.mode],
+      ["conc", (r) => r.concurrency],
+      ["ok", (r) => r.ok],
+      ...names.map(
+        (n) => /** @type {Column<Row>} */ ([`${n} ms`, (r) => fmt(r.perExecution?.cpuMs[n], 3)]),
+      ),
+      ["own ms", (r) => fmt(r.perExecution?.ownCpuMs, 3)],
+      ...names.map(
+        (n) => /** @type {Column<Row>} */ ([`${n} MiB`, (r) => fmt(r.cpu?.rssMiB[n], 0)]),
+      ),
+    ],
+    rows,
+  );
+}
+
+/**
+ * A column of a text table: its header, and its cell of a row.
+ * @template T
+ * @typedef {[name: string, get: (row: T) => string | number]} Column
+ */
+
+/**
+ * A fixed-width text table: the header, a rule, a line per row; the first column aligned left,
+ * the others right.
+ * @template T
+ * @param {Column<T>[]} columns
+ * @param {T[]} rows
+ */
+function textTable(columns, rows) {
+  const cells = rows.map((r) => columns.map(([, get]) => String(get(r))));
+  const widths = columns.map(([name], i) =>
+    Math.max(name.length, ...cells.map((c) => cellAt(c, i).length)),
+  );
   /** @param {string[]} values one per column */
   const line = (values) =>
     values
       .map((v, i) => (i === 0 ? v.padEnd(widthAt(widths, i)) : v.padStart(widthAt(widths, i))))
       .join("  ");
-  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...cells.map(line)].join("\n");
+  return [
+    line(columns.map(([name]) => name)),
+    widths.map((w) => "-".repeat(w)).join("  "),
+    ...cells.map(line),
+  ].join("\n");
 }
 
 /**
