@@ -146,6 +146,12 @@ describe("pies on a three-node NATS cluster", () => {
         `${failedDuringElection} failed with an error the caller saw: ` +
         `${JSON.stringify(report.expectedErrors)}; streams ${JSON.stringify(report.streams)}`,
     );
+    // The writer's pull, dropped and made anew when the node took it (record-writer.ts).
+    const stalls = running
+      .output()
+      .split("\n")
+      .filter((l) => l.includes("pulling anew"));
+    console.log(`record writer's pull made anew ${stalls.length} times\n${stalls.join("\n")}`);
     const context = `${summary(report)}\n${running.output().split("\n").slice(-60).join("\n")}`;
     expect.soft(running.unexpectedExits(), context).toEqual([]);
     // Failures only as answers: never a hang (a timeout), a cut stream, or a 500.

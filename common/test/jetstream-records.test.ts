@@ -279,6 +279,70 @@ describe("the JetStream record log's consumer", () => {
     }
   }, 30_000);
 
+  it("makes its consumer again when it is lost under it, and writes what came meanwhile", async () => {
+    const own = createTestStream();
+    const log = await JetStreamRunRecords.over(nc, {
+      stream: `${own.stream}_RECORDS`,
+      subjectPrefix: own.subjectPrefix,
+      maxAgeSeconds: 60,
+    });
+    const written = new Set<string>();
+    const stalls: string[] = [];
+    const put = (id: string) => log.put(id, bytes(id), { dedupId: `${own.stream}-${id}` });
+    const consumer = log.consume(async (batch) => batch.forEach((r) => written.add(r.runId)), {
+      onError: () => {},
+      onStall: (reason) => stalls.push(reason),
+    });
+    try {
+      await put("before");
+      await expect.poll(() => written.has("before"), { timeout: 5000 }).toBe(true);
+      // What a node that held the consumer's only copy takes with it: nats.js pulls again and
+      // again from a consumer that no longer is, and the records put meanwhile wait unread.
+      const jsm = await jetstreamManager(nc);
+      await jsm.consumers.delete(`${own.stream}_RECORDS`, "runs-store");
+      await put("after");
+      await expect.poll(() => written.has("after"), { timeout: 15_000 }).toBe(true);
+      expect(stalls).toEqual(["consumer deleted"]);
+    } finally {
+      await consumer.stop();
+      await own.remove();
+    }
+  }, 30_000);
+
+  it("makes its consumer again from the acknowledged floor: the records after it come, once", async () => {
+    const own = createTestStream();
+    const log = await JetStreamRunRecords.over(nc, {
+      stream: `${own.stream}_RECORDS`,
+      subjectPrefix: own.subjectPrefix,
+      maxAgeSeconds: 60,
+    });
+    const written: string[] = [];
+    const write = async (batch: { runId: string }[]) => {
+      written.push(...batch.map((r) => r.runId));
+    };
+    const put = (id: string) => log.put(id, bytes(id), { dedupId: `${own.stream}-${id}` });
+    let consumer = log.consume(write, { onError: () => {} });
+    try {
+      for (const id of ["a", "b", "c"]) await put(id);
+      await expect.poll(() => written.length, { timeout: 5000 }).toBe(3);
+      await consumer.stop();
+      const floor = await put("d");
+      await put("e");
+      await log.remakeConsumer();
+      const jsm = await jetstreamManager(nc);
+      const info = await jsm.consumers.info(`${own.stream}_RECORDS`, "runs-store");
+      expect(info.config.opt_start_seq).toBe(floor);
+      // A writer started now (another replica, or this one's loop) takes the consumer as it is.
+      consumer = log.consume(write, { onError: () => {} });
+      await expect.poll(() => written.length, { timeout: 5000 }).toBe(5);
+      await sleep(300);
+      expect(written).toEqual(["a", "b", "c", "d", "e"]);
+    } finally {
+      await consumer.stop();
+      await own.remove();
+    }
+  }, 30_000);
+
   it("hands back the records waiting out the interval when it stops: delivered again at once", async () => {
     const own = createTestStream();
     const log = await JetStreamRunRecords.over(nc, {

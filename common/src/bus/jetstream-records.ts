@@ -16,6 +16,8 @@ import {
   type ApiError,
   jetstreamManager,
   StorageType,
+  type Consumer,
+  type ConsumerMessages,
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
@@ -120,6 +122,8 @@ function settlePut(put: UnansweredPut, data: Uint8Array, status: number | undefi
 const WRITER = "runs-store";
 /** Records delivered to a writer and not yet acknowledged, per replica. */
 const MAX_IN_FLIGHT = 4096;
+/** JetStream's answer to an add of a consumer that exists with a start it cannot change. */
+const CONSUMER_CREATE_FAILED = 10012;
 /**
  * How long a record delivered to a writer may go unacknowledged before JetStream delivers it again
  * (to any replica): what a replica that dies mid-batch delays its records by. A writer retrying a
@@ -127,6 +131,14 @@ const MAX_IN_FLIGHT = 4096;
  * 5 s), so this only has to be longer than that.
  */
 const ACK_WAIT_MS = 10_000;
+/** The writers' consumer: from the log's first record (remakeConsumer: from its floor). */
+const WRITER_CONFIG = {
+  durable_name: WRITER,
+  ack_policy: AckPolicy.Explicit,
+  deliver_policy: DeliverPolicy.All,
+  ack_wait: nanos(ACK_WAIT_MS),
+  max_ack_pending: MAX_IN_FLIGHT * 4,
+};
 /**
  * How long JetStream waits before it delivers again the records a stopping writer hands back.
  * Naks without a delay, once the writer's pull was stopped, came back wrong on nats-server 2.9.10
@@ -134,6 +146,25 @@ const ACK_WAIT_MS = 10_000;
  * back once, to the next pull.
  */
 const NAK_DELAY_MS = 50;
+/**
+ * How long a writer's pull waits before it is made again (its heartbeats come at half of it):
+ * nats.js's default is 30 s, which made a writer whose pull was lost with a NATS node wait a
+ * minute (two missed heartbeats) before it pulled again.
+ */
+const PULL_EXPIRES_MS = 10_000;
+/**
+ * Heartbeats missed in a row past which the writer's pull is dropped and made anew, consumer
+ * first: nats.js pulls again itself from two on, which does not bring back a consumer whose
+ * state was lost with a node.
+ */
+const STALL_HEARTBEATS = 4;
+/**
+ * How long a writer may receive nothing while its consumer holds records for it before its pull
+ * is made anew (checked every STALL_CHECK_MS, with one consumer info request): a pull the server
+ * forgot when the consumer's leader moved sends no heartbeats to miss only once it is expired.
+ */
+const STALL_MS = 20_000;
+const STALL_CHECK_MS = 5_000;
 
 /**
  * Tells JetStream about each message. An acknowledgement is a publish, which throws once the
@@ -367,22 +398,39 @@ export class JetStreamRunRecords implements RunRecords {
    */
   private async consumeLoop(
     write: RecordBatchWriter,
-    { onError, onBehind, maxBatch = MAX_BATCH, maxBatchBytes, batchIntervalMs = 0 }: ConsumeOptions,
+    {
+      onError,
+      onBehind,
+      onStall,
+      maxBatch = MAX_BATCH,
+      maxBatchBytes,
+      batchIntervalMs = 0,
+    }: ConsumeOptions,
     signal: AbortSignal,
   ) {
     const prefix = `${this.options.subjectPrefix}.record.`;
     let lastBatch = -Infinity;
+    // A stall in which JetStream held records it could deliver to this writer's pull and did not,
+    // after one like it with nothing received between: the consumer is made again (remakeConsumer).
+    let undeliveredBefore = false;
+    let remake = false;
     for (let failures = 0; !signal.aborted;) {
       try {
-        await this.jsm.consumers.add(this.options.stream, {
-          durable_name: WRITER,
-          ack_policy: AckPolicy.Explicit,
-          deliver_policy: DeliverPolicy.All,
-          ack_wait: nanos(ACK_WAIT_MS),
-          max_ack_pending: MAX_IN_FLIGHT * 4,
+        if (remake) {
+          remake = false;
+          await this.remakeConsumer();
+        }
+        await this.jsm.consumers.add(this.options.stream, WRITER_CONFIG).catch(async (err) => {
+          // One made again from its acknowledged floor (remakeConsumer) starts there, which an
+          // add cannot change: it is used as it is.
+          if (!(err instanceof JetStreamApiError && err.code === CONSUMER_CREATE_FAILED)) throw err;
+          await this.jsm.consumers.info(this.options.stream, WRITER);
         });
         const consumer = await this.js.consumers.get(this.options.stream, WRITER);
-        const messages = await consumer.consume({ max_messages: MAX_IN_FLIGHT });
+        const messages = await consumer.consume({
+          max_messages: MAX_IN_FLIGHT,
+          expires: PULL_EXPIRES_MS,
+        });
         const abort = () => void messages.stop();
         signal.addEventListener("abort", abort, { once: true });
         const buffer: JsMsg[] = [];
@@ -444,8 +492,26 @@ export class JetStreamRunRecords implements RunRecords {
           }
           writing = undefined;
         };
+        // The pull, dropped when it no longer brings records (see STALL_HEARTBEATS, STALL_MS):
+        // the loop makes the consumer and a pull again.
+        let received = performance.now();
+        const stalled = (reason: string, undelivered: boolean) => {
+          if (signal.aborted) return;
+          remake = undelivered && undeliveredBefore;
+          undeliveredBefore = undelivered;
+          onStall?.(
+            remake ? `${reason}, again: the consumer is made again from its floor` : reason,
+          );
+          void messages.stop();
+        };
+        const watching = this.watchPull(messages, consumer, {
+          received: () => (buffer.length > 0 || writing ? performance.now() : received),
+          stalled,
+        });
         try {
           for await (const m of messages) {
+            received = performance.now();
+            undeliveredBefore = false;
             buffer.push(m);
             buffered += m.data.length;
             if (full()) wake?.();
@@ -454,6 +520,7 @@ export class JetStreamRunRecords implements RunRecords {
           await writing;
         } finally {
           signal.removeEventListener("abort", abort);
+          watching.stop();
         }
         // The consumer ended without an error (stopped, or deleted under us): made again.
         if (!signal.aborted) await sleep(500, undefined, { signal }).catch(() => {});
@@ -464,6 +531,95 @@ export class JetStreamRunRecords implements RunRecords {
         await sleep(retryDelayMs(failures++), undefined, { signal }).catch(() => {});
       }
     }
+  }
+
+  /**
+   * Watches a writer's pull until stopped, and calls `stalled` once when it no longer brings
+   * records: STALL_HEARTBEATS heartbeats missed in a row, the consumer or stream not found, or
+   * nothing received for STALL_MS (`received()`: when the last record came, or now while the
+   * writer holds records) while the consumer has records for it (not delivered, or delivered and
+   * not acknowledged: delivered into a pull that was lost, they wait for the ack wait and a pull).
+   * `undelivered`: JetStream has this pull, and records it could deliver to it (not delivered to
+   * anyone, and room under max_ack_pending), which a consumer whose state a lost node left wrong
+   * does (nats-server 2.9).
+   */
+  private watchPull(
+    messages: ConsumerMessages,
+    consumer: Consumer,
+    {
+      received,
+      stalled,
+    }: { received: () => number; stalled: (reason: string, undelivered: boolean) => void },
+  ) {
+    let done = false;
+    const stall = (reason: string, undelivered = false) => {
+      if (done) return;
+      done = true;
+      stalled(reason, undelivered);
+    };
+    void (async () => {
+      for await (const note of messages.status()) {
+        if (done) break;
+        if (note.type === "heartbeats_missed" && note.count >= STALL_HEARTBEATS) {
+          stall(`${note.count} heartbeats missed`);
+        } else if (
+          note.type === "consumer_not_found" ||
+          note.type === "consumer_deleted" ||
+          note.type === "stream_not_found"
+        ) {
+          stall(note.type.replaceAll("_", " "));
+        }
+      }
+    })().catch(() => {});
+    let checking = false;
+    const timer = setInterval(() => {
+      if (done || checking || performance.now() - received() < STALL_MS) return;
+      checking = true;
+      consumer
+        .info()
+        .then((info) => {
+          const held = info.num_pending + info.num_ack_pending;
+          if (held > 0 && performance.now() - received() >= STALL_MS) {
+            const undelivered =
+              info.num_waiting > 0 &&
+              info.num_pending > 0 &&
+              info.num_ack_pending < (info.config.max_ack_pending ?? Infinity);
+            stall(
+              `nothing received for ${STALL_MS / 1000} s: ${info.num_pending} records not ` +
+                `delivered, ${info.num_ack_pending} not acknowledged, ${info.num_waiting} pulls ` +
+                `waiting, acknowledged to ${info.ack_floor.stream_seq}`,
+              undelivered,
+            );
+          }
+        })
+        // Unanswered (the consumer's leader is being elected): asked again at the next check.
+        .catch(() => {})
+        .finally(() => (checking = false));
+    }, STALL_CHECK_MS);
+    timer.unref();
+    return {
+      stop() {
+        done = true;
+        clearInterval(timer);
+      },
+    };
+  }
+
+  /**
+   * Deletes the writers' consumer and makes it again from the record after its acknowledged floor
+   * (every record before it is written): what brings back a consumer that holds records and
+   * delivers none. Records acknowledged past the floor come again, and are written again as they
+   * were (a write is idempotent).
+   */
+  async remakeConsumer() {
+    const { stream } = this.options;
+    const info = await this.jsm.consumers.info(stream, WRITER);
+    await this.jsm.consumers.delete(stream, WRITER);
+    await this.jsm.consumers.add(stream, {
+      ...WRITER_CONFIG,
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: info.ack_floor.stream_seq + 1,
+    });
   }
 
   /**

@@ -87,6 +87,11 @@ export interface ConsumeOptions {
    * is, in seconds, and the log's maximum age. Not called by a log without one (in memory).
    */
   onBehind?(behindSeconds: number, maxAgeSeconds: number): void;
+  /**
+   * Called when the writer's pull stopped bringing records (a NATS node or the consumer's leader
+   * lost) and is made anew: why. Not called by a log in memory.
+   */
+  onStall?(reason: string): void;
   /** Most records in one batch. */
   maxBatch?: number;
   /** Most record bytes in one batch (a larger record is a batch of its own). */

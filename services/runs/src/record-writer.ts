@@ -242,6 +242,9 @@ export function startRecordWriter(
         );
       }
     },
+    onStall(reason) {
+      logger.warn({ reason }, "the record log's consumer stopped delivering: pulling anew");
+    },
     onError(err, attempt) {
       faults?.note();
       if (attempt % 10 === 0)
