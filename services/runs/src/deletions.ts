@@ -25,6 +25,30 @@ export async function deleteRunsWhere(
 }
 
 /**
+ * Deletes the experiments that copied a run with an id in `ids` (`ids`: a text[] expression) or
+ * before `floorId` (their pairs hold the runs' inputs and results, DESIGN.md §13): a run's data
+ * goes from every experiment with it, deleted or past the retention. Resolves with the number.
+ */
+export async function deleteExperimentsOf(
+  db: Kysely<RunsDatabase>,
+  runs: { ids: readonly string[] } | { floorId: string; projectId?: string },
+): Promise<number> {
+  const copied =
+    "ids" in runs
+      ? sql`select experiment_id from runs.experiment_pairs
+          where source_run_id = any(${runs.ids}::text[])`
+      : sql`select experiment_id from runs.experiment_pairs
+          where source_run_id < ${runs.floorId}`;
+  const project =
+    "projectId" in runs && runs.projectId ? sql`and project_id = ${runs.projectId}` : sql``;
+  // An experiment that selected no run to replay copied none: it goes once it is as old.
+  const empty = "floorId" in runs ? sql`or (selected = skipped and id < ${runs.floorId})` : sql``;
+  const gone = await sql`delete from runs.experiments
+    where (id in (${copied}) ${empty}) ${project}`.execute(db);
+  return Number(gone.numAffectedRows ?? 0);
+}
+
+/**
  * Deletes the project's runs of these ids and leaves a tombstone of each (runs.deleted_runs), so
  * that the record writer never writes them again: in a transaction that holds runs.deleted_runs
  * EXCLUSIVE (5 s at most to get it), which waits for the writer's batches in flight (they read
@@ -46,6 +70,7 @@ export async function deleteRunIds(
         returning id),
       kept as (insert into runs.deleted_runs (id) select id from gone on conflict do nothing)
       select count(*) as n from gone`.execute(tx);
+    await deleteExperimentsOf(tx, { ids });
     return Number(rows[0]?.n ?? 0);
   });
 }
@@ -79,6 +104,7 @@ export async function deleteRunById(db: Kysely<RunsDatabase>, id: string): Promi
     await sql`lock table runs.deleted_runs in exclusive mode`.execute(tx);
     await sql`insert into runs.deleted_runs (id) values (${id}) on conflict do nothing`.execute(tx);
     await sql`delete from runs.runs where id = ${id}`.execute(tx);
+    await deleteExperimentsOf(tx, { ids: [id] });
   });
 }
 

@@ -2,7 +2,7 @@ import type { Client } from "@connectrpc/connect";
 import { sql, type Kysely } from "kysely";
 import type { Logger } from "@pies/common";
 import type { CatalogService } from "@pies/proto/catalog";
-import { deleteRunsWhere } from "./deletions.js";
+import { deleteExperimentsOf, deleteRunsWhere } from "./deletions.js";
 import {
   DAY_MS,
   dropPartitionsBelow,
@@ -19,6 +19,8 @@ export interface RetentionResult {
   dropped: string[];
   /** Runs deleted one batch at a time: of partitions the floor cuts, and of projects' shorter retention. */
   deleted: number;
+  /** Experiments deleted with the runs they copied (deleteExperimentsOf). */
+  experiments: number;
 }
 
 /**
@@ -29,7 +31,9 @@ export interface RetentionResult {
  * default one); a project's shorter retention deletes its older runs in batches.
  * The partitions are dropped an hour past the floor, so that no record the writer let through
  * under a clock a little behind lands in one being dropped. Tombstones of runs past the floor go
- * too: the writer refuses those runs anyway.
+ * too: the writer refuses those runs anyway. An experiment goes with the runs it copied (its
+ * pairs hold their inputs and results): once one of them is past the retention, the
+ * deployment's or its project's.
  */
 export async function applyRetention(
   db: Kysely<RunsDatabase>,
@@ -42,7 +46,7 @@ export async function applyRetention(
   },
 ): Promise<RetentionResult> {
   const now = options.now ?? Date.now();
-  const result: RetentionResult = { dropped: [], deleted: 0 };
+  const result: RetentionResult = { dropped: [], deleted: 0, experiments: 0 };
   const { retentionDays } = options;
   if (retentionDays > 0) {
     const floor = now - retentionDays * DAY_MS;
@@ -60,6 +64,7 @@ export async function applyRetention(
       );
     }
     await sql`delete from runs.deleted_runs where id < ${floorId}`.execute(db);
+    result.experiments += await deleteExperimentsOf(db, { floorId });
   }
   for (const [projectId, days] of options.projectDays ?? []) {
     if (days <= 0 || (retentionDays > 0 && days >= retentionDays)) continue;
@@ -72,12 +77,17 @@ export async function applyRetention(
         where project_id = ${projectId} and updated_at < ${new Date(cutoff)} and id < ${idPrefix(cutoff)}
         order by updated_at limit ${limit}`,
     );
-    if (n > 0)
+    const experiments = await deleteExperimentsOf(db, {
+      floorId: idPrefix(cutoff),
+      projectId,
+    });
+    if (n > 0 || experiments > 0)
       options.logger?.info(
-        { projectId, days, runs: n },
+        { projectId, days, runs: n, experiments },
         "project's runs past its retention deleted",
       );
     result.deleted += n;
+    result.experiments += experiments;
   }
   return result;
 }
@@ -112,7 +122,8 @@ export function startMaintenance(
       projectDays,
       logger,
     });
-    if (result.dropped.length || result.deleted) logger.info(result, "runs retention applied");
+    if (result.dropped.length || result.deleted || result.experiments)
+      logger.info(result, "runs retention applied");
   };
   const tick = () => {
     if (stopped) return running;

@@ -13,7 +13,8 @@ import { MemoryRunRecords, RunLog } from "@pies/common/bus";
 import { createDatabase, migrateToLatest } from "@pies/common/db";
 import { createTestDatabase, seedRuns, type TestDatabase } from "@pies/testkit";
 import { AnchorDirection, RunsService, RunStatus } from "@pies/proto/runs";
-import { deleteRunById } from "../src/deletions.js";
+import { deleteRunById, deleteRunIds } from "../src/deletions.js";
+import { insertExperiment } from "../src/experiments/store.js";
 import { migrations } from "../src/migrations/index.js";
 import {
   DAY_MS,
@@ -224,6 +225,7 @@ describe("the retention", () => {
     expect(await applyRetention(db, { retentionDays: 10, now: NOW, logger })).toEqual({
       dropped: [],
       deleted: 0,
+      experiments: 0,
     });
   });
 
@@ -388,5 +390,78 @@ describe("deleting runs", () => {
     } finally {
       observer.release();
     }
+  });
+});
+
+describe("experiments, which copy the runs they replay", () => {
+  /** An experiment of `projectId` made at `madeAt` whose pairs copied these runs. */
+  const experiment = async (projectId: string, sources: string[], madeAt = Date.now()) => {
+    const id = newId(madeAt);
+    await insertExperiment(
+      db,
+      {
+        id,
+        project_id: projectId,
+        name: "e",
+        status: "completed",
+        source: JSON.stringify({ query: "x" }) as never,
+        target: JSON.stringify({ interaction: "i" }) as never,
+        request: new Uint8Array(),
+        concurrency: 1,
+        selected: sources.length,
+        skipped: 0,
+      },
+      sources.map((source, position) => ({
+        position,
+        source_run_id: source,
+        input: JSON.stringify({ text: source }) as never,
+        original: JSON.stringify({ summary: source }) as never,
+        original_valid: true,
+      })),
+    );
+    return id;
+  };
+  const left = async (ids: string[]) =>
+    (
+      await sql<{ id: string }>`select id from runs.experiments where id = any(${ids}::text[])
+        order by id`.execute(db)
+    ).rows.map((r) => r.id);
+
+  it("go with a run deleted by id or by query; the others stay", async () => {
+    const projectId = `exp-${newId()}`;
+    const [a, b, c] = [newId(), newId(), newId()];
+    const withA = await experiment(projectId, [a, b]);
+    const withB = await experiment(projectId, [b]);
+    const withC = await experiment(projectId, [c]);
+    await deleteRunById(db, a);
+    expect(await left([withA, withB, withC])).toEqual([withB, withC].sort());
+    await deleteRunIds(db, projectId, [b]);
+    expect(await left([withA, withB, withC])).toEqual([withC]);
+    const pairs = await sql<{ n: number }>`select count(*)::int as n from runs.experiment_pairs
+      where experiment_id = any(${[withA, withB]}::text[])`.execute(db);
+    expect(pairs.rows[0]!.n).toBe(0);
+  });
+
+  it("go once a run they copied is past the retention, the deployment's or their project's", async () => {
+    const projectId = `expr-${newId()}`;
+    const shorter = `exps-${newId()}`;
+    const old = newId(NOW - 20 * DAY_MS);
+    const recent = newId(NOW - 2 * DAY_MS);
+    const middle = newId(NOW - 5 * DAY_MS);
+    const withOld = await experiment(projectId, [recent, old], NOW - DAY_MS);
+    const withRecent = await experiment(projectId, [recent], NOW - DAY_MS);
+    // One that selected nothing: it goes when it is as old.
+    const emptyOld = await experiment(projectId, [], NOW - 15 * DAY_MS);
+    const emptyNew = await experiment(projectId, [], NOW - DAY_MS);
+    const shorterMiddle = await experiment(shorter, [middle], NOW - DAY_MS);
+    const all = [withOld, withRecent, emptyOld, emptyNew, shorterMiddle];
+    const result = await applyRetention(db, {
+      retentionDays: 10,
+      projectDays: new Map([[shorter, 3]]),
+      now: NOW,
+      logger,
+    });
+    expect(result.experiments).toBe(3);
+    expect(await left(all)).toEqual([withRecent, emptyNew].sort());
   });
 });

@@ -82,6 +82,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   // The pairs still to replay, in order: what the replay takes next.
   await sql`create index if not exists experiment_pairs_pending_idx
     on runs.experiment_pairs (experiment_id, position) where status = 'pending'`.execute(db);
+  // The experiments that copied a run: they go with it, deleted or past the retention.
+  await sql`create index if not exists experiment_pairs_source_idx
+    on runs.experiment_pairs (source_run_id)`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
