@@ -7,4 +7,9 @@ export const EXPERIMENT_LIMITS = {
   /** Experiments a list answers at once: the default, and the most. */
   page: { default: 20, max: 100 },
   nameLength: 200,
+  /**
+   * Experiments of a project running at once (the next is refused, 429): each holds up to
+   * `runs` pairs, replayed by processes that take at most 4 experiments each at once.
+   */
+  runningPerProject: 10,
 } as const;

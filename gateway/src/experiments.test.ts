@@ -1,5 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EXPERIMENT_LIMITS } from "@pies/common";
 import { parseSse } from "@pies/testkit";
 import { startTestPies, type TestPies } from "../test/in-memory-pies.js";
 import { requester } from "../test/requests.js";
@@ -143,4 +144,35 @@ describe("experiments in memory", () => {
     expect(events.filter((e) => e.event === "progress").length).toBeGreaterThanOrEqual(2);
     expect(await streamsOpen()).toBe(0);
   });
+
+  it("run at most EXPERIMENT_LIMITS.runningPerProject at once in a project: the next is a 429", async () => {
+    const slow = {
+      source: { filters: { tags: ["source"] } },
+      // Running for 15 s at least: 3 s a pair, one at a time (cancelled below; a cancel ends
+      // one when its pair in flight ends).
+      target: { interaction: interactionId, config: { model: "test-latency-3000" } },
+      concurrency: 1,
+    };
+    const ids: string[] = [];
+    try {
+      for (let i = 0; i < EXPERIMENT_LIMITS.runningPerProject; i++) {
+        const created = await call("POST", "/experiments", { name: `cap ${i}`, ...slow });
+        expect(created.status).toBe(201);
+        ids.push(created.json.id);
+      }
+      const refused = await call("POST", "/experiments", { name: "one more", ...slow });
+      expect(refused.status).toBe(429);
+      expect(JSON.stringify(refused.json)).toContain(
+        `at most ${EXPERIMENT_LIMITS.runningPerProject} experiments at once`,
+      );
+      // One ended (cancelled), the next is taken.
+      expect((await call("POST", `/experiments/${ids[0]}/cancel`)).status).toBe(200);
+      await until(ids[0]!, (e) => e.status === "cancelled");
+      const next = await call("POST", "/experiments", { name: "next", ...slow });
+      expect(next.status).toBe(201);
+      ids.push(next.json.id);
+    } finally {
+      for (const id of ids) await call("POST", `/experiments/${id}/cancel`);
+    }
+  }, 90_000);
 });

@@ -1,5 +1,11 @@
 import { create, toBinary } from "@bufbuild/protobuf";
-import type { ConnectRouter, HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  type HandlerContext,
+  type ServiceImpl,
+} from "@connectrpc/connect";
 import type { Kysely } from "kysely";
 import {
   EXPERIMENT_LIMITS,
@@ -31,6 +37,7 @@ import {
   pairsPage,
   requestCancel,
   summaries,
+  TooManyRunning,
   type ExperimentRow,
   type NewPair,
 } from "./store.js";
@@ -143,7 +150,14 @@ export function createExperimentsService(
           ended_at: empty ? now : null,
         },
         pairs,
-      );
+        EXPERIMENT_LIMITS.runningPerProject,
+      ).catch((err: unknown) => {
+        if (!(err instanceof TooManyRunning)) throw err;
+        throw new ConnectError(
+          `${err.message}: wait for one to end, or cancel one (POST /experiments/:id/cancel)`,
+          Code.ResourceExhausted,
+        );
+      });
       deps.runner?.kick();
       return answer(await found(projectId, id), { limit: 0, offset: 0, changed: false });
     },

@@ -49,13 +49,37 @@ const PAIRS = "runs.experiment_pairs" as const;
 /** Rows of one insert (PostgreSQL's 65,535 parameters over the pair's columns). */
 const INSERT_BATCH = 500;
 
-/** The experiment and its pairs, in one transaction: an experiment is never seen half selected. */
+/** A project already runs as many experiments as it may at once. */
+export class TooManyRunning extends Error {
+  constructor(readonly max: number) {
+    super(`a project runs at most ${max} experiments at once`);
+  }
+}
+
+/**
+ * The experiment and its pairs, in one transaction: an experiment is never seen half selected. A
+ * running one is refused (TooManyRunning) when its project already runs `maxRunning`: counted
+ * under a lock of the project's, so that two at once cannot both pass.
+ */
 export async function insertExperiment(
   db: Kysely<RunsDatabase>,
   row: Insertable<ExperimentsTable>,
   pairs: NewPair[],
+  maxRunning = Infinity,
 ): Promise<void> {
   await db.transaction().execute(async (tx) => {
+    if (row.status === "running" && Number.isFinite(maxRunning)) {
+      await sql`select pg_advisory_xact_lock(hashtext(${`experiments:${row.project_id}`}))`.execute(
+        tx,
+      );
+      const { n } = await tx
+        .selectFrom(EXPERIMENTS)
+        .select((eb) => eb.fn.countAll<string>().as("n"))
+        .where("project_id", "=", row.project_id)
+        .where("status", "=", "running")
+        .executeTakeFirstOrThrow();
+      if (Number(n) >= maxRunning) throw new TooManyRunning(maxRunning);
+    }
     await tx.insertInto(EXPERIMENTS).values(row).execute();
     for (let i = 0; i < pairs.length; i += INSERT_BATCH) {
       await tx
