@@ -27,6 +27,17 @@ afterAll(async () => {
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
+/** A record log on a stream of its own (a test of the writer's consumer: it is the stream's). */
+async function ownLog() {
+  const own = createTestStream();
+  const log = await JetStreamRunRecords.over(nc, {
+    stream: `${own.stream}_RECORDS`,
+    subjectPrefix: own.subjectPrefix,
+    maxAgeSeconds: 60,
+  });
+  return { own, log };
+}
+
 describe("the JetStream record log's puts", () => {
   it("sends the puts of one event-loop turn to NATS in one socket write", async () => {
     const write = vi.spyOn(Socket.prototype, "write");
@@ -163,12 +174,7 @@ describe("the JetStream record log's puts", () => {
 describe("the JetStream record log's consumer", () => {
   it("under a steady flow starts a batch no sooner than batchIntervalMs after the last; a record after a pause, and full batches, at once", async () => {
     // A stream of the test's own: the consumer reads every record of its stream.
-    const own = createTestStream();
-    const log = await JetStreamRunRecords.over(nc, {
-      stream: `${own.stream}_RECORDS`,
-      subjectPrefix: own.subjectPrefix,
-      maxAgeSeconds: 60,
-    });
+    const { own, log } = await ownLog();
     const INTERVAL = 400;
     const batches: { started: number; ended: number; ids: string[] }[] = [];
     let slow = false;
@@ -237,12 +243,7 @@ describe("the JetStream record log's consumer", () => {
   }, 30_000);
 
   it("ends the wait for the interval when the waiting records fill a batch, by count or by bytes", async () => {
-    const own = createTestStream();
-    const log = await JetStreamRunRecords.over(nc, {
-      stream: `${own.stream}_RECORDS`,
-      subjectPrefix: own.subjectPrefix,
-      maxAgeSeconds: 60,
-    });
+    const { own, log } = await ownLog();
     const INTERVAL = 3000;
     const batches: { started: number; ids: string[] }[] = [];
     const consumer = log.consume(
@@ -280,12 +281,7 @@ describe("the JetStream record log's consumer", () => {
   }, 30_000);
 
   it("makes its consumer again when it is lost under it, and writes what came meanwhile", async () => {
-    const own = createTestStream();
-    const log = await JetStreamRunRecords.over(nc, {
-      stream: `${own.stream}_RECORDS`,
-      subjectPrefix: own.subjectPrefix,
-      maxAgeSeconds: 60,
-    });
+    const { own, log } = await ownLog();
     const written = new Set<string>();
     const stalls: string[] = [];
     const put = (id: string) => log.put(id, bytes(id), { dedupId: `${own.stream}-${id}` });
@@ -310,12 +306,7 @@ describe("the JetStream record log's consumer", () => {
   }, 30_000);
 
   it("makes its consumer again from the acknowledged floor: the records after it come, once", async () => {
-    const own = createTestStream();
-    const log = await JetStreamRunRecords.over(nc, {
-      stream: `${own.stream}_RECORDS`,
-      subjectPrefix: own.subjectPrefix,
-      maxAgeSeconds: 60,
-    });
+    const { own, log } = await ownLog();
     const written: string[] = [];
     const write = async (batch: { runId: string }[]) => {
       written.push(...batch.map((r) => r.runId));
@@ -344,12 +335,7 @@ describe("the JetStream record log's consumer", () => {
   }, 30_000);
 
   it("hands back the records waiting out the interval when it stops: delivered again at once", async () => {
-    const own = createTestStream();
-    const log = await JetStreamRunRecords.over(nc, {
-      stream: `${own.stream}_RECORDS`,
-      subjectPrefix: own.subjectPrefix,
-      maxAgeSeconds: 60,
-    });
+    const { own, log } = await ownLog();
     const written: string[] = [];
     const write = async (batch: { runId: string }[]) => {
       written.push(...batch.map((r) => r.runId));
