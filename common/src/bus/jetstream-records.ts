@@ -122,8 +122,12 @@ function settlePut(put: UnansweredPut, data: Uint8Array, status: number | undefi
 const WRITER = "runs-store";
 /** Records delivered to a writer and not yet acknowledged, per replica. */
 const MAX_IN_FLIGHT = 4096;
-/** JetStream's answer to an add of a consumer that exists with a start it cannot change. */
-const CONSUMER_CREATE_FAILED = 10012;
+/**
+ * JetStream's answers to an add of a consumer that exists with another start (made again from its
+ * floor, remakeConsumer): 10012 on nats-server 2.9 ("deliver policy can not be updated"), 10148 on
+ * 2.10 and later ("consumer already exists").
+ */
+const EXISTS_OTHERWISE = new Set([10012, 10148]);
 /**
  * How long a record delivered to a writer may go unacknowledged before JetStream delivers it again
  * (to any replica): what a replica that dies mid-batch delays its records by. A writer retrying a
@@ -165,6 +169,56 @@ const STALL_HEARTBEATS = 4;
  */
 const STALL_MS = 20_000;
 const STALL_CHECK_MS = 5_000;
+/**
+ * How long a writer whose consumer was deleted under it waits before it adds it again: a replica
+ * that deletes it makes it again from its floor at once, and an add here first would start it at
+ * the log's first record.
+ */
+const CONSUMER_GONE_PAUSE_MS = 5_000;
+
+const isExistsOtherwise = (err: unknown) =>
+  err instanceof JetStreamApiError && EXISTS_OTHERWISE.has(err.code);
+const isConsumerNotFound = (err: unknown) =>
+  err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound;
+
+/** What a writer's watch read of its consumer when it found its pull stalled. */
+export interface StallSample {
+  /**
+   * JetStream held records it could deliver (not delivered to anyone, room under
+   * max_ack_pending) while a pull waited for them.
+   */
+  undelivered: boolean;
+  /** The last record the consumer delivered, to any writer. */
+  deliveredSeq: number;
+}
+
+/** Whether a consumer's state is a StallSample's `undelivered`. */
+export function undeliveredIn(info: {
+  num_waiting: number;
+  num_pending: number;
+  num_ack_pending: number;
+  config: { max_ack_pending?: number };
+}): boolean {
+  return (
+    info.num_waiting > 0 &&
+    info.num_pending > 0 &&
+    info.num_ack_pending < (info.config.max_ack_pending ?? Infinity)
+  );
+}
+
+/**
+ * Whether two stalls in a row (nothing received between) say the consumer, not the writer's
+ * pull, is stuck: it could deliver at both, and delivered nothing to anyone between them (another
+ * replica that still receives moves `deliveredSeq`, and then the trouble is this writer's own).
+ */
+export function consumerStuck(previous: StallSample | undefined, now: StallSample): boolean {
+  return (
+    previous !== undefined &&
+    previous.undelivered &&
+    now.undelivered &&
+    now.deliveredSeq === previous.deliveredSeq
+  );
+}
 
 /**
  * Tells JetStream about each message. An acknowledgement is a publish, which throws once the
@@ -410,22 +464,28 @@ export class JetStreamRunRecords implements RunRecords {
   ) {
     const prefix = `${this.options.subjectPrefix}.record.`;
     let lastBatch = -Infinity;
-    // A stall in which JetStream held records it could deliver to this writer's pull and did not,
-    // after one like it with nothing received between: the consumer is made again (remakeConsumer).
-    let undeliveredBefore = false;
+    // The last stall's sample of the consumer, until a record comes (consumerStuck), and the
+    // record the consumer is made again from once it is decided (kept across failed attempts, so
+    // that an attempt cut between the delete and the add still starts there).
+    let lastStall: StallSample | undefined;
     let remake = false;
+    let remakeFrom: number | undefined;
+    // The consumer was deleted under this writer: another replica may be making it again from its
+    // floor, which an add here must not get ahead of (it would start at the log's first record).
+    let consumerGone = false;
     for (let failures = 0; !signal.aborted;) {
       try {
         if (remake) {
+          // Gone before its floor was read (another replica deleted it): the add below makes it.
+          remakeFrom ??= await this.consumerFloor().catch((err) => {
+            if (isConsumerNotFound(err)) return undefined;
+            throw err;
+          });
+          if (remakeFrom !== undefined) await this.remakeConsumer(remakeFrom);
           remake = false;
-          await this.remakeConsumer();
+          remakeFrom = undefined;
         }
-        await this.jsm.consumers.add(this.options.stream, WRITER_CONFIG).catch(async (err) => {
-          // One made again from its acknowledged floor (remakeConsumer) starts there, which an
-          // add cannot change: it is used as it is.
-          if (!(err instanceof JetStreamApiError && err.code === CONSUMER_CREATE_FAILED)) throw err;
-          await this.jsm.consumers.info(this.options.stream, WRITER);
-        });
+        await this.addWriterConsumer();
         const consumer = await this.js.consumers.get(this.options.stream, WRITER);
         const messages = await consumer.consume({
           max_messages: MAX_IN_FLIGHT,
@@ -442,6 +502,7 @@ export class JetStreamRunRecords implements RunRecords {
         // stops.
         let wake: (() => void) | undefined;
         let writing: Promise<void> | undefined;
+        let received = performance.now();
         const writeBatches = async () => {
           while (buffer.length > 0) {
             // What arrives meanwhile joins this batch: a batch's statement, commit and
@@ -491,14 +552,16 @@ export class JetStreamRunRecords implements RunRecords {
             settle(batch, written ? (m) => m.ack() : (m) => m.nak(NAK_DELAY_MS));
           }
           writing = undefined;
+          // A write that took long (the database down) is no time without records.
+          received = performance.now();
         };
         // The pull, dropped when it no longer brings records (see STALL_HEARTBEATS, STALL_MS):
         // the loop makes the consumer and a pull again.
-        let received = performance.now();
-        const stalled = (reason: string, undelivered: boolean) => {
+        const stalled = (reason: string, sample?: StallSample) => {
           if (signal.aborted) return;
-          remake = undelivered && undeliveredBefore;
-          undeliveredBefore = undelivered;
+          remake = sample !== undefined && consumerStuck(lastStall, sample);
+          lastStall = sample;
+          consumerGone = /deleted|not found/.test(reason);
           onStall?.(
             remake ? `${reason}, again: the consumer is made again from its floor` : reason,
           );
@@ -511,7 +574,7 @@ export class JetStreamRunRecords implements RunRecords {
         try {
           for await (const m of messages) {
             received = performance.now();
-            undeliveredBefore = false;
+            lastStall = undefined;
             buffer.push(m);
             buffered += m.data.length;
             if (full()) wake?.();
@@ -522,8 +585,11 @@ export class JetStreamRunRecords implements RunRecords {
           signal.removeEventListener("abort", abort);
           watching.stop();
         }
-        // The consumer ended without an error (stopped, or deleted under us): made again.
-        if (!signal.aborted) await sleep(500, undefined, { signal }).catch(() => {});
+        // The consumer ended without an error (stopped, or deleted under us): made again, after
+        // the replica that may be making it again from its floor when it was deleted.
+        const pause = consumerGone ? CONSUMER_GONE_PAUSE_MS : 500;
+        consumerGone = false;
+        if (!signal.aborted) await sleep(pause, undefined, { signal }).catch(() => {});
         failures = 0;
       } catch (err) {
         if (signal.aborted) return;
@@ -549,14 +615,17 @@ export class JetStreamRunRecords implements RunRecords {
     {
       received,
       stalled,
-    }: { received: () => number; stalled: (reason: string, undelivered: boolean) => void },
+    }: { received: () => number; stalled: (reason: string, sample?: StallSample) => void },
   ) {
     let done = false;
-    const stall = (reason: string, undelivered = false) => {
+    const stall = (reason: string, sample?: StallSample) => {
       if (done) return;
       done = true;
-      stalled(reason, undelivered);
+      stalled(reason, sample);
     };
+    // A check that found nothing held counts as news: an idle writer asks every STALL_MS.
+    let checkedAt = performance.now();
+    const quietFor = () => performance.now() - Math.max(received(), checkedAt);
     void (async () => {
       for await (const note of messages.status()) {
         if (done) break;
@@ -573,22 +642,20 @@ export class JetStreamRunRecords implements RunRecords {
     })().catch(() => {});
     let checking = false;
     const timer = setInterval(() => {
-      if (done || checking || performance.now() - received() < STALL_MS) return;
+      if (done || checking || quietFor() < STALL_MS) return;
       checking = true;
       consumer
         .info()
         .then((info) => {
           const held = info.num_pending + info.num_ack_pending;
-          if (held > 0 && performance.now() - received() >= STALL_MS) {
-            const undelivered =
-              info.num_waiting > 0 &&
-              info.num_pending > 0 &&
-              info.num_ack_pending < (info.config.max_ack_pending ?? Infinity);
+          if (held === 0) checkedAt = performance.now();
+          else if (performance.now() - received() >= STALL_MS) {
             stall(
               `nothing received for ${STALL_MS / 1000} s: ${info.num_pending} records not ` +
                 `delivered, ${info.num_ack_pending} not acknowledged, ${info.num_waiting} pulls ` +
-                `waiting, acknowledged to ${info.ack_floor.stream_seq}`,
-              undelivered,
+                `waiting, delivered to ${info.delivered.stream_seq}, acknowledged to ` +
+                `${info.ack_floor.stream_seq}`,
+              { undelivered: undeliveredIn(info), deliveredSeq: info.delivered.stream_seq },
             );
           }
         })
@@ -611,14 +678,39 @@ export class JetStreamRunRecords implements RunRecords {
    * delivers none. Records acknowledged past the floor come again, and are written again as they
    * were (a write is idempotent).
    */
-  async remakeConsumer() {
+  async remakeConsumer(from?: number) {
     const { stream } = this.options;
-    const info = await this.jsm.consumers.info(stream, WRITER);
-    await this.jsm.consumers.delete(stream, WRITER);
-    await this.jsm.consumers.add(stream, {
-      ...WRITER_CONFIG,
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: info.ack_floor.stream_seq + 1,
+    const start = from ?? (await this.consumerFloor());
+    await this.jsm.consumers.delete(stream, WRITER).catch((err) => {
+      if (!isConsumerNotFound(err)) throw err;
+    });
+    await this.jsm.consumers
+      .add(stream, {
+        ...WRITER_CONFIG,
+        deliver_policy: DeliverPolicy.StartSequence,
+        opt_start_seq: start,
+      })
+      .catch((err) => {
+        // Made again meanwhile (by another replica, or this attempt's add answered late).
+        if (!isExistsOtherwise(err)) throw err;
+      });
+  }
+
+  /** The record after the writers' consumer's acknowledged floor: where remakeConsumer starts. */
+  private async consumerFloor(): Promise<number> {
+    const info = await this.jsm.consumers.info(this.options.stream, WRITER);
+    return info.ack_floor.stream_seq + 1;
+  }
+
+  /**
+   * Adds the writers' consumer (an add of the same settings is no change). One made again from
+   * its acknowledged floor (remakeConsumer) starts there, which an add cannot change: it is used
+   * as it is.
+   */
+  private async addWriterConsumer() {
+    await this.jsm.consumers.add(this.options.stream, WRITER_CONFIG).catch(async (err) => {
+      if (!isExistsOtherwise(err)) throw err;
+      await this.jsm.consumers.info(this.options.stream, WRITER);
     });
   }
 
