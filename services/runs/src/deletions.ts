@@ -24,28 +24,44 @@ export async function deleteRunsWhere(
   }
 }
 
+/** Experiments deleted per statement by the retention (each with up to 1,000 pairs). */
+const EXPERIMENT_BATCH = 50;
+
 /**
- * Deletes the experiments that copied a run with an id in `ids` (`ids`: a text[] expression) or
- * before `floorId` (their pairs hold the runs' inputs and results, DESIGN.md §13): a run's data
- * goes from every experiment with it, deleted or past the retention. Resolves with the number.
+ * Deletes the experiments that copied a run (their pairs hold runs' inputs and results, DESIGN.md
+ * §13): with `ids`, those whose pairs replayed, were replays of or judged one of these runs (a
+ * deletion's, in its transaction: after its lock of runs.deleted_runs, so that an experiment made
+ * meanwhile is either seen here or sees the tombstones, insertExperiment); with `floorId`, those
+ * that replayed a run made before it, the project's only with `projectId`, and those that selected
+ * none once they are as old (the retention's, in batches). Resolves with the number deleted.
  */
 export async function deleteExperimentsOf(
   db: Kysely<RunsDatabase>,
   runs: { ids: readonly string[] } | { floorId: string; projectId?: string },
 ): Promise<number> {
-  const copied =
-    "ids" in runs
-      ? sql`select experiment_id from runs.experiment_pairs
-          where source_run_id = any(${runs.ids}::text[])`
-      : sql`select experiment_id from runs.experiment_pairs
-          where source_run_id < ${runs.floorId}`;
-  const project =
-    "projectId" in runs && runs.projectId ? sql`and project_id = ${runs.projectId}` : sql``;
-  // An experiment that selected no run to replay copied none: it goes once it is as old.
-  const empty = "floorId" in runs ? sql`or (selected = skipped and id < ${runs.floorId})` : sql``;
-  const gone = await sql`delete from runs.experiments
-    where (id in (${copied}) ${empty}) ${project}`.execute(db);
-  return Number(gone.numAffectedRows ?? 0);
+  if ("ids" in runs) {
+    const ids = sql`${runs.ids}::text[]`;
+    const gone = await sql`delete from runs.experiments where id in (
+      select experiment_id from runs.experiment_pairs where source_run_id = any(${ids})
+      union select experiment_id from runs.experiment_pairs where run_id = any(${ids})
+      union select experiment_id from runs.experiment_pairs where judge_run_id = any(${ids}))`.execute(
+      db,
+    );
+    return Number(gone.numAffectedRows ?? 0);
+  }
+  const { floorId, projectId } = runs;
+  const project = projectId ? sql`and project_id = ${projectId}` : sql``;
+  let deleted = 0;
+  for (;;) {
+    const gone = await sql`delete from runs.experiments where id in (
+      select id from runs.experiments
+      where (id in (select experiment_id from runs.experiment_pairs where source_run_id < ${floorId})
+        or (selected = skipped and id < ${floorId})) ${project}
+      limit ${EXPERIMENT_BATCH})`.execute(db);
+    const n = Number(gone.numAffectedRows ?? 0);
+    deleted += n;
+    if (n < EXPERIMENT_BATCH) return deleted;
+  }
 }
 
 /**

@@ -395,7 +395,12 @@ describe("deleting runs", () => {
 
 describe("experiments, which copy the runs they replay", () => {
   /** An experiment of `projectId` made at `madeAt` whose pairs copied these runs. */
-  const experiment = async (projectId: string, sources: string[], madeAt = Date.now()) => {
+  const experiment = async (
+    projectId: string,
+    sources: string[],
+    madeAt = Date.now(),
+    status = "completed",
+  ) => {
     const id = newId(madeAt);
     await insertExperiment(
       db,
@@ -403,7 +408,7 @@ describe("experiments, which copy the runs they replay", () => {
         id,
         project_id: projectId,
         name: "e",
-        status: "completed",
+        status,
         source: JSON.stringify({ query: "x" }) as never,
         target: JSON.stringify({ interaction: "i" }) as never,
         request: new Uint8Array(),
@@ -427,12 +432,13 @@ describe("experiments, which copy the runs they replay", () => {
         order by id`.execute(db)
     ).rows.map((r) => r.id);
 
-  it("go with a run deleted by id or by query; the others stay", async () => {
+  it("go with a run deleted by id or by query, replayed or made by them; the others stay", async () => {
     const projectId = `exp-${newId()}`;
-    const [a, b, c] = [newId(), newId(), newId()];
+    const [a, b, c, d] = [newId(), newId(), newId(), newId()];
     const withA = await experiment(projectId, [a, b]);
     const withB = await experiment(projectId, [b]);
     const withC = await experiment(projectId, [c]);
+    const withD = await experiment(projectId, [d]);
     await deleteRunById(db, a);
     expect(await left([withA, withB, withC])).toEqual([withB, withC].sort());
     await deleteRunIds(db, projectId, [b]);
@@ -440,6 +446,33 @@ describe("experiments, which copy the runs they replay", () => {
     const pairs = await sql<{ n: number }>`select count(*)::int as n from runs.experiment_pairs
       where experiment_id = any(${[withA, withB]}::text[])`.execute(db);
     expect(pairs.rows[0]!.n).toBe(0);
+    // Its replay's run and its judge's run hold the same data.
+    const [replay, judged] = [newId(), newId()];
+    await sql`update runs.experiment_pairs set run_id = ${replay}
+      where experiment_id = ${withC}`.execute(db);
+    await sql`update runs.experiment_pairs set judge_run_id = ${judged}
+      where experiment_id = ${withD}`.execute(db);
+    await deleteRunById(db, replay);
+    await deleteRunIds(db, projectId, [judged]);
+    expect(await left([withC, withD])).toEqual([]);
+  });
+
+  it("made after their run was deleted leave it out, counted skipped", async () => {
+    const projectId = `expd-${newId()}`;
+    const [kept, deleted] = [newId(), newId()];
+    await deleteRunById(db, deleted);
+    const id = await experiment(projectId, [deleted, kept]);
+    const { rows } = await sql<{ skipped: number; status: string }>`select skipped, status
+      from runs.experiments where id = ${id}`.execute(db);
+    expect(rows[0]).toEqual({ skipped: 1, status: "completed" });
+    const pairs = await sql<{ source_run_id: string; position: number }>`select source_run_id,
+      position from runs.experiment_pairs where experiment_id = ${id}`.execute(db);
+    expect(pairs.rows).toEqual([{ source_run_id: kept, position: 0 }]);
+    // All of them deleted: nothing to replay, ended at once.
+    const none = await experiment(projectId, [deleted], Date.now(), "running");
+    const ended = await sql<{ status: string; ended: boolean }>`select status,
+      ended_at is not null as ended from runs.experiments where id = ${none}`.execute(db);
+    expect(ended.rows[0]).toEqual({ status: "completed", ended: true });
   });
 
   it("go once a run they copied is past the retention, the deployment's or their project's", async () => {
@@ -454,7 +487,9 @@ describe("experiments, which copy the runs they replay", () => {
     const emptyOld = await experiment(projectId, [], NOW - 15 * DAY_MS);
     const emptyNew = await experiment(projectId, [], NOW - DAY_MS);
     const shorterMiddle = await experiment(shorter, [middle], NOW - DAY_MS);
-    const all = [withOld, withRecent, emptyOld, emptyNew, shorterMiddle];
+    // The same run's age in a project without a retention of its own: kept.
+    const keptMiddle = await experiment(projectId, [middle], NOW - DAY_MS);
+    const all = [withOld, withRecent, emptyOld, emptyNew, shorterMiddle, keptMiddle];
     const result = await applyRetention(db, {
       retentionDays: 10,
       projectDays: new Map([[shorter, 3]]),
@@ -462,6 +497,6 @@ describe("experiments, which copy the runs they replay", () => {
       logger,
     });
     expect(result.experiments).toBe(3);
-    expect(await left(all)).toEqual([withRecent, emptyNew].sort());
+    expect(await left(all)).toEqual([withRecent, emptyNew, keptMiddle].sort());
   });
 });

@@ -59,15 +59,31 @@ export class TooManyRunning extends Error {
 /**
  * The experiment and its pairs, in one transaction: an experiment is never seen half selected. A
  * running one is refused (TooManyRunning) when its project already runs `maxRunning`: counted
- * under a lock of the project's, so that two at once cannot both pass.
+ * under a lock of the project's, so that two at once cannot both pass. A pair whose run was
+ * deleted since the selection is left out (counted skipped): the tombstones are read FOR SHARE,
+ * which a deletion's lock of runs.deleted_runs waits for, and the deletion then deletes this
+ * experiment if it copies one of its runs (deleteExperimentsOf).
  */
 export async function insertExperiment(
   db: Kysely<RunsDatabase>,
   row: Insertable<ExperimentsTable>,
-  pairs: NewPair[],
+  selected: NewPair[],
   maxRunning = Infinity,
 ): Promise<void> {
   await db.transaction().execute(async (tx) => {
+    let pairs = selected;
+    if (pairs.length > 0) {
+      const { rows: deleted } = await sql<{ id: string }>`select id from runs.deleted_runs
+        where id = any(${pairs.map((p) => p.source_run_id)}::text[]) for share`.execute(tx);
+      const gone = new Set(deleted.map((d) => d.id));
+      if (gone.size > 0) {
+        pairs = pairs
+          .filter((p) => !gone.has(p.source_run_id))
+          .map((p, position) => ({ ...p, position }));
+        const ended = pairs.length === 0 ? { status: "completed", ended_at: new Date() } : {};
+        row = { ...row, skipped: row.skipped + selected.length - pairs.length, ...ended };
+      }
+    }
     if (row.status === "running" && Number.isFinite(maxRunning)) {
       await sql`select pg_advisory_xact_lock(hashtext(${`experiments:${row.project_id}`}))`.execute(
         tx,

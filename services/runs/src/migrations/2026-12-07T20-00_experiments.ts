@@ -82,9 +82,14 @@ export async function up(db: Kysely<any>): Promise<void> {
   // The pairs still to replay, in order: what the replay takes next.
   await sql`create index if not exists experiment_pairs_pending_idx
     on runs.experiment_pairs (experiment_id, position) where status = 'pending'`.execute(db);
-  // The experiments that copied a run: they go with it, deleted or past the retention.
+  // The experiments that copied a run (replayed it, or made it as a replay or a judge's run):
+  // they go with it, deleted or past the retention.
   await sql`create index if not exists experiment_pairs_source_idx
     on runs.experiment_pairs (source_run_id)`.execute(db);
+  await sql`create index if not exists experiment_pairs_run_idx
+    on runs.experiment_pairs (run_id) where run_id is not null`.execute(db);
+  await sql`create index if not exists experiment_pairs_judge_run_idx
+    on runs.experiment_pairs (judge_run_id) where judge_run_id is not null`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
