@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
@@ -184,8 +185,15 @@ export function experimentRoutes(instance: FastifyInstance, ctx: RouteContext) {
       // An unknown experiment is a plain 404, before the stream opens.
       let current = await read();
       const release = ctx.streamSlots.take(principal.apiKeyId);
-      reply.hijack();
-      const stream = new EventStream(reply.raw, logger, reply.getHeaders());
+      let stream: EventStream;
+      try {
+        reply.hijack();
+        stream = new EventStream(reply.raw, logger, reply.getHeaders());
+      } catch (err) {
+        // The slot goes back if the stream never opened (it is given back once: release).
+        release();
+        throw err;
+      }
       // Counted with the runs' streams (pies_sse_streams_active), given back as it ends.
       ctx.metrics.streams.inc();
       stream.signal.addEventListener(
@@ -211,7 +219,7 @@ export function experimentRoutes(instance: FastifyInstance, ctx: RouteContext) {
             stream.comment("keep-alive");
             quietSince = Date.now();
           }
-          await sleepUnless(PROGRESS_INTERVAL_MS, stream.signal);
+          await sleep(PROGRESS_INTERVAL_MS, undefined, { signal: stream.signal }).catch(() => {});
           if (!stream.open) return;
           current = await read();
         }
@@ -231,17 +239,4 @@ export function experimentRoutes(instance: FastifyInstance, ctx: RouteContext) {
       }
     },
   );
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts (its timer cleared). */
-function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -39,9 +39,16 @@ export class EventStream {
     // this response alive for as long as the connection serves requests.
     const socket = res.socket;
     socket?.on("error", onError);
-    res.once("close", () => {
+    const closed = () => {
       socket?.off("error", onError);
       this.abort.abort(STREAM_ENDED);
+    };
+    res.once("close", closed);
+    // A client that left before the stream was taken over (while its run was being started): its
+    // `close` has gone by, and the stream's resources are given back now, not at the run's end.
+    // After this turn: the caller adds its listeners to the signal right after construction.
+    queueMicrotask(() => {
+      if (res.destroyed) closed();
     });
     res.writeHead(200, {
       ...headers,

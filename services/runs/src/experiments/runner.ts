@@ -211,6 +211,9 @@ class Replay {
       await endExperiment(this.db, id, this.owner, this.cancelled ? "cancelled" : "completed");
       this.logger.info({ experiment: id, cancelled: this.cancelled }, "experiment ended");
     } finally {
+      // A read that failed above left pairs in flight: the lease is held until they are recorded,
+      // or another process would claim the experiment and replay them again.
+      while (this.inFlight.size > 0) await Promise.race(this.inFlight);
       clearInterval(renewal);
     }
   }
