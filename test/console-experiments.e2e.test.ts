@@ -3,7 +3,12 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Page } from "playwright-core";
 import { expectJson, gatewayApi, type ApiClient } from "@pies/testkit";
 import { launchBrowser, type Browser } from "./console/browser.js";
-import { startEmbedded, startFourProcesses, type Target } from "./console/targets.js";
+import {
+  createInteraction,
+  startEmbedded,
+  startFourProcesses,
+  type Target,
+} from "./console/targets.js";
 
 // The console's experiments (issue 28; DESIGN.md §13) in a real browser against the embedded mode
 // and the four processes, as console.e2e.test.ts drives its pages: no fetch mocked, a test fails
@@ -43,37 +48,21 @@ describe.each([
     target = await start();
     api = gatewayApi(target.url, target.adminKey);
     browser = await launchBrowser();
-    const prompt = await json(
-      await api("/prompts", {
-        body: {
-          name: `describe-${mark}`,
-          role: "user",
-          content_type: "jst",
-          content: "return `Describe: ${text}`",
-          inputSchema: { type: "object", properties: { text: { type: "string" } } },
+    const interaction = await createInteraction(target, {
+      name,
+      promptName: `describe-${mark}`,
+      template: "return `Describe: ${text}`",
+      field: "text",
+      result: {
+        type: "object",
+        properties: {
+          title: { type: "string" },
+          tags: { type: "array", items: { type: "string" } },
+          score: { type: "number" },
         },
-      }),
-      201,
-    );
-    const interaction = await json(
-      await api("/interactions", {
-        body: {
-          name,
-          environment: target.environment,
-          prompts: [{ type: "template", template: prompt.id }],
-          result_schema: {
-            type: "object",
-            properties: {
-              title: { type: "string" },
-              tags: { type: "array", items: { type: "string" } },
-              score: { type: "number" },
-            },
-            required: ["title", "tags", "score"],
-          },
-        },
-      }),
-      201,
-    );
+        required: ["title", "tags", "score"],
+      },
+    });
     for (let i = 0; i < SAME + DIFF; i++) {
       const text = i < SAME ? `same ${i}` : `diff ${i}`;
       const run = await json(
@@ -85,7 +74,7 @@ describe.each([
     }
     await json(await api(`/interactions/${interaction.id}/publish`, { body: {} }), 201);
     await json(
-      await api(`/prompts/${prompt.id}`, {
+      await api(`/prompts/${interaction.promptId}`, {
         method: "PUT",
         body: {
           content:

@@ -3,7 +3,12 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Page } from "playwright-core";
 import { expectJson, gatewayApi, type ApiClient } from "@pies/testkit";
 import { launchBrowser, type Browser } from "./console/browser.js";
-import { startEmbedded, startFourProcesses, type Target } from "./console/targets.js";
+import {
+  createInteraction,
+  startEmbedded,
+  startFourProcesses,
+  type Target,
+} from "./console/targets.js";
 
 // The web console (DESIGN.md §12) in a real browser (Debian's Chromium driven by playwright-core)
 // against pies as people run it: the embedded mode (`npm start`'s process) and the four
@@ -35,33 +40,17 @@ describe.each([
     browser = await launchBrowser();
     // An interaction with an output schema, executed through the API three times: two runs with
     // one tag, one with another.
-    const prompt = await json(
-      await api("/prompts", {
-        body: {
-          name: `greet-${mark}`,
-          role: "user",
-          content_type: "jst",
-          content: "return `Write a greeting for ${name}`",
-          inputSchema: { type: "object", properties: { name: { type: "string" } } },
-        },
-      }),
-      201,
-    );
-    const interaction = await json(
-      await api("/interactions", {
-        body: {
-          name: `Greeting ${mark}`,
-          environment: target.environment,
-          prompts: [{ type: "template", template: prompt.id }],
-          result_schema: {
-            type: "object",
-            properties: { greeting: { type: "string" } },
-            required: ["greeting"],
-          },
-        },
-      }),
-      201,
-    );
+    const interaction = await createInteraction(target, {
+      name: `Greeting ${mark}`,
+      promptName: `greet-${mark}`,
+      template: "return `Write a greeting for ${name}`",
+      field: "name",
+      result: {
+        type: "object",
+        properties: { greeting: { type: "string" } },
+        required: ["greeting"],
+      },
+    });
     interactionId = interaction.id;
     runIds = [];
     for (const [name, tag] of [

@@ -80,3 +80,38 @@ export async function startFourProcesses(): Promise<Target> {
     },
   };
 }
+
+/**
+ * A draft interaction of one jst template over `field` (a string), with this result schema, made
+ * through the API on `target`'s test environment: what the browser tests execute and look at.
+ * Answers its id and its prompt's.
+ */
+export async function createInteraction(
+  target: Target,
+  options: { name: string; promptName: string; template: string; field: string; result: object },
+): Promise<{ id: string; promptId: string }> {
+  const api = gatewayApi(target.url, target.adminKey);
+  const json = <T>(response: Response) => expectJson<T>(response, 201, () => target.output());
+  const prompt = await json<{ id: string }>(
+    await api("/prompts", {
+      body: {
+        name: options.promptName,
+        role: "user",
+        content_type: "jst",
+        content: options.template,
+        inputSchema: { type: "object", properties: { [options.field]: { type: "string" } } },
+      },
+    }),
+  );
+  const interaction = await json<{ id: string }>(
+    await api("/interactions", {
+      body: {
+        name: options.name,
+        environment: target.environment,
+        prompts: [{ type: "template", template: prompt.id }],
+        result_schema: options.result,
+      },
+    }),
+  );
+  return { id: interaction.id, promptId: prompt.id };
+}

@@ -557,11 +557,11 @@ export class JetStreamRunRecords implements RunRecords {
         };
         // The pull, dropped when it no longer brings records (see STALL_HEARTBEATS, STALL_MS):
         // the loop makes the consumer and a pull again.
-        const stalled = (reason: string, sample?: StallSample) => {
+        const stalled = (reason: string, sample?: StallSample, gone = false) => {
           if (signal.aborted) return;
           remake = sample !== undefined && consumerStuck(lastStall, sample);
           lastStall = sample;
-          consumerGone = /deleted|not found/.test(reason);
+          consumerGone = gone;
           onStall?.(
             remake ? `${reason}, again: the consumer is made again from its floor` : reason,
           );
@@ -615,13 +615,16 @@ export class JetStreamRunRecords implements RunRecords {
     {
       received,
       stalled,
-    }: { received: () => number; stalled: (reason: string, sample?: StallSample) => void },
+    }: {
+      received: () => number;
+      stalled: (reason: string, sample?: StallSample, gone?: boolean) => void;
+    },
   ) {
     let done = false;
-    const stall = (reason: string, sample?: StallSample) => {
+    const stall = (reason: string, sample?: StallSample, gone = false) => {
       if (done) return;
       done = true;
-      stalled(reason, sample);
+      stalled(reason, sample, gone);
     };
     // A check that found nothing held counts as news: an idle writer asks every STALL_MS.
     let checkedAt = performance.now();
@@ -636,7 +639,7 @@ export class JetStreamRunRecords implements RunRecords {
           note.type === "consumer_deleted" ||
           note.type === "stream_not_found"
         ) {
-          stall(note.type.replaceAll("_", " "));
+          stall(note.type.replaceAll("_", " "), undefined, true);
         }
       }
     })().catch(() => {});
@@ -708,9 +711,9 @@ export class JetStreamRunRecords implements RunRecords {
    * as it is.
    */
   private async addWriterConsumer() {
-    await this.jsm.consumers.add(this.options.stream, WRITER_CONFIG).catch(async (err) => {
+    await this.jsm.consumers.add(this.options.stream, WRITER_CONFIG).catch((err) => {
+      // (The consumer is read next, by consumers.get.)
       if (!isExistsOtherwise(err)) throw err;
-      await this.jsm.consumers.info(this.options.stream, WRITER);
     });
   }
 

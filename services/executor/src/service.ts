@@ -64,18 +64,15 @@ export function createExecutorService(
       try {
         const prepared = await prepareExecution(deps, req);
         checkRecordFits(deps, prepared.run);
+        if (req.stream && prepared.run.parentId) {
+          await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
+        }
         if (req.stream && release) {
           // Started at once (ExecuteRequest.start): the slot goes with the execution.
-          if (prepared.run.parentId) {
-            await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
-          }
           handedOver = true;
           return { run: await startAtOnce(deps, active, prepared, release) };
         }
         if (req.stream) {
-          if (prepared.run.parentId) {
-            await checkParent(deps, prepared.run.projectId, prepared.run.parentId);
-          }
           // A metadata-only run's input waits beside its record, which has none (both before the
           // caller learns the run's id, so before anyone can start it).
           const [seq] = await Promise.all([
@@ -172,16 +169,7 @@ export function createExecutorService(
             // it when its ttl runs out, as it would a stream never opened. A put that fails
             // (NATS timed out, and may have stored it all the same) is repeated a few times under
             // the same id, which JetStream stores once, before the request is answered 503.
-            const expectSeq = current.seq;
-            const putId = newPutId();
-            const started = run;
-            seq = await inSpan("runs.record.start", { kind: SpanKind.PRODUCER }, () =>
-              untilRecorded(() => deps.log.put(started, expectSeq, putId, { accepted: true }), {
-                logger: deps.logger,
-                what: `the start of run ${started.id}`,
-                attempts: START_PUT_ATTEMPTS,
-              }),
-            );
+            seq = await recordStart(deps, run, current.seq);
           } catch (err) {
             // Nothing of it is published from here on; the call stops on its own time.
             if (execution) abandoned.push(execution.abandon());
@@ -220,6 +208,21 @@ export function createExecutorService(
 const START_PUT_ATTEMPTS = 3;
 
 /**
+ * Records a streamed run's start: a put conditional on the run's record at `expectSeq` (0: none),
+ * repeated under one id (JetStream stores it once) before its request is answered 503.
+ */
+function recordStart(deps: ExecutorDeps, run: Run, expectSeq: number): Promise<number> {
+  const putId = newPutId();
+  return inSpan("runs.record.start", { kind: SpanKind.PRODUCER }, () =>
+    untilRecorded(() => deps.log.put(run, expectSeq, putId, { accepted: true }), {
+      logger: deps.logger,
+      what: `the start of run ${run.id}`,
+      attempts: START_PUT_ATTEMPTS,
+    }),
+  );
+}
+
+/**
  * A streamed run started by the request that makes it (ExecuteRequest.start): recorded processing
  * in one put, with no `created` record, while the provider is called, as StartRun calls a run it
  * created (its chunks held until the put is acknowledged; nothing published if it fails). The
@@ -237,14 +240,7 @@ async function startAtOnce(
   const execution = new StreamedExecution(deps, run, prepared.request, false);
   let seq: number;
   try {
-    const putId = newPutId();
-    seq = await inSpan("runs.record.start", { kind: SpanKind.PRODUCER }, () =>
-      untilRecorded(() => deps.log.put(run, 0, putId, { accepted: true }), {
-        logger: deps.logger,
-        what: `the start of run ${run.id}`,
-        attempts: START_PUT_ATTEMPTS,
-      }),
-    );
+    seq = await recordStart(deps, run, 0);
   } catch (err) {
     void execution.abandon().then(release, release);
     if (err instanceof RecordConflict) {
