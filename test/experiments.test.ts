@@ -204,13 +204,16 @@ async function until(id: string, done: (e: any) => boolean, timeoutMs = 120_000)
 }
 
 /**
- * The runs an experiment made (tag experiment:<id>), once the store has at least `count` of them:
+ * The runs an experiment made (tag experiment:<id>), once the store has `count` completed ones:
  * a replay is answered once its run is in the record log, and written to the store just after.
  */
 async function replays(id: string, count: number): Promise<any[]> {
   for (const deadline = Date.now() + 30_000; ;) {
     const runs = await json(await api(`/runs?tag=experiment:${id}&limit=1000`));
-    if (runs.length >= count || Date.now() > deadline) return runs;
+    // Completed ones: lists read the store, a batch behind the record log, and a replay cut by a
+    // death (failed as lost) may be listed before the last completed ones are written.
+    const completed = runs.filter((r: any) => r.status === "completed").length;
+    if (completed >= count || Date.now() > deadline) return runs;
     await new Promise((r) => setTimeout(r, 50));
   }
 }
