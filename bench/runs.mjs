@@ -15,7 +15,8 @@
 //   BENCH_RUNS_PARTS also takes partwrite (the writer into one table and into partitions, in
 //   alternated rounds) and drop (a day's partition dropped while the writer writes; BENCH_RUNS_DROP_N
 //   runs over 10 days). The stack keeps every run (PIES_RUN_RETENTION_DAYS=0); the seed's 90 days
-//   have their partitions, as a deployment of that age has them.
+//   have their partitions, as a deployment of that age has them: BENCH_RUNS_PARTITION_DAYS wide
+//   (PIES_RUN_PARTITION_DAYS; its default), and BENCH_RUNS_DROP_PARTITION_DAYS=1 for the drop part.
 // The trgm part: searches the jsonpath index cannot serve (wildcards, bare terms, string ranges),
 // in the runs service, on a scratch database of BENCH_RUNS_TRGM_N seeded runs, before and after
 // the trigram index is built (concurrently, while a writer keeps inserting), with their plans.
@@ -44,6 +45,7 @@ import {
 import {
   createRunsService,
   dropPartitionsBelow,
+  DEFAULT_PARTITION_DAYS,
   idPrefix,
   listPartitions,
   makePartitions,
@@ -108,6 +110,8 @@ const fmt = (n) => n.toLocaleString("en-US");
 // --- 1. The record writer's throughput, before and after the search indexes -------------------
 
 const ROUNDS = int("BENCH_RUNS_WRITE_ROUNDS", 3);
+/** The width of the search part's partitions, in days (PIES_RUN_PARTITION_DAYS). */
+const PARTITION_DAYS = int("BENCH_RUNS_PARTITION_DAYS", DEFAULT_PARTITION_DAYS);
 
 /** When the bench started: its written runs' ids are of this time, as pies makes them (newId). */
 const T_WRITE = Date.now();
@@ -558,6 +562,8 @@ async function trigramPart() {
 const DAY_MS = 86_400_000;
 const DROP_N = int("BENCH_RUNS_DROP_N", 1_000_000);
 const DROP_DAYS = 10;
+/** The width of the drop part's partitions, in days. */
+const DROP_WIDTH = int("BENCH_RUNS_DROP_PARTITION_DAYS", 1);
 
 /**
  * DROP_N runs seeded over DROP_DAYS daily partitions (with the search indexes), then the oldest
@@ -576,7 +582,7 @@ async function dropPart() {
     await migrateToLatest(db, "runs", runsMigrations);
     await buildIndexes(db, "runs", runsIndexBuilds);
     const now = Date.now();
-    await makePartitions(db, { now, from: now - (DROP_DAYS + 1) * DAY_MS });
+    await makePartitions(db, { now, from: now - (DROP_DAYS + 1) * DAY_MS, days: DROP_WIDTH });
     log(`drop: seeding ${fmt(DROP_N)} runs over ${DROP_DAYS} days`);
     await seedRuns(client, { count: DROP_N, spanDays: DROP_DAYS, end: new Date(now) });
     await client.query("vacuum analyze runs.runs");
@@ -617,7 +623,8 @@ async function dropPart() {
       return `p50 ${ms(percentile(sorted, 50) ?? 0)}, max ${ms(sorted.at(-1) ?? 0)} (${sorted.length} batches)`;
     };
     lines.push(
-      `Dropping a day's partition (${fmt(DROP_N)} runs over ${DROP_DAYS} daily partitions, search ` +
+      `Dropping a partition (${fmt(DROP_N)} runs over ${DROP_DAYS} days, partitions ${DROP_WIDTH} ` +
+        `day${DROP_WIDTH === 1 ? "" : "s"} wide, search ` +
         `indexes built; the record writer's statement writing batches of ${WRITE_BATCH} new runs ` +
         `5 ms apart throughout; load ${load()}): ` +
         drops
@@ -968,6 +975,7 @@ async function main() {
     natsEnv: stream.env,
     env: {
       PIES_RUN_RETENTION_DAYS: "0",
+      PIES_RUN_PARTITION_DAYS: String(PARTITION_DAYS),
       // The seed's processing runs have heartbeats days old: the sweeper would fail them, 1,000
       // every 10 s, rewriting runs while the cases are measured (bench/console.mjs found it).
       PIES_RUN_LEASE_SECONDS: String(365 * 86_400),
@@ -985,7 +993,7 @@ async function main() {
       : [N];
   // The partitions of the seed's 90 days, as a deployment of that age has them.
   const partitioner = createDatabase({ url: database.url, poolMax: 1 });
-  await makePartitions(partitioner, { from: Date.now() - 91 * DAY_MS });
+  await makePartitions(partitioner, { from: Date.now() - 91 * DAY_MS, days: PARTITION_DAYS });
   await partitioner.destroy();
   /**
    * @type {({ size: number, projectRuns: number, seedMs: number, seededRuns: number,
@@ -1065,7 +1073,7 @@ async function main() {
       `Rollups at ${fmt(r.size)} runs: ${fmt(r.rollup.rows)} rows of run_rollups (the key's project ` +
         `${fmt(r.rollup.project_rows)}), ${(r.rollup.bytes / 1048576).toFixed(1)} MiB with the tags' ` +
         `and their indexes, beside ${(r.rollup.run_bytes / 1048576).toFixed(0)} MiB of runs.runs ` +
-        `(${r.rollup.partitions} partitions) with its indexes: ` +
+        `(${r.rollup.partitions} partitions, ${PARTITION_DAYS} day${PARTITION_DAYS === 1 ? "" : "s"} wide) with its indexes: ` +
         `${fmt(Math.round(Number(r.rollup.run_bytes) / r.size))} bytes a run on disk; seeded at ` +
         `${fmt(Math.round(r.seededRuns / (r.seedMs / 1000)))} runs/s.`,
     );

@@ -128,6 +128,7 @@ async function startOn(
     lifecycle: {
       retentionDays: config.PIES_RUN_RETENTION_DAYS,
       maintenanceIntervalMs: config.PIES_RUN_MAINTENANCE_SECONDS * 1000,
+      partitionDays: config.PIES_RUN_PARTITION_DAYS,
     },
     faults,
   });

@@ -66,7 +66,7 @@ export async function createInMemoryPies(options: {
   /** How many dead records (undecodable) are kept; unbounded when not given (tests). */
   deadRecords?: DeadRecordBounds;
   /** How long runs are kept (days; 0: for ever) and how often the store's upkeep runs. */
-  lifecycle?: { retentionDays: number; maintenanceIntervalMs: number };
+  lifecycle?: { retentionDays: number; maintenanceIntervalMs: number; partitionDays?: number };
   /** Where the database's failures are noted (give the pool's too, as createDatabase's `faults`). */
   faults?: DatabaseFaults;
   /**
@@ -92,8 +92,8 @@ export async function createInMemoryPies(options: {
     await bounded.abandon().catch(() => undefined);
     throw err;
   });
-  await makePartitions(db, { logger });
   const lifecycle = options.lifecycle ?? { retentionDays: 90, maintenanceIntervalMs: 600_000 };
+  await makePartitions(db, { logger, days: lifecycle.partitionDays });
   // The runs service's search indexes: built concurrently in the background on a PostgreSQL
   // server, as the service does; on PGlite (in this process) before serving.
   const indexes = await prepareIndexBuilds(db, "runs", runsIndexBuilds, logger);
@@ -134,6 +134,7 @@ export async function createInMemoryPies(options: {
   const maintenance = startMaintenance(db, {
     intervalMs: lifecycle.maintenanceIntervalMs,
     retentionDays: lifecycle.retentionDays,
+    partitionDays: lifecycle.partitionDays,
     projectDays: () => projectRetention(catalog),
     logger,
   });

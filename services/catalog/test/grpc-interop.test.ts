@@ -97,6 +97,7 @@ beforeAll(async () => {
     PIES_DEAD_RECORDS_MAX_AGE_DAYS: 30,
     PIES_METRICS_PORT: 0,
     PIES_RUN_RETENTION_DAYS: 90,
+    PIES_RUN_PARTITION_DAYS: 7,
     PIES_RUN_MAINTENANCE_SECONDS: 600,
     CATALOG_URL: `http://127.0.0.1:${catalogProcess.server.port}`,
     // No executor here: no experiment is replayed.

@@ -6,6 +6,7 @@ import {
   natsConfigSchema,
   internalAuthConfigSchema,
 } from "@pies/common";
+import { DEFAULT_PARTITION_DAYS } from "./partitions.js";
 
 /** When runs that nothing will end are failed (shared with the embedded mode). */
 export const runsSweepSettingsSchema = {
@@ -27,6 +28,11 @@ export const deadRecordSettingsSchema = {
 export const runsLifecycleSettingsSchema = {
   // Days a run is kept after its creation (DESIGN.md §8); 0 keeps runs for ever.
   PIES_RUN_RETENTION_DAYS: env.int(90, 0, 36_500),
+  // Days of creation time a partition of the runs table holds (from a Monday when 7): a week
+  // keeps few partitions for a read over all of them to plan; a day suits a store whose week of
+  // runs is past a quarter of the database's memory (docs/decisions/0071). Changed, it applies
+  // to the partitions made from then on.
+  PIES_RUN_PARTITION_DAYS: env.int(DEFAULT_PARTITION_DAYS, 1, 31),
   // Seconds between two passes of the upkeep: partitions made ahead, the retention applied.
   PIES_RUN_MAINTENANCE_SECONDS: env.int(600, 1),
 };

@@ -14,6 +14,7 @@ export { startRuns, type RunsProcess } from "./start.js";
 export { leaseObserved, startSweeper, sweepRuns, type SweepOptions } from "./sweeper.js";
 export { startRecordWriter, startRunsStore, writeRecords } from "./record-writer.js";
 export {
+  DEFAULT_PARTITION_DAYS,
   boundLegacyRuns,
   dropPartitionsBelow,
   idPrefix,

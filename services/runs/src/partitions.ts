@@ -2,9 +2,10 @@ import { sql, type Kysely } from "kysely";
 import type { Logger } from "@pies/common";
 import type { RunsDatabase } from "./tables.js";
 
-// runs.runs is range-partitioned by id, one partition a day (UTC) of creation time: a run's id
-// starts with 12 hex digits of its creation time in ms (ids.ts newId). See
-// docs/decisions/0064-runs-partitioned-by-id.md.
+// runs.runs is range-partitioned by id, one partition a period of creation time (a week by
+// default, or a day: PIES_RUN_PARTITION_DAYS, UTC): a run's id starts with 12 hex digits of its
+// creation time in ms (ids.ts newId). See docs/decisions/0064-runs-partitioned-by-id.md and
+// 0071-runs-partitions-a-week-wide.md.
 
 export const DAY_MS = 86_400_000;
 
@@ -16,6 +17,16 @@ export const isTimeId = (id: string) => /^[0-9a-f]{12}/.test(id);
 
 /** The start of the UTC day that holds `ms`. */
 export const dayOf = (ms: number) => Math.floor(ms / DAY_MS) * DAY_MS;
+
+/** A partition's width in days when the deployment does not set one (PIES_RUN_PARTITION_DAYS). */
+export const DEFAULT_PARTITION_DAYS = 7;
+
+/** Periods start on a Monday (1970-01-05, UTC), so a week-wide partition is a calendar week. */
+const PERIOD_EPOCH_MS = 4 * DAY_MS;
+
+/** The start of the period `days` wide that holds `ms`. */
+export const periodOf = (ms: number, days: number) =>
+  Math.floor((ms - PERIOD_EPOCH_MS) / (days * DAY_MS)) * days * DAY_MS + PERIOD_EPOCH_MS;
 
 /** A partition's name: runs_pYYYYMMDD for the day it starts. */
 export const partitionName = (dayMs: number) =>
@@ -160,8 +171,10 @@ const PARTITION_STORAGE = `with (
   autovacuum_analyze_threshold = 50000)`;
 
 /**
- * Makes the daily partitions from today (or `from`'s day; each from the last partition's end when
- * that lies inside its day) to `daysAhead` days ahead.
+ * Makes the partitions, `days` wide (periods from a Monday), from the one that holds today (or
+ * `from`) to the one that starts `daysAhead` days ahead; each from the last partition's end when
+ * that lies inside its period (the legacy partition's last days, or partitions of another width
+ * made before the width was changed).
  * Each is made as a table of its own and attached, which locks runs.runs in SHARE UPDATE EXCLUSIVE
  * mode only (reads and writes go on; CREATE TABLE … PARTITION OF would lock them out), with the
  * runs of its range moved out of the default partition first (ids made by a clock ahead). Several
@@ -169,28 +182,37 @@ const PARTITION_STORAGE = `with (
  */
 export async function makePartitions(
   db: Kysely<any>,
-  options: { now?: number; from?: number; daysAhead?: number; logger?: Logger } = {},
+  options: {
+    now?: number;
+    from?: number;
+    daysAhead?: number;
+    /** A partition's width in days (DEFAULT_PARTITION_DAYS). */
+    days?: number;
+    logger?: Logger;
+  } = {},
 ): Promise<string[]> {
   const now = options.now ?? Date.now();
+  const width = (options.days ?? DEFAULT_PARTITION_DAYS) * DAY_MS;
   const last = dayOf(now) + (options.daysAhead ?? PARTITION_DAYS_AHEAD) * DAY_MS;
   const made: string[] = [];
-  for (let day = dayOf(options.from ?? now); day <= last; day += DAY_MS) {
-    const from = idPrefix(day);
-    const to = idPrefix(day + DAY_MS);
-    const name = partitionName(day);
+  for (let period = periodOf(options.from ?? now, width / DAY_MS); period <= last; period += width) {
+    const from = idPrefix(period);
+    const to = idPrefix(period + width);
+    let name = partitionName(period);
     const done = await db
       .transaction()
       .execute(async (tx) => {
         await sql`set local lock_timeout = '5s'`.execute(tx);
         await sql`select pg_advisory_xact_lock(hashtext('runs.partitions'))`.execute(tx);
-        // Whatever covers part of the day already (the legacy partition's last days, say) stays:
-        // the new partition starts where the last one ends.
+        // Whatever covers part of the period already (the legacy partition's last days, say)
+        // stays: the new partition starts where the last one ends, and is named for that day.
         const partitions = await listPartitions(tx);
         const covering = partitions.filter(
           (p) => !p.isDefault && (p.to === null || p.to > from) && (p.from === null || p.from < to),
         );
         if (covering.some((p) => p.to === null || p.to >= to)) return false;
         const start = covering.reduce((s, p) => (p.to !== null && p.to > s ? p.to : s), from);
+        name = partitionName(dayOf(parseInt(start, 16)));
         await sql
           .raw(
             `create table runs."${name}" (like runs.runs including defaults) ${PARTITION_STORAGE}`,
@@ -214,8 +236,8 @@ export async function makePartitions(
         return true;
       })
       .catch((err: unknown) => {
-        // The default partition is locked while a day's is attached (ATTACH reads it): a busy
-        // one leaves the day to the next pass (its runs wait in the default partition).
+        // The default partition is locked while a partition is attached (ATTACH reads it): a
+        // busy one leaves the period to the next pass (its runs wait in the default partition).
         if ((err as { code?: string }).code !== "55P03") throw err;
         options.logger?.warn(
           { partition: name },

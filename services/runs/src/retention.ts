@@ -25,10 +25,11 @@ export interface RetentionResult {
 
 /**
  * Applies the retention once (DESIGN.md §8 "Lifecycle"): runs created more than `retentionDays`
- * ago go (0: none), a day's partition at a time once the floor lies past its end (so a run is kept
- * that many days and at most a day more; the record writer refuses them from the floor on:
- * record-writer.ts), and in batches from the partitions that are not a day's (the legacy one, the
- * default one); a project's shorter retention deletes its older runs in batches.
+ * ago go (0: none), a partition at a time once the floor lies past its end (so a run is kept that
+ * many days and at most a partition's width more, PIES_RUN_PARTITION_DAYS; the record writer
+ * refuses them from the floor on: record-writer.ts), and in batches from the partitions that are
+ * not a period's (the legacy one, the default one); a project's shorter retention deletes its
+ * older runs in batches.
  * The partitions are dropped an hour past the floor, so that no record the writer let through
  * under a clock a little behind lands in one being dropped. Tombstones of runs past the floor go
  * too: the writer refuses those runs anyway. An experiment goes with the runs it copied (its
@@ -52,8 +53,8 @@ export async function applyRetention(
     const floor = now - retentionDays * DAY_MS;
     result.dropped = await dropPartitionsBelow(db, idPrefix(floor - HOUR_MS), options);
     const floorId = idPrefix(floor);
-    // Runs go one by one only from the partitions that are not a day's (the legacy one, the
-    // default one): a day's partition goes whole once the floor has passed its end.
+    // Runs go one by one only from the partitions that are not a period's (the legacy one, the
+    // default one): a period's partition goes whole once the floor has passed its end.
     for (const p of await listPartitions(db)) {
       if (!p.isDefault && p.from !== null) continue;
       const partition = sql.raw(`runs."${p.name}"`);
@@ -102,6 +103,8 @@ export function startMaintenance(
   options: {
     intervalMs: number;
     retentionDays: number;
+    /** A partition's width in days (PIES_RUN_PARTITION_DAYS). */
+    partitionDays?: number;
     projectDays?: () => Promise<ReadonlyMap<string, number>>;
     logger: Logger;
   },
@@ -110,7 +113,7 @@ export function startMaintenance(
   let running: Promise<void> = Promise.resolve();
   let stopped = false;
   const once = async () => {
-    await makePartitions(db, { logger });
+    await makePartitions(db, { logger, days: options.partitionDays });
     let projectDays: ReadonlyMap<string, number> | undefined;
     try {
       projectDays = await options.projectDays?.();

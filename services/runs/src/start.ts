@@ -62,7 +62,8 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
       config,
       beforeMigrations: (db, logger) => boundLegacyRuns(db, logger),
       // The partitions of the next days before the writer starts.
-      afterMigrations: async (db, logger) => void (await makePartitions(db, { logger })),
+      afterMigrations: async (db, logger) =>
+        void (await makePartitions(db, { logger, days: config.PIES_RUN_PARTITION_DAYS })),
       routes: (db, logger) => {
         runner = new ExperimentRunner({
           db,
@@ -89,6 +90,7 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
         const maintenance = startMaintenance(db, {
           intervalMs: config.PIES_RUN_MAINTENANCE_SECONDS * 1000,
           retentionDays: config.PIES_RUN_RETENTION_DAYS,
+          partitionDays: config.PIES_RUN_PARTITION_DAYS,
           projectDays: () => projectRetention(catalog),
           logger,
         });

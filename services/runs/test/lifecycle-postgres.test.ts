@@ -75,12 +75,17 @@ async function partitionsRead(query: CompiledQuery): Promise<string[]> {
 
 describe("daily partitions", () => {
   it("are made ahead, each once, and the seeded runs land in their day's", async () => {
-    const made = await makePartitions(db, { now: NOW, from: NOW - 30 * DAY_MS, daysAhead: 3 });
+    const made = await makePartitions(db, {
+      now: NOW,
+      from: NOW - 30 * DAY_MS,
+      daysAhead: 3,
+      days: 1,
+    });
     expect(made).toHaveLength(34);
     expect(made[0]).toBe(partitionName(dayOf(NOW - 30 * DAY_MS)));
-    expect(await makePartitions(db, { now: NOW, from: NOW - 30 * DAY_MS, daysAhead: 3 })).toEqual(
-      [],
-    );
+    expect(
+      await makePartitions(db, { now: NOW, from: NOW - 30 * DAY_MS, daysAhead: 3, days: 1 }),
+    ).toEqual([]);
     await seedRuns(pool, {
       count: SEEDED,
       projects: ["p1", "p2"],

@@ -109,7 +109,7 @@ describe("the move to partitions", () => {
       await migrateToLatest(one, "runs", migrations);
       // The migration read no row of the table: the validated bound stood for the scan.
       expect(await seqScans(oid)).toBe(scansBefore);
-      await makePartitions(db, { logger });
+      await makePartitions(db, { logger, days: 1 });
       const during = writer.written.length;
       while (writer.written.length < during + 50) await new Promise((r) => setTimeout(r, 10));
     } finally {
@@ -126,7 +126,7 @@ describe("the move to partitions", () => {
     expect(legacy?.from).toBeNull();
     expect(legacy!.to! >= idPrefix(Date.now() + 6 * DAY_MS)).toBe(true);
     expect(partitions.filter((p) => !p.isDefault && p.name !== "runs_legacy")).toEqual([]);
-    await makePartitions(db, { now: Date.now() + 7 * DAY_MS, daysAhead: 0 });
+    await makePartitions(db, { now: Date.now() + 7 * DAY_MS, daysAhead: 0, days: 1 });
     const daily = (await listPartitions(db)).filter(
       (p) => !p.isDefault && p.name !== "runs_legacy",
     );

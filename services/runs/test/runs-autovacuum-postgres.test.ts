@@ -52,7 +52,7 @@ describe("the runs table's autovacuum", () => {
 
   it("is paced on every daily partition the service makes", async () => {
     await migrateToLatest(db, "runs", migrations);
-    const made = await makePartitions(db, { daysAhead: 2 });
+    const made = await makePartitions(db, { daysAhead: 2, days: 1 });
     expect(made).toHaveLength(3);
     const daily = (await listPartitions(db)).filter((p) => !p.isDefault);
     expect(daily.map((p) => p.name)).toEqual(made);
