@@ -103,7 +103,7 @@ async function run(variant, size) {
     await client.connect();
     if (variant === "notrigger") await client.query("alter table runs.runs disable trigger user");
     if (variant === "nogin")
-      for (const i of ["runs_tags_idx", "runs_parameters_idx", "runs_project_strings_trgm_idx"])
+      for (const i of ["runs_tags_idx", "runs_project_parameters_idx", "runs_project_strings_trgm_idx"])
         await client.query(`drop index runs.${i}`);
     if (variant === "nosync") await client.query("set synchronous_commit = off");
     const batches = [];

@@ -557,12 +557,14 @@ describe("the seeder", () => {
           (r) => ((jsonOf(r.parametersJson) as JsonObject).customer as JsonObject).name === "Acme",
         ),
       ).toBe(true);
-      // A Lucene field term is served by the GIN index on the input data.
+      // A Lucene field term is served by the GIN index on the project's input data.
       await sql`analyze runs.runs`.execute(db);
       const { rows } = await sql<{ "QUERY PLAN": string }>`
         explain select id from runs.runs where project_id = ${projects[0]}
         and parameters @? ${'$."customer"."id" ? (@ == 4242)'}::jsonpath`.execute(db);
-      expect(rows.map((r) => r["QUERY PLAN"]).join("\n")).toContain("runs_parameters_idx");
+      expect(rows.map((r) => r["QUERY PLAN"]).join("\n")).toContain(
+        "runs_project_parameters_idx",
+      );
     } finally {
       await client.end();
     }

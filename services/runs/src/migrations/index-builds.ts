@@ -8,11 +8,17 @@ import { SEARCH_TEXT } from "../lucene.js";
  */
 export const indexBuilds: readonly IndexBuild[] = [
   // Lucene terms with a path compile to `parameters @? <jsonpath>` tests, which a GIN index with
-  // jsonb_path_ops serves (equality at a path; smaller and cheaper to maintain than jsonb_ops).
+  // jsonb_path_ops serves (equality at a path; smaller and cheaper to maintain than jsonb_ops),
+  // under the project (btree_gin's operator class for text): one index scan yields the project's
+  // candidates only, where the index of the input data alone was ANDed with a bitmap of every run
+  // of the project, a week's partition of them at a time (docs/decisions/0071). It replaces
+  // that index.
   {
-    name: "runs_parameters_idx",
+    name: "runs_project_parameters_idx",
     table: "runs.runs",
-    definition: () => "using gin (parameters jsonb_path_ops)",
+    extensions: ["btree_gin"],
+    definition: () => "using gin (project_id, parameters jsonb_path_ops)",
+    replaces: ["runs_parameters_idx"],
   },
   // The project's index in the default order, covering what the facets group by and the range
   // filters test (status, model, execution time, cost; updated_at is in the key): facets over a
