@@ -30,6 +30,11 @@ export interface IndexBuild {
   extensions?: string[];
   /** Indexes it supersedes, dropped (concurrently) once it is valid. */
   replaces?: string[];
+  /**
+   * Built in its place when one of its extensions cannot be had (an index it replaces, say, so
+   * that a deployment without the extension keeps what it had).
+   */
+  otherwise?: Omit<IndexBuild, "extensions" | "otherwise">;
 }
 
 export interface IndexBuildReport {
@@ -95,7 +100,8 @@ export async function buildIndexes(
       await run(sql`set statement_timeout = 0`, conn);
       await run(sql`set lock_timeout = 0`, conn);
       const extensionSchemas = new Map<string, string | null>();
-      for (const build of builds) {
+      for (const wanted of builds) {
+        let build: IndexBuild = wanted;
         const schemas: string[] = [];
         for (const extension of build.extensions ?? []) {
           if (!extensionSchemas.has(extension)) {
@@ -114,7 +120,12 @@ export async function buildIndexes(
         }
         if (schemas.length < (build.extensions ?? []).length) {
           report.skipped.push(build.name);
-          continue;
+          if (!build.otherwise) continue;
+          logger?.info(
+            { index: build.name, instead: build.otherwise.name },
+            "building the index it stands in for",
+          );
+          build = build.otherwise;
         }
         const extensionSchema = schemas[0] ?? "";
         const qualified = `${quoteIdent(schema)}.${quoteIdent(build.name)}`;

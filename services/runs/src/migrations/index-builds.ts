@@ -12,13 +12,18 @@ export const indexBuilds: readonly IndexBuild[] = [
   // under the project (btree_gin's operator class for text): one index scan yields the project's
   // candidates only, where the index of the input data alone was ANDed with a bitmap of every run
   // of the project, a week's partition of them at a time (docs/decisions/0071). It replaces
-  // that index.
+  // that index, which a database without btree_gin keeps (or gets).
   {
     name: "runs_project_parameters_idx",
     table: "runs.runs",
     extensions: ["btree_gin"],
     definition: () => "using gin (project_id, parameters jsonb_path_ops)",
     replaces: ["runs_parameters_idx"],
+    otherwise: {
+      name: "runs_parameters_idx",
+      table: "runs.runs",
+      definition: () => "using gin (parameters jsonb_path_ops)",
+    },
   },
   // The project's index in the default order, covering what the facets group by and the range
   // filters test (status, model, execution time, cost; updated_at is in the key): facets over a
