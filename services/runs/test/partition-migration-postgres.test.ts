@@ -158,6 +158,14 @@ describe("the move to partitions", () => {
     expect(Object.values(byPartition).reduce((a, b) => a + b, 0)).toBe(2_002);
     const legacy = (await listPartitions(db)).find((p) => p.name === "runs_legacy");
     expect(legacy?.to).toBe(idPrefix(today));
+    // The first partition a week wide (the default) starts at the legacy one's bound, mid-week
+    // if today is, and ends with its calendar week.
+    const next = (await listPartitions(db)).find((p) => p.from === legacy?.to);
+    expect(next).toBeDefined();
+    const end = parseInt(next!.to!, 16);
+    expect(new Date(end).getUTCDay()).toBe(1);
+    expect(end - today).toBeGreaterThan(0);
+    expect(end - today).toBeLessThanOrEqual(7 * DAY_MS);
     await expectRecount(db);
   });
 });
