@@ -46,6 +46,8 @@ export interface IndexBuildReport {
   skipped: string[];
   /** Another process held the build lock: it builds them, this one did nothing. */
   busy: boolean;
+  /** Indexes a built one replaces that could not be dropped yet (their table was busy). */
+  left?: string[];
 }
 
 const quoteIdent = (s: string) => `"${s.replace(/"/g, '""')}"`;
@@ -143,9 +145,10 @@ export async function buildIndexes(
             await run(
               sql.raw(`drop index if exists ${quoteIdent(schema)}.${quoteIdent(old)}`),
               conn,
-            ).catch((err: unknown) =>
-              logger?.warn({ err, index: old }, "an index it replaces is left"),
-            );
+            ).catch((err: unknown) => {
+              logger?.warn({ err, index: old }, "an index it replaces is left: dropped later");
+              report.left = [...(report.left ?? []), old];
+            });
             await run(sql`set lock_timeout = 0`, conn);
           }
           continue;
@@ -324,8 +327,9 @@ export const INDEX_BUILD_RETRY_MS = 5 * 60_000;
  * on a large table takes minutes and writers go on meanwhile); `stop` sends no further statement
  * and cancels the one in progress (which leaves an invalid index, which the next build drops and
  * builds again). A failed build is logged and the service goes on without the index; an
- * unfinished one (failed, or another process held the build lock and may have died or been
- * stopped) is tried again every `retryMs` until one finds every index there or left out.
+ * unfinished one (failed, another process held the build lock and may have died or been
+ * stopped, or an index a built one replaces could not be dropped) is tried again every `retryMs`
+ * until one finds every index there or left out, and every replaced one gone.
  * `done` is the first attempt.
  */
 export function startIndexBuilds(
@@ -352,7 +356,9 @@ export function startIndexBuilds(
         return undefined;
       })
       .then((report) => {
-        if (!stopping.signal.aborted && (report === undefined || report.busy)) {
+        // Unfinished: failed, another process holds the lock, or an index it replaces is left.
+        const unfinished = report === undefined || report.busy || (report.left?.length ?? 0) > 0;
+        if (!stopping.signal.aborted && unfinished) {
           logger.info({ schema, retryMs }, "the schema's indexes will be tried again");
           timer = setTimeout(() => void (current = attempt()), retryMs);
           timer.unref();

@@ -327,6 +327,31 @@ describe("unfinished builds", () => {
     }
   });
 
+  it("drop an index a built one replaces later when its table was busy at first", async () => {
+    // An index of the input data alone, as before the one under the project replaced it.
+    const c = await client();
+    await c.query(
+      "create index runs_parameters_idx on runs.runs using gin (parameters jsonb_path_ops)",
+    );
+    // A reader holds the table: the drop (ACCESS EXCLUSIVE) waits 2 s for it, then gives up.
+    const reader = await client();
+    await reader.query("begin");
+    await reader.query("select 1 from runs.runs limit 1");
+    const builds = startIndexBuilds(db, "runs", indexBuilds, logger, { retryMs: 200 });
+    try {
+      expect((await builds.done)?.left).toContain("runs_parameters_idx");
+      expect((await indexState()).runs_parameters_idx).toBe(true);
+      await reader.query("commit");
+      for (let i = 0; (await indexState()).runs_parameters_idx !== undefined; i++) {
+        if (i > 200) throw new Error("the replaced index was never dropped");
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect((await indexState()).runs_project_parameters_idx).toBe(true);
+    } finally {
+      await builds.stop();
+    }
+  });
+
   it("are not cut by a default statement or lock timeout, which the connection keeps after", async () => {
     const c = await client();
     const { rows } = await c.query("select current_database() as name");
