@@ -8,9 +8,10 @@ import { invalid } from "@pies/common";
  * the query; its syntax tree becomes a small expression (`Expr`, whose meaning is stated here and
  * evaluated in memory by the tests), and each leaf becomes one `parameters @? <jsonpath>` test with
  * the JSON path as a bound parameter, which the GIN (jsonb_path_ops) index on the project's
- * `parameters` serves for equality at a path. What that index cannot serve (wildcards, bare terms, string ranges) also
- * gets `<SEARCH_TEXT> like <pattern>` conditions (textPatterns) that every match meets, which the
- * trigram index on the input data's strings serves; the jsonpath test keeps the answer exact.
+ * `parameters` serves for equality at a path. What that index cannot serve (wildcards, bare
+ * terms, string ranges) also gets `<SEARCH_TEXT> like <pattern>` conditions (textPatterns) that
+ * every match meets, which the trigram index on the input data's strings serves; the jsonpath
+ * test keeps the answer exact.
  *
  * Meaning, exact and case-sensitive (keyword semantics):
  * - `path:value` matches when the value at the dotted path, or an element of the array there,

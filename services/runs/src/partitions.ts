@@ -192,10 +192,11 @@ export async function makePartitions(
   } = {},
 ): Promise<string[]> {
   const now = options.now ?? Date.now();
-  const width = (options.days ?? DEFAULT_PARTITION_DAYS) * DAY_MS;
+  const days = options.days ?? DEFAULT_PARTITION_DAYS;
+  const width = days * DAY_MS;
   const last = dayOf(now) + (options.daysAhead ?? PARTITION_DAYS_AHEAD) * DAY_MS;
   const made: string[] = [];
-  for (let period = periodOf(options.from ?? now, width / DAY_MS); period <= last; period += width) {
+  for (let period = periodOf(options.from ?? now, days); period <= last; period += width) {
     const from = idPrefix(period);
     const to = idPrefix(period + width);
     let name = partitionName(period);

@@ -562,9 +562,7 @@ describe("the seeder", () => {
       const { rows } = await sql<{ "QUERY PLAN": string }>`
         explain select id from runs.runs where project_id = ${projects[0]}
         and parameters @? ${'$."customer"."id" ? (@ == 4242)'}::jsonpath`.execute(db);
-      expect(rows.map((r) => r["QUERY PLAN"]).join("\n")).toContain(
-        "runs_project_parameters_idx",
-      );
+      expect(rows.map((r) => r["QUERY PLAN"]).join("\n")).toContain("runs_project_parameters_idx");
     } finally {
       await client.end();
     }
