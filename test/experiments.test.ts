@@ -383,6 +383,57 @@ describe("experiments", () => {
     expect(ended.pairs.map((p: any) => p.input)).toEqual([{ text: "three" }]);
   });
 
+  it("fail a pair the target refuses, naming its error as the API does", async () => {
+    const strictPrompt = await json(
+      await api("/prompts", {
+        body: {
+          name: "strict",
+          role: "user",
+          content_type: "jst",
+          content: "return `Summarise ${text}`",
+          inputSchema: {
+            type: "object",
+            properties: { text: { type: "string", maxLength: 5 } },
+          },
+        },
+      }),
+      201,
+    );
+    const strict = await json(
+      await api("/interactions", {
+        body: {
+          name: "Strict",
+          environment,
+          prompts: [{ type: "template", template: strictPrompt.id }],
+        },
+      }),
+      201,
+    );
+    await seed(["short", "far too long"], ["strict"]);
+    await searchable({ filters: { tags: ["strict"] } }, 2);
+    const created = await json(
+      await api("/experiments", {
+        body: {
+          name: "strict",
+          source: { filters: { tags: ["strict"] } },
+          target: { interaction: strict.id },
+        },
+      }),
+      201,
+    );
+    const ended = await until(created.id, (e) => e.status !== "running");
+    expect(ended.progress).toMatchObject({ done: 2, completed: 1, failed: 1 });
+    const refused = ended.pairs.find((p: any) => p.input.text === "far too long");
+    expect(refused).toMatchObject({ status: "failed", run: null });
+    // The code the same call answers over the API, not the services' own (invalid_argument).
+    const direct = await json(
+      await api(`/interactions/${strict.id}/execute`, { body: { data: refused.input } }),
+      400,
+    );
+    expect(refused.candidate.error).toEqual({ code: direct.code, message: direct.message });
+    expect(direct.code).toBe("invalid_request");
+  });
+
   it("stop starting runs when cancelled, and stream their progress to the end", async () => {
     const ids = await seed(
       Array.from({ length: 8 }, (_, i) => `slow ${i}`),

@@ -29,3 +29,28 @@ export function answered<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new ConnectError(`the answer has no ${what}`, Code.Internal);
   return value;
 }
+
+/**
+ * Connect codes as the REST API answers them (DESIGN.md §10): a precise status and code for each,
+ * never a 403 that confirms a resource exists; anything else is 500 `internal`. The gateway answers
+ * a service's error with it, and an experiment's failed pair names its error with the same code.
+ */
+const REST_ERRORS: Partial<Record<Code, readonly [status: number, code: string]>> = {
+  [Code.InvalidArgument]: [400, "invalid_request"],
+  [Code.OutOfRange]: [400, "invalid_request"],
+  [Code.Unauthenticated]: [401, "unauthorized"],
+  [Code.PermissionDenied]: [404, "not_found"],
+  [Code.NotFound]: [404, "not_found"],
+  [Code.AlreadyExists]: [409, "conflict"],
+  [Code.FailedPrecondition]: [409, "conflict"],
+  [Code.Aborted]: [409, "conflict"],
+  [Code.ResourceExhausted]: [429, "rate_limited"],
+  [Code.Unimplemented]: [501, "not_implemented"],
+  [Code.Unavailable]: [503, "unavailable"],
+  [Code.DeadlineExceeded]: [504, "timeout"],
+};
+
+/** A Connect code's REST status and error code: `[400, "invalid_request"]`. */
+export function restError(code: Code): readonly [status: number, code: string] {
+  return REST_ERRORS[code] ?? [500, "internal"];
+}

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { isConnectionError, isTooLarge, retryAfterSeconds } from "@pies/common";
+import { isConnectionError, isTooLarge, restError, retryAfterSeconds } from "@pies/common";
 import type { FastifyError, FastifyReply } from "fastify";
 import { ZodError, type ZodIssue } from "zod";
 
@@ -36,22 +36,6 @@ export const forbidden = (message: string) => new HttpError(403, "forbidden", me
 /** 429 `rate_limited`, with `Retry-After: retryAfterSeconds`. */
 export const tooManyRequests = (message: string, retryAfterSeconds: number) =>
   new HttpError(429, "rate_limited", message, undefined, { retryAfterSeconds });
-
-/** Connect codes as HTTP: a precise status for each, never a 403 that confirms a resource exists. */
-const byConnectCode: Partial<Record<Code, [number, string]>> = {
-  [Code.InvalidArgument]: [400, "invalid_request"],
-  [Code.OutOfRange]: [400, "invalid_request"],
-  [Code.Unauthenticated]: [401, "unauthorized"],
-  [Code.PermissionDenied]: [404, "not_found"],
-  [Code.NotFound]: [404, "not_found"],
-  [Code.AlreadyExists]: [409, "conflict"],
-  [Code.FailedPrecondition]: [409, "conflict"],
-  [Code.Aborted]: [409, "conflict"],
-  [Code.ResourceExhausted]: [429, "rate_limited"],
-  [Code.Unimplemented]: [501, "not_implemented"],
-  [Code.Unavailable]: [503, "unavailable"],
-  [Code.DeadlineExceeded]: [504, "timeout"],
-};
 
 /** An address or a system error code in a message: for the logs, not for callers. */
 const leaksAddress = /\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|:\d{2,5}\b|\bE[A-Z]{4,}\b/;
@@ -96,7 +80,7 @@ export function toHttpError(err: unknown): HttpError {
     if (err.code === Code.ResourceExhausted && overReadMax.test(err.rawMessage)) {
       return payloadTooLarge(err.rawMessage);
     }
-    const [status, code] = byConnectCode[err.code] ?? [500, "internal"];
+    const [status, code] = restError(err.code);
     // A service that says when to try again (retryableError in @pies/common) is passed on.
     const options = { retryAfterSeconds: retryAfterSeconds(err) };
     if (status === 503 && leaksAddress.test(err.rawMessage)) {

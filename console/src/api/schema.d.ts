@@ -913,6 +913,7 @@ export interface paths {
                 attempts: number;
                 candidate: {
                   cost: number | null;
+                  /** @description The replay's error: its run's, or, where no run could start, the API's error code for what the call answered (invalid_request, not_found, …) */
                   error: {
                     code: string;
                     message: string;
@@ -1068,6 +1069,7 @@ export interface paths {
                 attempts: number;
                 candidate: {
                   cost: number | null;
+                  /** @description The replay's error: its run's, or, where no run could start, the API's error code for what the call answered (invalid_request, not_found, …) */
                   error: {
                     code: string;
                     message: string;
@@ -1227,6 +1229,7 @@ export interface paths {
                 attempts: number;
                 candidate: {
                   cost: number | null;
+                  /** @description The replay's error: its run's, or, where no run could start, the API's error code for what the call answered (invalid_request, not_found, …) */
                   error: {
                     code: string;
                     message: string;

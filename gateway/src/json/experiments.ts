@@ -103,7 +103,13 @@ const pair = z.object({
       latency_ms: z.number().nullable(),
       tokens: z.number().nullable(),
       cost: z.number().nullable(),
-      error: z.object({ code: z.string(), message: z.string() }).nullable(),
+      error: z
+        .object({ code: z.string(), message: z.string() })
+        .nullable()
+        .describe(
+          "The replay's error: its run's, or, where no run could start, the API's error code for " +
+            "what the call answered (invalid_request, not_found, …)",
+        ),
     })
     .nullable(),
   exact_match: z.boolean().nullable(),

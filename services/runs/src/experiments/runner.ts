@@ -5,6 +5,7 @@ import {
   jsonBytes,
   jsonOf,
   newId,
+  restError,
   type JsonObject,
   type JsonValue,
   type Logger,
@@ -308,7 +309,7 @@ class Replay {
       } catch (err) {
         const e = ConnectError.from(err);
         if (!RETRIED.has(e.code)) {
-          outcome = failedOutcome({ code: codeName(e.code), message: e.rawMessage });
+          outcome = failedOutcome({ code: restError(e.code)[1], message: e.rawMessage });
           break;
         }
         // The call may have been cut after its run started: a replay already recorded is kept.
@@ -417,9 +418,5 @@ function failedOutcome(error: JsonObject): PairOutcome {
     judge_error: null,
   };
 }
-
-/** A Connect code as the REST API names errors: `not_found`, `invalid_argument`. */
-const codeName = (code: Code) =>
-  Code[code].replace(/[A-Z]/g, (c, i: number) => (i ? "_" : "") + c.toLowerCase());
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
