@@ -172,9 +172,8 @@ const PARTITION_STORAGE = `with (
 
 /**
  * Makes the partitions, `days` wide (periods from a Monday), from the one that holds today (or
- * `from`) to the one that starts `daysAhead` days ahead; each from the last partition's end when
- * that lies inside its period (the legacy partition's last days, or partitions of another width
- * made before the width was changed).
+ * `from`) to the one that starts `daysAhead` days ahead; where partitions made before cover part
+ * of a period (the legacy partition's last days, partitions of another width), its gaps only.
  * Each is made as a table of its own and attached, which locks runs.runs in SHARE UPDATE EXCLUSIVE
  * mode only (reads and writes go on; CREATE TABLE … PARTITION OF would lock them out), with the
  * runs of its range moved out of the default partition first (ids made by a clock ahead). Several
@@ -199,59 +198,90 @@ export async function makePartitions(
   for (let period = periodOf(options.from ?? now, days); period <= last; period += width) {
     const from = idPrefix(period);
     const to = idPrefix(period + width);
-    let name = partitionName(period);
-    const done = await db
+    const names = await db
       .transaction()
       .execute(async (tx) => {
         await sql`set local lock_timeout = '5s'`.execute(tx);
         await sql`select pg_advisory_xact_lock(hashtext('runs.partitions'))`.execute(tx);
-        // Whatever covers part of the period already (the legacy partition's last days, say)
-        // stays: the new partition starts where the last one ends, and is named for that day.
         const partitions = await listPartitions(tx);
-        const covering = partitions.filter(
-          (p) => !p.isDefault && (p.to === null || p.to > from) && (p.from === null || p.from < to),
-        );
-        if (covering.some((p) => p.to === null || p.to >= to)) return false;
-        const start = covering.reduce((s, p) => (p.to !== null && p.to > s ? p.to : s), from);
-        name = partitionName(dayOf(parseInt(start, 16)));
-        await sql
-          .raw(
-            `create table runs."${name}" (like runs.runs including defaults) ${PARTITION_STORAGE}`,
-          )
-          .execute(tx);
+        const gaps = gapsIn(partitions, from, to);
         const fallback = partitions.find((p) => p.isDefault);
-        if (fallback) {
-          await sql
-            .raw(
-              `with moved as (delete from runs."${fallback.name}" where id >= '${start}' and id < '${to}' returning *)
-             insert into runs."${name}" select * from moved`,
-            )
-            .execute(tx);
-        }
-        await sql
-          .raw(
-            `alter table runs.runs attach partition runs."${name}" for values from ('${start}') to ('${to}')`,
-          )
-          .execute(tx);
-        await nameIndexesAfterParents(tx, name);
-        return true;
+        const names: string[] = [];
+        for (const gap of gaps) names.push(await makePartition(tx, gap, fallback?.name));
+        return names;
       })
       .catch((err: unknown) => {
         // The default partition is locked while a partition is attached (ATTACH reads it): a
         // busy one leaves the period to the next pass (its runs wait in the default partition).
         if ((err as { code?: string }).code !== "55P03") throw err;
         options.logger?.warn(
-          { partition: name },
+          { partition: partitionName(period) },
           "runs partition not made yet: its table was busy",
         );
-        return false;
+        return [];
       });
-    if (done) {
+    for (const name of names) {
       made.push(name);
       options.logger?.info({ partition: name }, "runs partition made");
     }
   }
   return made;
+}
+
+/**
+ * The ranges of [from, to) no partition covers: the whole period, or what partitions made before
+ * left of it (the legacy partition's last days, partitions of another width, one skipped as busy
+ * before the width changed), each from where the one before ends to where the next begins.
+ */
+export function gapsIn(
+  partitions: Partition[],
+  from: string,
+  to: string,
+): { from: string; to: string }[] {
+  const covering = partitions
+    .filter(
+      (p) => !p.isDefault && (p.to === null || p.to > from) && (p.from === null || p.from < to),
+    )
+    .sort((a, b) => ((a.from ?? "") < (b.from ?? "") ? -1 : 1));
+  const gaps: { from: string; to: string }[] = [];
+  let cursor = from;
+  for (const p of covering) {
+    if (p.from !== null && p.from > cursor) gaps.push({ from: cursor, to: p.from });
+    if (p.to === null) return gaps;
+    if (p.to > cursor) cursor = p.to;
+  }
+  if (cursor < to) gaps.push({ from: cursor, to });
+  return gaps;
+}
+
+/**
+ * Makes the partition of one range, named for the day it starts, with the runs of that range
+ * moved out of the default partition first (ids made by a clock ahead). Answers its name.
+ */
+async function makePartition(
+  tx: Kysely<any>,
+  range: { from: string; to: string },
+  fallback: string | undefined,
+): Promise<string> {
+  const name = partitionName(dayOf(parseInt(range.from, 16)));
+  await sql
+    .raw(`create table runs."${name}" (like runs.runs including defaults) ${PARTITION_STORAGE}`)
+    .execute(tx);
+  if (fallback) {
+    await sql
+      .raw(
+        `with moved as (delete from runs."${fallback}" where id >= '${range.from}' and id < '${range.to}' returning *)
+         insert into runs."${name}" select * from moved`,
+      )
+      .execute(tx);
+  }
+  await sql
+    .raw(
+      `alter table runs.runs attach partition runs."${name}" for values from ('${range.from}') to ('${range.to}')`,
+    )
+    .execute(tx);
+  await nameIndexesAfterParents(tx, name);
+  return name;
 }
 
 /**

@@ -117,6 +117,29 @@ describe("partitions a week wide", () => {
     expect(new Set(after.map((p) => p.name)).size).toBe(after.length);
   });
 
+  it("fill a gap anywhere in a week, not only after the last partition in it", async () => {
+    // Two days in a week ahead made a day wide (its first day skipped as busy, say), then the
+    // width back to a week: the day before them and the days after get partitions.
+    const week = (await ranges()).at(-1)!.to;
+    expect(new Date(week).getUTCDay()).toBe(1);
+    const daily = await makePartitions(db, {
+      now: week + 2 * DAY_MS,
+      from: week + DAY_MS,
+      daysAhead: 0,
+      days: 1,
+    });
+    expect(daily).toEqual([partitionName(week + DAY_MS), partitionName(week + 2 * DAY_MS)]);
+    const filled = await makePartitions(db, { now: week, from: week, daysAhead: 0, days: 7 });
+    expect(filled).toEqual([partitionName(week), partitionName(week + 3 * DAY_MS)]);
+    const inWeek = (await ranges()).filter((p) => p.from >= week);
+    expect(inWeek.map((p) => [p.from - week, p.to - week])).toEqual([
+      [0, DAY_MS],
+      [DAY_MS, 2 * DAY_MS],
+      [2 * DAY_MS, 3 * DAY_MS],
+      [3 * DAY_MS, WEEK_MS],
+    ]);
+  });
+
   it("are dropped by the retention only once the floor is past a week's end; the rollup stays exact", async () => {
     const weeks = await ranges();
     const retentionDays = 20;
