@@ -19,6 +19,7 @@ import {
 import { pruneDeadRecords } from "../src/dead-records.js";
 import { replayDeadRecords } from "../src/dead-records-replay.js";
 import { migrations } from "../src/migrations/index.js";
+import { DAY_MS, listPartitions, PARTITION_DAYS_AHEAD } from "../src/partitions.js";
 import { writeRecords } from "../src/record-writer.js";
 import type { RunsDatabase } from "../src/tables.js";
 
@@ -147,7 +148,7 @@ describe("the runs service's metrics", () => {
     await stream?.remove();
   });
 
-  it("prune the dead records at start and count them, and the record log, in /metrics", async () => {
+  it("prune the dead records at start and count them, and the record log, in /metrics; partitions as wide as configured", async () => {
     stream = createTestStream();
     await keepDead(
       Array.from({ length: 5 }, (_, i) => ({
@@ -164,6 +165,8 @@ describe("the runs service's metrics", () => {
       DATABASE_URL: testDb.url,
       PIES_METRICS_PORT: String(metricsPort),
       PIES_DEAD_RECORDS_MAX: "2",
+      // Not the default width (a week): the process passes it to the partitions it makes.
+      PIES_RUN_PARTITION_DAYS: "1",
     });
     const scrape = async () => {
       const response = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
@@ -188,5 +191,9 @@ describe("the runs service's metrics", () => {
     expect(value(text, "pies_record_log_max_bytes")).toBe(4 * 1024 ** 3);
     expect(value(text, "pies_record_writer_pending")).toBe(0);
     expect(text).toContain("pies_runs_process_cpu_seconds_total");
+    // Made before the writer started: today's and the days ahead, each a day wide.
+    const made = (await listPartitions(db)).filter((p) => !p.isDefault);
+    expect(made.length, runs.output()).toBe(PARTITION_DAYS_AHEAD + 1);
+    for (const p of made) expect(parseInt(p.to!, 16) - parseInt(p.from!, 16)).toBe(DAY_MS);
   });
 });
