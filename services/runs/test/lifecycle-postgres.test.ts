@@ -15,6 +15,7 @@ import { createTestDatabase, seedRuns, type TestDatabase } from "@pies/testkit";
 import { AnchorDirection, RunsService, RunStatus } from "@pies/proto/runs";
 import { deleteRunById, deleteRunIds } from "../src/deletions.js";
 import { insertExperiment } from "../src/experiments/store.js";
+import { MAX_RUN_SPAN_MS, RECENT_WINDOW_MS } from "../src/filters.js";
 import { migrations } from "../src/migrations/index.js";
 import {
   DAY_MS,
@@ -114,22 +115,28 @@ describe("daily partitions", () => {
       const list = queries.find((q) => /^select .* from "runs"\."runs"/.test(q.sql));
       return partitionsRead(list!);
     };
-    // Unbounded, the first page comes from the last days' (newestFirst, below).
+    // The partitions from or up to a time's day, the default one beside them: which days a bound
+    // reaches depends on the hour the test runs at (a list made later reads no more).
     const all = (await listPartitions(db)).map((p) => p.name);
-    expect(all.length).toBeGreaterThan(30);
-    expect((await readBy({})).length).toBeLessThan(14);
-    // The last hour: runs created in the week before it at most (a run's span) and after.
-    const recent = await readBy({ updatedAfter: toTimestamp(new Date(NOW - 3_600_000)) });
-    expect(recent.length).toBeLessThan(14);
-    for (const p of recent.filter((n) => n !== "runs_default")) {
-      expect(p >= partitionName(dayOf(NOW - 3_600_000 - 7 * DAY_MS))).toBe(true);
-    }
-    // Before 20 days ago: the partitions up to that day (and the hour after, clocks apart), the
-    // default one beside them; which days those are depends on the hour the test runs at.
-    const upTo = (ms: number) => [
-      ...all.filter((n) => n !== "runs_default" && n <= partitionName(dayOf(ms))),
+    const ranged = all.filter((n) => n !== "runs_default");
+    const from = (ms: number) => [
+      ...ranged.filter((n) => n >= partitionName(dayOf(ms))),
       "runs_default",
     ];
+    const upTo = (ms: number) => [
+      ...ranged.filter((n) => n <= partitionName(dayOf(ms))),
+      "runs_default",
+    ];
+    // Unbounded, the first page comes from the last days' (newestFirst, below).
+    expect(all.length).toBeGreaterThan(30);
+    const unbounded = await readBy({});
+    expect(from(NOW - RECENT_WINDOW_MS)).toEqual(expect.arrayContaining(unbounded));
+    expect(unbounded.length).toBeLessThan(15);
+    // The last hour: runs created in the week before it at most (a run's span) and after.
+    const recent = await readBy({ updatedAfter: toTimestamp(new Date(NOW - 3_600_000)) });
+    expect(from(NOW - 3_600_000 - MAX_RUN_SPAN_MS)).toEqual(expect.arrayContaining(recent));
+    expect(recent.length).toBeLessThan(14);
+    // Before 20 days ago: the partitions up to that day (and the hour after, clocks apart).
     const old = await readBy({ updatedBefore: toTimestamp(new Date(NOW - 20 * DAY_MS)) });
     expect(old).toContain("runs_default");
     expect(upTo(NOW - 20 * DAY_MS + 3_600_000)).toEqual(expect.arrayContaining(old));
