@@ -444,7 +444,12 @@ describe("RunsService over gRPC", () => {
     expect(got.created_at).toEqual(created.run.created_at);
     expect(got.updated_at).toEqual(created.run.updated_at);
 
-    const listed = await call(runs, "ListRuns", { project_id: projectId });
+    // Lists read the store, which the record writer fills a batch behind the log GetRun reads.
+    let listed = await call(runs, "ListRuns", { project_id: projectId });
+    for (const deadline = Date.now() + 30_000; !listed.runs.length && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 50));
+      listed = await call(runs, "ListRuns", { project_id: projectId });
+    }
     expect(listed.runs).toHaveLength(1);
     expectRun(listed.runs[0], id);
     expect(listed.runs[0].created_at).toEqual(created.run.created_at);
