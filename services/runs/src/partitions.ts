@@ -317,7 +317,10 @@ export async function dropPartitionsBelow(
   options: {
     lockTimeoutMs?: number;
     logger?: Logger;
-    /** Told of each drop: its time in all, and how long it held runs.runs locked. */
+    /**
+     * Told of each drop: its time in all, and how long runs.runs was locked for it (from the
+     * lock's request to the drop's end; the commit's flush, a moment more, not counted).
+     */
     onDropped?: (drop: { name: string; ms: number; lockedMs: number }) => void;
   } = {},
 ): Promise<string[]> {
@@ -325,7 +328,7 @@ export async function dropPartitionsBelow(
   for (const p of await listPartitions(db)) {
     if (p.isDefault || p.to === null || p.to > floorId) continue;
     const started = performance.now();
-    let locked = 0;
+    let lockedMs = 0;
     try {
       const done = await db.transaction().execute(async (tx) => {
         // One replica drops a partition; another finds it busy, or gone, and goes on.
@@ -382,14 +385,16 @@ export async function dropPartitionsBelow(
           .raw(`set local lock_timeout = ${Math.max(1, options.lockTimeoutMs ?? 500)}`)
           .execute(tx);
         // The table alone (not every partition, as LOCK TABLE would): the drop locks its own.
-        locked = performance.now();
+        const asked = performance.now();
         await sql`lock table only runs.runs in access exclusive mode`.execute(tx);
         await sql.raw(`drop table runs."${p.name}"`).execute(tx);
+        // The commit removes the partition's files only once it has released the locks
+        // (PostgreSQL's CommitTransaction): that time is not the table's.
+        lockedMs = performance.now() - asked;
         return true;
       });
       if (!done) continue;
-      const now = performance.now();
-      options.onDropped?.({ name: p.name, ms: now - started, lockedMs: now - locked });
+      options.onDropped?.({ name: p.name, ms: performance.now() - started, lockedMs });
       dropped.push(p.name);
       options.logger?.info({ partition: p.name }, "runs partition dropped (retention)");
     } catch (err) {
