@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { configDefaults, defineConfig } from "vitest/config";
 
 /**
@@ -7,9 +8,13 @@ import { configDefaults, defineConfig } from "vitest/config";
  * compared between two windows; it runs after the others (groupOrder), alone, so that no other test
  * file takes the machine's CPU in one window and not in the other.
  * All run against the built workspaces (`npm test` builds first).
+ * One test file per core at a time (vitest's default leaves a core free: one file at a time on a
+ * 2-core machine), as most of a file's time is spent waiting on the processes and servers it
+ * started (docs/decisions/0072-test-files-one-per-core.md).
  */
 export default defineConfig({
   test: {
+    maxWorkers: availableParallelism(),
     projects: [
       {
         test: {
