@@ -93,7 +93,11 @@ export async function createInMemoryPies(options: {
     throw err;
   });
   const lifecycle = options.lifecycle ?? { retentionDays: 90, maintenanceIntervalMs: 600_000 };
-  await makePartitions(db, { logger, days: lifecycle.partitionDays });
+  await makePartitions(db, {
+    logger,
+    days: lifecycle.partitionDays,
+    retentionDays: lifecycle.retentionDays,
+  });
   // The runs service's search indexes: built concurrently in the background on a PostgreSQL
   // server, as the service does; on PGlite (in this process) before serving.
   const indexes = await prepareIndexBuilds(db, "runs", runsIndexBuilds, logger);

@@ -173,11 +173,13 @@ const PARTITION_STORAGE = `with (
 /**
  * Makes the partitions, `days` wide (periods from a Monday), from the one that holds today (or
  * `from`) to the one that starts `daysAhead` days ahead; where partitions made before cover part
- * of a period (the legacy partition's last days, partitions of another width), its gaps only.
- * Each is made as a table of its own and attached, which locks runs.runs in SHARE UPDATE EXCLUSIVE
- * mode only (reads and writes go on; CREATE TABLE … PARTITION OF would lock them out), with the
- * runs of its range moved out of the default partition first (ids made by a clock ahead). Several
- * replicas may make them at once: one does, under an advisory lock, the others find them made.
+ * of a period (the legacy partition's last days, partitions of another width), its gaps only,
+ * but none the retention would drop at once (`retentionDays`).
+ * Each is made as a table of its own and attached, in a transaction of its own, which locks
+ * runs.runs in SHARE UPDATE EXCLUSIVE mode only (reads and writes go on; CREATE TABLE … PARTITION
+ * OF would lock them out), with the runs of its range moved out of the default partition first
+ * (ids made by a clock ahead). Several replicas may make them at once: one does, under an
+ * advisory lock, the others find them made.
  */
 export async function makePartitions(
   db: Kysely<any>,
@@ -187,6 +189,8 @@ export async function makePartitions(
     daysAhead?: number;
     /** A partition's width in days (DEFAULT_PARTITION_DAYS). */
     days?: number;
+    /** The retention (PIES_RUN_RETENTION_DAYS; 0 or none: every run kept). */
+    retentionDays?: number;
     logger?: Logger;
   } = {},
 ): Promise<string[]> {
@@ -194,38 +198,50 @@ export async function makePartitions(
   const days = options.days ?? DEFAULT_PARTITION_DAYS;
   const width = days * DAY_MS;
   const last = dayOf(now) + (options.daysAhead ?? PARTITION_DAYS_AHEAD) * DAY_MS;
+  const dropped = droppedBelow(now, options.retentionDays ?? 0);
   const made: string[] = [];
   for (let period = periodOf(options.from ?? now, days); period <= last; period += width) {
     const from = idPrefix(period);
     const to = idPrefix(period + width);
-    const names = await db
-      .transaction()
-      .execute(async (tx) => {
-        await sql`set local lock_timeout = '5s'`.execute(tx);
-        await sql`select pg_advisory_xact_lock(hashtext('runs.partitions'))`.execute(tx);
-        const partitions = await listPartitions(tx);
-        const gaps = gapsIn(partitions, from, to);
-        const fallback = partitions.find((p) => p.isDefault);
-        const names: string[] = [];
-        for (const gap of gaps) names.push(await makePartition(tx, gap, fallback?.name));
-        return names;
-      })
-      .catch((err: unknown) => {
-        // The default partition is locked while a partition is attached (ATTACH reads it): a
-        // busy one leaves the period to the next pass (its runs wait in the default partition).
-        if ((err as { code?: string }).code !== "55P03") throw err;
-        options.logger?.warn(
-          { partition: partitionName(period) },
-          "runs partition not made yet: its table was busy",
-        );
-        return [];
-      });
-    for (const name of names) {
+    for (;;) {
+      let name = "";
+      const done = await db
+        .transaction()
+        .execute(async (tx) => {
+          await sql`set local lock_timeout = '5s'`.execute(tx);
+          await sql`select pg_advisory_xact_lock(hashtext('runs.partitions'))`.execute(tx);
+          const partitions = await listPartitions(tx);
+          const gap = gapsIn(partitions, from, to).find((g) => dropped === null || g.to > dropped);
+          if (!gap) return true;
+          name = partitionName(dayOf(parseInt(gap.from, 16)));
+          await makePartition(tx, name, gap, partitions.find((p) => p.isDefault)?.name);
+          return false;
+        })
+        .catch((err: unknown) => {
+          // The default partition is locked while a partition is attached (ATTACH reads it): a
+          // busy one leaves the period to the next pass (its runs wait in the default partition).
+          if ((err as { code?: string }).code !== "55P03") throw err;
+          options.logger?.warn(
+            { partition: name || partitionName(period) },
+            "runs partition not made yet: its table was busy",
+          );
+          return true;
+        });
+      if (done) break;
       made.push(name);
       options.logger?.info({ partition: name }, "runs partition made");
     }
   }
   return made;
+}
+
+/**
+ * The id below which the retention drops partitions whole (applyRetention): an hour under its
+ * floor, so that no record the writer let through under a clock a little behind lands in one
+ * being dropped. Null when every run is kept (0 days).
+ */
+export function droppedBelow(now: number, retentionDays: number): string | null {
+  return retentionDays > 0 ? idPrefix(now - retentionDays * DAY_MS - 3_600_000) : null;
 }
 
 /**
@@ -255,15 +271,15 @@ export function gapsIn(
 }
 
 /**
- * Makes the partition of one range, named for the day it starts, with the runs of that range
- * moved out of the default partition first (ids made by a clock ahead). Answers its name.
+ * Makes the partition of one range (named for the day it starts), with the runs of that range
+ * moved out of the default partition first (ids made by a clock ahead).
  */
 async function makePartition(
   tx: Kysely<any>,
+  name: string,
   range: { from: string; to: string },
   fallback: string | undefined,
-): Promise<string> {
-  const name = partitionName(dayOf(parseInt(range.from, 16)));
+): Promise<void> {
   await sql
     .raw(`create table runs."${name}" (like runs.runs including defaults) ${PARTITION_STORAGE}`)
     .execute(tx);
@@ -281,7 +297,6 @@ async function makePartition(
     )
     .execute(tx);
   await nameIndexesAfterParents(tx, name);
-  return name;
 }
 
 /**

@@ -5,14 +5,13 @@ import type { CatalogService } from "@pies/proto/catalog";
 import { deleteExperimentsOf, deleteRunsWhere } from "./deletions.js";
 import {
   DAY_MS,
+  droppedBelow,
   dropPartitionsBelow,
   idPrefix,
   listPartitions,
   makePartitions,
 } from "./partitions.js";
 import type { RunsDatabase } from "./tables.js";
-
-const HOUR_MS = 3_600_000;
 
 export interface RetentionResult {
   /** Partitions dropped whole. */
@@ -49,9 +48,10 @@ export async function applyRetention(
   const now = options.now ?? Date.now();
   const result: RetentionResult = { dropped: [], deleted: 0, experiments: 0 };
   const { retentionDays } = options;
-  if (retentionDays > 0) {
+  const below = droppedBelow(now, retentionDays);
+  if (below !== null) {
     const floor = now - retentionDays * DAY_MS;
-    result.dropped = await dropPartitionsBelow(db, idPrefix(floor - HOUR_MS), options);
+    result.dropped = await dropPartitionsBelow(db, below, options);
     const floorId = idPrefix(floor);
     // Runs go one by one only from the partitions that are not a period's (the legacy one, the
     // default one): a period's partition goes whole once the floor has passed its end.
@@ -113,7 +113,11 @@ export function startMaintenance(
   let running: Promise<void> = Promise.resolve();
   let stopped = false;
   const once = async () => {
-    await makePartitions(db, { logger, days: options.partitionDays });
+    await makePartitions(db, {
+      logger,
+      days: options.partitionDays,
+      retentionDays: options.retentionDays,
+    });
     let projectDays: ReadonlyMap<string, number> | undefined;
     try {
       projectDays = await options.projectDays?.();

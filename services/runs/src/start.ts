@@ -63,7 +63,11 @@ export async function startRuns(config: RunsConfig): Promise<RunsProcess> {
       beforeMigrations: (db, logger) => boundLegacyRuns(db, logger),
       // The partitions of the next days before the writer starts.
       afterMigrations: async (db, logger) =>
-        void (await makePartitions(db, { logger, days: config.PIES_RUN_PARTITION_DAYS })),
+        void (await makePartitions(db, {
+          logger,
+          days: config.PIES_RUN_PARTITION_DAYS,
+          retentionDays: config.PIES_RUN_RETENTION_DAYS,
+        })),
       routes: (db, logger) => {
         runner = new ExperimentRunner({
           db,

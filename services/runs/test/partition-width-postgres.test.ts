@@ -140,6 +140,27 @@ describe("partitions a week wide", () => {
     ]);
   });
 
+  it("leave a gap the retention would drop at once", async () => {
+    // Days made a day wide in a later week, then a week's width with a retention of two days:
+    // the week's first day, past it, is not made (to be dropped again at each pass).
+    const week = (await ranges()).at(-1)!.to;
+    await makePartitions(db, { now: week + DAY_MS, from: week + DAY_MS, daysAhead: 1, days: 1 });
+    const now = week + 3 * DAY_MS + 2 * 3_600_000;
+    expect(
+      await makePartitions(db, { now, from: week, daysAhead: 0, days: 7, retentionDays: 2 }),
+    ).toEqual([partitionName(week + 3 * DAY_MS)]);
+    const inWeek = (await ranges()).filter((p) => p.from >= week);
+    expect(inWeek.map((p) => [p.from - week, p.to - week])).toEqual([
+      [DAY_MS, 2 * DAY_MS],
+      [2 * DAY_MS, 3 * DAY_MS],
+      [3 * DAY_MS, WEEK_MS],
+    ]);
+    // Without a retention, it is made.
+    expect(await makePartitions(db, { now, from: week, daysAhead: 0, days: 7 })).toEqual([
+      partitionName(week),
+    ]);
+  });
+
   it("are dropped by the retention only once the floor is past a week's end; the rollup stays exact", async () => {
     const weeks = await ranges();
     const retentionDays = 20;
