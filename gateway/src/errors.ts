@@ -1,6 +1,6 @@
 import { STATUS_CODES } from "node:http";
-import { Code, ConnectError } from "@connectrpc/connect";
-import { isConnectionError, isTooLarge, restError, retryAfterSeconds } from "@pies/common";
+import { ConnectError } from "@connectrpc/connect";
+import { restErrorOf } from "@pies/common";
 import type { FastifyError, FastifyReply } from "fastify";
 import { ZodError, type ZodIssue } from "zod";
 
@@ -37,9 +37,6 @@ export const forbidden = (message: string) => new HttpError(403, "forbidden", me
 export const tooManyRequests = (message: string, retryAfterSeconds: number) =>
   new HttpError(429, "rate_limited", message, undefined, { retryAfterSeconds });
 
-/** An address or a system error code in a message: for the logs, not for callers. */
-const leaksAddress = /\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|:\d{2,5}\b|\bE[A-Z]{4,}\b/;
-
 /** Translates whatever a handler threw into an HttpError; unknown errors become a bare 500. */
 /**
  * A union's failure as the issues of the branch whose type the value has (a facets map, not the
@@ -68,31 +65,8 @@ export function toHttpError(err: unknown): HttpError {
     );
   }
   if (err instanceof ConnectError) {
-    // A connection to a service lost or refused is 503 whatever code connect-node chose (a reset
-    // is ABORTED); the peer transports already say which service, this keeps addresses out if
-    // one did not.
-    if (err.code !== Code.Unavailable && isConnectionError(err)) {
-      return new HttpError(503, "unavailable", "a pies service is unavailable");
-    }
-    // A request that a service cannot take whole (a run too large to record): 413, not 429.
-    if (isTooLarge(err)) return payloadTooLarge(err.rawMessage);
-    // The same refusal by connect-node's own path of a service (its readMaxBytes), unmarked.
-    if (err.code === Code.ResourceExhausted && overReadMax.test(err.rawMessage)) {
-      return payloadTooLarge(err.rawMessage);
-    }
-    const [status, code] = restError(err.code);
-    // A service that says when to try again (retryableError in @pies/common) is passed on.
-    const options = { retryAfterSeconds: retryAfterSeconds(err) };
-    if (status === 503 && leaksAddress.test(err.rawMessage)) {
-      return new HttpError(503, code, "a pies service is unavailable", undefined, options);
-    }
-    return new HttpError(
-      status,
-      code,
-      status === 500 ? "internal error" : err.rawMessage,
-      undefined,
-      options,
-    );
+    const { status, code, message, retryAfterSeconds } = restErrorOf(err);
+    return new HttpError(status, code, message, undefined, { retryAfterSeconds });
   }
   const fastifyError = err as FastifyError;
   if (fastifyError?.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
@@ -118,9 +92,6 @@ export function toHttpError(err: unknown): HttpError {
   }
   return new HttpError(500, "internal", "internal error");
 }
-
-/** connect-node's message for a request message over a server's readMaxBytes. */
-const overReadMax = /^message size (\d+ )?is larger than configured readMaxBytes \d+$/;
 
 /** 413: the request carries more than the server takes. */
 export const payloadTooLarge = (message: string) =>

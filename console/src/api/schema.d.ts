@@ -913,7 +913,7 @@ export interface paths {
                 attempts: number;
                 candidate: {
                   cost: number | null;
-                  /** @description The replay's error: its run's, or, where no run could start, the API's error code for what the call answered (invalid_request, not_found, …) */
+                  /** @description The replay's error: its run's, or, where no run could start, the code and message the API answers the same call with (invalid_request, not_found, …) */
                   error: {
                     code: string;
                     message: string;
@@ -1069,7 +1069,7 @@ export interface paths {
                 attempts: number;
                 candidate: {
                   cost: number | null;
-                  /** @description The replay's error: its run's, or, where no run could start, the API's error code for what the call answered (invalid_request, not_found, …) */
+                  /** @description The replay's error: its run's, or, where no run could start, the code and message the API answers the same call with (invalid_request, not_found, …) */
                   error: {
                     code: string;
                     message: string;
@@ -1229,7 +1229,7 @@ export interface paths {
                 attempts: number;
                 candidate: {
                   cost: number | null;
-                  /** @description The replay's error: its run's, or, where no run could start, the API's error code for what the call answered (invalid_request, not_found, …) */
+                  /** @description The replay's error: its run's, or, where no run could start, the code and message the API answers the same call with (invalid_request, not_found, …) */
                   error: {
                     code: string;
                     message: string;

@@ -107,8 +107,8 @@ const pair = z.object({
         .object({ code: z.string(), message: z.string() })
         .nullable()
         .describe(
-          "The replay's error: its run's, or, where no run could start, the API's error code for " +
-            "what the call answered (invalid_request, not_found, …)",
+          "The replay's error: its run's, or, where no run could start, the code and message " +
+            "the API answers the same call with (invalid_request, not_found, …)",
         ),
     })
     .nullable(),

@@ -5,7 +5,7 @@ import {
   jsonBytes,
   jsonOf,
   newId,
-  restError,
+  restErrorOf,
   type JsonObject,
   type JsonValue,
   type Logger,
@@ -308,8 +308,10 @@ class Replay {
         outcome = await this.withJudge(pair, this.outcomeOf(pair, run));
       } catch (err) {
         const e = ConnectError.from(err);
-        if (!RETRIED.has(e.code)) {
-          outcome = failedOutcome({ code: restError(e.code)[1], message: e.rawMessage });
+        const answer = restErrorOf(e);
+        // Named as the API names it; a request too large (413) is refused again if asked again.
+        if (!RETRIED.has(e.code) || answer.status === 413) {
+          outcome = failedOutcome({ code: answer.code, message: answer.message });
           break;
         }
         // The call may have been cut after its run started: a replay already recorded is kept.
