@@ -10,11 +10,12 @@ import { configDefaults, defineConfig } from "vitest/config";
  * All run against the built workspaces (`npm test` builds first).
  * One test file per core at a time (vitest's default leaves a core free: one file at a time on a
  * 2-core machine), as most of a file's time is spent waiting on the processes and servers it
- * started (docs/decisions/0072-test-files-one-per-core.md).
+ * started, and four at most: each file's processes hold connections of the one PostgreSQL server
+ * (docs/decisions/0072-test-files-one-per-core.md).
  */
 export default defineConfig({
   test: {
-    maxWorkers: availableParallelism(),
+    maxWorkers: Math.min(availableParallelism(), 4),
     projects: [
       {
         test: {
