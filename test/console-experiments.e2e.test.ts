@@ -197,6 +197,12 @@ describe.each([
     // The first page of pairs: a difference highlighted on each side (the score always changes).
     const rows = page.getByTestId("pairs").locator("tbody tr[data-position]");
     await expect.poll(() => rows.count(), { timeout: 30_000 }).toBe(20);
+    // Every pair shown has ended, as the header says the experiment has (none left as it was
+    // when the page last read the pairs).
+    const firstPage = page.getByTestId("pairs").getByTestId("pair-outcome");
+    await expect
+      .poll(async () => new Set(await firstPage.allTextContents()), { timeout: 30_000 })
+      .toEqual(new Set(["differs"]));
     // Newest first: the "diff" runs (made last) on the first page, the "same" ones on the next.
     const changed = experiment.pairs.find((p: any) => !p.exact_match && p.position < 20);
     const row = page.locator(`tr[data-position="${changed.position}"]`);

@@ -105,17 +105,16 @@ export default function ExperimentPage({ id }: { id: string }) {
   }, [stream.latest]);
   const experiment = live ?? base;
 
-  // Its pairs follow: asked again when more are done (not more often than every 1.5 s), and
-  // once it ended; every 3 s while no stream can be read.
+  // Its pairs follow: asked again when more are done (not more often than every 1.5 s), and at
+  // once when it ended (its header says so already); every 3 s while no stream can be read.
+  const statusChanged = !!base && !!experiment && experiment.status !== base.status;
   const behind =
-    !!base &&
-    !!experiment &&
-    (experiment.progress.done !== base.progress.done || experiment.status !== base.status);
+    statusChanged || (!!base && !!experiment && experiment.progress.done !== base.progress.done);
   useEffect(() => {
     if (!behind || loaded.loading) return;
-    const timer = setTimeout(loaded.reload, 1500);
+    const timer = setTimeout(loaded.reload, statusChanged ? 0 : 1500);
     return () => clearTimeout(timer);
-  }, [behind, loaded.loading, experiment?.progress.done, experiment?.status]);
+  }, [behind, statusChanged, loaded.loading, experiment?.progress.done, experiment?.status]);
   const polling = baseRunning && !!stream.failed;
   useEffect(() => {
     if (!polling) return;
