@@ -37,7 +37,6 @@ export const forbidden = (message: string) => new HttpError(403, "forbidden", me
 export const tooManyRequests = (message: string, retryAfterSeconds: number) =>
   new HttpError(429, "rate_limited", message, undefined, { retryAfterSeconds });
 
-/** Translates whatever a handler threw into an HttpError; unknown errors become a bare 500. */
 /**
  * A union's failure as the issues of the branch whose type the value has (a facets map, not the
  * list; a query string, not the object): zod's own "Invalid input" says nothing of what is wrong.
@@ -52,6 +51,7 @@ function unionIssues(issue: ZodIssue): ZodIssue[] {
   return only && fitting.length === 1 ? only.issues.flatMap(unionIssues) : [issue];
 }
 
+/** Translates whatever a handler threw into an HttpError; unknown errors become a bare 500. */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   if (err instanceof ZodError) {

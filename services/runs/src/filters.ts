@@ -45,13 +45,14 @@ export const FLOOR_MAX_AGE_MS = 45 * 86_400_000;
  * `read(floorId)` adds `id >= floorId`. Planning a statement over every partition costs more than
  * running it (tens of ms over 90 daily partitions, against 1–2 over the nine of the window:
  * docs/decisions/0064; fewer with partitions a week wide, 0071), so a page is read over the last
- * RECENT_WINDOW_MS first, then, when that did not hold it, from a floor as far back as the window's matches say the page needs, and only
- * then over all. A read's page is the page when it is full and its last run was updated after
- * every run made before the floor could have been (created before it, updated at most
- * MAX_RUN_SPAN_MS later: idBounds). A full page whose last run is older moves the floor to the
- * oldest run that could be updated after it (the next read then holds the page); a short one tells
- * how many matches a span of days has. A search with no match in the window (a rare term) reads
- * over all at once, and so do filters bounded before the window.
+ * RECENT_WINDOW_MS first, then, when that did not hold it, from a floor as far back as the
+ * window's matches say the page needs, and only then over all. A read's page is the page when it
+ * is full and its last run was updated after every run made before the floor could have been
+ * (created before it, updated at most MAX_RUN_SPAN_MS later: idBounds). A full page whose last
+ * run is older moves the floor to the oldest run that could be updated after it (the next read
+ * then holds the page); a short one tells how many matches a span of days has. A search with no
+ * match in the window (a rare term) reads over all at once, and so do filters bounded before the
+ * window.
  */
 export async function newestFirst<R extends { updated_at: Date }>(
   read: (floorId?: string) => Promise<R[]>,
